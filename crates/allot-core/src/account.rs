@@ -1,0 +1,286 @@
+//! The account tree: paths, shares, budgets, impact and legacy pools.
+//!
+//! Accounts are written as paths (`ai2/olmo/pretrain`). The tree has a
+//! virtual root (id 0, path `""`); parents named by a path but not declared
+//! are created with defaults. Resolution rules:
+//! * share (rule FS-0): an explicit `share`; otherwise, if every sibling
+//!   without an explicit share has a budget, the budget; otherwise 1.
+//! * impact: own, else inherited from the nearest ancestor, else 1.
+//! * legacy pools (rule PRIO-2): those of the nearest account on the path that
+//!   lists `legacy_pools`; none means only `shared` pools.
+
+use std::collections::BTreeMap;
+
+use crate::cluster::PoolId;
+
+/// Index of an account in [`AccountTree::accounts`]; 0 is the virtual root.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AccountId(pub u32);
+
+impl AccountId {
+    pub const ROOT: AccountId = AccountId(0);
+}
+
+/// An account as declared in the configuration.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AccountSpec {
+    pub path: String,
+    pub share: Option<f64>,
+    pub budget_gpu_hours: Option<f64>,
+    pub impact: Option<f64>,
+    pub legacy_pools: Option<Vec<PoolId>>,
+    /// Cap on GPUs held by `service` workloads of this subtree (rule SVC-2).
+    pub max_service_gpus: Option<u32>,
+}
+
+/// A resolved account.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Account {
+    pub path: String,
+    pub parent: Option<AccountId>,
+    pub children: Vec<AccountId>,
+    pub depth: u32,
+    /// Resolved share among siblings (rule FS-0).
+    pub share: f64,
+    /// Whether `share` was given explicitly.
+    pub explicit_share: bool,
+    /// Own budget in NGH per budget period, if any.
+    pub budget_gpu_hours: Option<f64>,
+    /// Own or inherited impact.
+    pub impact: f64,
+    /// Own or inherited legacy pools (`None`: only shared pools).
+    pub legacy_pools: Option<Vec<PoolId>>,
+    pub max_service_gpus: Option<u32>,
+    /// Whether this account was declared (not only implied by a path).
+    pub declared: bool,
+}
+
+/// Errors building the tree.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum AccountTreeError {
+    #[error("no accounts declared")]
+    Empty,
+    #[error("invalid account path {0:?}: use non-empty segments of letters, digits, '-', '_', '.' separated by '/'")]
+    BadPath(String),
+    #[error("account {0:?} is declared twice")]
+    Duplicate(String),
+    #[error("account {path:?}: {field} must be a finite number > 0 (got {value})")]
+    BadNumber { path: String, field: &'static str, value: f64 },
+}
+
+/// The resolved tree.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AccountTree {
+    pub accounts: Vec<Account>,
+    by_path: BTreeMap<String, AccountId>,
+}
+
+fn valid_segment(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+impl AccountTree {
+    /// Builds the tree from declared accounts (any order).
+    pub fn build(specs: &[AccountSpec]) -> Result<AccountTree, AccountTreeError> {
+        if specs.is_empty() {
+            return Err(AccountTreeError::Empty);
+        }
+        let root = Account {
+            path: String::new(),
+            parent: None,
+            children: Vec::new(),
+            depth: 0,
+            share: 1.0,
+            explicit_share: true,
+            budget_gpu_hours: None,
+            impact: 1.0,
+            legacy_pools: None,
+            max_service_gpus: None,
+            declared: false,
+        };
+        let mut tree = AccountTree { accounts: vec![root], by_path: BTreeMap::new() };
+        tree.by_path.insert(String::new(), AccountId::ROOT);
+        let mut sorted: Vec<&AccountSpec> = specs.iter().collect();
+        sorted.sort_by(|a, b| a.path.cmp(&b.path));
+        for s in sorted {
+            if !s.path.split('/').all(valid_segment) {
+                return Err(AccountTreeError::BadPath(s.path.clone()));
+            }
+            for (field, v) in [("share", s.share), ("budget_gpu_hours", s.budget_gpu_hours), ("impact", s.impact)] {
+                if let Some(v) = v
+                    && !(v.is_finite() && v > 0.0)
+                {
+                    return Err(AccountTreeError::BadNumber { path: s.path.clone(), field, value: v });
+                }
+            }
+            let id = tree.ensure(&s.path);
+            let a = &mut tree.accounts[id.0 as usize];
+            if a.declared {
+                return Err(AccountTreeError::Duplicate(s.path.clone()));
+            }
+            a.declared = true;
+            a.explicit_share = s.share.is_some();
+            a.share = s.share.unwrap_or(1.0);
+            a.budget_gpu_hours = s.budget_gpu_hours;
+            a.impact = s.impact.unwrap_or(f64::NAN);
+            a.legacy_pools = s.legacy_pools.clone();
+            a.max_service_gpus = s.max_service_gpus;
+        }
+        tree.resolve();
+        Ok(tree)
+    }
+
+    fn ensure(&mut self, path: &str) -> AccountId {
+        if let Some(&id) = self.by_path.get(path) {
+            return id;
+        }
+        let (parent, depth) = match path.rsplit_once('/') {
+            Some((p, _)) => {
+                let pid = self.ensure(p);
+                (pid, self.accounts[pid.0 as usize].depth + 1)
+            }
+            None => (AccountId::ROOT, 1),
+        };
+        let id = AccountId(self.accounts.len() as u32);
+        self.accounts.push(Account {
+            path: path.to_string(),
+            parent: Some(parent),
+            children: Vec::new(),
+            depth,
+            share: 1.0,
+            explicit_share: false,
+            budget_gpu_hours: None,
+            impact: f64::NAN,
+            legacy_pools: None,
+            max_service_gpus: None,
+            declared: false,
+        });
+        self.accounts[parent.0 as usize].children.push(id);
+        self.by_path.insert(path.to_string(), id);
+        id
+    }
+
+    /// Resolves inherited fields and default shares; ids are in path order,
+    /// so parents precede children.
+    fn resolve(&mut self) {
+        for i in 1..self.accounts.len() {
+            let parent = self.accounts[i].parent.expect("non-root has a parent").0 as usize;
+            if self.accounts[i].impact.is_nan() {
+                self.accounts[i].impact = self.accounts[parent].impact;
+            }
+            if self.accounts[i].legacy_pools.is_none() {
+                self.accounts[i].legacy_pools = self.accounts[parent].legacy_pools.clone();
+            }
+        }
+        for i in 0..self.accounts.len() {
+            let kids = self.accounts[i].children.clone();
+            let implicit: Vec<AccountId> =
+                kids.iter().copied().filter(|k| !self.accounts[k.0 as usize].explicit_share).collect();
+            let by_budget = !implicit.is_empty()
+                && implicit.iter().all(|k| self.accounts[k.0 as usize].budget_gpu_hours.is_some());
+            for k in implicit {
+                let a = &mut self.accounts[k.0 as usize];
+                a.share = if by_budget { a.budget_gpu_hours.unwrap_or(1.0) } else { 1.0 };
+            }
+        }
+    }
+
+    pub fn get(&self, path: &str) -> Option<AccountId> {
+        self.by_path.get(path).copied()
+    }
+
+    pub fn account(&self, id: AccountId) -> &Account {
+        &self.accounts[id.0 as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.accounts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.accounts.len() <= 1
+    }
+
+    /// The account and its ancestors up to (excluding) the root, leaf first.
+    pub fn ancestry(&self, id: AccountId) -> impl Iterator<Item = AccountId> + '_ {
+        let mut cur = Some(id);
+        std::iter::from_fn(move || {
+            let c = cur?;
+            if c == AccountId::ROOT {
+                return None;
+            }
+            cur = self.accounts[c.0 as usize].parent;
+            Some(c)
+        })
+    }
+
+    /// Whether `a` is `ancestor` or lies below it.
+    pub fn is_within(&self, a: AccountId, ancestor: AccountId) -> bool {
+        ancestor == AccountId::ROOT || self.ancestry(a).any(|x| x == ancestor)
+    }
+
+    /// Static entitled share of the whole cluster: the product over the path
+    /// of share / Σ sibling shares.
+    pub fn static_share(&self, id: AccountId) -> f64 {
+        let mut f = 1.0;
+        for a in self.ancestry(id) {
+            let acc = self.account(a);
+            let parent = self.account(acc.parent.expect("non-root"));
+            let total: f64 = parent.children.iter().map(|c| self.account(*c).share).sum();
+            f *= acc.share / total;
+        }
+        f
+    }
+
+    /// Ids of all accounts except the root, in path order.
+    pub fn ids(&self) -> impl Iterator<Item = AccountId> {
+        (1..self.accounts.len() as u32).map(AccountId)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(path: &str) -> AccountSpec {
+        AccountSpec { path: path.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn implicit_parents_and_inheritance() {
+        let mut team = spec("org/team");
+        team.legacy_pools = Some(vec![PoolId(1)]);
+        team.impact = Some(3.0);
+        let t = AccountTree::build(&[spec("org/team/p1"), team, spec("org/other")]).unwrap();
+        let p1 = t.get("org/team/p1").unwrap();
+        assert_eq!(t.account(p1).legacy_pools, Some(vec![PoolId(1)]));
+        assert_eq!(t.account(p1).impact, 3.0);
+        assert_eq!(t.account(t.get("org/other").unwrap()).legacy_pools, None);
+        assert_eq!(t.account(t.get("org").unwrap()).impact, 1.0);
+        assert_eq!(t.ancestry(p1).count(), 3);
+    }
+
+    #[test]
+    fn default_share_follows_budget_when_all_siblings_have_one() {
+        let mut a = spec("x/a");
+        a.budget_gpu_hours = Some(300.0);
+        let mut b = spec("x/b");
+        b.budget_gpu_hours = Some(100.0);
+        let t = AccountTree::build(&[a, b]).unwrap();
+        assert!((t.static_share(t.get("x/a").unwrap()) - 0.75).abs() < 1e-12);
+        let mut c = spec("y/c");
+        c.budget_gpu_hours = Some(300.0);
+        let t = AccountTree::build(&[c, spec("y/d")]).unwrap();
+        assert!((t.static_share(t.get("y/c").unwrap()) - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn rejects_duplicates_bad_paths_and_numbers() {
+        assert!(matches!(AccountTree::build(&[spec("a"), spec("a")]), Err(AccountTreeError::Duplicate(_))));
+        assert!(matches!(AccountTree::build(&[spec("a//b")]), Err(AccountTreeError::BadPath(_))));
+        let mut s = spec("a");
+        s.share = Some(-1.0);
+        assert!(matches!(AccountTree::build(&[s]), Err(AccountTreeError::BadNumber { field: "share", .. })));
+        assert_eq!(AccountTree::build(&[]), Err(AccountTreeError::Empty));
+    }
+}

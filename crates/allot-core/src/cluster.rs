@@ -1,0 +1,191 @@
+//! The cluster: GPU types, pools of identical nodes, racks and node health.
+//!
+//! A pool is `nodes` identical nodes of `gpus_per_node` GPUs of one type;
+//! every `rack_size` consecutive nodes of a pool form one rack (network
+//! block). Nodes are named `<pool>-<index>`. The topology is static; health
+//! and free GPUs live in [`crate::State`].
+
+use serde::{Deserialize, Serialize};
+
+/// Index of a GPU type in [`Cluster::gpu_types`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct GpuTypeId(pub u16);
+
+/// Index of a pool in [`Cluster::pools`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PoolId(pub u32);
+
+/// Index of a node in [`Cluster::nodes`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NodeId(pub u32);
+
+/// A GPU model and its normalisation weight (budgets are in normalised GPU-hours).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuType {
+    pub name: String,
+    pub weight: f64,
+}
+
+/// What a pool is declared as, before nodes are laid out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolSpec {
+    pub name: String,
+    pub gpu: GpuTypeId,
+    pub nodes: u32,
+    pub gpus_per_node: u32,
+    pub rack_size: u32,
+    pub shared: bool,
+}
+
+/// A pool with its nodes laid out at `first_node .. first_node + nodes`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pool {
+    pub name: String,
+    pub gpu: GpuTypeId,
+    pub nodes: u32,
+    pub gpus_per_node: u32,
+    pub rack_size: u32,
+    pub shared: bool,
+    pub first_node: NodeId,
+    /// Global id of this pool's first rack.
+    pub first_rack: u32,
+}
+
+/// One node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub name: String,
+    pub pool: PoolId,
+    /// Global rack id (racks never span pools).
+    pub rack: u32,
+    pub gpus: u32,
+    pub gpu: GpuTypeId,
+}
+
+/// Health of a node. Only `Up` nodes receive new work (rule PLACE-5).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Health {
+    /// In service.
+    Up,
+    /// Being drained: its workloads are being preempted; no new work.
+    Draining,
+    /// Drained: out of service until repaired / undrained.
+    Drained,
+    /// Failed: out of service until repaired.
+    Down,
+}
+
+impl Health {
+    /// Whether the node counts as in service for availability: up, or
+    /// draining while it still serves its last workloads.
+    pub fn in_service(self) -> bool {
+        matches!(self, Health::Up | Health::Draining)
+    }
+}
+
+/// The static topology.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cluster {
+    pub name: String,
+    pub gpu_types: Vec<GpuType>,
+    pub pools: Vec<Pool>,
+    pub nodes: Vec<Node>,
+    /// Number of racks over all pools.
+    pub racks: u32,
+}
+
+/// Largest `gpus_per_node` supported (free GPUs are a 64-bit mask per node).
+pub const MAX_GPUS_PER_NODE: u32 = 64;
+
+impl Cluster {
+    /// Lays out nodes and racks for the given pools. The caller validated the
+    /// specs (non-zero sizes, `gpus_per_node <= 64`, known GPU types).
+    pub fn new(name: impl Into<String>, gpu_types: Vec<GpuType>, specs: Vec<PoolSpec>) -> Self {
+        let mut pools = Vec::with_capacity(specs.len());
+        let mut nodes = Vec::new();
+        let mut racks = 0u32;
+        for (pi, s) in specs.into_iter().enumerate() {
+            let rack_size = s.rack_size.max(1);
+            let first_node = NodeId(nodes.len() as u32);
+            let first_rack = racks;
+            for i in 0..s.nodes {
+                nodes.push(Node {
+                    name: format!("{}-{}", s.name, i),
+                    pool: PoolId(pi as u32),
+                    rack: first_rack + i / rack_size,
+                    gpus: s.gpus_per_node,
+                    gpu: s.gpu,
+                });
+            }
+            racks += s.nodes.div_ceil(rack_size);
+            pools.push(Pool {
+                name: s.name,
+                gpu: s.gpu,
+                nodes: s.nodes,
+                gpus_per_node: s.gpus_per_node,
+                rack_size,
+                shared: s.shared,
+                first_node,
+                first_rack,
+            });
+        }
+        Cluster { name: name.into(), gpu_types, pools, nodes, racks }
+    }
+
+    /// Total GPUs in the cluster.
+    pub fn total_gpus(&self) -> u64 {
+        self.nodes.iter().map(|n| u64::from(n.gpus)).sum()
+    }
+
+    /// Nodes of a pool, in index order.
+    pub fn pool_nodes(&self, pool: PoolId) -> impl Iterator<Item = NodeId> + '_ {
+        let p = &self.pools[pool.0 as usize];
+        (p.first_node.0..p.first_node.0 + p.nodes).map(NodeId)
+    }
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.0 as usize]
+    }
+
+    pub fn pool(&self, id: PoolId) -> &Pool {
+        &self.pools[id.0 as usize]
+    }
+
+    pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
+        // Names are `<pool>-<index>`; split at the last dash.
+        let (pool, idx) = name.rsplit_once('-')?;
+        let idx: u32 = idx.parse().ok()?;
+        let (pi, p) = self.pools.iter().enumerate().find(|(_, p)| p.name == pool)?;
+        let _ = pi;
+        (idx < p.nodes).then_some(NodeId(p.first_node.0 + idx))
+    }
+
+    pub fn gpu_type_by_name(&self, name: &str) -> Option<GpuTypeId> {
+        self.gpu_types.iter().position(|g| g.name == name).map(|i| GpuTypeId(i as u16))
+    }
+
+    pub fn pool_by_name(&self, name: &str) -> Option<PoolId> {
+        self.pools.iter().position(|p| p.name == name).map(|i| PoolId(i as u32))
+    }
+
+    /// Normalisation weight of a GPU type.
+    pub fn weight(&self, gpu: GpuTypeId) -> f64 {
+        self.gpu_types[gpu.0 as usize].weight
+    }
+
+    /// Largest number of GPUs a workload could ever get in one pool,
+    /// honouring an optional GPU type and an exact node count.
+    pub fn fits_anywhere(&self, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>) -> bool {
+        self.pools.iter().any(|p| {
+            if gpu.is_some_and(|g| g != p.gpu) {
+                return false;
+            }
+            if nodes == 0 {
+                u64::from(gpus) <= u64::from(p.nodes) * u64::from(p.gpus_per_node)
+            } else {
+                nodes <= p.nodes && gpus % nodes == 0 && gpus / nodes <= p.gpus_per_node
+            }
+        })
+    }
+}

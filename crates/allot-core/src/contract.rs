@@ -1,0 +1,56 @@
+//! The time-slicing contract and the other policy knobs of `[contract]`.
+//!
+//! Defaults (documented in `docs/config.md`): budget period 7 days, usage
+//! half-life 7 days, minimum slice 2 h for batch and 0 for interactive and
+//! service, grace 10 minutes, interactive lane up to 8 GPUs and 8 hours,
+//! scheduling interval 30 s.
+
+use crate::workload::Class;
+use crate::Time;
+
+/// A value per workload class.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct PerClass<T> {
+    pub batch: T,
+    pub interactive: T,
+    pub service: T,
+}
+
+impl<T: Copy> PerClass<T> {
+    pub fn get(&self, c: Class) -> T {
+        match c {
+            Class::Batch => self.batch,
+            Class::Interactive => self.interactive,
+            Class::Service => self.service,
+        }
+    }
+}
+
+/// Contract parameters, all in seconds.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Contract {
+    pub budget_period: Time,
+    pub usage_half_life: Time,
+    pub min_slice: PerClass<Time>,
+    pub grace: Time,
+    pub interactive_max_gpus: u32,
+    pub interactive_max_duration: Time,
+    pub scheduling_interval: Time,
+}
+
+pub const HOUR: Time = 3600;
+pub const DAY: Time = 24 * HOUR;
+
+impl Default for Contract {
+    fn default() -> Self {
+        Contract {
+            budget_period: 7 * DAY,
+            usage_half_life: 7 * DAY,
+            min_slice: PerClass { batch: 2 * HOUR, interactive: 0, service: 0 },
+            grace: 600,
+            interactive_max_gpus: 8,
+            interactive_max_duration: 8 * HOUR,
+            scheduling_interval: 30,
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! The usage ledger (rule BUD-3): every second a workload holds GPUs is
+//! charged to its account and every ancestor, raw and normalised by GPU type.
+//!
+//! Values are kept per account as of `last` and advanced in closed form, so
+//! reading them never mutates and charging costs O(depth) per start or stop:
+//! * `charged_gpu_s`: raw GPU-seconds ever charged (integer, exact);
+//! * `period_ngs`: normalised GPU-seconds in the current budget period;
+//! * `decayed_ngs`: usage with exponential decay of half-life `h`:
+//!   `U(t+Δ) = U(t)·d + A·(h/ln 2)·(1 − d)`, `d = 2^(−Δ/h)`, where `A` is the
+//!   normalised allocation held over the interval.
+
+use crate::account::{AccountId, AccountTree};
+use crate::Time;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Usage {
+    /// Raw GPUs held now.
+    pub alloc_gpus: u64,
+    /// Normalised GPUs held now.
+    pub alloc_ngpus: f64,
+    pub charged_gpu_s: u64,
+    pub period_ngs: f64,
+    pub decayed_ngs: f64,
+    pub last: Time,
+}
+
+/// Per-account usage.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ledger {
+    pub usage: Vec<Usage>,
+    pub budget_period: Time,
+    pub half_life: Time,
+}
+
+impl Ledger {
+    pub fn new(accounts: &AccountTree, budget_period: Time, half_life: Time) -> Ledger {
+        Ledger { usage: vec![Usage::default(); accounts.len()], budget_period, half_life }
+    }
+
+    fn period_of(&self, t: Time) -> Time {
+        if self.budget_period == 0 { 0 } else { t / self.budget_period }
+    }
+
+    /// Start of the budget period containing `t`.
+    pub fn period_start(&self, t: Time) -> Time {
+        self.period_of(t) * self.budget_period
+    }
+
+    /// The usage of `a`'s subtree as of `now` (now ≥ last update).
+    pub fn at(&self, a: AccountId, now: Time) -> Usage {
+        let u = &self.usage[a.0 as usize];
+        let mut v = u.clone();
+        if now <= u.last {
+            return v;
+        }
+        let dt = now - u.last;
+        v.charged_gpu_s += u.alloc_gpus * dt;
+        if self.period_of(now) != self.period_of(u.last) {
+            v.period_ngs = u.alloc_ngpus * (now - self.period_start(now)) as f64;
+        } else {
+            v.period_ngs += u.alloc_ngpus * dt as f64;
+        }
+        v.decayed_ngs = if self.half_life == 0 {
+            0.0
+        } else {
+            let h = self.half_life as f64;
+            let d = (-(dt as f64) / h).exp2();
+            u.decayed_ngs * d + u.alloc_ngpus * (h / std::f64::consts::LN_2) * (1.0 - d)
+        };
+        v.last = now;
+        v
+    }
+
+    /// Changes the allocation of `a` and its ancestors by `gpus` raw GPUs of
+    /// normalisation weight `weight` (negative to release).
+    pub fn change(&mut self, tree: &AccountTree, a: AccountId, now: Time, gpus: i64, weight: f64) {
+        for x in tree.ancestry(a) {
+            let mut v = self.at(x, now);
+            v.alloc_gpus = v.alloc_gpus.checked_add_signed(gpus).expect("ledger allocation went negative");
+            v.alloc_ngpus += gpus as f64 * weight;
+            if v.alloc_gpus == 0 {
+                v.alloc_ngpus = 0.0; // no float residue when nothing is held
+            }
+            self.usage[x.0 as usize] = v;
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! Placement shared by every policy (rules PLACE-1 … PLACE-6).
+//!
+//! * PLACE-1 gang: a workload gets all its GPUs at once or none.
+//! * PLACE-2 `nodes = k > 0` means exactly k nodes with `gpus / k` each;
+//!   `nodes = 0` lets placement choose. A workload never spans pools (a pool
+//!   is one GPU type and one network fabric).
+//! * PLACE-3 multi-node workloads go inside one rack when some rack can hold
+//!   them; otherwise they span racks of one pool.
+//! * PLACE-4 best fit: among feasible choices, the one leaving the fewest
+//!   free GPUs on the nodes it touches, so whole nodes stay free for large
+//!   jobs. Ties go to the lowest pool, rack and node index.
+//! * PLACE-5 a GPU-type constraint restricts the pools.
+//! * PLACE-6 only `Up` nodes receive new work.
+
+use std::fmt;
+
+use crate::cluster::{Cluster, Health, NodeId, PoolId};
+use crate::decision::Rule;
+use crate::workload::WorkloadSpec;
+
+/// GPUs held by one workload: per node, a bit mask of GPU indices.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Allocation {
+    pub parts: Vec<(NodeId, u64)>,
+}
+
+impl Allocation {
+    pub fn gpus(&self) -> u32 {
+        self.parts.iter().map(|(_, m)| m.count_ones()).sum()
+    }
+
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.parts.iter().map(|(n, _)| *n)
+    }
+
+    /// GPU indices on a node, ascending.
+    pub fn indices(mask: u64) -> impl Iterator<Item = u32> {
+        (0..64u32).filter(move |i| mask & (1u64 << i) != 0)
+    }
+}
+
+/// Free GPUs per node, as a working copy a policy can consume during a pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FreeMap {
+    pub free: Vec<u64>,
+    pub usable: Vec<bool>,
+    /// Free GPUs on usable nodes, per pool.
+    pub pool_free: Vec<u32>,
+}
+
+impl FreeMap {
+    /// All GPUs free, all nodes up.
+    pub fn new(cluster: &Cluster) -> FreeMap {
+        let free = cluster.nodes.iter().map(|n| full_mask(n.gpus)).collect();
+        let usable = vec![true; cluster.nodes.len()];
+        let pool_free = cluster.pools.iter().map(|p| p.nodes * p.gpus_per_node).collect();
+        FreeMap { free, usable, pool_free }
+    }
+
+    pub fn free_on(&self, n: NodeId) -> u32 {
+        if self.usable[n.0 as usize] { self.free[n.0 as usize].count_ones() } else { 0 }
+    }
+
+    /// Marks the allocation's GPUs as used. They must be free.
+    pub fn take(&mut self, cluster: &Cluster, a: &Allocation) {
+        for &(n, m) in &a.parts {
+            let i = n.0 as usize;
+            debug_assert_eq!(self.free[i] & m, m, "GPUs taken twice on node {i}");
+            self.free[i] &= !m;
+            if self.usable[i] {
+                self.pool_free[cluster.nodes[i].pool.0 as usize] -= m.count_ones();
+            }
+        }
+    }
+
+    /// Returns the allocation's GPUs.
+    pub fn give(&mut self, cluster: &Cluster, a: &Allocation) {
+        for &(n, m) in &a.parts {
+            let i = n.0 as usize;
+            debug_assert_eq!(self.free[i] & m, 0, "GPUs returned twice on node {i}");
+            self.free[i] |= m;
+            if self.usable[i] {
+                self.pool_free[cluster.nodes[i].pool.0 as usize] += m.count_ones();
+            }
+        }
+    }
+
+    /// Changes whether a node may receive work.
+    pub fn set_usable(&mut self, cluster: &Cluster, n: NodeId, usable: bool) {
+        let i = n.0 as usize;
+        if self.usable[i] == usable {
+            return;
+        }
+        let p = cluster.nodes[i].pool.0 as usize;
+        let c = self.free[i].count_ones();
+        if usable {
+            self.pool_free[p] += c;
+        } else {
+            self.pool_free[p] -= c;
+        }
+        self.usable[i] = usable;
+    }
+
+    pub fn health_usable(h: Health) -> bool {
+        h == Health::Up
+    }
+}
+
+pub fn full_mask(gpus: u32) -> u64 {
+    if gpus >= 64 { u64::MAX } else { (1u64 << gpus) - 1 }
+}
+
+fn lowest_bits(mask: u64, k: u32) -> u64 {
+    let mut out = 0u64;
+    let mut m = mask;
+    for _ in 0..k {
+        let b = m & m.wrapping_neg();
+        out |= b;
+        m &= !b;
+    }
+    out
+}
+
+/// Why a workload could not be placed, with the numbers behind it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlacementFailure {
+    pub rule: Rule,
+    pub gpus: u32,
+    pub nodes: u32,
+    /// Free GPUs on usable nodes of the pools it may use.
+    pub free_in_pools: u32,
+    /// Most free GPUs in one rack of those pools.
+    pub best_rack_free: u32,
+    /// Most free GPUs on one node of those pools.
+    pub best_node_free: u32,
+}
+
+impl fmt::Display for PlacementFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shape = if self.nodes > 0 {
+            format!("{} GPUs on exactly {} nodes ({} each)", self.gpus, self.nodes, self.gpus / self.nodes)
+        } else {
+            format!("{} GPUs", self.gpus)
+        };
+        write!(
+            f,
+            "waiting for {shape}; {} free in the pools it may use, best rack has {}, best node has {}",
+            self.free_in_pools, self.best_rack_free, self.best_node_free
+        )
+    }
+}
+
+/// A candidate placement: (spans racks, leftover GPUs on touched nodes, pool, rack).
+type Score = (bool, u32, u32, u32);
+
+/// Finds GPUs for `spec` in the allowed pools, or says why there are none.
+pub fn place(
+    cluster: &Cluster,
+    free: &FreeMap,
+    spec: &WorkloadSpec,
+    allowed: &dyn Fn(PoolId) -> bool,
+) -> Result<Allocation, PlacementFailure> {
+    let mut best: Option<(Score, Allocation)> = None;
+    let mut fail = PlacementFailure {
+        rule: Rule::PlaceGang,
+        gpus: spec.gpus,
+        nodes: spec.nodes,
+        free_in_pools: 0,
+        best_rack_free: 0,
+        best_node_free: 0,
+    };
+    for (pi, pool) in cluster.pools.iter().enumerate() {
+        let pid = PoolId(pi as u32);
+        if spec.gpu_type.is_some_and(|g| g != pool.gpu) || !allowed(pid) {
+            continue;
+        }
+        fail.free_in_pools += free.pool_free[pi];
+        if free.pool_free[pi] < spec.gpus {
+            continue;
+        }
+        if let Some((score, alloc)) = place_in_pool(cluster, free, spec, pid)
+            && best.as_ref().is_none_or(|(s, _)| score < *s)
+        {
+            best = Some((score, alloc));
+        }
+    }
+    match best {
+        Some((_, a)) => Ok(a),
+        None => {
+            fill_failure(cluster, free, spec, allowed, &mut fail);
+            Err(fail)
+        }
+    }
+}
+
+fn fill_failure(
+    cluster: &Cluster,
+    free: &FreeMap,
+    spec: &WorkloadSpec,
+    allowed: &dyn Fn(PoolId) -> bool,
+    fail: &mut PlacementFailure,
+) {
+    let mut rack_free = vec![0u32; cluster.racks as usize];
+    for (i, n) in cluster.nodes.iter().enumerate() {
+        if spec.gpu_type.is_some_and(|g| g != n.gpu) || !allowed(n.pool) {
+            continue;
+        }
+        let f = free.free_on(NodeId(i as u32));
+        rack_free[n.rack as usize] += f;
+        fail.best_node_free = fail.best_node_free.max(f);
+    }
+    fail.best_rack_free = rack_free.into_iter().max().unwrap_or(0);
+    fail.rule = if spec.nodes > 1 || spec.gpus > fail.best_node_free {
+        if fail.free_in_pools >= spec.gpus { Rule::PlaceNodes } else { Rule::PlaceGang }
+    } else {
+        Rule::PlaceGang
+    };
+}
+
+/// Best placement inside one pool, rack-local when possible (PLACE-3).
+fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: PoolId) -> Option<(Score, Allocation)> {
+    let pool = cluster.pool(pid);
+    let gpn = pool.gpus_per_node;
+    // Candidate nodes with their free counts, grouped by rack (nodes of a
+    // rack are consecutive).
+    let nodes: Vec<(NodeId, u32)> = cluster.pool_nodes(pid).map(|n| (n, free.free_on(n))).collect();
+    let mut best: Option<(Score, Vec<(NodeId, u32)>)> = None;
+    let per_rack = pool.rack_size as usize;
+    for (ri, rack) in nodes.chunks(per_rack).enumerate() {
+        if let Some((left, pick)) = pick_nodes(rack, spec, gpn) {
+            let score = (false, left, pid.0, ri as u32);
+            if best.as_ref().is_none_or(|(s, _)| score < *s) {
+                best = Some((score, pick));
+            }
+        }
+    }
+    if best.is_none()
+        && (spec.nodes > 1 || spec.gpus > gpn)
+        && let Some((left, pick)) = pick_nodes(&nodes, spec, gpn)
+    {
+        best = Some(((true, left, pid.0, 0), pick));
+    }
+    let (score, pick) = best?;
+    let mut parts: Vec<(NodeId, u64)> =
+        pick.into_iter().map(|(n, take)| (n, lowest_bits(free.free[n.0 as usize], take))).collect();
+    parts.sort_by_key(|(n, _)| *n);
+    Some((score, Allocation { parts }))
+}
+
+/// Chooses nodes among `cands` (node, free GPUs); returns the leftover GPUs
+/// on touched nodes and (node, GPUs to take) pairs.
+fn pick_nodes(cands: &[(NodeId, u32)], spec: &WorkloadSpec, gpn: u32) -> Option<(u32, Vec<(NodeId, u32)>)> {
+    if spec.nodes > 0 {
+        let per = spec.gpus / spec.nodes;
+        if per > gpn {
+            return None;
+        }
+        let mut elig: Vec<(NodeId, u32)> = cands.iter().copied().filter(|(_, f)| *f >= per).collect();
+        if elig.len() < spec.nodes as usize {
+            return None;
+        }
+        // Best fit: the fullest eligible nodes (fewest free), ties by index.
+        elig.sort_by_key(|&(n, f)| (f, n));
+        elig.truncate(spec.nodes as usize);
+        let left = elig.iter().map(|(_, f)| f - per).sum();
+        return Some((left, elig.into_iter().map(|(n, _)| (n, per)).collect()));
+    }
+    if spec.gpus <= gpn {
+        // One node: the one with the fewest free GPUs that still fits.
+        let (n, f) = cands.iter().copied().filter(|(_, f)| *f >= spec.gpus).min_by_key(|&(n, f)| (f, n))?;
+        return Some((f - spec.gpus, vec![(n, spec.gpus)]));
+    }
+    // Several nodes, any packing: as few nodes as possible (emptiest
+    // first), the last one chosen best-fit for the remainder.
+    let total: u32 = cands.iter().map(|(_, f)| f).sum();
+    if total < spec.gpus {
+        return None;
+    }
+    let mut sorted: Vec<(NodeId, u32)> = cands.iter().copied().filter(|(_, f)| *f > 0).collect();
+    sorted.sort_by_key(|&(n, f)| (std::cmp::Reverse(f), n));
+    let mut need = spec.gpus;
+    let mut pick = Vec::new();
+    let mut i = 0;
+    while need > 0 {
+        let (n, f) = sorted[i];
+        if f >= need {
+            // Best fit for the remainder among the nodes not yet used.
+            let (bn, bf) = sorted[i..].iter().copied().filter(|(_, f)| *f >= need).min_by_key(|&(n, f)| (f, n))?;
+            pick.push((bn, need));
+            return Some((bf - need, pick));
+        }
+        pick.push((n, f));
+        need -= f;
+        i += 1;
+    }
+    Some((0, pick))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,86 @@
+//! `fifo` and `fifo-backfill`: one shared queue in submit order, all pools,
+//! no preemption (rules FIFO-1, FIFO-2).
+
+use crate::decision::{Action, Decision, Reason, Rule};
+use crate::placement::place;
+use crate::state::State;
+use crate::workload::{WorkloadId, WorkloadSpec};
+use crate::Time;
+
+use super::{FailCache, Policy};
+
+/// FIFO, strict (head-of-line blocking) or with first-fit backfill.
+#[derive(Clone, Debug)]
+pub struct Fifo {
+    backfill: bool,
+}
+
+impl Fifo {
+    /// FIFO-1: stop at the first workload that does not fit.
+    pub fn strict() -> Fifo {
+        Fifo { backfill: false }
+    }
+
+    /// FIFO-2: later workloads start when they fit.
+    pub fn backfill() -> Fifo {
+        Fifo { backfill: true }
+    }
+
+    fn rule(&self) -> Rule {
+        if self.backfill { Rule::FifoBackfill } else { Rule::FifoOrder }
+    }
+}
+
+impl Policy for Fifo {
+    fn name(&self) -> &'static str {
+        if self.backfill { "fifo-backfill" } else { "fifo" }
+    }
+
+    fn admit(&self, _state: &State, _spec: &WorkloadSpec) -> Result<(), Reason> {
+        Ok(())
+    }
+
+    fn schedule(&mut self, state: &State, _now: Time) -> Vec<Decision> {
+        let mut free = state.free.clone();
+        let mut left: u32 = free.pool_free.iter().sum();
+        let mut fails = FailCache::default();
+        let mut out = Vec::new();
+        for &(_, w) in &state.pending {
+            if left == 0 {
+                break;
+            }
+            let spec = state.spec(w);
+            if spec.gpus > left || fails.known_to_fail(spec, 0) {
+                if self.backfill {
+                    continue;
+                }
+                break;
+            }
+            match place(&state.cluster, &free, spec, &|_| true) {
+                Ok(alloc) => {
+                    free.take(&state.cluster, &alloc);
+                    left -= spec.gpus;
+                    let detail = if self.backfill { "fits now (first-fit backfill)" } else { "next in submit order and fits" };
+                    out.push(Decision { action: Action::Start { workload: w, alloc }, reason: Reason::new(self.rule(), detail) });
+                }
+                Err(_) if self.backfill => fails.record(spec, 0),
+                Err(_) => break,
+            }
+        }
+        out
+    }
+
+    fn explain(&self, state: &State, w: WorkloadId, _now: Time) -> Reason {
+        let spec = state.spec(w);
+        if !self.backfill {
+            let ahead = state.pending.range(..(spec.submit, w)).count();
+            if ahead > 0 {
+                return Reason::new(Rule::FifoOrder, format!("{ahead} workloads ahead in submit order; the head blocks the queue"));
+            }
+        }
+        match place(&state.cluster, &state.free, spec, &|_| true) {
+            Ok(_) => Reason::new(self.rule(), "fits now; starts at the next scheduling pass"),
+            Err(f) => Reason::new(f.rule, f.to_string()),
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! `priority`: the legacy model (rules PRIO-1 … PRIO-3).
+//!
+//! * PRIO-1: levels urgent > high > normal > low, strict; FIFO within a
+//!   level. A workload that does not fit does not block lower ones (greedy).
+//! * PRIO-2: a team's work runs only on its legacy pools (inherited down the
+//!   account path) plus pools marked `shared`.
+//! * PRIO-3: a waiting workload may preempt running workloads marked
+//!   `preemptible` of strictly lower priority in pools it may use. Victims:
+//!   lowest priority first, then the most recently started (least progress
+//!   lost), then highest id; the set is then pruned to a minimal one.
+//!   GPUs being freed by earlier preemptions are claimed before new victims
+//!   are chosen, so one waiting workload never triggers two rounds.
+
+use crate::account::AccountId;
+use crate::cluster::PoolId;
+use crate::decision::{Action, Decision, Reason, Rule};
+use crate::placement::{place, Allocation, FreeMap};
+use crate::state::State;
+use crate::workload::{Phase, Priority, WorkloadId, WorkloadSpec};
+use crate::Time;
+
+use super::{FailCache, Policy};
+
+/// The legacy policy.
+#[derive(Clone, Debug, Default)]
+pub struct PriorityPolicy;
+
+/// Whether an account may use a pool under PRIO-2.
+pub(crate) fn pool_allowed(state: &State, account: AccountId, pool: PoolId) -> bool {
+    state.cluster.pool(pool).shared
+        || state.accounts.account(account).legacy_pools.as_ref().is_some_and(|p| p.contains(&pool))
+}
+
+/// Interns accounts' legacy-pool lists within a pass: workloads whose
+/// accounts resolve to the same list share fail-cache entries.
+#[derive(Default)]
+struct Scopes<'a> {
+    seen: Vec<&'a Option<Vec<PoolId>>>,
+}
+
+impl<'a> Scopes<'a> {
+    fn of(&mut self, state: &'a State, account: AccountId) -> u64 {
+        let pools = &state.accounts.account(account).legacy_pools;
+        let i = self.seen.iter().position(|p| *p == pools).unwrap_or_else(|| {
+            self.seen.push(pools);
+            self.seen.len() - 1
+        });
+        i as u64
+    }
+}
+
+/// Takes out of `free` the GPUs of `alloc` that are free there (a claim on
+/// GPUs some of which are still being released).
+fn reserve(cluster: &crate::cluster::Cluster, free: &mut FreeMap, alloc: &Allocation) {
+    let parts = alloc
+        .parts
+        .iter()
+        .map(|&(n, m)| (n, m & free.free[n.0 as usize]))
+        .filter(|(_, m)| *m != 0)
+        .collect();
+    free.take(cluster, &Allocation { parts });
+}
+
+impl PriorityPolicy {
+    /// Chooses victims for `w` (PRIO-3), returning them and the placement
+    /// they make possible in `hyp`.
+    fn victims(
+        state: &State,
+        hyp: &FreeMap,
+        w: WorkloadId,
+        taken: &[WorkloadId],
+    ) -> Option<(Vec<WorkloadId>, Allocation)> {
+        let spec = state.spec(w);
+        let allowed = |p: PoolId| pool_allowed(state, spec.account, p);
+        let mut cands: Vec<(Priority, std::cmp::Reverse<Time>, std::cmp::Reverse<WorkloadId>)> = state
+            .running
+            .iter()
+            .copied()
+            .filter(|v| !taken.contains(v))
+            .filter(|&v| {
+                let (vs, vr) = (state.spec(v), state.run(v));
+                vr.phase == Phase::Running
+                    && vs.preemptible
+                    && vs.priority < spec.priority
+                    && vr.alloc.as_ref().is_some_and(|a| {
+                        a.nodes().any(|n| {
+                            let node = state.cluster.node(n);
+                            allowed(node.pool) && spec.gpu_type.is_none_or(|g| g == node.gpu)
+                        })
+                    })
+            })
+            .map(|v| (state.spec(v).priority, std::cmp::Reverse(state.run(v).started.unwrap_or(0)), std::cmp::Reverse(v)))
+            .collect();
+        cands.sort();
+        let mut trial = hyp.clone();
+        let mut chosen = Vec::new();
+        let mut found = None;
+        for (_, _, std::cmp::Reverse(v)) in cands {
+            trial.give(&state.cluster, state.run(v).alloc.as_ref().expect("running"));
+            chosen.push(v);
+            if let Ok(a) = place(&state.cluster, &trial, spec, &allowed) {
+                found = Some(a);
+                break;
+            }
+        }
+        found?;
+        // Prune: drop victims (latest chosen first) not needed for a fit.
+        let mut i = chosen.len();
+        while i > 0 {
+            i -= 1;
+            let mut t = trial.clone();
+            t.take(&state.cluster, state.run(chosen[i]).alloc.as_ref().expect("running"));
+            if place(&state.cluster, &t, spec, &allowed).is_ok() {
+                trial = t;
+                chosen.remove(i);
+            }
+        }
+        let alloc = place(&state.cluster, &trial, spec, &allowed).ok()?;
+        Some((chosen, alloc))
+    }
+}
+
+impl Policy for PriorityPolicy {
+    fn name(&self) -> &'static str {
+        "priority"
+    }
+
+    fn admit(&self, state: &State, spec: &WorkloadSpec) -> Result<(), Reason> {
+        let fits = state.cluster.pools.iter().enumerate().any(|(i, p)| {
+            pool_allowed(state, spec.account, PoolId(i as u32))
+                && spec.gpu_type.is_none_or(|g| g == p.gpu)
+                && if spec.nodes == 0 {
+                    spec.gpus <= p.nodes * p.gpus_per_node
+                } else {
+                    spec.nodes <= p.nodes && spec.gpus / spec.nodes <= p.gpus_per_node
+                }
+        });
+        if fits {
+            Ok(())
+        } else {
+            Err(Reason::new(
+                Rule::PrioPools,
+                format!(
+                    "{} GPUs never fit the legacy pools of {} plus the shared pools",
+                    spec.gpus,
+                    state.accounts.account(spec.account).path
+                ),
+            ))
+        }
+    }
+
+    fn schedule(&mut self, state: &State, _now: Time) -> Vec<Decision> {
+        let cluster = &state.cluster;
+        let mut free = state.free.clone();
+        // `hyp`: free GPUs plus those of stopping workloads not yet claimed.
+        let mut hyp = state.free.clone();
+        for &w in &state.running {
+            if state.run(w).phase == Phase::Stopping {
+                hyp.give(cluster, state.run(w).alloc.as_ref().expect("stopping holds GPUs"));
+            }
+        }
+        let mut fails = FailCache::default();
+        let mut scopes = Scopes::default();
+        let mut victims_taken: Vec<WorkloadId> = Vec::new();
+        let mut out = Vec::new();
+        for level in Priority::ALL.into_iter().rev() {
+            for &(_, w) in &state.pending {
+                let spec = state.spec(w);
+                if spec.priority != level {
+                    continue;
+                }
+                let sc = scopes.of(state, spec.account);
+                let allowed = |p: PoolId| pool_allowed(state, spec.account, p);
+                if !fails.known_to_fail(spec, sc) {
+                    match place(cluster, &free, spec, &allowed) {
+                        Ok(alloc) => {
+                            free.take(cluster, &alloc);
+                            reserve(cluster, &mut hyp, &alloc);
+                            let reason = Reason::new(Rule::PrioOrder, format!("{} priority, next in its level and fits", level.as_str()));
+                            out.push(Decision { action: Action::Start { workload: w, alloc }, reason });
+                            continue;
+                        }
+                        Err(_) => fails.record(spec, sc),
+                    }
+                }
+                // Already being freed for it (or for anyone): claim and wait.
+                if let Ok(alloc) = place(cluster, &hyp, spec, &allowed) {
+                    hyp.take(cluster, &alloc);
+                    reserve(cluster, &mut free, &alloc);
+                    continue;
+                }
+                if let Some((vs, alloc)) = Self::victims(state, &hyp, w, &victims_taken) {
+                    for &v in &vs {
+                        hyp.give(cluster, state.run(v).alloc.as_ref().expect("running"));
+                        let reason = Reason::new(
+                            Rule::PrioPreempt,
+                            format!(
+                                "preempted by {} ({} > {})",
+                                spec.id,
+                                level.as_str(),
+                                state.spec(v).priority.as_str()
+                            ),
+                        );
+                        out.push(Decision { action: Action::Preempt { workload: v, by: Some(w) }, reason });
+                    }
+                    victims_taken.extend(vs);
+                    hyp.take(cluster, &alloc);
+                    reserve(cluster, &mut free, &alloc);
+                }
+            }
+        }
+        out
+    }
+
+    fn explain(&self, state: &State, w: WorkloadId, _now: Time) -> Reason {
+        let spec = state.spec(w);
+        let allowed = |p: PoolId| pool_allowed(state, spec.account, p);
+        let higher = state.pending.iter().filter(|(_, x)| state.spec(*x).priority > spec.priority).count();
+        match place(&state.cluster, &state.free, spec, &allowed) {
+            Ok(_) => Reason::new(Rule::PrioOrder, "fits now; starts at the next scheduling pass"),
+            Err(f) => Reason::new(
+                Rule::PrioPools,
+                format!("{f} (legacy pools of {} plus shared); {higher} higher-priority workloads waiting", state.accounts.account(spec.account).path),
+            ),
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! The scheduler state a policy reads: topology, node health, free GPUs, the
+//! account tree and ledger, every known workload and the queues.
+//!
+//! The simulator and the server both mutate it only through the methods
+//! here, so the invariants (no GPU in two workloads, queues match phases,
+//! ledger matches allocations) hold in both; [`State::sanity_check`] verifies
+//! them.
+
+use std::collections::BTreeSet;
+
+use crate::account::AccountTree;
+use crate::cluster::{Cluster, Health, NodeId};
+use crate::contract::Contract;
+use crate::decision::Reason;
+use crate::ledger::Ledger;
+use crate::placement::{full_mask, Allocation, FreeMap};
+use crate::workload::{saved, Phase, Run, WorkloadId, WorkloadSpec};
+use crate::Time;
+
+/// A change of a node's health (events file / operator action).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NodeEvent {
+    pub t: Time,
+    pub node: NodeId,
+    pub kind: NodeEventKind,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NodeEventKind {
+    /// The node fails: its workloads stop at once (MNT-2).
+    Fail,
+    /// The node is repaired / returned to service.
+    Repair,
+    /// The node is drained for maintenance (MNT-1).
+    Drain,
+    /// Drain cancelled or maintenance over: back in service.
+    Undrain,
+}
+
+impl NodeEventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeEventKind::Fail => "fail",
+            NodeEventKind::Repair => "repair",
+            NodeEventKind::Drain => "drain",
+            NodeEventKind::Undrain => "undrain",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<NodeEventKind> {
+        [NodeEventKind::Fail, NodeEventKind::Repair, NodeEventKind::Drain, NodeEventKind::Undrain]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+/// What a stopped attempt amounted to.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct StopOutcome {
+    /// GPU-seconds the attempt held.
+    pub assigned_gpu_s: u64,
+    /// GPU-seconds of progress kept.
+    pub useful_gpu_s: u64,
+    /// Progress (seconds) lost since the last checkpoint.
+    pub lost_progress_s: Time,
+}
+
+/// The full state.
+#[derive(Clone, Debug)]
+pub struct State {
+    pub cluster: Cluster,
+    pub accounts: AccountTree,
+    pub contract: Contract,
+    pub health: Vec<Health>,
+    /// Free GPUs on every node (whatever its health) and usable = Up.
+    pub free: FreeMap,
+    pub specs: Vec<WorkloadSpec>,
+    pub runs: Vec<Run>,
+    /// Pending workloads in FIFO order: (submit, id).
+    pub pending: BTreeSet<(Time, WorkloadId)>,
+    /// Workloads holding GPUs (running or stopping).
+    pub running: BTreeSet<WorkloadId>,
+    pub ledger: Ledger,
+}
+
+impl State {
+    pub fn new(cluster: Cluster, accounts: AccountTree, contract: Contract) -> State {
+        let free = FreeMap::new(&cluster);
+        let ledger = Ledger::new(&accounts, contract.budget_period, contract.usage_half_life);
+        State {
+            health: vec![Health::Up; cluster.nodes.len()],
+            free,
+            cluster,
+            accounts,
+            contract,
+            specs: Vec::new(),
+            runs: Vec::new(),
+            pending: BTreeSet::new(),
+            running: BTreeSet::new(),
+            ledger,
+        }
+    }
+
+    pub fn spec(&self, w: WorkloadId) -> &WorkloadSpec {
+        &self.specs[w.0 as usize]
+    }
+
+    pub fn run(&self, w: WorkloadId) -> &Run {
+        &self.runs[w.0 as usize]
+    }
+
+    /// Adds a submitted workload to the pending queue.
+    pub fn submit(&mut self, spec: WorkloadSpec) -> WorkloadId {
+        let id = WorkloadId(self.specs.len() as u32);
+        self.runs.push(Run::new(&spec));
+        self.pending.insert((spec.submit, id));
+        self.specs.push(spec);
+        id
+    }
+
+    /// Normalisation weight of the GPUs a workload holds.
+    fn weight_of(&self, a: &Allocation) -> f64 {
+        a.parts.first().map_or(1.0, |(n, _)| self.cluster.weight(self.cluster.node(*n).gpu))
+    }
+
+    /// Starts a pending workload on free GPUs of usable nodes.
+    pub fn start(&mut self, w: WorkloadId, alloc: Allocation, now: Time, reason: Reason) {
+        let i = w.0 as usize;
+        assert_eq!(self.runs[i].phase, Phase::Pending, "start of a workload that is not pending");
+        for (n, m) in &alloc.parts {
+            assert!(self.free.usable[n.0 as usize], "start on a node that is not up");
+            assert_eq!(self.free.free[n.0 as usize] & m, *m, "start on GPUs that are not free");
+        }
+        self.free.take(&self.cluster, &alloc);
+        let gpus = i64::from(alloc.gpus());
+        let weight = self.weight_of(&alloc);
+        self.ledger.change(&self.accounts, self.specs[i].account, now, gpus, weight);
+        self.pending.remove(&(self.specs[i].submit, w));
+        self.running.insert(w);
+        let r = &mut self.runs[i];
+        r.phase = Phase::Running;
+        r.started = Some(now);
+        r.first_start.get_or_insert(now);
+        r.attempts += 1;
+        r.alloc = Some(alloc);
+        r.last_reason = Some(reason);
+    }
+
+    /// When a running workload completes if left alone.
+    pub fn finish_time(&self, w: WorkloadId) -> Option<Time> {
+        let r = self.run(w);
+        Some(r.started? + r.remaining)
+    }
+
+    /// Signals a running workload to stop after `grace` (CON-2). Its
+    /// progress is frozen now; it keeps its GPUs until `now + grace`.
+    pub fn signal(&mut self, w: WorkloadId, now: Time, grace: Time, reason: Reason) -> Time {
+        let r = &mut self.runs[w.0 as usize];
+        assert_eq!(r.phase, Phase::Running, "signal to a workload that is not running");
+        r.progress_at_signal = Some(r.progress(now));
+        r.phase = Phase::Stopping;
+        r.stop_at = Some(now + grace);
+        r.last_reason = Some(reason);
+        now + grace
+    }
+
+    fn release(&mut self, w: WorkloadId, now: Time) -> (Allocation, u64) {
+        let i = w.0 as usize;
+        let alloc = self.runs[i].alloc.take().expect("holding workload has an allocation");
+        self.free.give(&self.cluster, &alloc);
+        let gpus = alloc.gpus();
+        let weight = self.weight_of(&alloc);
+        self.ledger.change(&self.accounts, self.specs[i].account, now, -i64::from(gpus), weight);
+        self.running.remove(&w);
+        let held = now - self.runs[i].started.expect("holding workload has a start");
+        (alloc, held * u64::from(gpus))
+    }
+
+    /// Stops a running or stopping workload and requeues it (CON-3 / MNT-2):
+    /// progress since its last checkpoint is lost.
+    pub fn stop(&mut self, w: WorkloadId, now: Time, reason: Reason) -> StopOutcome {
+        let i = w.0 as usize;
+        assert!(self.runs[i].phase.holds_gpus(), "stop of a workload that holds no GPUs");
+        let progress = self.runs[i].progress(now);
+        let kept = saved(progress, self.specs[i].checkpoint_s);
+        let gpus = u64::from(self.specs[i].gpus);
+        let (_, assigned) = self.release(w, now);
+        let useful = kept * gpus;
+        let r = &mut self.runs[i];
+        r.remaining -= kept;
+        r.phase = Phase::Pending;
+        r.started = None;
+        r.stop_at = None;
+        r.progress_at_signal = None;
+        r.preemptions += 1;
+        r.lost_gpu_s += assigned - useful;
+        r.last_reason = Some(reason);
+        self.pending.insert((self.specs[i].submit, w));
+        StopOutcome { assigned_gpu_s: assigned, useful_gpu_s: useful, lost_progress_s: progress - kept }
+    }
+
+    /// Completes a workload whose work is done.
+    pub fn finish(&mut self, w: WorkloadId, now: Time, reason: Reason) -> StopOutcome {
+        let i = w.0 as usize;
+        let (_, assigned) = self.release(w, now);
+        let r = &mut self.runs[i];
+        let useful = r.remaining * u64::from(self.specs[i].gpus);
+        r.remaining = 0;
+        r.phase = Phase::Finished;
+        r.end = Some(now);
+        r.started = None;
+        r.stop_at = None;
+        r.progress_at_signal = None;
+        r.last_reason = Some(reason);
+        StopOutcome { assigned_gpu_s: assigned, useful_gpu_s: useful, lost_progress_s: 0 }
+    }
+
+    /// Ends a pending workload for good (rejected, cancelled or failed).
+    pub fn end_pending(&mut self, w: WorkloadId, now: Time, phase: Phase, reason: Reason) {
+        let i = w.0 as usize;
+        assert_eq!(self.runs[i].phase, Phase::Pending);
+        assert!(phase.is_terminal());
+        self.pending.remove(&(self.specs[i].submit, w));
+        let r = &mut self.runs[i];
+        r.phase = phase;
+        r.end = Some(now);
+        r.last_reason = Some(reason);
+    }
+
+    /// Sets a node's health; only `Up` nodes are usable for new work.
+    pub fn set_health(&mut self, n: NodeId, h: Health) {
+        self.health[n.0 as usize] = h;
+        self.free.set_usable(&self.cluster, n, FreeMap::health_usable(h));
+    }
+
+    /// Workloads holding GPUs on a node, in id order.
+    pub fn workloads_on(&self, n: NodeId) -> Vec<WorkloadId> {
+        self.running
+            .iter()
+            .copied()
+            .filter(|w| self.run(*w).alloc.as_ref().is_some_and(|a| a.nodes().any(|x| x == n)))
+            .collect()
+    }
+
+    /// GPUs on usable nodes, free or not.
+    pub fn usable_gpus(&self) -> u64 {
+        self.cluster
+            .nodes
+            .iter()
+            .zip(&self.free.usable)
+            .filter(|(_, u)| **u)
+            .map(|(n, _)| u64::from(n.gpus))
+            .sum()
+    }
+
+    /// Checks every invariant; returns the first violation.
+    pub fn sanity_check(&self, now: Time) -> Result<(), String> {
+        let mut used: Vec<u64> = vec![0; self.cluster.nodes.len()];
+        let mut alloc_by_account = vec![0u64; self.accounts.len()];
+        for (i, r) in self.runs.iter().enumerate() {
+            let w = WorkloadId(i as u32);
+            let spec = &self.specs[i];
+            let queued = self.pending.contains(&(spec.submit, w));
+            if queued != (r.phase == Phase::Pending) {
+                return Err(format!("workload {} queued={queued} but phase {:?}", spec.id, r.phase));
+            }
+            if self.running.contains(&w) != r.phase.holds_gpus() {
+                return Err(format!("workload {} running-set mismatch in phase {:?}", spec.id, r.phase));
+            }
+            match (&r.alloc, r.phase.holds_gpus()) {
+                (Some(a), true) => {
+                    if a.gpus() != spec.gpus {
+                        return Err(format!("workload {} holds {} GPUs, gang is {}", spec.id, a.gpus(), spec.gpus));
+                    }
+                    if spec.nodes > 0 && a.parts.len() != spec.nodes as usize {
+                        return Err(format!("workload {} on {} nodes, asked {}", spec.id, a.parts.len(), spec.nodes));
+                    }
+                    for (n, m) in &a.parts {
+                        let ni = n.0 as usize;
+                        if used[ni] & m != 0 {
+                            return Err(format!("GPU on node {} in two workloads", self.cluster.nodes[ni].name));
+                        }
+                        if m & !full_mask(self.cluster.nodes[ni].gpus) != 0 {
+                            return Err(format!("workload {} holds GPUs beyond the node", spec.id));
+                        }
+                        used[ni] |= m;
+                    }
+                    for x in self.accounts.ancestry(spec.account) {
+                        alloc_by_account[x.0 as usize] += u64::from(spec.gpus);
+                    }
+                }
+                (None, false) => {}
+                _ => return Err(format!("workload {} allocation does not match phase {:?}", spec.id, r.phase)),
+            }
+        }
+        for (i, n) in self.cluster.nodes.iter().enumerate() {
+            if used[i] & self.free.free[i] != 0 || (used[i] | self.free.free[i]) != full_mask(n.gpus) {
+                return Err(format!("free map of node {} does not match allocations", n.name));
+            }
+            if self.free.usable[i] != (self.health[i] == Health::Up) {
+                return Err(format!("node {} usable flag does not match health", n.name));
+            }
+        }
+        for (pi, _) in self.cluster.pools.iter().enumerate() {
+            let want: u32 = self
+                .cluster
+                .pool_nodes(crate::cluster::PoolId(pi as u32))
+                .map(|n| self.free.free_on(n))
+                .sum();
+            if want != self.free.pool_free[pi] {
+                return Err(format!("pool {} free count {} != {}", pi, self.free.pool_free[pi], want));
+            }
+        }
+        for a in self.accounts.ids() {
+            if self.ledger.at(a, now).alloc_gpus != alloc_by_account[a.0 as usize] {
+                return Err(format!("ledger allocation of {} does not match", self.accounts.account(a).path));
+            }
+        }
+        Ok(())
+    }
+}

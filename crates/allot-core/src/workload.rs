@@ -1,0 +1,202 @@
+//! Workloads: what was asked for ([`WorkloadSpec`]) and what happened to it
+//! so far ([`Run`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::account::AccountId;
+use crate::cluster::GpuTypeId;
+use crate::decision::Reason;
+use crate::placement::Allocation;
+use crate::Time;
+
+/// Index of a workload in [`crate::State`]; also its trace order.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct WorkloadId(pub u32);
+
+/// Workload class.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Class {
+    Batch,
+    Interactive,
+    Service,
+}
+
+impl Class {
+    pub const ALL: [Class; 3] = [Class::Batch, Class::Interactive, Class::Service];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Batch => "batch",
+            Class::Interactive => "interactive",
+            Class::Service => "service",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Class> {
+        Class::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+/// Legacy priority level (only the `priority` policy reads it).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    Low,
+    Normal,
+    High,
+    Urgent,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 4] = [Priority::Low, Priority::Normal, Priority::High, Priority::Urgent];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+            Priority::Urgent => "urgent",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Priority> {
+        Priority::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+/// What a workload asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkloadSpec {
+    /// Unique external id.
+    pub id: String,
+    pub submit: Time,
+    pub account: AccountId,
+    pub user: String,
+    pub class: Class,
+    /// Total GPUs (gang: all at once).
+    pub gpus: u32,
+    /// 0: any packing; k > 0: exactly k nodes with gpus/k each.
+    pub nodes: u32,
+    pub gpu_type: Option<GpuTypeId>,
+    /// Run time if never interrupted.
+    pub work_s: Time,
+    /// Checkpoint interval in seconds of progress; 0: never checkpoints.
+    pub checkpoint_s: Time,
+    /// Mean GPU utilisation while running, 0..=1.
+    pub util: f64,
+    pub priority: Priority,
+    pub preemptible: bool,
+}
+
+/// Lifecycle phase.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Waiting for GPUs (new or requeued).
+    Pending,
+    /// Holding GPUs and making progress.
+    Running,
+    /// Signalled to stop; holds its GPUs until the grace period ends.
+    Stopping,
+    /// All work done.
+    Finished,
+    /// Refused at admission (e.g. interactive over the lane limits).
+    Rejected,
+    /// Failed (live executor: non-zero exit without retries left).
+    Failed,
+    /// Cancelled by a user.
+    Cancelled,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "pending",
+            Phase::Running => "running",
+            Phase::Stopping => "stopping",
+            Phase::Finished => "finished",
+            Phase::Rejected => "rejected",
+            Phase::Failed => "failed",
+            Phase::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the workload holds GPUs.
+    pub fn holds_gpus(self) -> bool {
+        matches!(self, Phase::Running | Phase::Stopping)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Phase::Finished | Phase::Rejected | Phase::Failed | Phase::Cancelled)
+    }
+}
+
+/// Dynamic state of a workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Run {
+    pub phase: Phase,
+    /// Work left (seconds of progress) at the start of the current attempt.
+    pub remaining: Time,
+    /// Start of the current attempt (Running/Stopping).
+    pub started: Option<Time>,
+    /// When a Stopping workload releases its GPUs.
+    pub stop_at: Option<Time>,
+    /// Progress of the current attempt frozen at the preemption signal.
+    pub progress_at_signal: Option<Time>,
+    /// GPUs held (Running/Stopping).
+    pub alloc: Option<Allocation>,
+    pub first_start: Option<Time>,
+    pub end: Option<Time>,
+    pub preemptions: u32,
+    pub attempts: u32,
+    /// GPU-seconds lost to preemptions and failures (lost progress + grace).
+    pub lost_gpu_s: u64,
+    /// Why it last changed state or why it is waiting.
+    pub last_reason: Option<Reason>,
+}
+
+impl Run {
+    pub fn new(spec: &WorkloadSpec) -> Run {
+        Run {
+            phase: Phase::Pending,
+            remaining: spec.work_s,
+            started: None,
+            stop_at: None,
+            progress_at_signal: None,
+            alloc: None,
+            first_start: None,
+            end: None,
+            preemptions: 0,
+            attempts: 0,
+            lost_gpu_s: 0,
+            last_reason: None,
+        }
+    }
+
+    /// Progress made by the current attempt at `now` (frozen at the signal
+    /// once stopping).
+    pub fn progress(&self, now: Time) -> Time {
+        if let Some(p) = self.progress_at_signal {
+            return p;
+        }
+        match self.started {
+            Some(s) if self.phase == Phase::Running => now.saturating_sub(s).min(self.remaining),
+            _ => 0,
+        }
+    }
+
+    /// Progress of the current attempt that is lost if it stops at `now`
+    /// (rule CON-3: everything since the last checkpoint).
+    pub fn unsaved_progress(&self, spec: &WorkloadSpec, now: Time) -> Time {
+        let p = self.progress(now);
+        p - saved(p, spec.checkpoint_s)
+    }
+}
+
+/// Progress kept out of `p` seconds with checkpoints every `every` seconds
+/// (0: never). Because kept progress is always a multiple of `every`, per
+/// attempt and cumulative checkpoints coincide.
+pub fn saved(p: Time, every: Time) -> Time {
+    if every == 0 { 0 } else { p / every * every }
+}

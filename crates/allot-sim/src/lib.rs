@@ -1,0 +1,9 @@
+//! Allot's event-driven simulator and the measures of DESIGN.md §3.
+//!
+//! [`simulate`] replays a trace under a policy on integer virtual time and
+//! records every attempt and event ([`SimOutput`]); [`measures`] turns that
+//! record into the report object of DESIGN.md §4.
+
+pub mod record;
+
+pub use record::{Attempt, AttemptEnd, CapacityStep, LogEvent, SimOutput};

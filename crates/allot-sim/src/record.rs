@@ -1,0 +1,82 @@
+//! What a simulation recorded: every attempt, every log event and the
+//! in-service capacity over time. Measures are computed from this alone.
+
+use allot_core::{AccountId, Class, Time, WorkloadId};
+use serde::Serialize;
+
+/// One attempt: a workload holding GPUs from `start` to `end`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Attempt {
+    pub workload: WorkloadId,
+    pub account: AccountId,
+    pub class: Class,
+    pub gpus: u32,
+    /// Normalisation weight of the GPU type it ran on.
+    pub weight: f64,
+    pub util: f64,
+    pub start: Time,
+    pub end: Time,
+    /// GPU-seconds of progress kept (the rest of `gpus × (end − start)` was lost).
+    pub useful_gpu_s: u64,
+    /// How it ended.
+    pub outcome: AttemptEnd,
+}
+
+impl Attempt {
+    pub fn assigned_gpu_s(&self) -> u64 {
+        (self.end - self.start) * u64::from(self.gpus)
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttemptEnd {
+    /// Completed its work.
+    Finished,
+    /// Stopped after a preemption signal and grace (policy or drain).
+    Preempted,
+    /// Stopped at once by a node failure.
+    Failed,
+    /// Still holding GPUs when the simulation ended (horizon cut).
+    Cut,
+}
+
+/// A scheduling event, as written to `--log` (one JSON line each).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LogEvent {
+    pub t: Time,
+    /// start | preempt | stop | finish | fail | reject | node
+    pub event: &'static str,
+    pub workload: String,
+    pub nodes: Vec<String>,
+    pub gpus: u32,
+    pub reason: String,
+    /// The workload whose need caused a preemption, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+/// In-service GPUs from `t` on (a step function; first entry at t = 0).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct CapacityStep {
+    pub t: Time,
+    pub gpus: u64,
+    /// Normalised GPUs in service.
+    pub ngpus_milli: u64,
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug)]
+pub struct SimOutput {
+    pub policy: String,
+    /// Measures are over `[0, horizon_end]`.
+    pub horizon_end: Time,
+    /// Total GPUs of the cluster (healthy or not).
+    pub total_gpus: u64,
+    pub attempts: Vec<Attempt>,
+    pub capacity: Vec<CapacityStep>,
+    pub log: Vec<LogEvent>,
+    /// Scheduling passes run and simulator events processed.
+    pub passes: u64,
+    pub events: u64,
+}

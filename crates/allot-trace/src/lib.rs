@@ -1,0 +1,17 @@
+//! Allot's file formats and trace sources.
+//!
+//! * [`config`]: the cluster + accounts + contract TOML (DESIGN.md §4);
+//! * [`trace`]: workload traces in CSV or JSON Lines;
+//! * [`events`]: node event files (fail / repair / drain / undrain);
+//! * [`write`]: writing traces and configs back out;
+//! * [`import`]: importers for public GPU-cluster traces;
+//! * [`generate`]: synthetic workload generators.
+
+pub mod config;
+pub mod duration;
+pub mod error;
+pub mod events;
+pub mod generate;
+pub mod import;
+pub mod trace;
+pub mod write;

@@ -1,0 +1,41 @@
+//! The `allot` command line.
+
+mod cmd_compare;
+mod cmd_sim;
+mod cmd_trace;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "allot", version, about = "GPU-time budgets, hierarchical fair share and a time-slicing contract for shared GPU clusters")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Replay a trace under one policy and measure what happened.
+    Sim(cmd_sim::SimArgs),
+    /// Import public traces or generate synthetic ones.
+    #[command(subcommand)]
+    Trace(cmd_trace::TraceCommand),
+    /// Replay a trace under several policies and compare them side by side.
+    Compare(cmd_compare::CompareArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Sim(a) => cmd_sim::run(a),
+        Command::Trace(c) => cmd_trace::run(c),
+        Command::Compare(a) => cmd_compare::run(a),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
