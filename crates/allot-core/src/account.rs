@@ -176,8 +176,8 @@ impl AccountTree {
             let kids = self.accounts[i].children.clone();
             let implicit: Vec<AccountId> =
                 kids.iter().copied().filter(|k| !self.accounts[k.0 as usize].explicit_share).collect();
-            let by_budget = !implicit.is_empty()
-                && implicit.iter().all(|k| self.accounts[k.0 as usize].budget_gpu_hours.is_some());
+            let by_budget =
+                !implicit.is_empty() && implicit.iter().all(|k| self.accounts[k.0 as usize].budget_gpu_hours.is_some());
             for k in implicit {
                 let a = &mut self.accounts[k.0 as usize];
                 a.share = if by_budget { a.budget_gpu_hours.unwrap_or(1.0) } else { 1.0 };

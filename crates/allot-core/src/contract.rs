@@ -5,8 +5,8 @@
 //! service, grace 10 minutes, interactive lane up to 8 GPUs and 8 hours,
 //! scheduling interval 30 s.
 
-use crate::workload::Class;
 use crate::Time;
+use crate::workload::Class;
 
 /// A value per workload class.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -9,8 +9,8 @@
 //!   `U(t+Δ) = U(t)·d + A·(h/ln 2)·(1 − d)`, `d = 2^(−Δ/h)`, where `A` is the
 //!   normalised allocation held over the interval.
 
-use crate::account::{AccountId, AccountTree};
 use crate::Time;
+use crate::account::{AccountId, AccountTree};
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Usage {

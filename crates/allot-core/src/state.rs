@@ -8,14 +8,14 @@
 
 use std::collections::BTreeSet;
 
+use crate::Time;
 use crate::account::AccountTree;
 use crate::cluster::{Cluster, Health, NodeId};
 use crate::contract::Contract;
 use crate::decision::Reason;
 use crate::ledger::Ledger;
-use crate::placement::{full_mask, Allocation, FreeMap};
-use crate::workload::{saved, Phase, Run, WorkloadId, WorkloadSpec};
-use crate::Time;
+use crate::placement::{Allocation, FreeMap, full_mask};
+use crate::workload::{Phase, Run, WorkloadId, WorkloadSpec, saved};
 
 /// A change of a node's health (events file / operator action).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -244,13 +244,7 @@ impl State {
 
     /// GPUs on usable nodes, free or not.
     pub fn usable_gpus(&self) -> u64 {
-        self.cluster
-            .nodes
-            .iter()
-            .zip(&self.free.usable)
-            .filter(|(_, u)| **u)
-            .map(|(n, _)| u64::from(n.gpus))
-            .sum()
+        self.cluster.nodes.iter().zip(&self.free.usable).filter(|(_, u)| **u).map(|(n, _)| u64::from(n.gpus)).sum()
     }
 
     /// Checks every invariant; returns the first violation.
@@ -302,11 +296,8 @@ impl State {
             }
         }
         for (pi, _) in self.cluster.pools.iter().enumerate() {
-            let want: u32 = self
-                .cluster
-                .pool_nodes(crate::cluster::PoolId(pi as u32))
-                .map(|n| self.free.free_on(n))
-                .sum();
+            let want: u32 =
+                self.cluster.pool_nodes(crate::cluster::PoolId(pi as u32)).map(|n| self.free.free_on(n)).sum();
             if want != self.free.pool_free[pi] {
                 return Err(format!("pool {} free count {} != {}", pi, self.free.pool_free[pi], want));
             }

@@ -3,11 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::Time;
 use crate::account::AccountId;
 use crate::cluster::GpuTypeId;
 use crate::decision::Reason;
 use crate::placement::Allocation;
-use crate::Time;
 
 /// Index of a workload in [`crate::State`]; also its trace order.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -7,3 +7,5 @@
 pub mod record;
 
 pub use record::{Attempt, AttemptEnd, CapacityStep, LogEvent, SimOutput};
+pub mod measures;
+pub mod report;

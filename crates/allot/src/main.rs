@@ -7,7 +7,11 @@ mod cmd_trace;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "allot", version, about = "GPU-time budgets, hierarchical fair share and a time-slicing contract for shared GPU clusters")]
+#[command(
+    name = "allot",
+    version,
+    about = "GPU-time budgets, hierarchical fair share and a time-slicing contract for shared GPU clusters"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -1,11 +1,11 @@
 //! `fifo` and `fifo-backfill`: one shared queue in submit order, all pools,
 //! no preemption (rules FIFO-1, FIFO-2).
 
+use crate::Time;
 use crate::decision::{Action, Decision, Reason, Rule};
 use crate::placement::place;
 use crate::state::State;
 use crate::workload::{WorkloadId, WorkloadSpec};
-use crate::Time;
 
 use super::{FailCache, Policy};
 
@@ -60,8 +60,12 @@ impl Policy for Fifo {
                 Ok(alloc) => {
                     free.take(&state.cluster, &alloc);
                     left -= spec.gpus;
-                    let detail = if self.backfill { "fits now (first-fit backfill)" } else { "next in submit order and fits" };
-                    out.push(Decision { action: Action::Start { workload: w, alloc }, reason: Reason::new(self.rule(), detail) });
+                    let detail =
+                        if self.backfill { "fits now (first-fit backfill)" } else { "next in submit order and fits" };
+                    out.push(Decision {
+                        action: Action::Start { workload: w, alloc },
+                        reason: Reason::new(self.rule(), detail),
+                    });
                 }
                 Err(_) if self.backfill => fails.record(spec, 0),
                 Err(_) => break,
@@ -75,7 +79,10 @@ impl Policy for Fifo {
         if !self.backfill {
             let ahead = state.pending.range(..(spec.submit, w)).count();
             if ahead > 0 {
-                return Reason::new(Rule::FifoOrder, format!("{ahead} workloads ahead in submit order; the head blocks the queue"));
+                return Reason::new(
+                    Rule::FifoOrder,
+                    format!("{ahead} workloads ahead in submit order; the head blocks the queue"),
+                );
             }
         }
         match place(&state.cluster, &state.free, spec, &|_| true) {

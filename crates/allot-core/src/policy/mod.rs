@@ -11,10 +11,10 @@ mod priority;
 pub use fifo::Fifo;
 pub use priority::PriorityPolicy;
 
+use crate::Time;
 use crate::decision::{Decision, Reason};
 use crate::state::State;
 use crate::workload::{WorkloadId, WorkloadSpec};
-use crate::Time;
 
 /// A scheduling policy.
 pub trait Policy: Send {

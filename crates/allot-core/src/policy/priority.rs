@@ -11,13 +11,13 @@
 //!   GPUs being freed by earlier preemptions are claimed before new victims
 //!   are chosen, so one waiting workload never triggers two rounds.
 
+use crate::Time;
 use crate::account::AccountId;
 use crate::cluster::PoolId;
 use crate::decision::{Action, Decision, Reason, Rule};
-use crate::placement::{place, Allocation, FreeMap};
+use crate::placement::{Allocation, FreeMap, place};
 use crate::state::State;
 use crate::workload::{Phase, Priority, WorkloadId, WorkloadSpec};
-use crate::Time;
 
 use super::{FailCache, Policy};
 
@@ -52,12 +52,7 @@ impl<'a> Scopes<'a> {
 /// Takes out of `free` the GPUs of `alloc` that are free there (a claim on
 /// GPUs some of which are still being released).
 fn reserve(cluster: &crate::cluster::Cluster, free: &mut FreeMap, alloc: &Allocation) {
-    let parts = alloc
-        .parts
-        .iter()
-        .map(|&(n, m)| (n, m & free.free[n.0 as usize]))
-        .filter(|(_, m)| *m != 0)
-        .collect();
+    let parts = alloc.parts.iter().map(|&(n, m)| (n, m & free.free[n.0 as usize])).filter(|(_, m)| *m != 0).collect();
     free.take(cluster, &Allocation { parts });
 }
 
@@ -89,7 +84,9 @@ impl PriorityPolicy {
                         })
                     })
             })
-            .map(|v| (state.spec(v).priority, std::cmp::Reverse(state.run(v).started.unwrap_or(0)), std::cmp::Reverse(v)))
+            .map(|v| {
+                (state.spec(v).priority, std::cmp::Reverse(state.run(v).started.unwrap_or(0)), std::cmp::Reverse(v))
+            })
             .collect();
         cands.sort();
         let mut trial = hyp.clone();
@@ -176,7 +173,10 @@ impl Policy for PriorityPolicy {
                         Ok(alloc) => {
                             free.take(cluster, &alloc);
                             reserve(cluster, &mut hyp, &alloc);
-                            let reason = Reason::new(Rule::PrioOrder, format!("{} priority, next in its level and fits", level.as_str()));
+                            let reason = Reason::new(
+                                Rule::PrioOrder,
+                                format!("{} priority, next in its level and fits", level.as_str()),
+                            );
                             out.push(Decision { action: Action::Start { workload: w, alloc }, reason });
                             continue;
                         }
@@ -220,7 +220,10 @@ impl Policy for PriorityPolicy {
             Ok(_) => Reason::new(Rule::PrioOrder, "fits now; starts at the next scheduling pass"),
             Err(f) => Reason::new(
                 Rule::PrioPools,
-                format!("{f} (legacy pools of {} plus shared); {higher} higher-priority workloads waiting", state.accounts.account(spec.account).path),
+                format!(
+                    "{f} (legacy pools of {} plus shared); {higher} higher-priority workloads waiting",
+                    state.accounts.account(spec.account).path
+                ),
             ),
         }
     }
