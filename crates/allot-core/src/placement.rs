@@ -295,6 +295,3 @@ fn pick_nodes(cands: &[(NodeId, u32)], spec: &WorkloadSpec, gpn: u32) -> Option<
     }
     Some((0, pick))
 }
-
-#[cfg(test)]
-mod tests;

@@ -9,3 +9,6 @@ pub mod record;
 pub use record::{Attempt, AttemptEnd, CapacityStep, LogEvent, SimOutput};
 pub mod measures;
 pub mod report;
+pub mod sim;
+
+pub use sim::{SimOptions, simulate};

@@ -1,6 +1,137 @@
-//! `allot sim` (in progress).
+//! `allot sim`: replay a trace under one or more policies and measure.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use allot_core::PolicyKind;
+use allot_sim::measures::measure;
+use allot_sim::report::{Report, summary_table, write_workloads_csv};
+use allot_sim::{SimOptions, SimOutput, simulate};
+use anyhow::{Context, Result, bail};
+
 #[derive(clap::Args)]
-pub struct SimArgs {}
-pub fn run(_a: SimArgs) -> anyhow::Result<()> {
-    anyhow::bail!("allot sim is not built yet")
+pub struct SimArgs {
+    /// Cluster, accounts and contract (TOML).
+    #[arg(long)]
+    config: PathBuf,
+    /// Workload trace (.csv with header, or .jsonl).
+    #[arg(long)]
+    trace: PathBuf,
+    /// Node events (fail / repair / drain / undrain), .csv or .jsonl.
+    #[arg(long)]
+    events: Option<PathBuf>,
+    /// Policy, or several separated by commas to compare side by side:
+    /// fifo, fifo-backfill, priority, allot.
+    #[arg(long, default_value = "allot")]
+    policy: String,
+    /// Stop at this time (e.g. 30d); measures cover [0, until]. Default:
+    /// run until every workload has ended.
+    #[arg(long)]
+    until: Option<String>,
+    /// Write the report object (an array of them for several policies).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write one CSV row per workload (single policy only).
+    #[arg(long)]
+    workloads: Option<PathBuf>,
+    /// Write one JSON line per scheduling event (single policy only).
+    #[arg(long)]
+    log: Option<PathBuf>,
+}
+
+pub(crate) fn parse_policies(list: &str) -> Result<Vec<PolicyKind>> {
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some(k) = PolicyKind::parse(name) else {
+            let known: Vec<&str> = PolicyKind::ALL.iter().map(|k| k.as_str()).collect();
+            bail!("unknown policy {name:?} (known: {})", known.join(", "));
+        };
+        if !out.contains(&k) {
+            out.push(k);
+        }
+    }
+    if out.is_empty() {
+        bail!("--policy names no policy");
+    }
+    Ok(out)
+}
+
+/// The inputs of a run, loaded and validated once.
+pub(crate) struct Inputs {
+    pub config: allot_trace::config::Config,
+    pub trace: Vec<allot_core::WorkloadSpec>,
+    pub events: Vec<allot_core::NodeEvent>,
+}
+
+pub(crate) fn load_inputs(config: &PathBuf, trace: &PathBuf, events: Option<&PathBuf>) -> Result<Inputs> {
+    let config = allot_trace::config::load_config(config)?;
+    let trace = allot_trace::trace::load_trace(trace, &config)?;
+    let events = match events {
+        Some(e) => allot_trace::events::load_events(e, &config)?,
+        None => Vec::new(),
+    };
+    Ok(Inputs { config, trace, events })
+}
+
+/// Runs one policy on the inputs.
+pub(crate) fn run_one(inputs: &Inputs, kind: PolicyKind, opts: &SimOptions) -> (allot_core::State, SimOutput) {
+    let c = &inputs.config;
+    let state = allot_core::State::new(c.cluster.clone(), c.accounts.clone(), c.contract);
+    let mut policy = kind.build();
+    simulate(state, inputs.trace.clone(), inputs.events.clone(), policy.as_mut(), opts)
+}
+
+pub fn run(a: SimArgs) -> Result<()> {
+    let kinds = parse_policies(&a.policy)?;
+    if kinds.len() > 1 && (a.workloads.is_some() || a.log.is_some()) {
+        bail!("--workloads and --log take a single --policy");
+    }
+    let until = match &a.until {
+        Some(s) => Some(allot_trace::duration::parse_duration(s).map_err(|e| anyhow::anyhow!("--until: {e}"))?),
+        None => None,
+    };
+    let inputs = load_inputs(&a.config, &a.trace, a.events.as_ref())?;
+    let opts = SimOptions { until, check_invariants: false, keep_log: a.log.is_some() };
+    let runs: Vec<(allot_core::State, SimOutput, Report)> = std::thread::scope(|s| {
+        let handles: Vec<_> = kinds
+            .iter()
+            .map(|&k| {
+                let (inputs, opts) = (&inputs, &opts);
+                s.spawn(move || {
+                    let (state, out) = run_one(inputs, k, opts);
+                    let report = measure(&state, &out);
+                    (state, out, report)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("simulation thread panicked")).collect()
+    });
+    let reports: Vec<&Report> = runs.iter().map(|(_, _, r)| r).collect();
+    print!("{}", summary_table(&reports));
+    if let Some(path) = &a.json {
+        let text = if reports.len() == 1 {
+            serde_json::to_string_pretty(reports[0])?
+        } else {
+            serde_json::to_string_pretty(&reports)?
+        };
+        std::fs::write(path, text + "\n").with_context(|| format!("failed to write {}", path.display()))?;
+    }
+    let (state, out, _) = &runs[0];
+    if let Some(path) = &a.workloads {
+        let f = File::create(path).with_context(|| format!("failed to create {}", path.display()))?;
+        let mut w = BufWriter::new(f);
+        write_workloads_csv(&mut w, state, out.horizon_end)?;
+        w.flush()?;
+    }
+    if let Some(path) = &a.log {
+        let f = File::create(path).with_context(|| format!("failed to create {}", path.display()))?;
+        let mut w = BufWriter::new(f);
+        for e in &out.log {
+            serde_json::to_writer(&mut w, e)?;
+            w.write_all(b"\n")?;
+        }
+        w.flush()?;
+    }
+    Ok(())
 }

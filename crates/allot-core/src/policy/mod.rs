@@ -103,8 +103,3 @@ impl FailCache {
         }
     }
 }
-
-#[cfg(test)]
-pub(crate) mod testkit;
-#[cfg(test)]
-mod tests;

@@ -1,0 +1,218 @@
+//! Fluent builders for tests (dev-only; never a dependency of shipped code).
+//!
+//! ```ignore
+//! let state = StateBuilder::new().pool("a", "H100", 4, 8).account("org/x").build();
+//! let w = Wl::new("w1").account("org/x").gpus(8).work(3600).build(&state);
+//! ```
+
+use allot_core::{
+    AccountSpec, AccountTree, Class, Cluster, Contract, GpuType, GpuTypeId, PoolSpec, Priority, State, Time,
+    WorkloadSpec,
+};
+
+/// Builds a [`State`] from pools, accounts and a contract.
+#[derive(Clone, Debug)]
+pub struct StateBuilder {
+    gpu_types: Vec<GpuType>,
+    pools: Vec<PoolSpec>,
+    accounts: Vec<AccountSpec>,
+    pub contract: Contract,
+}
+
+impl Default for StateBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StateBuilder {
+    pub fn new() -> Self {
+        StateBuilder { gpu_types: Vec::new(), pools: Vec::new(), accounts: Vec::new(), contract: Contract::default() }
+    }
+
+    fn gpu_id(&mut self, name: &str) -> GpuTypeId {
+        match self.gpu_types.iter().position(|g| g.name == name) {
+            Some(i) => GpuTypeId(i as u16),
+            None => {
+                self.gpu_types.push(GpuType { name: name.into(), weight: 1.0 });
+                GpuTypeId((self.gpu_types.len() - 1) as u16)
+            }
+        }
+    }
+
+    /// Sets a GPU type's normalisation weight.
+    pub fn gpu_weight(mut self, name: &str, weight: f64) -> Self {
+        let id = self.gpu_id(name);
+        self.gpu_types[id.0 as usize].weight = weight;
+        self
+    }
+
+    /// Adds a pool of `nodes` × `gpus_per_node`, all in one rack.
+    pub fn pool(mut self, name: &str, gpu: &str, nodes: u32, gpus_per_node: u32) -> Self {
+        let gpu = self.gpu_id(gpu);
+        self.pools.push(PoolSpec { name: name.into(), gpu, nodes, gpus_per_node, rack_size: nodes, shared: false });
+        self
+    }
+
+    /// Sets the rack size of the last pool.
+    pub fn racks_of(mut self, rack_size: u32) -> Self {
+        self.pools.last_mut().expect("a pool").rack_size = rack_size;
+        self
+    }
+
+    /// Marks the last pool shared (legacy policy).
+    pub fn shared(mut self) -> Self {
+        self.pools.last_mut().expect("a pool").shared = true;
+        self
+    }
+
+    pub fn account(self, path: &str) -> Self {
+        self.account_with(path, |_| {})
+    }
+
+    /// Adds an account and edits its spec (share, budget, impact, …).
+    pub fn account_with(mut self, path: &str, f: impl FnOnce(&mut AccountSpec)) -> Self {
+        let mut a = AccountSpec { path: path.into(), ..Default::default() };
+        f(&mut a);
+        self.accounts.push(a);
+        self
+    }
+
+    /// Gives an account legacy pools by name (call after the pools).
+    pub fn legacy(mut self, path: &str, pools: &[&str]) -> Self {
+        let ids = pools
+            .iter()
+            .map(|p| {
+                let i = self.pools.iter().position(|x| x.name == *p).expect("known pool");
+                allot_core::PoolId(i as u32)
+            })
+            .collect();
+        match self.accounts.iter_mut().find(|a| a.path == path) {
+            Some(a) => a.legacy_pools = Some(ids),
+            None => {
+                self.accounts.push(AccountSpec { path: path.into(), legacy_pools: Some(ids), ..Default::default() })
+            }
+        }
+        self
+    }
+
+    pub fn contract(mut self, f: impl FnOnce(&mut Contract)) -> Self {
+        f(&mut self.contract);
+        self
+    }
+
+    pub fn build(self) -> State {
+        let cluster = Cluster::new("test", self.gpu_types, self.pools);
+        let accounts = AccountTree::build(&self.accounts).expect("valid accounts");
+        State::new(cluster, accounts, self.contract)
+    }
+}
+
+/// Builds a [`WorkloadSpec`]; defaults: 1 GPU, batch, submit 0, 1 h of work,
+/// no checkpoints, util 1, normal priority, not preemptible.
+#[derive(Clone, Debug)]
+pub struct Wl {
+    id: String,
+    account: String,
+    user: String,
+    class: Class,
+    gpus: u32,
+    nodes: u32,
+    gpu_type: Option<String>,
+    submit: Time,
+    work: Time,
+    checkpoint: Time,
+    util: f64,
+    priority: Priority,
+    preemptible: bool,
+}
+
+impl Wl {
+    pub fn new(id: impl Into<String>) -> Wl {
+        Wl {
+            id: id.into(),
+            account: String::new(),
+            user: "u".into(),
+            class: Class::Batch,
+            gpus: 1,
+            nodes: 0,
+            gpu_type: None,
+            submit: 0,
+            work: 3600,
+            checkpoint: 0,
+            util: 1.0,
+            priority: Priority::Normal,
+            preemptible: false,
+        }
+    }
+    pub fn account(mut self, a: &str) -> Self {
+        self.account = a.into();
+        self
+    }
+    pub fn user(mut self, u: &str) -> Self {
+        self.user = u.into();
+        self
+    }
+    pub fn class(mut self, c: Class) -> Self {
+        self.class = c;
+        self
+    }
+    pub fn gpus(mut self, g: u32) -> Self {
+        self.gpus = g;
+        self
+    }
+    pub fn nodes(mut self, n: u32) -> Self {
+        self.nodes = n;
+        self
+    }
+    pub fn gpu_type(mut self, t: &str) -> Self {
+        self.gpu_type = Some(t.into());
+        self
+    }
+    pub fn submit(mut self, t: Time) -> Self {
+        self.submit = t;
+        self
+    }
+    pub fn work(mut self, s: Time) -> Self {
+        self.work = s;
+        self
+    }
+    pub fn checkpoint(mut self, s: Time) -> Self {
+        self.checkpoint = s;
+        self
+    }
+    pub fn util(mut self, u: f64) -> Self {
+        self.util = u;
+        self
+    }
+    pub fn priority(mut self, p: Priority) -> Self {
+        self.priority = p;
+        self
+    }
+    pub fn preemptible(mut self) -> Self {
+        self.preemptible = true;
+        self
+    }
+
+    /// Resolves names against `state` (panics on unknown names: tests only).
+    pub fn build(&self, state: &State) -> WorkloadSpec {
+        let account = state.accounts.get(&self.account).unwrap_or_else(|| panic!("unknown account {:?}", self.account));
+        let gpu_type =
+            self.gpu_type.as_ref().map(|t| state.cluster.gpu_type_by_name(t).unwrap_or_else(|| panic!("gpu {t}")));
+        WorkloadSpec {
+            id: self.id.clone(),
+            submit: self.submit,
+            account,
+            user: self.user.clone(),
+            class: self.class,
+            gpus: self.gpus,
+            nodes: self.nodes,
+            gpu_type,
+            work_s: self.work,
+            checkpoint_s: self.checkpoint,
+            util: self.util,
+            priority: self.priority,
+            preemptible: self.preemptible,
+        }
+    }
+}
