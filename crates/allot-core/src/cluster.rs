@@ -184,7 +184,7 @@ impl Cluster {
             if nodes == 0 {
                 u64::from(gpus) <= u64::from(p.nodes) * u64::from(p.gpus_per_node)
             } else {
-                nodes <= p.nodes && gpus % nodes == 0 && gpus / nodes <= p.gpus_per_node
+                nodes <= p.nodes && gpus.is_multiple_of(nodes) && gpus / nodes <= p.gpus_per_node
             }
         })
     }

@@ -38,7 +38,7 @@ impl Ledger {
     }
 
     fn period_of(&self, t: Time) -> Time {
-        if self.budget_period == 0 { 0 } else { t / self.budget_period }
+        t.checked_div(self.budget_period).unwrap_or(0)
     }
 
     /// Start of the budget period containing `t`.

@@ -250,8 +250,7 @@ fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: Po
 /// Chooses nodes among `cands` (node, free GPUs); returns the leftover GPUs
 /// on touched nodes and (node, GPUs to take) pairs.
 fn pick_nodes(cands: &[(NodeId, u32)], spec: &WorkloadSpec, gpn: u32) -> Option<(u32, Vec<(NodeId, u32)>)> {
-    if spec.nodes > 0 {
-        let per = spec.gpus / spec.nodes;
+    if let Some(per) = spec.gpus.checked_div(spec.nodes) {
         if per > gpn {
             return None;
         }

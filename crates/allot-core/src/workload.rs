@@ -198,5 +198,5 @@ impl Run {
 /// (0: never). Because kept progress is always a multiple of `every`, per
 /// attempt and cumulative checkpoints coincide.
 pub fn saved(p: Time, every: Time) -> Time {
-    if every == 0 { 0 } else { p / every * every }
+    p.checked_div(every).map_or(0, |n| n * every)
 }

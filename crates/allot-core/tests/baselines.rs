@@ -1,6 +1,6 @@
 //! Hand-built scenarios for the baseline policies (FIFO-1, FIFO-2, PRIO-1 … PRIO-3).
 
-use allot_core::{Action, Decision, Policy, PolicyKind, Priority, Rule, State, WorkloadId};
+use allot_core::{Action, Decision, PolicyKind, Priority, Rule, State, WorkloadId};
 use allot_testkit::{StateBuilder, Wl};
 
 fn started(state: &State, d: &[Decision]) -> Vec<String> {

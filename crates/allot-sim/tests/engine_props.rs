@@ -7,11 +7,14 @@ use allot_sim::{AttemptEnd, SimOptions, SimOutput, simulate};
 use allot_testkit::{StateBuilder, Wl};
 use proptest::prelude::*;
 
+/// submit, gpus, exact nodes, work, checkpoint, priority, preemptible, account.
+type Job = (u64, u32, bool, u64, u64, u8, bool, usize);
+
 #[derive(Clone, Debug)]
 struct Scenario {
     pools: Vec<(u32, u32, u32)>, // nodes, gpus per node, rack size
     grace: u64,
-    jobs: Vec<(u64, u32, bool, u64, u64, u8, bool, usize)>, // submit, gpus, exact nodes, work, checkpoint, prio, preemptible, account
+    jobs: Vec<Job>,
     events: Vec<(u64, usize, u8)>,
 }
 

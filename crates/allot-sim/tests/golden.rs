@@ -10,7 +10,7 @@ fn golden_priority_schedule() {
     // 2 nodes × 4 GPUs in one shared pool; grace 60 s.
     let state =
         StateBuilder::new().pool("p", "H100", 2, 4).shared().account("org/x").contract(|c| c.grace = 60).build();
-    let trace = vec![
+    let trace = [
         Wl::new("a").account("org/x").gpus(8).nodes(2).work(1000).checkpoint(300).priority(Priority::Low).preemptible(),
         Wl::new("b").account("org/x").gpus(4).submit(100).work(200).priority(Priority::High),
         Wl::new("c").account("org/x").gpus(4).submit(150).work(500),

@@ -75,7 +75,7 @@ impl PolicyKind {
         match self {
             PolicyKind::Fifo => Box::new(Fifo::strict()),
             PolicyKind::FifoBackfill => Box::new(Fifo::backfill()),
-            PolicyKind::Priority => Box::new(PriorityPolicy::default()),
+            PolicyKind::Priority => Box::new(PriorityPolicy),
         }
     }
 }
@@ -85,8 +85,11 @@ impl PolicyKind {
 /// pass only ever consumes free GPUs.
 #[derive(Default)]
 pub(crate) struct FailCache {
-    shapes: Vec<((Option<crate::cluster::GpuTypeId>, u32, u64), u32)>,
+    /// ((GPU type, exact nodes, scope), smallest failed gang).
+    shapes: Vec<(ShapeKey, u32)>,
 }
+
+type ShapeKey = (Option<crate::cluster::GpuTypeId>, u32, u64);
 
 impl FailCache {
     /// `scope` distinguishes sets of allowed pools (0 when all pools).

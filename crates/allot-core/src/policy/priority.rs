@@ -57,42 +57,32 @@ fn reserve(cluster: &crate::cluster::Cluster, free: &mut FreeMap, alloc: &Alloca
 }
 
 impl PriorityPolicy {
-    /// Chooses victims for `w` (PRIO-3), returning them and the placement
-    /// they make possible in `hyp`.
+    /// Chooses victims for `w` (PRIO-3) among `cands` (preemptible running
+    /// workloads in victim order), returning them and the placement they
+    /// make possible in `hyp`.
     fn victims(
         state: &State,
         hyp: &FreeMap,
         w: WorkloadId,
+        cands: &[WorkloadId],
         taken: &[WorkloadId],
     ) -> Option<(Vec<WorkloadId>, Allocation)> {
         let spec = state.spec(w);
         let allowed = |p: PoolId| pool_allowed(state, spec.account, p);
-        let mut cands: Vec<(Priority, std::cmp::Reverse<Time>, std::cmp::Reverse<WorkloadId>)> = state
-            .running
-            .iter()
-            .copied()
-            .filter(|v| !taken.contains(v))
-            .filter(|&v| {
-                let (vs, vr) = (state.spec(v), state.run(v));
-                vr.phase == Phase::Running
-                    && vs.preemptible
-                    && vs.priority < spec.priority
-                    && vr.alloc.as_ref().is_some_and(|a| {
-                        a.nodes().any(|n| {
-                            let node = state.cluster.node(n);
-                            allowed(node.pool) && spec.gpu_type.is_none_or(|g| g == node.gpu)
-                        })
+        let usable = |v: &WorkloadId| {
+            state.spec(*v).priority < spec.priority
+                && !taken.contains(v)
+                && state.run(*v).alloc.as_ref().is_some_and(|a| {
+                    a.nodes().any(|n| {
+                        let node = state.cluster.node(n);
+                        allowed(node.pool) && spec.gpu_type.is_none_or(|g| g == node.gpu)
                     })
-            })
-            .map(|v| {
-                (state.spec(v).priority, std::cmp::Reverse(state.run(v).started.unwrap_or(0)), std::cmp::Reverse(v))
-            })
-            .collect();
-        cands.sort();
+                })
+        };
         let mut trial = hyp.clone();
         let mut chosen = Vec::new();
         let mut found = None;
-        for (_, _, std::cmp::Reverse(v)) in cands {
+        for &v in cands.iter().filter(|v| usable(v)) {
             trial.give(&state.cluster, state.run(v).alloc.as_ref().expect("running"));
             chosen.push(v);
             if let Ok(a) = place(&state.cluster, &trial, spec, &allowed) {
@@ -156,16 +146,35 @@ impl Policy for PriorityPolicy {
                 hyp.give(cluster, state.run(w).alloc.as_ref().expect("stopping holds GPUs"));
             }
         }
+        // PRIO-3 candidates, in victim order, once per pass.
+        let mut cands: Vec<WorkloadId> = state
+            .running
+            .iter()
+            .copied()
+            .filter(|&v| state.run(v).phase == Phase::Running && state.spec(v).preemptible)
+            .collect();
+        cands.sort_by_key(|&v| (state.spec(v).priority, std::cmp::Reverse(state.run(v).started), std::cmp::Reverse(v)));
         let mut fails = FailCache::default();
         let mut scopes = Scopes::default();
         let mut victims_taken: Vec<WorkloadId> = Vec::new();
         let mut out = Vec::new();
+        // Pending workloads by level, each in FIFO order.
+        let mut levels: [Vec<WorkloadId>; 4] = Default::default();
+        for &(_, w) in &state.pending {
+            levels[state.spec(w).priority as usize].push(w);
+        }
         for level in Priority::ALL.into_iter().rev() {
-            for &(_, w) in &state.pending {
-                let spec = state.spec(w);
-                if spec.priority != level {
-                    continue;
+            // Shapes that found no room even with GPUs being freed, and no
+            // victims, at this level: larger ones of the same scope cannot either.
+            let mut hopeless = FailCache::default();
+            let may_preempt = cands.first().is_some_and(|&v| state.spec(v).priority < level);
+            for &w in &levels[level as usize] {
+                // Nothing free, nothing being freed, no victims: nobody at
+                // this level or below can start or preempt.
+                if !may_preempt && free.pool_free.iter().all(|f| *f == 0) && hyp.pool_free.iter().all(|f| *f == 0) {
+                    return out;
                 }
+                let spec = state.spec(w);
                 let sc = scopes.of(state, spec.account);
                 let allowed = |p: PoolId| pool_allowed(state, spec.account, p);
                 if !fails.known_to_fail(spec, sc) {
@@ -183,13 +192,17 @@ impl Policy for PriorityPolicy {
                         Err(_) => fails.record(spec, sc),
                     }
                 }
+                if hopeless.known_to_fail(spec, sc) {
+                    continue;
+                }
                 // Already being freed for it (or for anyone): claim and wait.
                 if let Ok(alloc) = place(cluster, &hyp, spec, &allowed) {
                     hyp.take(cluster, &alloc);
                     reserve(cluster, &mut free, &alloc);
                     continue;
                 }
-                if let Some((vs, alloc)) = Self::victims(state, &hyp, w, &victims_taken) {
+                let found = if may_preempt { Self::victims(state, &hyp, w, &cands, &victims_taken) } else { None };
+                if let Some((vs, alloc)) = found {
                     for &v in &vs {
                         hyp.give(cluster, state.run(v).alloc.as_ref().expect("running"));
                         let reason = Reason::new(
@@ -206,6 +219,8 @@ impl Policy for PriorityPolicy {
                     victims_taken.extend(vs);
                     hyp.take(cluster, &alloc);
                     reserve(cluster, &mut free, &alloc);
+                } else {
+                    hopeless.record(spec, sc);
                 }
             }
         }

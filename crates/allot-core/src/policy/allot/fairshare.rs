@@ -1,0 +1,431 @@
+//! Hierarchical fair share (rules FS-1 and FS-2; see `docs/fairshare.md`).
+//!
+//! The tree is walked in *slots*: every account is a slot, and an account
+//! that has sub-accounts *and* work charged to itself gets one more slot for
+//! that own work (an implicit child of share 1), so workloads always sit at a
+//! leaf slot.
+//!
+//! FS-1, per slot `s` with demand (pending or running work in its subtree):
+//! * entitlement `e(s) = e(parent) · share(s) / Σ share(siblings with demand)`,
+//!   `e(root) = 1`; siblings without demand get nothing, so their part flows
+//!   to those with demand (work conservation);
+//! * usage `m(s) = U(s) / τ`, the decayed usage `U` of the ledger divided by
+//!   `τ = half_life / ln 2`: the steady-state usage of a constant allocation
+//!   is `A·τ`, so `m` is an average allocation in normalised GPUs;
+//! * level value `v(s) = (m(s) + A(s)) / (2 · e(s) · C)` with `A` the
+//!   normalised GPUs held now and `C` the cluster's normalised capacity.
+//!   `v = 1` means "exactly at its fair share, now and in the recent past".
+//!   With a half-life of 0 there is no history: `v = A / (e · C)`.
+//!
+//! FS-2: users of one slot are equal; the user holding the fewest normalised
+//! GPUs in that slot goes first, ties by the user's oldest waiting workload.
+
+use std::collections::BTreeMap;
+
+use crate::Time;
+use crate::account::AccountId;
+use crate::state::State;
+use crate::workload::{Phase, WorkloadId, WorkloadSpec};
+
+/// A position in the fair-share tree: an account id, or `n + id` for the
+/// own work of account `id` when it also has sub-accounts.
+pub(crate) type Slot = u32;
+
+/// The root slot.
+pub(crate) const ROOT: Slot = 0;
+
+/// An `f64` with a total order (values are never NaN).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Share(pub f64);
+
+impl Eq for Share {}
+
+impl PartialOrd for Share {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Share {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// Fair-share values of every slot for one pass. Allocations are updated as
+/// the pass starts and preempts work, so ranks follow the pass (FS-1).
+#[derive(Clone, Debug)]
+pub(crate) struct FairShare {
+    n: u32,
+    parent: Vec<Slot>,
+    depth: Vec<u32>,
+    share: Vec<f64>,
+    internal: Vec<bool>,
+    demand: Vec<bool>,
+    ent: Vec<f64>,
+    hist: Vec<f64>,
+    alloc: Vec<f64>,
+    cap: f64,
+    decay: bool,
+}
+
+/// Normalised GPUs of a workload holding `gpus` GPUs of weight `weight`.
+pub(crate) fn ngpus(gpus: u32, weight: f64) -> f64 {
+    f64::from(gpus) * weight
+}
+
+/// Normalisation weight of the GPUs a holding workload occupies.
+pub(crate) fn held_weight(state: &State, w: WorkloadId) -> f64 {
+    state.run(w).alloc.as_ref().and_then(|a| a.parts.first()).map_or(1.0, |(n, _)| {
+        let node = state.cluster.node(*n);
+        state.cluster.weight(node.gpu)
+    })
+}
+
+impl FairShare {
+    /// Values as of `now`: demand from the queues, history from the ledger,
+    /// allocation from the running (not stopping) workloads.
+    pub(crate) fn new(state: &State, now: Time) -> FairShare {
+        let tree = &state.accounts;
+        let n = tree.len() as u32;
+        let size = 2 * n as usize;
+        let mut fs = FairShare {
+            n,
+            parent: vec![ROOT; size],
+            depth: vec![0; size],
+            share: vec![1.0; size],
+            internal: vec![false; n as usize],
+            demand: vec![false; size],
+            ent: vec![0.0; size],
+            hist: vec![0.0; size],
+            alloc: vec![0.0; size],
+            cap: 0.0,
+            decay: state.contract.usage_half_life > 0,
+        };
+        for a in tree.ids() {
+            let acc = tree.account(a);
+            let i = a.0 as usize;
+            fs.parent[i] = acc.parent.map_or(ROOT, |p| p.0);
+            fs.depth[i] = acc.depth;
+            fs.share[i] = acc.share;
+            fs.internal[i] = !acc.children.is_empty();
+            fs.parent[n as usize + i] = a.0;
+            fs.depth[n as usize + i] = acc.depth + 1;
+        }
+        fs.internal[0] = true;
+        fs.cap = state.cluster.nodes.iter().map(|x| ngpus(x.gpus, state.cluster.weight(x.gpu))).sum::<f64>().max(1.0);
+        fs.init_demand(state);
+        fs.init_entitlement(state);
+        fs.init_history(state, now);
+        for &w in &state.running {
+            if state.run(w).phase == Phase::Running {
+                let spec = state.spec(w);
+                fs.add(fs.slot(spec.account), ngpus(spec.gpus, held_weight(state, w)));
+            }
+        }
+        fs
+    }
+
+    fn init_demand(&mut self, state: &State) {
+        for &(_, w) in &state.pending {
+            let s = self.slot(state.spec(w).account);
+            self.demand[s as usize] = true;
+        }
+        for &w in &state.running {
+            let s = self.slot(state.spec(w).account);
+            self.demand[s as usize] = true;
+        }
+        // Own-work slots first, then accounts children-first (ids are in
+        // path order, so a child's id is larger than its parent's).
+        for s in (self.n..2 * self.n).rev().chain((1..self.n).rev()) {
+            if self.demand[s as usize] {
+                self.demand[self.parent[s as usize] as usize] = true;
+            }
+        }
+    }
+
+    fn init_entitlement(&mut self, state: &State) {
+        self.ent[0] = 1.0;
+        for a in 0..self.n {
+            if !self.demand[a as usize] {
+                continue;
+            }
+            let kids = self.kids(state, a);
+            let total: f64 = kids.iter().filter(|k| self.demand[**k as usize]).map(|k| self.share[*k as usize]).sum();
+            for k in kids {
+                if self.demand[k as usize] && total > 0.0 {
+                    self.ent[k as usize] = self.ent[a as usize] * self.share[k as usize] / total;
+                }
+            }
+        }
+    }
+
+    fn init_history(&mut self, state: &State, now: Time) {
+        if !self.decay {
+            return;
+        }
+        let tau = state.contract.usage_half_life as f64 / std::f64::consts::LN_2;
+        for a in state.accounts.ids() {
+            self.hist[a.0 as usize] = state.ledger.at(a, now).decayed_ngs / tau;
+        }
+        self.hist[0] = state.accounts.account(AccountId::ROOT).children.iter().map(|c| self.hist[c.0 as usize]).sum();
+        for a in state.accounts.ids() {
+            if self.internal[a.0 as usize] {
+                let kids: f64 = state.accounts.account(a).children.iter().map(|c| self.hist[c.0 as usize]).sum();
+                self.hist[(self.n + a.0) as usize] = (self.hist[a.0 as usize] - kids).max(0.0);
+            }
+        }
+    }
+
+    /// Child slots of an account slot: its sub-accounts and its own-work slot.
+    fn kids(&self, state: &State, a: Slot) -> Vec<Slot> {
+        let mut k: Vec<Slot> = state.accounts.account(AccountId(a)).children.iter().map(|c| c.0).collect();
+        if a != ROOT && self.internal[a as usize] {
+            k.push(self.n + a);
+        }
+        k
+    }
+
+    /// The leaf slot where work charged to `account` sits.
+    pub(crate) fn slot(&self, account: AccountId) -> Slot {
+        if self.internal[account.0 as usize] { self.n + account.0 } else { account.0 }
+    }
+
+    pub(crate) fn parent(&self, s: Slot) -> Slot {
+        self.parent[s as usize]
+    }
+
+    /// Number of slots (for per-slot tables).
+    pub(crate) fn slots(&self) -> usize {
+        self.parent.len()
+    }
+
+    /// Human name of a slot: the account path, with " (own work)" for the
+    /// own-work slot of an account that has sub-accounts.
+    pub(crate) fn name(&self, state: &State, s: Slot) -> String {
+        if s < self.n {
+            state.accounts.account(AccountId(s)).path.clone()
+        } else {
+            format!("{} (own work)", state.accounts.account(AccountId(s - self.n)).path)
+        }
+    }
+
+    /// FS-1 level value of a slot now.
+    pub(crate) fn value(&self, s: Slot) -> f64 {
+        self.value_with(s, self.alloc[s as usize])
+    }
+
+    /// FS-1 level value of a slot if it held `alloc` normalised GPUs.
+    pub(crate) fn value_with(&self, s: Slot, alloc: f64) -> f64 {
+        let e = self.ent[s as usize];
+        if e <= 0.0 {
+            return f64::INFINITY;
+        }
+        let alloc = alloc.max(0.0);
+        if self.decay { (self.hist[s as usize] + alloc) / (2.0 * e * self.cap) } else { alloc / (e * self.cap) }
+    }
+
+    /// Entitled fraction of the cluster.
+    pub(crate) fn entitlement(&self, s: Slot) -> f64 {
+        self.ent[s as usize]
+    }
+
+    pub(crate) fn alloc(&self, s: Slot) -> f64 {
+        self.alloc[s as usize]
+    }
+
+    /// Adds `ng` normalised GPUs (negative to remove) to a slot and its
+    /// ancestors.
+    pub(crate) fn add(&mut self, s: Slot, ng: f64) {
+        let mut x = s;
+        loop {
+            self.alloc[x as usize] += ng;
+            if x == ROOT {
+                break;
+            }
+            x = self.parent[x as usize];
+        }
+    }
+
+    /// The children of the lowest common ancestor on the paths to `a` and
+    /// `b`: the level where their ranks are decided. `None` when one is the
+    /// other or its ancestor.
+    pub(crate) fn diverge(&self, a: Slot, b: Slot) -> Option<(Slot, Slot)> {
+        let (mut x, mut y) = (a, b);
+        while self.depth[x as usize] > self.depth[y as usize] {
+            x = self.parent[x as usize];
+        }
+        while self.depth[y as usize] > self.depth[x as usize] {
+            y = self.parent[y as usize];
+        }
+        if x == y {
+            return None;
+        }
+        while self.parent[x as usize] != self.parent[y as usize] {
+            x = self.parent[x as usize];
+            y = self.parent[y as usize];
+        }
+        Some((x, y))
+    }
+
+    /// Slots from the top level down to `s` (root excluded).
+    pub(crate) fn path(&self, s: Slot) -> Vec<Slot> {
+        let mut p = Vec::with_capacity(self.depth[s as usize] as usize);
+        let mut x = s;
+        while x != ROOT {
+            p.push(x);
+            x = self.parent[x as usize];
+        }
+        p.reverse();
+        p
+    }
+}
+
+/// Users of each leaf slot (FS-2), interned for one pass.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Users<'a> {
+    index: BTreeMap<(Slot, &'a str), u32>,
+    pub(crate) slot: Vec<Slot>,
+    pub(crate) name: Vec<&'a str>,
+    /// Normalised GPUs held by running workloads of the user in the slot.
+    pub(crate) alloc: Vec<f64>,
+}
+
+impl<'a> Users<'a> {
+    /// Interns the users of pending and holding workloads and sums what
+    /// running ones hold.
+    pub(crate) fn new(state: &'a State, fs: &FairShare) -> Users<'a> {
+        let mut u = Users::default();
+        for &(_, w) in &state.pending {
+            u.intern(fs, state.spec(w));
+        }
+        for &w in &state.running {
+            let i = u.intern(fs, state.spec(w));
+            if state.run(w).phase == Phase::Running {
+                u.alloc[i as usize] += ngpus(state.spec(w).gpus, held_weight(state, w));
+            }
+        }
+        u
+    }
+
+    fn intern(&mut self, fs: &FairShare, spec: &'a WorkloadSpec) -> u32 {
+        let key = (fs.slot(spec.account), spec.user.as_str());
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        let i = self.slot.len() as u32;
+        self.index.insert(key, i);
+        self.slot.push(key.0);
+        self.name.push(key.1);
+        self.alloc.push(0.0);
+        i
+    }
+
+    /// The interned user of a workload known to the pass.
+    pub(crate) fn of(&self, fs: &FairShare, spec: &WorkloadSpec) -> u32 {
+        self.index[&(fs.slot(spec.account), spec.user.as_str())]
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slot.len()
+    }
+}
+
+/// Allocations removed from slots and users by the victims chosen so far
+/// for one preemptor (the "after the swap" of CON-4).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Removed {
+    slots: Vec<(Slot, f64)>,
+    users: Vec<(u32, f64)>,
+}
+
+impl Removed {
+    pub(crate) fn add(&mut self, fs: &FairShare, slot: Slot, user: u32, ng: f64) {
+        let mut x = slot;
+        while x != ROOT {
+            match self.slots.iter_mut().find(|(s, _)| *s == x) {
+                Some((_, v)) => *v += ng,
+                None => self.slots.push((x, ng)),
+            }
+            x = fs.parent(x);
+        }
+        match self.users.iter_mut().find(|(u, _)| *u == user) {
+            Some((_, v)) => *v += ng,
+            None => self.users.push((user, ng)),
+        }
+    }
+
+    pub(crate) fn slot(&self, s: Slot) -> f64 {
+        self.slots.iter().find(|(x, _)| *x == s).map_or(0.0, |(_, v)| *v)
+    }
+
+    pub(crate) fn user(&self, u: u32) -> f64 {
+        self.users.iter().find(|(x, _)| *x == u).map_or(0.0, |(_, v)| *v)
+    }
+}
+
+/// The two sides of a CON-4 comparison with their values before and after
+/// the swap.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Swap {
+    /// Where the two workloads' ranks are decided: slots, or users of one
+    /// slot (`level_users`), or FIFO within one user.
+    pub(crate) level: SwapLevel,
+    pub(crate) w_before: f64,
+    pub(crate) w_after: f64,
+    pub(crate) v_before: f64,
+    pub(crate) v_after: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum SwapLevel {
+    Slots(Slot, Slot),
+    Users(u32, u32),
+    Fifo,
+}
+
+impl Swap {
+    /// CON-4: the preemptor ranks strictly better after the swap.
+    pub(crate) fn strictly_better(&self, w_fifo: (Time, WorkloadId), v_fifo: (Time, WorkloadId)) -> bool {
+        match self.level {
+            SwapLevel::Fifo => w_fifo < v_fifo,
+            _ => self.w_after < self.v_after,
+        }
+    }
+}
+
+/// One side of a swap: a workload's slot, user and normalised GPUs.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Side {
+    pub(crate) slot: Slot,
+    pub(crate) user: u32,
+    pub(crate) ng: f64,
+}
+
+/// Compares preemptor `w` (gaining `w.ng`) with victim `v` (losing `v.ng`
+/// on top of `removed`) at the level where they diverge (CON-4).
+pub(crate) fn swap(fs: &FairShare, users: &Users, w: Side, v: Side, removed: &Removed) -> Swap {
+    if let Some((a, b)) = fs.diverge(w.slot, v.slot) {
+        let wa = fs.alloc(a) - removed.slot(a);
+        let vb = fs.alloc(b) - removed.slot(b);
+        return Swap {
+            level: SwapLevel::Slots(a, b),
+            w_before: fs.value(a),
+            w_after: fs.value_with(a, wa + w.ng),
+            v_before: fs.value(b),
+            v_after: fs.value_with(b, vb - v.ng),
+        };
+    }
+    if w.user != v.user {
+        let wa = users.alloc[w.user as usize] - removed.user(w.user);
+        let vb = users.alloc[v.user as usize] - removed.user(v.user);
+        return Swap {
+            level: SwapLevel::Users(w.user, v.user),
+            w_before: users.alloc[w.user as usize],
+            w_after: wa + w.ng,
+            v_before: users.alloc[v.user as usize],
+            v_after: (vb - v.ng).max(0.0),
+        };
+    }
+    Swap { level: SwapLevel::Fifo, w_before: 0.0, w_after: 0.0, v_before: 0.0, v_after: 0.0 }
+}

@@ -1,0 +1,21 @@
+//! The measures of DESIGN.md §3, computed from a run's final [`State`] and
+//! its record ([`SimOutput`]) alone. Every definition is written out in
+//! `docs/measures.md`; the names there are the names here.
+//!
+//! * `capacity`: available GPU-time (the in-service step function);
+//! * `work`: assigned, useful and lost GPU-time per attempt, per account;
+//! * `queue`: queue and completion times, nearest-rank percentiles;
+//! * `budget`: budget attainment per budget period;
+//! * `fairness`: per-account shares and Jain's index.
+//!
+//! [`State`]: allot_core::State
+//! [`SimOutput`]: crate::SimOutput
+
+mod budget;
+mod capacity;
+mod fairness;
+mod measure;
+mod queue;
+mod work;
+
+pub use measure::measure;

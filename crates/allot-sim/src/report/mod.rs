@@ -1,0 +1,15 @@
+//! The report object of DESIGN.md §4 and its readable forms.
+//!
+//! * [`Report`]: one policy run, serialised with exactly the DESIGN.md §4
+//!   keys plus a few extras (see `docs/measures.md`);
+//! * [`summary_table`] / [`markdown_table`]: the reports of one or several
+//!   policies side by side;
+//! * [`write_workloads_csv`]: one row per workload of the final state.
+
+mod csv;
+mod model;
+mod table;
+
+pub use csv::{WORKLOADS_CSV_HEADER, write_workloads_csv};
+pub use model::{AccountReport, ClassStats, Metrics, Report, Stats};
+pub use table::{markdown_table, summary_table};

@@ -1,0 +1,92 @@
+//! The report types. Field names are the JSON keys of DESIGN.md §4; `None`
+//! serialises as `null` where a measure is undefined.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The measures of one policy run over the horizon `[0, horizon_s]`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Report {
+    pub policy: String,
+    pub horizon_s: u64,
+    /// Workloads known to the run (submitted, whatever became of them).
+    pub workloads: u64,
+    pub metrics: Metrics,
+    /// Every account except the virtual root, by path.
+    pub accounts: BTreeMap<String, AccountReport>,
+    /// Scheduling passes the run made.
+    pub passes: u64,
+    /// Simulator events the run processed.
+    pub events: u64,
+}
+
+/// Cluster-wide measures (DESIGN.md §3).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Metrics {
+    pub availability: f64,
+    pub occupancy: f64,
+    pub utilization: f64,
+    pub impact: f64,
+    /// `null` when no account has a budget or nothing was demanded of one.
+    pub budget_attainment: Option<f64>,
+    /// `null` when no leaf account had saturating demand.
+    pub jain_index: Option<f64>,
+    /// Over every workload that started; `null` if none did.
+    pub queue_time_s: Option<Stats>,
+    pub queue_time_by_class: ClassStats,
+    pub completed_workloads: u64,
+    pub throughput_per_day: f64,
+    pub useful_gpu_hours: f64,
+    pub preemptions: u64,
+    pub preemption_overhead_gpu_hours: f64,
+    pub preemption_overhead_fraction: f64,
+    /// Queue time of interactive workloads (same as `queue_time_by_class.interactive`).
+    pub time_to_gpu_s: Option<Stats>,
+    pub rejected_workloads: u64,
+    /// Workloads not in a terminal phase at the end (pending, running, stopping).
+    pub unfinished_workloads: u64,
+    /// Attempts ended by a node failure.
+    pub failures: u64,
+    pub lost_gpu_hours_failures: f64,
+    pub assigned_gpu_hours: f64,
+    pub available_gpu_hours: f64,
+    pub useful_gpu_hours_per_day: f64,
+    /// Submit to end of the finished workloads; `null` if none finished.
+    pub jct_s: Option<Stats>,
+}
+
+/// Order statistics (nearest rank) and the mean of a set of durations, seconds.
+#[derive(Serialize, Deserialize, Copy, Clone, Debug, PartialEq)]
+pub struct Stats {
+    pub p50: u64,
+    pub p95: u64,
+    pub p99: u64,
+    pub mean: f64,
+}
+
+/// Queue-time statistics per workload class; `null` for a class with no
+/// started workload.
+#[derive(Serialize, Deserialize, Copy, Clone, Debug, PartialEq)]
+pub struct ClassStats {
+    pub batch: Option<Stats>,
+    pub interactive: Option<Stats>,
+    pub service: Option<Stats>,
+}
+
+/// Measures of one account's subtree.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct AccountReport {
+    /// Static entitled share of the cluster (product of sibling shares).
+    pub entitled_share: f64,
+    /// Fraction of all assigned GPU-time that went to the subtree.
+    pub delivered_share: f64,
+    /// Assigned GPU-hours of the subtree (raw).
+    pub gpu_hours: f64,
+    /// Own budget, NGH per budget period.
+    pub budget_gpu_hours: Option<f64>,
+    /// Normalised GPU-hours of the subtree over the horizon.
+    pub used_gpu_hours: f64,
+    /// Median queue time of the subtree's started workloads.
+    pub queue_time_p50_s: Option<u64>,
+}
