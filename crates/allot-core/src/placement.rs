@@ -153,14 +153,50 @@ impl fmt::Display for PlacementFailure {
 /// A candidate placement: (spans racks, leftover GPUs on touched nodes, pool, rack).
 type Score = (bool, u32, u32, u32);
 
-/// Finds GPUs for `spec` in the allowed pools, or says why there are none.
+/// Finds GPUs for `spec` in the allowed pools, or says why there are none
+/// (the numbers of the failure cost a walk over the nodes; hot paths that do
+/// not need them call [`find`]).
 pub fn place(
     cluster: &Cluster,
     free: &FreeMap,
     spec: &WorkloadSpec,
     allowed: &dyn Fn(PoolId) -> bool,
 ) -> Result<Allocation, PlacementFailure> {
+    find(cluster, free, spec, allowed).ok_or_else(|| diagnose(cluster, free, spec, allowed))
+}
+
+/// Finds GPUs for `spec` in the allowed pools (PLACE-1 … PLACE-6).
+pub fn find(
+    cluster: &Cluster,
+    free: &FreeMap,
+    spec: &WorkloadSpec,
+    allowed: &dyn Fn(PoolId) -> bool,
+) -> Option<Allocation> {
     let mut best: Option<(Score, Allocation)> = None;
+    for (pi, pool) in cluster.pools.iter().enumerate() {
+        if free.pool_free[pi] < spec.gpus {
+            continue;
+        }
+        let pid = PoolId(pi as u32);
+        if spec.gpu_type.is_some_and(|g| g != pool.gpu) || !allowed(pid) {
+            continue;
+        }
+        if let Some((score, alloc)) = place_in_pool(cluster, free, spec, pid)
+            && best.as_ref().is_none_or(|(s, _)| score < *s)
+        {
+            best = Some((score, alloc));
+        }
+    }
+    best.map(|(_, a)| a)
+}
+
+/// Why `spec` does not fit now, with the numbers behind it.
+pub fn diagnose(
+    cluster: &Cluster,
+    free: &FreeMap,
+    spec: &WorkloadSpec,
+    allowed: &dyn Fn(PoolId) -> bool,
+) -> PlacementFailure {
     let mut fail = PlacementFailure {
         rule: Rule::PlaceGang,
         gpus: spec.gpus,
@@ -170,27 +206,12 @@ pub fn place(
         best_node_free: 0,
     };
     for (pi, pool) in cluster.pools.iter().enumerate() {
-        let pid = PoolId(pi as u32);
-        if spec.gpu_type.is_some_and(|g| g != pool.gpu) || !allowed(pid) {
-            continue;
-        }
-        fail.free_in_pools += free.pool_free[pi];
-        if free.pool_free[pi] < spec.gpus {
-            continue;
-        }
-        if let Some((score, alloc)) = place_in_pool(cluster, free, spec, pid)
-            && best.as_ref().is_none_or(|(s, _)| score < *s)
-        {
-            best = Some((score, alloc));
+        if spec.gpu_type.is_none_or(|g| g == pool.gpu) && allowed(PoolId(pi as u32)) {
+            fail.free_in_pools += free.pool_free[pi];
         }
     }
-    match best {
-        Some((_, a)) => Ok(a),
-        None => {
-            fill_failure(cluster, free, spec, allowed, &mut fail);
-            Err(fail)
-        }
-    }
+    fill_failure(cluster, free, spec, allowed, &mut fail);
+    fail
 }
 
 fn fill_failure(

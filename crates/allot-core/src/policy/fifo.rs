@@ -3,7 +3,7 @@
 
 use crate::Time;
 use crate::decision::{Action, Decision, Reason, Rule};
-use crate::placement::place;
+use crate::placement::{find, place};
 use crate::state::State;
 use crate::workload::{WorkloadId, WorkloadSpec};
 
@@ -56,8 +56,8 @@ impl Policy for Fifo {
                 }
                 break;
             }
-            match place(&state.cluster, &free, spec, &|_| true) {
-                Ok(alloc) => {
+            match find(&state.cluster, &free, spec, &|_| true) {
+                Some(alloc) => {
                     free.take(&state.cluster, &alloc);
                     left -= spec.gpus;
                     let detail =
@@ -67,8 +67,8 @@ impl Policy for Fifo {
                         reason: Reason::new(self.rule(), detail),
                     });
                 }
-                Err(_) if self.backfill => fails.record(spec, 0),
-                Err(_) => break,
+                None if self.backfill => fails.record(spec, 0),
+                None => break,
             }
         }
         out

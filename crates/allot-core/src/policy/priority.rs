@@ -15,7 +15,7 @@ use crate::Time;
 use crate::account::AccountId;
 use crate::cluster::PoolId;
 use crate::decision::{Action, Decision, Reason, Rule};
-use crate::placement::{Allocation, FreeMap, place};
+use crate::placement::{Allocation, FreeMap, find, place};
 use crate::state::State;
 use crate::workload::{Phase, Priority, WorkloadId, WorkloadSpec};
 
@@ -56,36 +56,42 @@ fn reserve(cluster: &crate::cluster::Cluster, free: &mut FreeMap, alloc: &Alloca
     free.take(cluster, &Allocation { parts });
 }
 
+/// A running workload that PRIO-3 allows to be preempted.
+struct Cand {
+    w: WorkloadId,
+    priority: Priority,
+    /// A workload never spans pools (PLACE-2).
+    pool: PoolId,
+    taken: bool,
+}
+
 impl PriorityPolicy {
     /// Chooses victims for `w` (PRIO-3) among `cands` (preemptible running
-    /// workloads in victim order), returning them and the placement they
-    /// make possible in `hyp`.
-    fn victims(
-        state: &State,
-        hyp: &FreeMap,
-        w: WorkloadId,
-        cands: &[WorkloadId],
-        taken: &[WorkloadId],
-    ) -> Option<(Vec<WorkloadId>, Allocation)> {
+    /// workloads in victim order, not yet taken), returning them and the
+    /// placement they make possible in `hyp`.
+    fn victims(state: &State, hyp: &FreeMap, w: WorkloadId, cands: &[Cand]) -> Option<(Vec<WorkloadId>, Allocation)> {
         let spec = state.spec(w);
         let allowed = |p: PoolId| pool_allowed(state, spec.account, p);
-        let usable = |v: &WorkloadId| {
-            state.spec(*v).priority < spec.priority
-                && !taken.contains(v)
-                && state.run(*v).alloc.as_ref().is_some_and(|a| {
-                    a.nodes().any(|n| {
-                        let node = state.cluster.node(n);
-                        allowed(node.pool) && spec.gpu_type.is_none_or(|g| g == node.gpu)
-                    })
-                })
-        };
+        let pool_ok = |p: PoolId| allowed(p) && spec.gpu_type.is_none_or(|g| g == state.cluster.pool(p).gpu);
         let mut trial = hyp.clone();
         let mut chosen = Vec::new();
         let mut found = None;
-        for &v in cands.iter().filter(|v| usable(v)) {
+        let room = |t: &FreeMap| -> u32 {
+            t.pool_free.iter().enumerate().filter(|(i, _)| pool_ok(PoolId(*i as u32))).map(|(_, f)| *f).sum()
+        };
+        let usable: Vec<WorkloadId> =
+            cands.iter().filter(|c| !c.taken && c.priority < spec.priority && pool_ok(c.pool)).map(|c| c.w).collect();
+        let reachable: u32 = usable.iter().map(|v| state.spec(*v).gpus).sum();
+        if room(hyp) + reachable < spec.gpus {
+            return None;
+        }
+        for v in usable {
             trial.give(&state.cluster, state.run(v).alloc.as_ref().expect("running"));
             chosen.push(v);
-            if let Ok(a) = place(&state.cluster, &trial, spec, &allowed) {
+            if room(&trial) < spec.gpus {
+                continue;
+            }
+            if let Some(a) = find(&state.cluster, &trial, spec, &allowed) {
                 found = Some(a);
                 break;
             }
@@ -97,12 +103,12 @@ impl PriorityPolicy {
             i -= 1;
             let mut t = trial.clone();
             t.take(&state.cluster, state.run(chosen[i]).alloc.as_ref().expect("running"));
-            if place(&state.cluster, &t, spec, &allowed).is_ok() {
+            if find(&state.cluster, &t, spec, &allowed).is_some() {
                 trial = t;
                 chosen.remove(i);
             }
         }
-        let alloc = place(&state.cluster, &trial, spec, &allowed).ok()?;
+        let alloc = find(&state.cluster, &trial, spec, &allowed)?;
         Some((chosen, alloc))
     }
 }
@@ -147,16 +153,19 @@ impl Policy for PriorityPolicy {
             }
         }
         // PRIO-3 candidates, in victim order, once per pass.
-        let mut cands: Vec<WorkloadId> = state
+        let mut cands: Vec<Cand> = state
             .running
             .iter()
             .copied()
             .filter(|&v| state.run(v).phase == Phase::Running && state.spec(v).preemptible)
+            .map(|v| {
+                let first = state.run(v).alloc.as_ref().and_then(|a| a.parts.first()).expect("running holds GPUs").0;
+                Cand { w: v, priority: state.spec(v).priority, pool: state.cluster.node(first).pool, taken: false }
+            })
             .collect();
-        cands.sort_by_key(|&v| (state.spec(v).priority, std::cmp::Reverse(state.run(v).started), std::cmp::Reverse(v)));
+        cands.sort_by_key(|c| (c.priority, std::cmp::Reverse(state.run(c.w).started), std::cmp::Reverse(c.w)));
         let mut fails = FailCache::default();
         let mut scopes = Scopes::default();
-        let mut victims_taken: Vec<WorkloadId> = Vec::new();
         let mut out = Vec::new();
         // Pending workloads by level, each in FIFO order.
         let mut levels: [Vec<WorkloadId>; 4] = Default::default();
@@ -167,7 +176,7 @@ impl Policy for PriorityPolicy {
             // Shapes that found no room even with GPUs being freed, and no
             // victims, at this level: larger ones of the same scope cannot either.
             let mut hopeless = FailCache::default();
-            let may_preempt = cands.first().is_some_and(|&v| state.spec(v).priority < level);
+            let may_preempt = cands.first().is_some_and(|c| c.priority < level);
             for &w in &levels[level as usize] {
                 // Nothing free, nothing being freed, no victims: nobody at
                 // this level or below can start or preempt.
@@ -178,8 +187,8 @@ impl Policy for PriorityPolicy {
                 let sc = scopes.of(state, spec.account);
                 let allowed = |p: PoolId| pool_allowed(state, spec.account, p);
                 if !fails.known_to_fail(spec, sc) {
-                    match place(cluster, &free, spec, &allowed) {
-                        Ok(alloc) => {
+                    match find(cluster, &free, spec, &allowed) {
+                        Some(alloc) => {
                             free.take(cluster, &alloc);
                             reserve(cluster, &mut hyp, &alloc);
                             let reason = Reason::new(
@@ -189,19 +198,19 @@ impl Policy for PriorityPolicy {
                             out.push(Decision { action: Action::Start { workload: w, alloc }, reason });
                             continue;
                         }
-                        Err(_) => fails.record(spec, sc),
+                        None => fails.record(spec, sc),
                     }
                 }
                 if hopeless.known_to_fail(spec, sc) {
                     continue;
                 }
                 // Already being freed for it (or for anyone): claim and wait.
-                if let Ok(alloc) = place(cluster, &hyp, spec, &allowed) {
+                if let Some(alloc) = find(cluster, &hyp, spec, &allowed) {
                     hyp.take(cluster, &alloc);
                     reserve(cluster, &mut free, &alloc);
                     continue;
                 }
-                let found = if may_preempt { Self::victims(state, &hyp, w, &cands, &victims_taken) } else { None };
+                let found = if may_preempt { Self::victims(state, &hyp, w, &cands) } else { None };
                 if let Some((vs, alloc)) = found {
                     for &v in &vs {
                         hyp.give(cluster, state.run(v).alloc.as_ref().expect("running"));
@@ -216,7 +225,9 @@ impl Policy for PriorityPolicy {
                         );
                         out.push(Decision { action: Action::Preempt { workload: v, by: Some(w) }, reason });
                     }
-                    victims_taken.extend(vs);
+                    for c in cands.iter_mut().filter(|c| vs.contains(&c.w)) {
+                        c.taken = true;
+                    }
                     hyp.take(cluster, &alloc);
                     reserve(cluster, &mut free, &alloc);
                 } else {
