@@ -1,0 +1,125 @@
+//! `allot sim` through the real binary: outputs on the shipped example and
+//! a clear error with a non-zero exit for every kind of bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn allot(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_allot")).args(args).current_dir(repo()).output().expect("run allot")
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("allot-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const CONFIG: &str = r#"
+[cluster]
+[[cluster.pools]]
+name = "a"
+gpu = "H100"
+nodes = 2
+gpus_per_node = 8
+[[accounts]]
+path = "org/x"
+"#;
+
+const HEADER: &str = "id,submit_s,account,user,class,gpus,nodes,gpu_type,work_s,checkpoint_s,util,priority,preemptible\n";
+
+#[test]
+fn bad_input_is_a_clear_error_with_a_non_zero_exit() {
+    let dir = tmpdir("bad");
+    let cfg = dir.join("c.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    // (name, trace body after the header, what the error must mention)
+    let cases = [
+        ("unknown account", "w1,0,org/nope,u,batch,1,0,,10,0,1,normal,false\n", vec!["t.csv:2", "account", "unknown account"]),
+        ("negative gpus", "w1,0,org/x,u,batch,-3,0,,10,0,1,normal,false\n", vec!["t.csv:2", "gpus"]),
+        ("non-numeric work", "w1,0,org/x,u,batch,1,0,,soon,0,1,normal,false\n", vec!["t.csv:2", "work_s"]),
+        ("larger than any pool", "w1,0,org/x,u,batch,32,0,,10,0,1,normal,false\n", vec!["t.csv:2", "gpus", "larger than any pool"]),
+        ("unknown gpu type", "w1,0,org/x,u,batch,1,0,Z100,10,0,1,normal,false\n", vec!["t.csv:2", "gpu_type"]),
+        ("duplicate id", "w1,0,org/x,u,batch,1,0,,10,0,1,normal,false\nw1,5,org/x,u,batch,1,0,,10,0,1,normal,false\n", vec!["t.csv:3", "id", "line 2"]),
+    ];
+    for (name, body, want) in cases {
+        let trace = dir.join("t.csv");
+        std::fs::write(&trace, format!("{HEADER}{body}")).unwrap();
+        let out = allot(&["sim", "--config", cfg.to_str().unwrap(), "--trace", trace.to_str().unwrap(), "--policy", "fifo"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}: must fail");
+        assert!(out.stdout.is_empty(), "{name}: no report on bad input");
+        for w in want {
+            assert!(err.contains(w), "{name}: error {err:?} does not mention {w:?}");
+        }
+    }
+    // A malformed config key names the key.
+    std::fs::write(&cfg, format!("{CONFIG}\n[contract]\ngrace = \"10m\"\ngrase = \"1m\"\n")).unwrap();
+    let trace = dir.join("t.csv");
+    std::fs::write(&trace, format!("{HEADER}w1,0,org/x,u,batch,1,0,,10,0,1,normal,false\n")).unwrap();
+    let out = allot(&["sim", "--config", cfg.to_str().unwrap(), "--trace", trace.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("c.toml") && err.contains("grase"), "{err}");
+    // An unknown policy is named.
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let out = allot(&["sim", "--config", cfg.to_str().unwrap(), "--trace", trace.to_str().unwrap(), "--policy", "lottery"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lottery"));
+}
+
+#[test]
+fn example_run_writes_every_output() {
+    let dir = tmpdir("example");
+    let (json, csv, log) = (dir.join("r.json"), dir.join("w.csv"), dir.join("e.jsonl"));
+    let out = allot(&[
+        "sim",
+        "--config",
+        "examples/cluster.toml",
+        "--trace",
+        "examples/trace.csv",
+        "--events",
+        "examples/events.csv",
+        "--policy",
+        "priority",
+        "--json",
+        json.to_str().unwrap(),
+        "--workloads",
+        csv.to_str().unwrap(),
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("occupancy") && table.contains("Jain"), "{table}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["policy"], "priority");
+    let n_workloads = report["workloads"].as_u64().unwrap();
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    assert!(rows.starts_with("id,account,class,gpus,submit_s,first_start_s,end_s,queue_s,jct_s,preemptions,lost_gpu_s,status"));
+    assert_eq!(rows.lines().count() as u64, n_workloads + 1, "one row per workload");
+    let trace_rows = std::fs::read_to_string(repo().join("examples/trace.csv")).unwrap().lines().count() as u64 - 1;
+    assert_eq!(n_workloads, trace_rows, "nothing accepted is lost");
+    let mut starts = 0;
+    for line in std::fs::read_to_string(&log).unwrap().lines() {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap();
+        for k in ["t", "event", "workload", "nodes", "gpus", "reason"] {
+            assert!(e.get(k).is_some(), "log line without {k}: {line}");
+        }
+        starts += u64::from(e["event"] == "start");
+    }
+    assert!(starts >= n_workloads, "every workload started at least once");
+    // Same inputs, byte-identical outputs.
+    let json2 = dir.join("r2.json");
+    let log2 = dir.join("e2.jsonl");
+    let out = allot(&[
+        "sim", "--config", "examples/cluster.toml", "--trace", "examples/trace.csv", "--events", "examples/events.csv",
+        "--policy", "priority", "--json", json2.to_str().unwrap(), "--log", log2.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    assert_eq!(std::fs::read(&json).unwrap(), std::fs::read(&json2).unwrap());
+    assert_eq!(std::fs::read(&log).unwrap(), std::fs::read(&log2).unwrap());
+}
