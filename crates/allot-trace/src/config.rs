@@ -1,1 +1,509 @@
-//! (in progress)
+//! The configuration file (DESIGN.md §4): cluster pools, GPU types, the
+//! account tree and the `[contract]` knobs, as TOML.
+//!
+//! Every table denies unknown keys (STYLE 15); only `[cluster]` with its pools
+//! and `[[accounts]]` are required. Defaults are documented in
+//! `docs/config.md`. Errors name the file, the line (from the TOML span where
+//! there is one) and the dotted key, e.g.
+//! `cluster.toml:14: key `cluster.pools[1].name`: …`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::path::Path;
+
+use allot_core::{AccountSpec, AccountTree, AccountTreeError, Cluster, Contract, GpuType, GpuTypeId, PoolSpec};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::duration::parse_duration;
+use crate::error::{FormatError, FormatKind};
+
+/// A loaded configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub cluster: Cluster,
+    pub accounts: AccountTree,
+    pub contract: Contract,
+    /// The file it was read from, as given.
+    pub path: String,
+    /// The raw TOML (reports print it).
+    pub text: String,
+}
+
+/// Reads and validates a config file.
+pub fn load_config(path: &Path) -> Result<Config, FormatError> {
+    let text = std::fs::read_to_string(path).map_err(|e| FormatError::io(FormatKind::Config, path, e))?;
+    parse_config(&text, &path.display().to_string())
+}
+
+/// Parses and validates config text; `file` names it in errors.
+pub fn parse_config(text: &str, file: &str) -> Result<Config, FormatError> {
+    let ctx = Ctx { text, file };
+    let raw: RawConfig = toml::from_str(text).map_err(|e| ctx.toml_error(&e))?;
+    let cluster = build_cluster(&ctx, &raw)?;
+    let accounts = build_accounts(&ctx, &raw.accounts, &cluster)?;
+    let contract = build_contract(&ctx, &raw.contract)?;
+    Ok(Config { cluster, accounts, contract, path: file.to_string(), text: text.to_string() })
+}
+
+// ---------------------------------------------------------------- raw TOML
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    cluster: RawCluster,
+    #[serde(default)]
+    gpu_types: BTreeMap<String, Spanned<f64>>,
+    accounts: Vec<RawAccount>,
+    #[serde(default)]
+    contract: RawContract,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    name: Option<Spanned<String>>,
+    pools: Vec<RawPool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPool {
+    name: Spanned<String>,
+    gpu: Spanned<String>,
+    nodes: Spanned<u32>,
+    gpus_per_node: Spanned<u32>,
+    rack_size: Option<Spanned<u32>>,
+    #[serde(default)]
+    shared: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAccount {
+    path: Spanned<String>,
+    share: Option<Spanned<f64>>,
+    budget_gpu_hours: Option<Spanned<f64>>,
+    impact: Option<Spanned<f64>>,
+    legacy_pools: Option<Spanned<Vec<String>>>,
+    max_service_gpus: Option<u32>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawContract {
+    budget_period: Option<Spanned<Secs>>,
+    usage_half_life: Option<Spanned<Secs>>,
+    min_slice: Option<RawMinSlice>,
+    grace: Option<Secs>,
+    interactive_max_gpus: Option<u32>,
+    interactive_max_duration: Option<Secs>,
+    scheduling_interval: Option<Spanned<Secs>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMinSlice {
+    batch: Option<Secs>,
+    interactive: Option<Secs>,
+    service: Option<Secs>,
+}
+
+/// A duration: a string such as `"2h"` or an integer number of seconds.
+#[derive(Copy, Clone)]
+struct Secs(u64);
+
+impl<'de> Deserialize<'de> for Secs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Secs;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a duration such as \"30s\", \"2h\" or \"7d\", or an integer number of seconds")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Secs, E> {
+                parse_duration(v).map(Secs).map_err(E::custom)
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Secs, E> {
+                Ok(Secs(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Secs, E> {
+                u64::try_from(v).map(Secs).map_err(|_| E::custom(format!("invalid duration {v}: must not be negative")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+// ---------------------------------------------------------------- errors
+
+struct Ctx<'a> {
+    text: &'a str,
+    file: &'a str,
+}
+
+impl Ctx<'_> {
+    fn line_of(&self, offset: usize) -> u64 {
+        let end = offset.min(self.text.len());
+        self.text.as_bytes()[..end].iter().filter(|b| **b == b'\n').count() as u64 + 1
+    }
+
+    fn err(&self, key: impl Into<String>, span: Option<Range<usize>>, message: impl Into<String>) -> FormatError {
+        let e = FormatError::new(FormatKind::Config, self.file, message).in_field(key);
+        match span {
+            Some(s) => e.at_line(self.line_of(s.start)),
+            None => e,
+        }
+    }
+
+    /// A TOML syntax or type error: line from its span, key found at that span.
+    fn toml_error(&self, e: &toml::de::Error) -> FormatError {
+        let message = e
+            .message()
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ")
+            .replace("unknown field", "unknown key")
+            .replace("missing field", "missing key");
+        let mut out = FormatError::new(FormatKind::Config, self.file, message);
+        let missing = e.message().strip_prefix("missing field `").and_then(|r| r.split('`').next());
+        match (e.span(), missing) {
+            // A key missing at the top level: the span is empty at 0.
+            (Some(span), Some(key)) if span.is_empty() && span.start == 0 => out.field = Some(key.to_string()),
+            // A key missing in a table: the span is the table's header.
+            (Some(span), Some(key)) => {
+                out.line = Some(self.line_of(span.start));
+                out.field = Some(key_at(self.text, span.start).map_or(key.to_string(), |t| format!("{t}.{key}")));
+            }
+            (Some(span), None) => {
+                out.line = Some(self.line_of(span.start));
+                out.field = key_at(self.text, span.start);
+            }
+            (None, _) => out.field = missing.map(str::to_string),
+        }
+        out
+    }
+}
+
+/// The dotted key (with `[i]` for arrays of tables) that the byte `offset`
+/// of a TOML document belongs to, found from the table headers above it and
+/// the `key =` before it. Best effort: used only to name keys in errors.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let offset = offset.min(text.len());
+    let (header, body_start) = header_before(text, offset);
+    if body_start > offset {
+        // The offset is on the header line itself.
+        return header;
+    }
+    let mut path: Vec<String> = header.into_iter().collect();
+    path.extend(keys_in_body(&text[body_start..offset]));
+    // The offset may point at a key itself (e.g. an unknown key).
+    let ahead = &text[offset..];
+    let word: String = ahead.chars().take_while(|c| is_key_char(*c)).collect();
+    if !word.is_empty() && ahead[word.len()..].trim_start_matches([' ', '\t']).starts_with('=') {
+        path.push(word);
+    }
+    (!path.is_empty()).then(|| path.join("."))
+}
+
+fn is_key_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
+}
+
+/// The innermost table header at or before `offset` (arrays of tables get
+/// their index) and the byte where its body starts.
+fn header_before(text: &str, offset: usize) -> (Option<String>, usize) {
+    let mut header = None;
+    let mut body_start = 0;
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    let mut start = 0;
+    for line in text.split_inclusive('\n') {
+        if start > offset {
+            break;
+        }
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
+            let name = name.trim().to_string();
+            let n = counts.entry(name.clone()).or_insert(0);
+            header = Some(format!("{name}[{n}]"));
+            *n += 1;
+            body_start = start + line.len();
+        } else if let Some(name) = t.strip_prefix('[').and_then(|r| r.split(']').next()) {
+            header = Some(name.trim().to_string());
+            body_start = start + line.len();
+        }
+        start += line.len();
+    }
+    (header, body_start)
+}
+
+/// The open keys at the end of `body`: enclosing inline tables, then the
+/// key whose value is being written.
+fn keys_in_body(body: &str) -> Vec<String> {
+    let mut stack: Vec<String> = Vec::new();
+    let mut containers: Vec<char> = Vec::new();
+    let mut pending: Option<String> = None;
+    let mut token = String::new();
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' | '\'' => {
+                let mut escaped = false;
+                for d in chars.by_ref() {
+                    if d == c && !escaped {
+                        break;
+                    }
+                    escaped = c == '"' && d == '\\' && !escaped;
+                }
+            }
+            '#' => while chars.next_if(|d| *d != '\n').is_some() {},
+            '=' => {
+                pending = Some(token.trim().to_string());
+                token.clear();
+            }
+            '{' => {
+                containers.push('{');
+                stack.push(pending.take().unwrap_or_default());
+            }
+            '}' => {
+                containers.pop();
+                stack.pop();
+                pending = None;
+            }
+            '[' => containers.push('['),
+            ']' => {
+                containers.pop();
+            }
+            ',' if containers.last() == Some(&'{') => {
+                pending = None;
+                token.clear();
+            }
+            '\n' => {
+                if containers.is_empty() {
+                    pending = None;
+                }
+                token.clear();
+            }
+            c if is_key_char(c) => token.push(c),
+            _ => {}
+        }
+    }
+    stack.into_iter().filter(|k| !k.is_empty()).chain(pending).collect()
+}
+
+// ---------------------------------------------------------------- cluster
+
+fn build_cluster(ctx: &Ctx<'_>, raw: &RawConfig) -> Result<Cluster, FormatError> {
+    if raw.cluster.pools.is_empty() {
+        return Err(ctx.err("cluster.pools", None, "at least one pool is required"));
+    }
+    let mut gpu_types = Vec::new();
+    for (name, w) in &raw.gpu_types {
+        let weight = *w.get_ref();
+        if !(weight.is_finite() && weight > 0.0) {
+            return Err(ctx.err(
+                format!("gpu_types.{name}"),
+                Some(w.span()),
+                format!("weight must be a finite number > 0, got {weight}"),
+            ));
+        }
+        gpu_types.push(GpuType { name: name.clone(), weight });
+    }
+    let mut specs = Vec::with_capacity(raw.cluster.pools.len());
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (i, p) in raw.cluster.pools.iter().enumerate() {
+        let name = p.name.get_ref();
+        check_pool_name(ctx, i, &p.name)?;
+        if let Some(first) = seen.insert(name, i) {
+            let first_line = ctx.line_of(raw.cluster.pools[first].name.span().start);
+            let msg = format!("pool {name:?} is declared twice (first as cluster.pools[{first}] on line {first_line})");
+            return Err(ctx.err(format!("cluster.pools[{i}].name"), Some(p.name.span()), msg));
+        }
+        let gpu = resolve_gpu_type(ctx, i, &p.gpu, &mut gpu_types)?;
+        specs.push(pool_spec(ctx, i, p, gpu)?);
+    }
+    let name = match &raw.cluster.name {
+        Some(n) if n.get_ref().trim().is_empty() => {
+            return Err(ctx.err("cluster.name", Some(n.span()), "must not be empty"));
+        }
+        Some(n) => n.get_ref().clone(),
+        None => "cluster".to_string(),
+    };
+    Ok(Cluster::new(name, gpu_types, specs))
+}
+
+fn check_pool_name(ctx: &Ctx<'_>, i: usize, name: &Spanned<String>) -> Result<(), FormatError> {
+    let key = format!("cluster.pools[{i}].name");
+    let n = name.get_ref();
+    if n.is_empty() {
+        return Err(ctx.err(key, Some(name.span()), "pool name must not be empty"));
+    }
+    if n.contains('-') {
+        let msg = format!(
+            "invalid pool name {n:?}: '-' is not allowed because nodes are named <pool>-<index> and split at \
+             the last dash; use letters, digits, '_' or '.'"
+        );
+        return Err(ctx.err(key, Some(name.span()), msg));
+    }
+    if !n.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.')) {
+        let msg = format!("invalid pool name {n:?}: use letters, digits, '_' or '.'");
+        return Err(ctx.err(key, Some(name.span()), msg));
+    }
+    Ok(())
+}
+
+/// The pool's GPU type; one not listed in `[gpu_types]` is added with weight 1.
+fn resolve_gpu_type(
+    ctx: &Ctx<'_>,
+    i: usize,
+    gpu: &Spanned<String>,
+    types: &mut Vec<GpuType>,
+) -> Result<GpuTypeId, FormatError> {
+    let name = gpu.get_ref();
+    let key = format!("cluster.pools[{i}].gpu");
+    if name.trim().is_empty() {
+        return Err(ctx.err(key, Some(gpu.span()), "gpu type must not be empty"));
+    }
+    if let Some(pos) = types.iter().position(|t| &t.name == name) {
+        return Ok(GpuTypeId(pos as u16));
+    }
+    if let Some(t) = types.iter().find(|t| t.name.eq_ignore_ascii_case(name)) {
+        let msg = format!("gpu type {name:?} differs only in case from {:?} in [gpu_types]", t.name);
+        return Err(ctx.err(key, Some(gpu.span()), msg));
+    }
+    types.push(GpuType { name: name.clone(), weight: 1.0 });
+    Ok(GpuTypeId((types.len() - 1) as u16))
+}
+
+fn pool_spec(ctx: &Ctx<'_>, i: usize, p: &RawPool, gpu: GpuTypeId) -> Result<PoolSpec, FormatError> {
+    let key = |k: &str| format!("cluster.pools[{i}].{k}");
+    let nodes = *p.nodes.get_ref();
+    if nodes == 0 {
+        return Err(ctx.err(key("nodes"), Some(p.nodes.span()), "a pool needs at least 1 node"));
+    }
+    let per_node = *p.gpus_per_node.get_ref();
+    if !(1..=allot_core::cluster::MAX_GPUS_PER_NODE).contains(&per_node) {
+        let msg = format!("must be between 1 and {}, got {per_node}", allot_core::cluster::MAX_GPUS_PER_NODE);
+        return Err(ctx.err(key("gpus_per_node"), Some(p.gpus_per_node.span()), msg));
+    }
+    let rack_size = match &p.rack_size {
+        Some(r) if *r.get_ref() == 0 => {
+            return Err(ctx.err(key("rack_size"), Some(r.span()), "must be at least 1"));
+        }
+        Some(r) => *r.get_ref(),
+        None => nodes,
+    };
+    Ok(PoolSpec { name: p.name.get_ref().clone(), gpu, nodes, gpus_per_node: per_node, rack_size, shared: p.shared })
+}
+
+// ---------------------------------------------------------------- accounts
+
+fn build_accounts(ctx: &Ctx<'_>, raw: &[RawAccount], cluster: &Cluster) -> Result<AccountTree, FormatError> {
+    let mut specs = Vec::with_capacity(raw.len());
+    for (i, a) in raw.iter().enumerate() {
+        let legacy_pools = match &a.legacy_pools {
+            None => None,
+            Some(lp) => {
+                let mut ids = Vec::with_capacity(lp.get_ref().len());
+                for name in lp.get_ref() {
+                    let id = cluster.pool_by_name(name).ok_or_else(|| {
+                        let known: Vec<&str> = cluster.pools.iter().map(|p| p.name.as_str()).collect();
+                        let msg = format!("unknown pool {name:?} (pools: {})", known.join(", "));
+                        ctx.err(format!("accounts[{i}].legacy_pools"), Some(lp.span()), msg)
+                    })?;
+                    ids.push(id);
+                }
+                Some(ids)
+            }
+        };
+        specs.push(AccountSpec {
+            path: a.path.get_ref().clone(),
+            share: a.share.as_ref().map(|v| *v.get_ref()),
+            budget_gpu_hours: a.budget_gpu_hours.as_ref().map(|v| *v.get_ref()),
+            impact: a.impact.as_ref().map(|v| *v.get_ref()),
+            legacy_pools,
+            max_service_gpus: a.max_service_gpus,
+        });
+    }
+    AccountTree::build(&specs).map_err(|e| account_error(ctx, raw, e))
+}
+
+/// Reports an [`AccountTreeError`] at the key and line it comes from.
+fn account_error(ctx: &Ctx<'_>, raw: &[RawAccount], e: AccountTreeError) -> FormatError {
+    let find = |path: &str| raw.iter().position(|a| a.path.get_ref() == path);
+    let (key, span, message) = match &e {
+        AccountTreeError::Empty => ("accounts".to_string(), None, "at least one account is required".to_string()),
+        AccountTreeError::BadPath(p) => {
+            let i = find(p).unwrap_or(0);
+            (format!("accounts[{i}].path"), raw.get(i).map(|a| a.path.span()), e.to_string())
+        }
+        AccountTreeError::Duplicate(p) => {
+            let mut hits = raw.iter().enumerate().filter(|(_, a)| a.path.get_ref() == p);
+            let first = hits.next().map(|(_, a)| ctx.line_of(a.path.span().start)).unwrap_or(0);
+            let (i, a) = hits.next().or_else(|| raw.iter().enumerate().next()).expect("a duplicate has two accounts");
+            let msg = format!("account {p:?} is declared twice (first on line {first})");
+            (format!("accounts[{i}].path"), Some(a.path.span()), msg)
+        }
+        AccountTreeError::BadNumber { path, field, .. } => {
+            let i = find(path).unwrap_or(0);
+            let span = raw.get(i).and_then(|a| match *field {
+                "share" => a.share.as_ref().map(Spanned::span),
+                "budget_gpu_hours" => a.budget_gpu_hours.as_ref().map(Spanned::span),
+                _ => a.impact.as_ref().map(Spanned::span),
+            });
+            (format!("accounts[{i}].{field}"), span, e.to_string())
+        }
+    };
+    ctx.err(key, span, message).caused_by(e)
+}
+
+// ---------------------------------------------------------------- contract
+
+fn build_contract(ctx: &Ctx<'_>, raw: &RawContract) -> Result<Contract, FormatError> {
+    let mut c = Contract::default();
+    let positive = |key: &str, v: &Option<Spanned<Secs>>, default: u64| -> Result<u64, FormatError> {
+        match v {
+            None => Ok(default),
+            Some(s) if s.get_ref().0 == 0 => {
+                Err(ctx.err(format!("contract.{key}"), Some(s.span()), "must be greater than 0s"))
+            }
+            Some(s) => Ok(s.get_ref().0),
+        }
+    };
+    c.budget_period = positive("budget_period", &raw.budget_period, c.budget_period)?;
+    c.usage_half_life = positive("usage_half_life", &raw.usage_half_life, c.usage_half_life)?;
+    c.scheduling_interval = positive("scheduling_interval", &raw.scheduling_interval, c.scheduling_interval)?;
+    if let Some(m) = &raw.min_slice {
+        c.min_slice.batch = m.batch.map_or(c.min_slice.batch, |s| s.0);
+        c.min_slice.interactive = m.interactive.map_or(c.min_slice.interactive, |s| s.0);
+        c.min_slice.service = m.service.map_or(c.min_slice.service, |s| s.0);
+    }
+    c.grace = raw.grace.map_or(c.grace, |s| s.0);
+    c.interactive_max_gpus = raw.interactive_max_gpus.unwrap_or(c.interactive_max_gpus);
+    c.interactive_max_duration = raw.interactive_max_duration.map_or(c.interactive_max_duration, |s| s.0);
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_at_finds_headers_inline_tables_and_keys() {
+        let text = "[cluster]\nname = \"x\"\n[[cluster.pools]]\nname = \"a\"\n[[cluster.pools]]\nnodes = -1\n\
+                    [contract]\nmin_slice = { batch = \"2h\", service = \"9q\" }\nbogus = 1\n";
+        let at = |needle: &str| key_at(text, text.find(needle).unwrap());
+        let cases = [
+            ("plain key", "\"x\"", Some("cluster.name")),
+            ("array of tables index", "-1", Some("cluster.pools[1].nodes")),
+            ("inline table", "\"9q\"", Some("contract.min_slice.service")),
+            ("key itself", "bogus", Some("contract.bogus")),
+            ("header line", "[contract]", Some("contract")),
+        ];
+        for (name, needle, want) in cases {
+            assert_eq!(at(needle).as_deref(), want, "case {name}");
+        }
+    }
+}

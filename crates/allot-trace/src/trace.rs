@@ -1,1 +1,381 @@
-//! (in progress)
+//! Workload traces (DESIGN.md §4): CSV with a header, or JSON Lines with the
+//! same keys, one workload per row, returned in file order.
+//!
+//! Required: `id`, `submit_s`, `account`, `gpus`, `work_s`. Optional, with
+//! their defaults when the column is absent or the cell empty: `user`
+//! (`default`), `class` (`batch`), `nodes` (0: any packing), `gpu_type`
+//! (none: no constraint), `checkpoint_s` (0: never checkpoints), `util`
+//! (1.0), `priority` (`normal`), `preemptible` (false). Every bad value is an
+//! error naming the file, the line and the field; nothing is guessed.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use allot_core::{AccountId, Class, GpuTypeId, Priority, WorkloadSpec};
+
+use crate::config::Config;
+use crate::error::{FormatError, FormatKind, from_csv, quoted};
+
+/// Trace columns, in documentation order.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Col {
+    Id,
+    SubmitS,
+    Account,
+    User,
+    Class,
+    Gpus,
+    Nodes,
+    GpuType,
+    WorkS,
+    CheckpointS,
+    Util,
+    Priority,
+    Preemptible,
+}
+
+const NCOLS: usize = 13;
+
+/// Column names, indexed by `Col as usize`.
+pub(crate) const COLUMNS: [&str; NCOLS] = [
+    "id",
+    "submit_s",
+    "account",
+    "user",
+    "class",
+    "gpus",
+    "nodes",
+    "gpu_type",
+    "work_s",
+    "checkpoint_s",
+    "util",
+    "priority",
+    "preemptible",
+];
+
+const REQUIRED: [Col; 5] = [Col::Id, Col::SubmitS, Col::Account, Col::Gpus, Col::WorkS];
+
+/// Loads a trace; the format follows the extension: `.csv`, or `.jsonl` /
+/// `.ndjson` for JSON Lines.
+pub fn load_trace(path: &Path, cfg: &Config) -> Result<Vec<WorkloadSpec>, FormatError> {
+    let file = path.display().to_string();
+    let format = tabular_format(FormatKind::Trace, path)?;
+    let f = std::fs::File::open(path).map_err(|e| FormatError::io(FormatKind::Trace, path, e))?;
+    match format {
+        Tabular::Csv => parse_trace_csv(f, &file, cfg),
+        Tabular::Jsonl => parse_trace_jsonl(BufReader::new(f), &file, cfg),
+    }
+}
+
+/// Parses a CSV trace with a header line; `file` names it in errors.
+pub fn parse_trace_csv(reader: impl Read, file: &str, cfg: &Config) -> Result<Vec<WorkloadSpec>, FormatError> {
+    let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(reader);
+    let header = rdr.headers().map_err(|e| from_csv(FormatKind::Trace, file, e))?.clone();
+    let index = map_header(FormatKind::Trace, file, &header, &COLUMNS, &REQUIRED.map(|c| c as usize))?;
+    let mut ctx = TraceCtx::new(file, cfg);
+    let mut out = Vec::new();
+    let mut rec = csv::StringRecord::new();
+    while rdr.read_record(&mut rec).map_err(|e| from_csv(FormatKind::Trace, file, e))? {
+        let line = rec.position().map_or(0, |p| p.line());
+        let row: [Option<&str>; NCOLS] = std::array::from_fn(|c| index[c].map(|i| &rec[i]));
+        out.push(ctx.workload(&row, line)?);
+    }
+    Ok(out)
+}
+
+/// Parses a JSON Lines trace (one object per line, blank lines skipped,
+/// `null` = absent); `file` names it in errors.
+pub fn parse_trace_jsonl(reader: impl BufRead, file: &str, cfg: &Config) -> Result<Vec<WorkloadSpec>, FormatError> {
+    let mut ctx = TraceCtx::new(file, cfg);
+    let mut out = Vec::new();
+    for (i, text) in reader.lines().enumerate() {
+        let line = i as u64 + 1;
+        let text = text.map_err(|e| FormatError::new(FormatKind::Trace, file, "cannot read the file").caused_by(e))?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let obj = json_object(FormatKind::Trace, file, line, &text)?;
+        let cells = json_cells(FormatKind::Trace, file, line, &obj, &COLUMNS)?;
+        let row: [Option<&str>; NCOLS] = std::array::from_fn(|c| cells[c].as_deref());
+        out.push(ctx.workload(&row, line)?);
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------- shared with events
+
+/// The two tabular encodings every input file comes in.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Tabular {
+    Csv,
+    Jsonl,
+}
+
+/// The encoding named by a path's extension.
+pub(crate) fn tabular_format(kind: FormatKind, path: &Path) -> Result<Tabular, FormatError> {
+    let file = path.display().to_string();
+    let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("csv") => Ok(Tabular::Csv),
+        Some("jsonl" | "ndjson") => Ok(Tabular::Jsonl),
+        Some(other) => Err(FormatError::new(
+            kind,
+            file,
+            format!("unsupported file extension `.{other}` (use .csv, .jsonl or .ndjson)"),
+        )),
+        None => Err(FormatError::new(kind, file, "the file has no extension (use .csv, .jsonl or .ndjson)")),
+    }
+}
+
+/// Maps header positions to columns: `out[column] = Some(position)`.
+/// Unknown, duplicate and missing required columns are errors on line 1.
+pub(crate) fn map_header(
+    kind: FormatKind,
+    file: &str,
+    header: &csv::StringRecord,
+    names: &[&str],
+    required: &[usize],
+) -> Result<Vec<Option<usize>>, FormatError> {
+    let err = |field: &str, msg: String| FormatError::new(kind, file, msg).at_line(1).in_field(field);
+    if header.iter().all(|h| h.trim().is_empty()) {
+        return Err(FormatError::new(kind, file, format!("empty file: expected a header line ({})", names.join(",")))
+            .at_line(1));
+    }
+    let mut index = vec![None; names.len()];
+    for (pos, h) in header.iter().enumerate() {
+        let h = h.trim();
+        let Some(col) = names.iter().position(|n| *n == h) else {
+            return Err(err(h, format!("unknown column (columns are {})", names.join(", "))));
+        };
+        if index[col].is_some() {
+            return Err(err(h, "column appears twice in the header".to_string()));
+        }
+        index[col] = Some(pos);
+    }
+    if let Some(&missing) = required.iter().find(|&&c| index[c].is_none()) {
+        return Err(err(names[missing], "missing required column".to_string()));
+    }
+    Ok(index)
+}
+
+/// One JSON Lines line as an object.
+pub(crate) fn json_object(
+    kind: FormatKind,
+    file: &str,
+    line: u64,
+    text: &str,
+) -> Result<serde_json::Map<String, serde_json::Value>, FormatError> {
+    serde_json::from_str(text).map_err(|e| {
+        let msg = if e.is_syntax() || e.is_eof() {
+            format!("invalid json at column {}", e.column())
+        } else {
+            "expected one json object per line".to_string()
+        };
+        FormatError::new(kind, file, msg).at_line(line).caused_by(e)
+    })
+}
+
+/// A JSON object's values as text cells, indexed like `names`; `null` is absent.
+pub(crate) fn json_cells<'a>(
+    kind: FormatKind,
+    file: &str,
+    line: u64,
+    obj: &'a serde_json::Map<String, serde_json::Value>,
+    names: &[&str],
+) -> Result<Vec<Option<Cow<'a, str>>>, FormatError> {
+    use serde_json::Value;
+    let mut cells = vec![None; names.len()];
+    for (k, v) in obj {
+        let err = |msg: String| FormatError::new(kind, file, msg).at_line(line).in_field(k.as_str());
+        let Some(col) = names.iter().position(|n| n == k) else {
+            return Err(err(format!("unknown field (fields are {})", names.join(", "))));
+        };
+        cells[col] = match v {
+            Value::Null => None,
+            Value::String(s) => Some(Cow::Borrowed(s.as_str())),
+            Value::Number(n) => Some(Cow::Owned(n.to_string())),
+            Value::Bool(b) => Some(Cow::Borrowed(if *b { "true" } else { "false" })),
+            Value::Array(_) | Value::Object(_) => {
+                return Err(err("expected a string, number or boolean".to_string()));
+            }
+        };
+    }
+    Ok(cells)
+}
+
+/// A non-negative integer, strictly: digits only, at most `max`.
+pub(crate) fn parse_uint<T: TryFrom<u64>>(v: &str, max: u64) -> Result<T, String> {
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("expected a non-negative integer, got {}", quoted(v)));
+    }
+    v.parse::<u64>()
+        .ok()
+        .filter(|n| *n <= max)
+        .and_then(|n| T::try_from(n).ok())
+        .ok_or_else(|| format!("{v} is too large (at most {max})"))
+}
+
+// ---------------------------------------------------------------- rows
+
+struct TraceCtx<'a> {
+    file: &'a str,
+    cfg: &'a Config,
+    /// GPU types some pool has, by name.
+    gpu_types: Vec<(&'a str, GpuTypeId)>,
+    /// Line of the first occurrence of every id.
+    seen: HashMap<String, u64>,
+}
+
+impl<'a> TraceCtx<'a> {
+    fn new(file: &'a str, cfg: &'a Config) -> Self {
+        let mut gpu_types: Vec<(&str, GpuTypeId)> = Vec::new();
+        for p in &cfg.cluster.pools {
+            if !gpu_types.iter().any(|(_, g)| *g == p.gpu) {
+                gpu_types.push((cfg.cluster.gpu_types[p.gpu.0 as usize].name.as_str(), p.gpu));
+            }
+        }
+        TraceCtx { file, cfg, gpu_types, seen: HashMap::new() }
+    }
+
+    fn err(&self, line: u64, col: Col, message: impl Into<String>) -> FormatError {
+        FormatError::new(FormatKind::Trace, self.file, message).at_line(line).in_field(COLUMNS[col as usize])
+    }
+
+    /// One row: every field parsed and checked against the config.
+    fn workload(&mut self, row: &[Option<&str>; NCOLS], line: u64) -> Result<WorkloadSpec, FormatError> {
+        let get = |c: Col| row[c as usize].map(str::trim).filter(|v| !v.is_empty());
+        let req = |c: Col| get(c).ok_or_else(|| self.err(line, c, "missing value"));
+        let uint = |c: Col, v: &str| parse_uint::<u64>(v, u64::MAX).map_err(|m| self.err(line, c, m));
+        let uint32 = |c: Col, v: &str| parse_uint::<u32>(v, u64::from(u32::MAX)).map_err(|m| self.err(line, c, m));
+
+        let id = get(Col::Id).ok_or_else(|| self.err(line, Col::Id, "empty id"))?;
+        let submit = uint(Col::SubmitS, req(Col::SubmitS)?)?;
+        let account = self.account(line, req(Col::Account)?)?;
+        let user = get(Col::User).unwrap_or("default");
+        let class = get(Col::Class).map_or(Ok(Class::Batch), |v| self.class(line, v))?;
+        let gpus = uint32(Col::Gpus, req(Col::Gpus)?)?;
+        if gpus == 0 {
+            return Err(self.err(line, Col::Gpus, "must be at least 1"));
+        }
+        let nodes = get(Col::Nodes).map_or(Ok(0), |v| uint32(Col::Nodes, v))?;
+        if nodes > 0 && gpus % nodes != 0 {
+            return Err(self.err(line, Col::Nodes, format!("gpus ({gpus}) is not a multiple of nodes ({nodes})")));
+        }
+        let gpu_type = get(Col::GpuType).map(|v| self.gpu_type(line, v)).transpose()?;
+        let work_s = uint(Col::WorkS, req(Col::WorkS)?)?;
+        if work_s == 0 {
+            return Err(self.err(line, Col::WorkS, "must be at least 1"));
+        }
+        let checkpoint_s = get(Col::CheckpointS).map_or(Ok(0), |v| uint(Col::CheckpointS, v))?;
+        let util = get(Col::Util).map_or(Ok(1.0), |v| self.util(line, v))?;
+        let priority = get(Col::Priority).map_or(Ok(Priority::Normal), |v| self.priority(line, v))?;
+        let preemptible = get(Col::Preemptible).map_or(Ok(false), |v| self.boolean(line, Col::Preemptible, v))?;
+        if !self.cfg.cluster.fits_anywhere(gpus, nodes, gpu_type) {
+            return Err(self.err(line, Col::Gpus, self.too_large(gpus, nodes, gpu_type)));
+        }
+        self.claim_id(line, id)?;
+        Ok(WorkloadSpec {
+            id: id.to_string(),
+            submit,
+            account,
+            user: user.to_string(),
+            class,
+            gpus,
+            nodes,
+            gpu_type,
+            work_s,
+            checkpoint_s,
+            util,
+            priority,
+            preemptible,
+        })
+    }
+
+    /// Records the id's first line; a second occurrence is an error.
+    fn claim_id(&mut self, line: u64, id: &str) -> Result<(), FormatError> {
+        match self.seen.entry(id.to_string()) {
+            Entry::Occupied(first) => {
+                let msg = format!("duplicate id {} (first on line {})", quoted(id), first.get());
+                Err(self.err(line, Col::Id, msg))
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(line);
+                Ok(())
+            }
+        }
+    }
+
+    fn class(&self, line: u64, v: &str) -> Result<Class, FormatError> {
+        Class::ALL.into_iter().find(|c| c.as_str().eq_ignore_ascii_case(v)).ok_or_else(|| {
+            self.err(line, Col::Class, format!("unknown class {} (use batch, interactive or service)", quoted(v)))
+        })
+    }
+
+    fn priority(&self, line: u64, v: &str) -> Result<Priority, FormatError> {
+        Priority::ALL.into_iter().find(|p| p.as_str().eq_ignore_ascii_case(v)).ok_or_else(|| {
+            let msg = format!("unknown priority {} (use low, normal, high or urgent)", quoted(v));
+            self.err(line, Col::Priority, msg)
+        })
+    }
+
+    fn account(&self, line: u64, path: &str) -> Result<AccountId, FormatError> {
+        match self.cfg.accounts.get(path) {
+            Some(id) if id != AccountId::ROOT => Ok(id),
+            _ => Err(self.err(line, Col::Account, format!("unknown account {}", quoted(path)))),
+        }
+    }
+
+    fn gpu_type(&self, line: u64, name: &str) -> Result<GpuTypeId, FormatError> {
+        self.gpu_types.iter().find(|(n, _)| *n == name).map(|(_, g)| *g).ok_or_else(|| {
+            let known: Vec<&str> = self.gpu_types.iter().map(|(n, _)| *n).collect();
+            let msg = format!("unknown gpu type {} (pools have {})", quoted(name), known.join(", "));
+            self.err(line, Col::GpuType, msg)
+        })
+    }
+
+    fn util(&self, line: u64, v: &str) -> Result<f64, FormatError> {
+        match v.parse::<f64>() {
+            Ok(u) if u.is_finite() && (0.0..=1.0).contains(&u) => Ok(u),
+            Ok(_) => Err(self.err(line, Col::Util, format!("must be a number between 0 and 1, got {}", quoted(v)))),
+            Err(_) => Err(self.err(line, Col::Util, format!("expected a number between 0 and 1, got {}", quoted(v)))),
+        }
+    }
+
+    fn boolean(&self, line: u64, col: Col, v: &str) -> Result<bool, FormatError> {
+        if v.eq_ignore_ascii_case("true") || v == "1" {
+            Ok(true)
+        } else if v.eq_ignore_ascii_case("false") || v == "0" {
+            Ok(false)
+        } else {
+            Err(self.err(line, col, format!("expected true or false (or 1 or 0), got {}", quoted(v))))
+        }
+    }
+
+    /// Why a workload fits in no pool, with the numbers.
+    fn too_large(&self, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>) -> String {
+        let c = &self.cfg.cluster;
+        let ask = match gpus.checked_div(nodes) {
+            None => format!("{gpus} GPUs"),
+            Some(per_node) => format!("{nodes} nodes × {per_node} GPUs"),
+        };
+        let of_type = gpu.map(|g| format!(" of type {}", c.gpu_types[g.0 as usize].name)).unwrap_or_default();
+        let largest = c
+            .pools
+            .iter()
+            .filter(|p| gpu.is_none_or(|g| g == p.gpu))
+            .max_by_key(|p| (u64::from(p.nodes) * u64::from(p.gpus_per_node), p.gpus_per_node));
+        match largest {
+            Some(p) => format!(
+                "larger than any pool: asks {ask}{of_type}, the largest{} pool {} has {} nodes × {} GPUs",
+                if gpu.is_some() { " such" } else { "" },
+                p.name,
+                p.nodes,
+                p.gpus_per_node
+            ),
+            None => format!("larger than any pool: asks {ask}{of_type}"),
+        }
+    }
+}

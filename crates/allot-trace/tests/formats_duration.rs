@@ -1,0 +1,64 @@
+//! Duration syntax: accepted forms, rejected forms, and format/parse round trips.
+
+use allot_trace::duration::{format_duration, parse_duration};
+use proptest::prelude::*;
+
+#[test]
+fn parses_units_compounds_and_bare_seconds() {
+    let cases = [
+        ("seconds", "30s", 30),
+        ("minutes", "10m", 600),
+        ("hours", "2h", 7200),
+        ("days", "7d", 604_800),
+        ("compound", "1d12h", 129_600),
+        ("all units", "1d2h3m4s", 93_784),
+        ("zero", "0s", 0),
+        ("bare integer", "45", 45),
+        ("surrounding spaces", " 2h ", 7200),
+    ];
+    for (name, text, want) in cases {
+        assert_eq!(parse_duration(text), Ok(want), "case {name}");
+    }
+}
+
+#[test]
+fn rejects_everything_else() {
+    let cases = [
+        ("unknown unit", "10q"),
+        ("empty", ""),
+        ("unit only", "h"),
+        ("negative", "-5s"),
+        ("fraction", "1.5h"),
+        ("units out of order", "12h1d"),
+        ("repeated unit", "1h1h"),
+        ("upper case unit", "2H"),
+        ("inner space", "1d 12h"),
+        ("trailing digits", "1h30"),
+        ("overflow", "99999999999999999999d"),
+    ];
+    for (name, text) in cases {
+        let err = parse_duration(text).expect_err(name);
+        assert!(err.contains(&format!("{text:?}")), "case {name}: {err}");
+    }
+    assert_eq!(parse_duration("10q").unwrap_err(), "invalid duration \"10q\" (use e.g. 30s, 10m, 2h, 7d)");
+}
+
+#[test]
+fn formats_in_the_shortest_readable_form() {
+    let cases = [(0, "0s"), (30, "30s"), (90, "1m30s"), (7200, "2h"), (604_800, "7d"), (129_600, "1d12h")];
+    for (secs, want) in cases {
+        assert_eq!(format_duration(secs), want, "{secs} s");
+    }
+}
+
+proptest! {
+    #[test]
+    fn format_then_parse_is_identity(secs in any::<u64>()) {
+        prop_assert_eq!(parse_duration(&format_duration(secs)), Ok(secs));
+    }
+
+    #[test]
+    fn bare_integers_are_seconds(secs in any::<u64>()) {
+        prop_assert_eq!(parse_duration(&secs.to_string()), Ok(secs));
+    }
+}
