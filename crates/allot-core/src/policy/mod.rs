@@ -5,9 +5,11 @@
 //! rule that produced it. It may keep caches between passes, but never reads
 //! a clock, does I/O or draws unseeded randomness.
 
+mod allot;
 mod fifo;
 mod priority;
 
+pub use allot::AllotPolicy;
 pub use fifo::Fifo;
 pub use priority::PriorityPolicy;
 
@@ -53,16 +55,19 @@ pub enum PolicyKind {
     Fifo,
     FifoBackfill,
     Priority,
+    Allot,
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 3] = [PolicyKind::Fifo, PolicyKind::FifoBackfill, PolicyKind::Priority];
+    pub const ALL: [PolicyKind; 4] =
+        [PolicyKind::Fifo, PolicyKind::FifoBackfill, PolicyKind::Priority, PolicyKind::Allot];
 
     pub fn as_str(self) -> &'static str {
         match self {
             PolicyKind::Fifo => "fifo",
             PolicyKind::FifoBackfill => "fifo-backfill",
             PolicyKind::Priority => "priority",
+            PolicyKind::Allot => "allot",
         }
     }
 
@@ -76,6 +81,7 @@ impl PolicyKind {
             PolicyKind::Fifo => Box::new(Fifo::strict()),
             PolicyKind::FifoBackfill => Box::new(Fifo::backfill()),
             PolicyKind::Priority => Box::new(PriorityPolicy),
+            PolicyKind::Allot => Box::new(AllotPolicy::new()),
         }
     }
 }

@@ -385,10 +385,11 @@ pub(crate) enum SwapLevel {
 }
 
 impl Swap {
-    /// CON-4: the preemptor ranks strictly better after the swap.
-    pub(crate) fn strictly_better(&self, w_fifo: (Time, WorkloadId), v_fifo: (Time, WorkloadId)) -> bool {
+    /// CON-4: the preemptor ranks strictly better after the swap. Within one
+    /// user of one slot nothing is gained by swapping, so never there.
+    pub(crate) fn strictly_better(&self) -> bool {
         match self.level {
-            SwapLevel::Fifo => w_fifo < v_fifo,
+            SwapLevel::Fifo => false,
             _ => self.w_after < self.v_after,
         }
     }

@@ -16,9 +16,12 @@
 //! * Otherwise both must be in the same budget tier and V past its slice
 //!   (CON-1), then
 //!   * INT-1: W is in the interactive lane and V is batch: at once;
-//!   * an interactive V is preempted only by interactive W (the lane's
-//!     workloads are not undone by the batch work they displaced);
-//!   * CON-4: W ranks strictly better than V after the swap.
+//!   * an interactive V is not preempted for fair share: lane work is short
+//!     by definition (≤ `interactive_max_duration`), and preempting it for
+//!     the batch work it displaced would undo the lane;
+//!   * CON-4: W ranks strictly better than V after the swap: at the level
+//!     where their slots diverge, or between their users in one slot; a
+//!     user's own workloads never preempt each other.
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -26,7 +29,7 @@ use std::collections::BTreeMap;
 use crate::Time;
 use crate::cluster::GpuTypeId;
 use crate::decision::Rule;
-use crate::placement::{Allocation, FreeMap, place};
+use crate::placement::{Allocation, FreeMap, find};
 use crate::state::State;
 use crate::workload::{Class, Phase, WorkloadId, WorkloadSpec};
 
@@ -43,11 +46,13 @@ pub(crate) struct Cand {
     pub(crate) class: Class,
     pub(crate) slice_ok: bool,
     pub(crate) gpu: Option<GpuTypeId>,
-    pub(crate) gpus: u32,
     /// Normalisation weight of the GPUs it holds (where the preemptor lands).
     pub(crate) weight: f64,
-    pub(crate) fifo: (Time, WorkloadId),
 }
+
+/// CON-5 order: in budget last, highest FS-1 value first, least work
+/// lost, fewest GPUs, id.
+type VictimKey = (bool, Reverse<Share>, u64, u32, WorkloadId);
 
 /// The preemptor's view: who it is and how it ranks.
 #[derive(Copy, Clone, Debug)]
@@ -72,12 +77,14 @@ pub(crate) struct Victims {
     pub(crate) cands: Vec<Cand>,
     taken: Vec<bool>,
     left: usize,
+    /// Candidates left per GPU type.
+    left_by_type: Vec<usize>,
 }
 
 impl Victims {
     /// Candidates at `now`, in CON-5 order.
     pub(crate) fn new(state: &State, now: Time, fs: &FairShare, users: &Users, budgets: &Budgets) -> Victims {
-        let mut keyed: Vec<((bool, Reverse<Share>, u64, u32, WorkloadId), Cand)> = Vec::new();
+        let mut keyed: Vec<(VictimKey, Cand)> = Vec::new();
         for &w in &state.running {
             let (spec, run) = (state.spec(w), state.run(w));
             if run.phase != Phase::Running || spec.class == Class::Service {
@@ -85,7 +92,8 @@ impl Victims {
             }
             let over = budgets.over(spec.account);
             let slice_ok = now.saturating_sub(run.started.unwrap_or(now)) >= state.contract.min_slice.get(spec.class);
-            if !over && !slice_ok {
+            // In-budget interactive work is never preempted for fair share (INT-1).
+            if !over && (!slice_ok || spec.class == Class::Interactive) {
                 continue;
             }
             let slot = fs.slot(spec.account);
@@ -94,14 +102,19 @@ impl Victims {
             let gpu = run.alloc.as_ref().and_then(|a| a.parts.first()).map(|(n, _)| state.cluster.node(*n).gpu);
             let lost = run.unsaved_progress(spec, now) * u64::from(spec.gpus);
             let key = (!over, Reverse(Share(fs.value(slot))), lost, spec.gpus, w);
-            let fifo = (spec.submit, w);
-            let cand = Cand { w, side, over, class: spec.class, slice_ok, gpu, gpus: spec.gpus, weight, fifo };
+            let cand = Cand { w, side, over, class: spec.class, slice_ok, gpu, weight };
             keyed.push((key, cand));
         }
-        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        keyed.sort_by_key(|a| a.0);
         let cands: Vec<Cand> = keyed.into_iter().map(|(_, c)| c).collect();
         let left = cands.len();
-        Victims { taken: vec![false; left], cands, left }
+        let mut left_by_type = vec![0; state.cluster.gpu_types.len()];
+        for c in &cands {
+            if let Some(g) = c.gpu {
+                left_by_type[g.0 as usize] += 1;
+            }
+        }
+        Victims { taken: vec![false; left], cands, left, left_by_type }
     }
 
     /// Candidates not yet taken by an earlier preemptor of this pass.
@@ -113,18 +126,15 @@ impl Victims {
         if !self.taken[i] {
             self.taken[i] = true;
             self.left -= 1;
+            if let Some(g) = self.cands[i].gpu {
+                self.left_by_type[g.0 as usize] -= 1;
+            }
         }
     }
 
     /// The rule under which `p` may preempt candidate `c`, given the victims
     /// already chosen for `p` (`removed`).
-    pub(crate) fn eligible(
-        fs: &FairShare,
-        users: &Users,
-        p: &Preemptor,
-        c: &Cand,
-        removed: &Removed,
-    ) -> Option<Rule> {
+    pub(crate) fn eligible(fs: &FairShare, users: &Users, p: &Preemptor, c: &Cand, removed: &Removed) -> Option<Rule> {
         if p.spec.gpu_type.is_some_and(|g| Some(g) != c.gpu) {
             return None;
         }
@@ -138,11 +148,11 @@ impl Victims {
         if p.tier == Tier::Lane && c.class == Class::Batch {
             return Some(Rule::Interactive);
         }
-        if c.class == Class::Interactive && p.spec.class != Class::Interactive {
+        if c.class == Class::Interactive {
             return None;
         }
         let s = swap(fs, users, Side { ng: ngpus(p.spec.gpus, c.weight), ..p.side }, c.side, removed);
-        s.strictly_better((p.spec.submit, p.w), c.fifo).then_some(Rule::NoPingPong)
+        s.strictly_better().then_some(Rule::NoPingPong)
     }
 
     /// Victims that let `p` start once their grace ends, on top of the GPUs
@@ -178,7 +188,7 @@ impl Victims {
             trial.give(cluster, state.run(c.w).alloc.as_ref().expect("running workload holds GPUs"));
             removed.add(fs, c.side.slot, c.side.user, c.side.ng);
             chosen.push((i, rule));
-            if pools_free(&trial) >= spec.gpus && place(cluster, &trial, spec, &|_| true).is_ok() {
+            if pools_free(&trial) >= spec.gpus && find(cluster, &trial, spec, &|_| true).is_some() {
                 fits = true;
                 break;
             }
@@ -193,12 +203,12 @@ impl Victims {
             j -= 1;
             let mut t = trial.clone();
             t.take(cluster, state.run(self.cands[chosen[j].0].w).alloc.as_ref().expect("running"));
-            if place(cluster, &t, spec, &|_| true).is_ok() {
+            if find(cluster, &t, spec, &|_| true).is_some() {
                 trial = t;
                 chosen.remove(j);
             }
         }
-        let alloc = place(cluster, &trial, spec, &|_| true).ok()?;
+        let alloc = find(cluster, &trial, spec, &|_| true)?;
         Some(Found { victims: chosen, alloc })
     }
 }
@@ -206,7 +216,10 @@ impl Victims {
 /// Whether a pending workload's shape can be served by victims at all in
 /// this pass: some candidate left on a GPU type it may use.
 pub(crate) fn any_for(v: &Victims, spec: &WorkloadSpec) -> bool {
-    v.left > 0 && v.cands.iter().zip(&v.taken).any(|(c, t)| !t && spec.gpu_type.is_none_or(|g| Some(g) == c.gpu))
+    match spec.gpu_type {
+        None => v.left > 0,
+        Some(g) => v.left_by_type.get(g.0 as usize).is_some_and(|n| *n > 0),
+    }
 }
 
 /// Key of the per-pass cache of failed victim searches: a later preemptor

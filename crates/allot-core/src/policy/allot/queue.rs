@@ -28,6 +28,9 @@ pub(crate) struct Queue {
     users: Vec<BTreeSet<UserKey>>,
     ukey: Vec<Option<UserKey>>,
     lists: Vec<VecDeque<WorkloadId>>,
+    /// Per user: the smallest gang of each shape (GPU type, nodes, class)
+    /// in its list, to tell when none of its workloads can be served.
+    reps: Vec<Vec<WorkloadId>>,
 }
 
 impl Queue {
@@ -39,9 +42,21 @@ impl Queue {
             users: vec![BTreeSet::new(); fs.slots()],
             ukey: vec![None; users.len()],
             lists: vec![VecDeque::new(); users.len()],
+            reps: vec![Vec::new(); users.len()],
         };
         for &(w, u) in items {
             q.lists[u as usize].push_back(w);
+            let s = state.spec(w);
+            let reps = &mut q.reps[u as usize];
+            let same = |r: &WorkloadId| {
+                let x = state.spec(*r);
+                (x.gpu_type, x.nodes, x.class) == (s.gpu_type, s.nodes, s.class)
+            };
+            match reps.iter_mut().find(|r| same(r)) {
+                Some(r) if state.spec(*r).gpus > s.gpus => *r = w,
+                Some(_) => {}
+                None => reps.push(w),
+            }
         }
         for u in 0..users.len() as u32 {
             if !q.lists[u as usize].is_empty() {
@@ -90,6 +105,18 @@ impl Queue {
         self.ukey[u as usize] = None;
         let w = self.lists[u as usize].pop_front()?;
         Some((w, u))
+    }
+
+    /// The smallest gang of each shape among the user's workloads (those
+    /// already served included, so a lower bound for those left).
+    pub(crate) fn reps(&self, u: u32) -> &[WorkloadId] {
+        &self.reps[u as usize]
+    }
+
+    /// Drops the rest of user `u`'s workloads from this pass (none of them
+    /// can be served). Call [`Queue::done`] afterwards as usual.
+    pub(crate) fn drop_user(&mut self, u: u32) {
+        self.lists[u as usize].clear();
     }
 
     /// Re-keys user `u` (just served) and the slots above it.

@@ -1,0 +1,100 @@
+//! Admission, caps and the time-based conditions of the contract (rules
+//! INT-2, SVC-2, CON-1, BUD-1; see `docs/contract.md`).
+
+use crate::Time;
+use crate::account::AccountId;
+use crate::decision::{Reason, Rule};
+use crate::state::State;
+use crate::workload::{Class, Phase, WorkloadSpec};
+
+use super::budget;
+use super::rank::in_lane;
+
+/// INT-2: why an interactive workload over the lane limits is rejected.
+pub(crate) fn lane_reject(state: &State, spec: &WorkloadSpec) -> Reason {
+    let c = &state.contract;
+    Reason::new(
+        Rule::InteractiveLimit,
+        format!(
+            "interactive workload asks {} GPUs for {} s; the interactive lane allows at most {} GPUs for {} s \
+             (submit it as batch)",
+            spec.gpus, spec.work_s, c.interactive_max_gpus, c.interactive_max_duration
+        ),
+    )
+}
+
+/// SVC-2: the first account on the path (leaf first) whose service cap the
+/// service would exceed, with the service GPUs it holds and its cap.
+pub(crate) fn service_cap(state: &State, held: &[u32], spec: &WorkloadSpec) -> Option<(AccountId, u32, u32)> {
+    if spec.class != Class::Service {
+        return None;
+    }
+    state.accounts.ancestry(spec.account).find_map(|a| {
+        let cap = state.accounts.account(a).max_service_gpus?;
+        let h = held[a.0 as usize];
+        (h + spec.gpus > cap).then_some((a, h, cap))
+    })
+}
+
+/// Admission: lane limits (INT-2), a service bigger than a cap on its path
+/// (SVC-2), and a shape no pool can ever hold (PLACE-1, PLACE-2).
+pub(crate) fn admit(state: &State, spec: &WorkloadSpec) -> Result<(), Reason> {
+    if spec.class == Class::Interactive && !in_lane(&state.contract, spec) {
+        return Err(lane_reject(state, spec));
+    }
+    let none = vec![0u32; state.accounts.len()];
+    if let Some((a, _, cap)) = service_cap(state, &none, spec) {
+        return Err(Reason::new(
+            Rule::ServiceCap,
+            format!(
+                "service asks {} GPUs; account {} caps its services at {} GPUs",
+                spec.gpus,
+                state.accounts.account(a).path,
+                cap
+            ),
+        ));
+    }
+    if spec.gpus == 0 || !state.cluster.fits_anywhere(spec.gpus, spec.nodes, spec.gpu_type) {
+        let (rule, shape) = if spec.nodes > 0 {
+            (Rule::PlaceNodes, format!("{} GPUs on exactly {} nodes", spec.gpus, spec.nodes))
+        } else {
+            (Rule::PlaceGang, format!("{} GPUs", spec.gpus))
+        };
+        return Err(Reason::new(rule, format!("{shape} never fit in any one pool of the cluster")));
+    }
+    Ok(())
+}
+
+/// When a running workload's slice ends (CON-1). Services (SVC-1) and
+/// interactive work (INT-1) are not time-sliced: they have none.
+pub(crate) fn slice_end(state: &State, w: crate::workload::WorkloadId) -> Option<Time> {
+    let (spec, run) = (state.spec(w), state.run(w));
+    if run.phase != Phase::Running || spec.class != Class::Batch {
+        return None;
+    }
+    Some(run.started? + state.contract.min_slice.get(spec.class))
+}
+
+/// The next time after `now` a time-based condition may change decisions
+/// while work waits: a slice ending (CON-1), a grace ending (CON-2), a
+/// budget period rolling over or an account reaching its budget (BUD-1).
+pub(crate) fn next_wakeup(state: &State, now: Time) -> Option<Time> {
+    if state.pending.is_empty() {
+        return None;
+    }
+    let mut next = budget::next_change(state, now);
+    let mut consider = |t: Time| {
+        if t > now {
+            next = Some(next.map_or(t, |x: Time| x.min(t)));
+        }
+    };
+    for &w in &state.running {
+        if let Some(t) = slice_end(state, w) {
+            consider(t);
+        }
+        if let Some(t) = state.run(w).stop_at {
+            consider(t);
+        }
+    }
+    next
+}

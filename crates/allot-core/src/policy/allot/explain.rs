@@ -1,0 +1,298 @@
+//! Why a workload waits, and why a workload was preempted: the rule id and
+//! the numbers behind it (every rule; see `docs/contract.md`).
+//!
+//! An explanation runs the same pass the scheduler would run now, keeping
+//! every waiting workload's outcome (once per instant and state, shared by
+//! all explanations of that instant), so it says what the pass does with it:
+//! start it, hold GPUs being released for it, preempt for it, or leave it
+//! waiting because of its budget (BUD-1), its rank (FS-1, FS-2), a service
+//! cap (SVC-2) or placement (PLACE-*), with the preemption rules that keep
+//! it from displacing running work (CON-1, CON-4).
+
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use crate::Time;
+use crate::decision::{Reason, Rule};
+use crate::state::State;
+use crate::workload::{Class, Phase, WorkloadId};
+
+use super::budget::{self, Budgets};
+use super::contract::{admit, slice_end};
+use super::fairshare::{FairShare, Removed, Side, Slot, SwapLevel, Users, swap};
+use super::pass::{Outcome, Pass, Probe, released_at};
+use super::preempt::{Cand, Preemptor};
+use super::rank::{Tier, ranks};
+
+/// CON-4 detail of a preemption: the values on both sides before and after
+/// the swap (`removed` holds every victim of the preemptor).
+pub(crate) fn swap_detail(
+    pass: &Pass,
+    p: &Preemptor,
+    c: &Cand,
+    w_ng: f64,
+    removed: &Removed,
+    ran: Time,
+    slice: Time,
+) -> String {
+    let (state, fs) = (pass.state, &pass.fs);
+    let s = swap(fs, &pass.users, Side { ng: w_ng, ..p.side }, Side { ng: 0.0, ..c.side }, removed);
+    let tail = format!("; {} ran {ran} s >= slice {slice} s", state.spec(c.w).id);
+    match s.level {
+        SwapLevel::Slots(a, b) => format!(
+            "{} ranks strictly better after the swap: usage/entitlement {} {:.2} -> {:.2} vs {} {:.2} -> {:.2}{tail}",
+            p.spec.id,
+            fs.name(state, a),
+            s.w_before,
+            s.w_after,
+            fs.name(state, b),
+            s.v_before,
+            s.v_after
+        ),
+        SwapLevel::Users(a, b) => format!(
+            "{} ranks strictly better after the swap: in {} user {} holds {:.0} -> {:.0} GPUs vs user {} {:.0} -> {:.0}{tail}",
+            p.spec.id,
+            fs.name(state, p.side.slot),
+            pass.users.name[a as usize],
+            s.w_before,
+            s.w_after,
+            pass.users.name[b as usize],
+            s.v_before,
+            s.v_after
+        ),
+        SwapLevel::Fifo => format!("{} is work of the same user{tail}", p.spec.id),
+    }
+}
+
+/// A workload's place in the static rank order of its tier.
+#[derive(Copy, Clone, Debug)]
+struct Standing {
+    /// 1-based rank of its slot among slots with waiting work in the tier.
+    account_rank: usize,
+    /// The best-ranked slot of the tier.
+    top: Slot,
+    slot: Slot,
+    user: u32,
+    /// The best-ranked user of its slot, when that is another user.
+    other_user: Option<u32>,
+    /// Waiting workloads of the same user in the tier ranked before it.
+    earlier: usize,
+}
+
+/// Everything needed to explain any waiting workload at one instant: the
+/// outcome of a probing pass and the static rank order. Built once per
+/// instant and state, then shared by all explanations of that instant.
+pub(crate) struct Explainer {
+    outcomes: BTreeMap<WorkloadId, Outcome>,
+    standing: BTreeMap<WorkloadId, Standing>,
+    fs: FairShare,
+    user_names: Vec<String>,
+    user_alloc: Vec<f64>,
+}
+
+/// A cheap fingerprint of what an explanation depends on: time, queues,
+/// free GPUs, node health and charged usage.
+pub(crate) fn fingerprint(state: &State, now: Time) -> u64 {
+    let mut h = DefaultHasher::new();
+    (now, state.specs.len(), state.pending.len(), state.running.len()).hash(&mut h);
+    (state.pending.first(), state.pending.last()).hash(&mut h);
+    state.running.hash(&mut h);
+    state.free.free.hash(&mut h);
+    state.free.usable.hash(&mut h);
+    for a in &state.accounts.account(crate::account::AccountId::ROOT).children {
+        let u = &state.ledger.usage[a.0 as usize];
+        (u.charged_gpu_s, u.alloc_gpus, u.last).hash(&mut h);
+    }
+    h.finish()
+}
+
+impl Explainer {
+    pub(crate) fn new(state: &State, now: Time) -> Explainer {
+        let mut pass = Pass::new(state, now, Probe::All);
+        pass.run();
+        let outcomes = std::mem::take(&mut pass.outcomes);
+        let fs = FairShare::new(state, now);
+        let users = Users::new(state, &fs);
+        let budgets = Budgets::new(state, now);
+        let mut standing = BTreeMap::new();
+        let mut cur: Option<(Tier, Slot, Slot, usize, u32)> = None; // tier, top, slot, blocks, first user
+        let mut user_run: (Option<(Tier, u32)>, usize) = (None, 0);
+        for r in ranks(state, &fs, &users, &budgets) {
+            let (tier, top, slot, blocks, first) = match cur {
+                Some((t, top, slot, b, f)) if t == r.rank.tier && slot == r.slot => (t, top, slot, b, f),
+                Some((t, top, _, b, _)) if t == r.rank.tier => (t, top, r.slot, b + 1, r.user),
+                _ => (r.rank.tier, r.slot, r.slot, 1, r.user),
+            };
+            cur = Some((tier, top, slot, blocks, first));
+            if user_run.0 != Some((tier, r.user)) {
+                user_run = (Some((tier, r.user)), 0);
+            }
+            let other_user = (first != r.user).then_some(first);
+            let st = Standing { account_rank: blocks, top, slot, user: r.user, other_user, earlier: user_run.1 };
+            user_run.1 += 1;
+            standing.insert(r.w, st);
+        }
+        let user_names = users.name.iter().map(|n| n.to_string()).collect();
+        let user_alloc = users.alloc.clone();
+        Explainer { outcomes, standing, fs, user_names, user_alloc }
+    }
+
+    /// Why pending workload `w` is not running at `now`.
+    pub(crate) fn explain(&self, state: &State, w: WorkloadId, now: Time) -> Reason {
+        let (spec, run) = (state.spec(w), state.run(w));
+        if run.phase != Phase::Pending {
+            return run
+                .last_reason
+                .clone()
+                .unwrap_or_else(|| Reason::new(Rule::FairShare, format!("not waiting: {}", run.phase.as_str())));
+        }
+        if let Err(r) = admit(state, spec) {
+            return r;
+        }
+        let Some(outcome) = self.outcomes.get(&w) else {
+            return Reason::new(Rule::FairShare, "not considered by the scheduler");
+        };
+        match outcome {
+            Outcome::Blocked(tier, fail) => {
+                let capacity = fail.as_ref().map_or_else(|| "does not fit now".to_string(), |f| f.to_string());
+                let rule = fail.as_ref().map_or(Rule::PlaceGang, |f| f.rule);
+                self.waiting(state, w, now, *tier, rule, capacity)
+            }
+            Outcome::NotReached(tier) => {
+                let capacity = "no GPUs left after better-ranked work".to_string();
+                self.waiting(state, w, now, *tier, Rule::FairShare, capacity)
+            }
+            _ => acted(state, w, outcome, now),
+        }
+    }
+
+    /// A waiting workload: its budget, then its rank, then capacity.
+    fn waiting(&self, state: &State, w: WorkloadId, now: Time, tier: Tier, rule: Rule, capacity: String) -> Reason {
+        let spec = state.spec(w);
+        if tier == Tier::OverBudget {
+            return Reason::new(
+                Rule::BudgetFirst,
+                format!("{}; in-budget work ranks ahead; {capacity}", over(state, spec.account, now)),
+            );
+        }
+        let fs = &self.fs;
+        let Some(st) = self.standing.get(&w) else {
+            return Reason::new(rule, capacity);
+        };
+        if st.account_rank > 1
+            && let Some((a, b)) = fs.diverge(st.top, st.slot)
+        {
+            return Reason::new(
+                Rule::FairShare,
+                format!(
+                    "rank {} behind {} (usage/entitlement {:.2} vs {:.2}); {capacity}",
+                    st.account_rank,
+                    fs.name(state, a),
+                    fs.value(a),
+                    fs.value(b)
+                ),
+            );
+        }
+        if let Some(other) = st.other_user {
+            return Reason::new(
+                Rule::FairUsers,
+                format!(
+                    "in {} user {} is behind user {} (holds {:.0} vs {:.0} GPUs); {capacity}",
+                    fs.name(state, st.slot),
+                    spec.user,
+                    self.user_names[other as usize],
+                    self.user_alloc[st.user as usize],
+                    self.user_alloc[other as usize]
+                ),
+            );
+        }
+        if st.earlier > 0 {
+            return Reason::new(
+                Rule::FairUsers,
+                format!(
+                    "{} earlier workloads of user {} in {} go first; {capacity}",
+                    st.earlier,
+                    spec.user,
+                    fs.name(state, st.slot)
+                ),
+            );
+        }
+        Reason::new(rule, format!("{capacity}; {}", preemption_note(state, w, now)))
+    }
+}
+
+/// What the pass does for a waiting workload that it starts, holds GPUs
+/// for, preempts for, rejects or holds back by a service cap.
+fn acted(state: &State, w: WorkloadId, outcome: &Outcome, now: Time) -> Reason {
+    let spec = state.spec(w);
+    let soon = "fits now; starts at the next scheduling pass";
+    match outcome {
+        Outcome::Started(Tier::Lane) => Reason::new(Rule::Interactive, soon),
+        Outcome::Started(Tier::InBudget) => Reason::new(Rule::FairShare, soon),
+        Outcome::Started(Tier::OverBudget) => Reason::new(
+            Rule::BudgetOver,
+            format!("{}; fits on capacity no in-budget work can use; {soon}", over(state, spec.account, now)),
+        ),
+        Outcome::Claimed(alloc) => {
+            let at = released_at(state, alloc).map_or_else(String::new, |t| format!(" at t={t}"));
+            Reason::new(
+                Rule::Grace,
+                format!(
+                    "{} GPUs are being released by preempted workloads; starts when their grace ends{at}",
+                    spec.gpus
+                ),
+            )
+        }
+        Outcome::Preempting(victims) => {
+            let rule = victims.first().map_or(Rule::NoPingPong, |(_, r)| *r);
+            let ids: Vec<&str> = victims.iter().map(|(v, _)| state.spec(*v).id.as_str()).collect();
+            let end = now + state.contract.grace;
+            Reason::new(rule, format!("preempting {} for it; starts when their grace ends at t={end}", ids.join(", ")))
+        }
+        Outcome::Rejected(r) => r.clone(),
+        Outcome::ServiceCap(a, held, cap) => Reason::new(
+            Rule::ServiceCap,
+            format!(
+                "account {} holds {held} service GPUs; {} more would exceed its cap of {cap}",
+                state.accounts.account(*a).path,
+                spec.gpus
+            ),
+        ),
+        Outcome::Blocked(..) | Outcome::NotReached(_) => Reason::new(Rule::FairShare, "waiting"),
+    }
+}
+
+fn over(state: &State, a: crate::account::AccountId, now: Time) -> String {
+    let culprit = Budgets::new(state, now).culprit(a).unwrap_or(a);
+    budget::describe(state, culprit, now)
+}
+
+/// Why nothing is preempted for a top-ranked waiting workload.
+fn preemption_note(state: &State, w: WorkloadId, now: Time) -> String {
+    let spec = state.spec(w);
+    let mut past = 0usize;
+    let mut earliest: Option<Time> = None;
+    for &v in &state.running {
+        let Some(end) = slice_end(state, v) else { continue };
+        let on_type =
+            state.run(v).alloc.as_ref().and_then(|a| a.parts.first()).map(|(n, _)| state.cluster.node(*n).gpu);
+        if spec.gpu_type.is_some_and(|g| Some(g) != on_type) {
+            continue;
+        }
+        if end <= now {
+            past += 1;
+        } else {
+            earliest = Some(earliest.map_or(end, |e: Time| e.min(end)));
+        }
+    }
+    let services = state.running.iter().filter(|v| state.spec(**v).class == Class::Service).count();
+    match (past, earliest) {
+        (0, Some(t)) => format!("no running workload is past its slice (CON-1); the earliest slice ends at t={t}"),
+        (0, None) if services > 0 => "only services run, and they are not preempted (SVC-1)".to_string(),
+        (0, None) => "nothing running can be preempted".to_string(),
+        (n, _) => format!(
+            "{n} running workloads are past their slice, but preempting them would not make it rank strictly \
+             better (CON-4) or would not free a fitting placement"
+        ),
+    }
+}

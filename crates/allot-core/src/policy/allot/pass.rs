@@ -1,0 +1,401 @@
+//! One scheduling pass of `allot`.
+//!
+//! Tiers are served in rank order (INT-1 lane, in-budget, over-budget;
+//! BUD-1/BUD-2), each through a fair-share [`Queue`]. For every waiting
+//! workload, in order:
+//! 1. SVC-2: a service that would exceed a service cap on its path waits;
+//! 2. it starts if it fits in the free GPUs (backfill: a workload that does
+//!    not fit never blocks later ones, so the pass is work-conserving);
+//! 3. else it claims GPUs already being released by stopping workloads if
+//!    they (with free ones) fit it, reserving them so that nothing else
+//!    starts there; no new victim is chosen for it (CON-2);
+//! 4. else it preempts victims chosen under CON-5 ([`Victims`]).
+//!
+//! A user none of whose remaining workloads can start, claim or preempt
+//! (the smallest gang of each of its shapes failed all three) leaves the
+//! pass at once, so a saturated cluster with thousands waiting costs a few
+//! steps per user, not per workload.
+//!
+//! Over-budget work is only served after all in-budget work had its turn,
+//! so it runs only on capacity no in-budget work could use (BUD-2). Every
+//! start, claim and preemption updates the fair-share allocations, so the
+//! next choice sees them (FS-1).
+
+use std::collections::BTreeMap;
+
+use crate::Time;
+use crate::account::AccountId;
+use crate::decision::{Action, Decision, Reason, Rule};
+use crate::placement::{Allocation, FreeMap, PlacementFailure, diagnose, find};
+use crate::policy::FailCache;
+use crate::state::State;
+use crate::workload::{Class, Phase, WorkloadId, WorkloadSpec};
+
+use super::budget::{self, Budgets};
+use super::contract::{lane_reject, service_cap};
+use super::fairshare::{FairShare, Side, Users, ngpus};
+use super::preempt::{Found, Preemptor, SearchFails, Victims, any_for};
+use super::queue::Queue;
+use super::rank::{Tier, tier_of};
+
+/// What a pass did with one waiting workload (kept for the probed one).
+#[derive(Clone, Debug)]
+pub(crate) enum Outcome {
+    Started(Tier),
+    /// Claimed GPUs that stopping workloads are releasing.
+    Claimed(Allocation),
+    /// Preempted victims for it.
+    Preempting(Vec<(WorkloadId, Rule)>),
+    Rejected(Reason),
+    /// SVC-2: (account, service GPUs held, cap).
+    ServiceCap(AccountId, u32, u32),
+    /// Did not fit and nothing could be preempted for it (the placement
+    /// failure is only computed for the probed workload).
+    Blocked(Tier, Option<PlacementFailure>),
+    /// The pass ran out of capacity before reaching it.
+    NotReached(Tier),
+}
+
+/// Which workloads' outcomes a pass keeps (for explanations).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Probe {
+    None,
+    All,
+}
+
+/// The working state of one pass.
+pub(crate) struct Pass<'a> {
+    pub(crate) state: &'a State,
+    pub(crate) now: Time,
+    pub(crate) fs: FairShare,
+    pub(crate) users: Users<'a>,
+    pub(crate) budgets: Budgets,
+    free: FreeMap,
+    /// Free GPUs plus those of stopping workloads not yet claimed.
+    hyp: FreeMap,
+    fails: FailCache,
+    hyp_fails: FailCache,
+    search_fails: SearchFails,
+    victims: Victims,
+    /// Service GPUs held per account subtree (SVC-2).
+    svc: Vec<u32>,
+    pub(crate) out: Vec<Decision>,
+    probe: Probe,
+    /// Outcome of every waiting workload when probing.
+    pub(crate) outcomes: BTreeMap<WorkloadId, Outcome>,
+}
+
+/// Takes out of `free` the GPUs of `alloc` that are free there.
+fn reserve(state: &State, free: &mut FreeMap, alloc: &Allocation) {
+    let parts = alloc.parts.iter().map(|&(n, m)| (n, m & free.free[n.0 as usize])).filter(|(_, m)| *m != 0).collect();
+    free.take(&state.cluster, &Allocation { parts });
+}
+
+fn total(m: &FreeMap) -> u32 {
+    m.pool_free.iter().sum()
+}
+
+fn weight_of(state: &State, alloc: &Allocation) -> f64 {
+    alloc.parts.first().map_or(1.0, |(n, _)| state.cluster.weight(state.cluster.node(*n).gpu))
+}
+
+impl<'a> Pass<'a> {
+    /// Prepares a pass at `now`; `probe` says whether to keep outcomes.
+    pub(crate) fn new(state: &'a State, now: Time, probe: Probe) -> Pass<'a> {
+        let fs = FairShare::new(state, now);
+        let users = Users::new(state, &fs);
+        let budgets = Budgets::new(state, now);
+        let victims = Victims::new(state, now, &fs, &users, &budgets);
+        let mut hyp = state.free.clone();
+        let mut svc = vec![0u32; state.accounts.len()];
+        for &w in &state.running {
+            let (spec, run) = (state.spec(w), state.run(w));
+            if run.phase == Phase::Stopping {
+                hyp.give(&state.cluster, run.alloc.as_ref().expect("stopping workload holds GPUs"));
+            }
+            if spec.class == Class::Service {
+                for a in state.accounts.ancestry(spec.account) {
+                    svc[a.0 as usize] += spec.gpus;
+                }
+            }
+        }
+        Pass {
+            state,
+            now,
+            fs,
+            users,
+            budgets,
+            free: state.free.clone(),
+            hyp,
+            fails: FailCache::default(),
+            hyp_fails: FailCache::default(),
+            search_fails: SearchFails::default(),
+            victims,
+            svc,
+            out: Vec::new(),
+            probe,
+            outcomes: BTreeMap::new(),
+        }
+    }
+
+    /// Runs the pass; the decisions are in `out`.
+    pub(crate) fn run(&mut self) {
+        let state = self.state;
+        let mut tiers: [Vec<(WorkloadId, u32)>; 3] = Default::default();
+        for &(_, w) in &state.pending {
+            let spec = state.spec(w);
+            match tier_of(state, &self.budgets, spec) {
+                Some(t) => tiers[t as usize].push((w, self.users.of(&self.fs, spec))),
+                None => {
+                    let reason = lane_reject(state, spec);
+                    self.note(w, Outcome::Rejected(reason.clone()));
+                    self.out.push(Decision { action: Action::Reject { workload: w }, reason });
+                }
+            }
+        }
+        for tier in Tier::ALL {
+            let items = &tiers[tier as usize];
+            if self.exhausted() {
+                self.not_reached(tier, items);
+                continue;
+            }
+            let mut q = Queue::build(state, &self.fs, &self.users, items);
+            while let Some((w, u)) = q.next() {
+                let outcome = self.consider(w, u, tier, &mut q);
+                let blocked = matches!(outcome, Outcome::Blocked(..) | Outcome::ServiceCap(..));
+                if blocked && self.probe == Probe::None && self.hopeless(&q, u, tier) {
+                    q.drop_user(u);
+                }
+                q.done(state, &self.fs, &self.users, u);
+                self.note(w, outcome);
+                if self.exhausted() {
+                    break;
+                }
+            }
+            self.not_reached(tier, items);
+        }
+    }
+
+    fn note(&mut self, w: WorkloadId, o: Outcome) {
+        if self.probe == Probe::All {
+            self.outcomes.entry(w).or_insert(o);
+        }
+    }
+
+    fn not_reached(&mut self, tier: Tier, items: &[(WorkloadId, u32)]) {
+        if self.probe == Probe::All {
+            for (w, _) in items {
+                self.outcomes.entry(*w).or_insert(Outcome::NotReached(tier));
+            }
+        }
+    }
+
+    /// Whether none of user `u`'s workloads left in this tier can start,
+    /// claim or preempt in the rest of the pass: the smallest gang of each
+    /// of its shapes already failed all three (free and released GPUs only
+    /// shrink and failed searches stay failed until a preemption).
+    fn hopeless(&self, q: &Queue, u: u32, tier: Tier) -> bool {
+        let state = self.state;
+        q.reps(u).iter().all(|&r| {
+            let spec = state.spec(r);
+            if service_cap(state, &self.svc, spec).is_some() {
+                return true;
+            }
+            let no_free = spec.gpus > total(&self.free) || self.fails.known_to_fail(spec, 0);
+            let no_hyp = spec.gpus > total(&self.hyp) || self.hyp_fails.known_to_fail(spec, 0);
+            let p = Preemptor { w: r, spec, side: Side { slot: self.fs.slot(spec.account), user: u, ng: 0.0 }, tier };
+            no_free && no_hyp && (!any_for(&self.victims, spec) || self.search_fails.known(&p))
+        })
+    }
+
+    /// Nothing more can start, be claimed or be preempted in this pass.
+    fn exhausted(&self) -> bool {
+        total(&self.hyp) == 0 && self.victims.left() == 0
+    }
+
+    fn consider(&mut self, w: WorkloadId, u: u32, tier: Tier, q: &mut Queue) -> Outcome {
+        let state = self.state;
+        let spec = state.spec(w);
+        if let Some((a, held, cap)) = service_cap(state, &self.svc, spec) {
+            return Outcome::ServiceCap(a, held, cap);
+        }
+        if spec.gpus <= total(&self.free) && !self.fails.known_to_fail(spec, 0) {
+            match find(&state.cluster, &self.free, spec, &|_| true) {
+                Some(alloc) => {
+                    self.start(w, u, tier, alloc);
+                    return Outcome::Started(tier);
+                }
+                None => self.fails.record(spec, 0),
+            }
+        }
+        if spec.gpus <= total(&self.hyp) && !self.hyp_fails.known_to_fail(spec, 0) {
+            match find(&state.cluster, &self.hyp, spec, &|_| true) {
+                Some(alloc) => {
+                    self.hyp.take(&state.cluster, &alloc);
+                    reserve(state, &mut self.free, &alloc);
+                    self.gain(spec, u, &alloc);
+                    return Outcome::Claimed(alloc);
+                }
+                None => self.hyp_fails.record(spec, 0),
+            }
+        }
+        if let Some(victims) = self.preempt(w, u, tier, q) {
+            return Outcome::Preempting(victims);
+        }
+        let probing = self.probe == Probe::All;
+        let fail = probing.then(|| diagnose(&state.cluster, &self.free, spec, &|_| true));
+        Outcome::Blocked(tier, fail)
+    }
+
+    /// Books an allocation for `spec` in the fair-share and service tallies.
+    fn gain(&mut self, spec: &WorkloadSpec, u: u32, alloc: &Allocation) {
+        let ng = ngpus(spec.gpus, weight_of(self.state, alloc));
+        self.fs.add(self.fs.slot(spec.account), ng);
+        self.users.alloc[u as usize] += ng;
+        if spec.class == Class::Service {
+            for a in self.state.accounts.ancestry(spec.account) {
+                self.svc[a.0 as usize] += spec.gpus;
+            }
+        }
+    }
+
+    fn start(&mut self, w: WorkloadId, u: u32, tier: Tier, alloc: Allocation) {
+        let state = self.state;
+        let spec = state.spec(w);
+        self.free.take(&state.cluster, &alloc);
+        reserve(state, &mut self.hyp, &alloc);
+        let reason = self.start_reason(spec, u, tier);
+        self.gain(spec, u, &alloc);
+        self.out.push(Decision { action: Action::Start { workload: w, alloc }, reason });
+    }
+
+    fn start_reason(&self, spec: &WorkloadSpec, u: u32, tier: Tier) -> Reason {
+        let state = self.state;
+        let slot = self.fs.slot(spec.account);
+        match tier {
+            Tier::Lane => Reason::new(
+                Rule::Interactive,
+                format!(
+                    "interactive lane ({} GPUs <= {}, {} s <= {} s); fits",
+                    spec.gpus,
+                    state.contract.interactive_max_gpus,
+                    spec.work_s,
+                    state.contract.interactive_max_duration
+                ),
+            ),
+            Tier::InBudget => Reason::new(
+                Rule::FairShare,
+                format!(
+                    "{} next by fair share (usage/entitlement {:.2}), user {} holds {:.0} GPUs; fits",
+                    self.fs.name(state, slot),
+                    self.fs.value(slot),
+                    spec.user,
+                    self.users.alloc[u as usize]
+                ),
+            ),
+            Tier::OverBudget => {
+                let culprit = self.budgets.culprit(spec.account).unwrap_or(spec.account);
+                Reason::new(
+                    Rule::BudgetOver,
+                    format!(
+                        "{}; runs on capacity no in-budget work can use, without a slice",
+                        budget::describe(state, culprit, self.now)
+                    ),
+                )
+            }
+        }
+    }
+
+    /// Chooses and preempts victims for `w` (CON-5), or `None`.
+    fn preempt(&mut self, w: WorkloadId, u: u32, tier: Tier, q: &mut Queue) -> Option<Vec<(WorkloadId, Rule)>> {
+        let state = self.state;
+        let spec = state.spec(w);
+        let slot = self.fs.slot(spec.account);
+        let p = Preemptor { w, spec, side: Side { slot, user: u, ng: 0.0 }, tier };
+        if !any_for(&self.victims, spec) || self.search_fails.known(&p) {
+            return None;
+        }
+        let Some(found) = self.victims.search(state, &self.fs, &self.users, &self.hyp, &p) else {
+            self.search_fails.record(&p);
+            return None;
+        };
+        Some(self.apply(&p, found, q))
+    }
+
+    fn apply(&mut self, p: &Preemptor, found: Found, q: &mut Queue) -> Vec<(WorkloadId, Rule)> {
+        let state = self.state;
+        let reasons = self.victim_reasons(p, &found);
+        let mut done = Vec::with_capacity(found.victims.len());
+        for ((i, rule), reason) in found.victims.iter().copied().zip(reasons) {
+            let c = self.victims.cands[i].clone();
+            self.victims.take(i);
+            self.hyp.give(&state.cluster, state.run(c.w).alloc.as_ref().expect("running workload holds GPUs"));
+            self.fs.add(c.side.slot, -c.side.ng);
+            self.users.alloc[c.side.user as usize] -= c.side.ng;
+            q.refresh_user(state, &self.users, c.side.user);
+            q.rekey(&self.fs, c.side.slot);
+            self.out.push(Decision { action: Action::Preempt { workload: c.w, by: Some(p.w) }, reason });
+            done.push((c.w, rule));
+        }
+        self.hyp.take(&state.cluster, &found.alloc);
+        reserve(state, &mut self.free, &found.alloc);
+        self.gain(p.spec, p.side.user, &found.alloc);
+        // Victims may have freed more than needed: spare GPUs are back in `hyp`.
+        self.hyp_fails = FailCache::default();
+        self.search_fails.clear();
+        done
+    }
+
+    /// Reasons citing the rule and the numbers, for the final victim set.
+    fn victim_reasons(&self, p: &Preemptor, found: &Found) -> Vec<Reason> {
+        let state = self.state;
+        let mut removed = super::fairshare::Removed::default();
+        for &(i, _) in &found.victims {
+            let c = &self.victims.cands[i];
+            removed.add(&self.fs, c.side.slot, c.side.user, c.side.ng);
+        }
+        let w_ng = ngpus(p.spec.gpus, weight_of(state, &found.alloc));
+        found
+            .victims
+            .iter()
+            .map(|&(i, rule)| {
+                let c = &self.victims.cands[i];
+                let ran = self.now.saturating_sub(state.run(c.w).started.unwrap_or(self.now));
+                let slice = state.contract.min_slice.get(c.class);
+                let detail = match rule {
+                    Rule::BudgetOver => {
+                        let culprit = self.budgets.culprit(state.spec(c.w).account).unwrap_or(state.spec(c.w).account);
+                        format!(
+                            "{}: preemptible at once by in-budget {}",
+                            budget::describe(state, culprit, self.now),
+                            p.spec.id
+                        )
+                    }
+                    Rule::Interactive => format!(
+                        "interactive {} ({} GPUs) preempts batch past its slice (ran {ran} s >= {slice} s)",
+                        p.spec.id, p.spec.gpus
+                    ),
+                    _ => super::explain::swap_detail(self, p, c, w_ng, &removed, ran, slice),
+                };
+                Reason::new(rule, detail)
+            })
+            .collect()
+    }
+}
+
+/// The last stop time of stopping workloads overlapping `alloc`.
+pub(crate) fn released_at(state: &State, alloc: &Allocation) -> Option<Time> {
+    state
+        .running
+        .iter()
+        .filter(|w| state.run(**w).phase == Phase::Stopping)
+        .filter(|w| {
+            state
+                .run(**w)
+                .alloc
+                .as_ref()
+                .is_some_and(|a| a.parts.iter().any(|(n, m)| alloc.parts.iter().any(|(n2, m2)| n == n2 && m & m2 != 0)))
+        })
+        .filter_map(|w| state.run(*w).stop_at)
+        .max()
+}

@@ -1,0 +1,103 @@
+//! The rank of waiting work: a value type with a total order (rules BUD-1,
+//! INT-1, FS-1, FS-2; see `docs/fairshare.md`).
+//!
+//! `Rank = (tier, fair-share path, user key, (submit, id))`, compared
+//! lexicographically:
+//! * tier (BUD-1, INT-1): in-budget interactive work within the lane, then
+//!   other in-budget work, then over-budget work;
+//! * path (FS-1): `(value, slot)` of every slot from the top level down to
+//!   the workload's leaf slot, so accounts compare at the level where their
+//!   paths diverge (Fair Tree's depth-first order);
+//! * user key (FS-2): normalised GPUs the user holds in the slot, then the
+//!   user's oldest waiting workload of the tier;
+//! * FIFO: `(submit, id)`.
+//!
+//! A pass serves this order dynamically (the queue re-keys after every
+//! start); [`ranks`] is the static order at one instant, used to explain
+//! waits and to show the queue.
+
+use std::collections::BTreeMap;
+
+use crate::Time;
+use crate::contract::Contract;
+use crate::state::State;
+use crate::workload::{Class, WorkloadId, WorkloadSpec};
+
+use super::budget::Budgets;
+use super::fairshare::{FairShare, Share, Slot, Users};
+
+/// Rank tiers, best first.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Tier {
+    /// In-budget interactive work within the lane limits (INT-1).
+    Lane,
+    /// Other in-budget work (BUD-1).
+    InBudget,
+    /// Work of an account over budget somewhere on its path (BUD-1, BUD-2).
+    OverBudget,
+}
+
+impl Tier {
+    pub(crate) const ALL: [Tier; 3] = [Tier::Lane, Tier::InBudget, Tier::OverBudget];
+}
+
+/// Whether an interactive workload is within the lane limits (INT-1/INT-2).
+pub(crate) fn in_lane(contract: &Contract, spec: &WorkloadSpec) -> bool {
+    spec.gpus <= contract.interactive_max_gpus && spec.work_s <= contract.interactive_max_duration
+}
+
+/// The tier of a waiting workload; `None` for interactive work over the
+/// lane limits, which is rejected (INT-2).
+pub(crate) fn tier_of(state: &State, budgets: &Budgets, spec: &WorkloadSpec) -> Option<Tier> {
+    let lane = spec.class == Class::Interactive;
+    if lane && !in_lane(&state.contract, spec) {
+        return None;
+    }
+    Some(if budgets.over(spec.account) {
+        Tier::OverBudget
+    } else if lane {
+        Tier::Lane
+    } else {
+        Tier::InBudget
+    })
+}
+
+/// The rank of one waiting workload.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Rank {
+    pub(crate) tier: Tier,
+    pub(crate) path: Vec<(Share, Slot)>,
+    pub(crate) user: (Share, (Time, WorkloadId), u32),
+    pub(crate) fifo: (Time, WorkloadId),
+}
+
+/// A waiting workload with its rank.
+#[derive(Clone, Debug)]
+pub(crate) struct Ranked {
+    pub(crate) rank: Rank,
+    pub(crate) w: WorkloadId,
+    pub(crate) slot: Slot,
+    pub(crate) user: u32,
+}
+
+/// Every waiting workload (except those to be rejected) in rank order at
+/// the instant `fs`, `users` and `budgets` describe.
+pub(crate) fn ranks(state: &State, fs: &FairShare, users: &Users, budgets: &Budgets) -> Vec<Ranked> {
+    let mut heads: BTreeMap<(Tier, u32), (Time, WorkloadId)> = BTreeMap::new();
+    let mut paths: BTreeMap<Slot, Vec<(Share, Slot)>> = BTreeMap::new();
+    let mut out = Vec::with_capacity(state.pending.len());
+    for &(submit, w) in &state.pending {
+        let spec = state.spec(w);
+        let Some(tier) = tier_of(state, budgets, spec) else { continue };
+        let slot = fs.slot(spec.account);
+        let user = users.of(fs, spec);
+        let head = *heads.entry((tier, user)).or_insert((submit, w));
+        let path =
+            paths.entry(slot).or_insert_with(|| fs.path(slot).into_iter().map(|s| (Share(fs.value(s)), s)).collect());
+        let rank =
+            Rank { tier, path: path.clone(), user: (Share(users.alloc[user as usize]), head, user), fifo: (submit, w) };
+        out.push(Ranked { rank, w, slot, user });
+    }
+    out.sort_by(|a, b| a.rank.cmp(&b.rank));
+    out
+}

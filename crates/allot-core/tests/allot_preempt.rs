@@ -1,0 +1,226 @@
+//! `allot` preemption: the time-slicing contract (CON-1 … CON-5), budgets
+//! (BUD-2), the interactive lane (INT-1) and services (SVC-1, SVC-2).
+
+mod allot_support;
+
+use allot_core::policy::AllotPolicy;
+use allot_core::{Class, Phase, Policy, Rule, State};
+use allot_support::{advance, charge, held, pass, preempted, started, sub, sub_int, sub_wl};
+use allot_testkit::{StateBuilder, Wl};
+
+const SLICE: u64 = 7200;
+const GRACE: u64 = 600;
+
+fn two_accounts(nodes: u32) -> State {
+    StateBuilder::new().pool("p", "H100", nodes, 8).account("org/a").account("org/b").build()
+}
+
+#[test]
+fn no_policy_preemption_before_the_slice() {
+    let mut state = two_accounts(1);
+    let mut p = AllotPolicy::new();
+    for i in 0..8 {
+        sub(&mut state, &format!("a{i}"), "org/a", 1, 0);
+    }
+    pass(&mut p, &mut state, 0);
+    for i in 0..8 {
+        sub(&mut state, &format!("b{i}"), "org/b", 1, 10);
+    }
+    for t in [10, 3600, SLICE - 1] {
+        let d = pass(&mut p, &mut state, t);
+        assert!(d.is_empty(), "t={t}: {d:?}");
+    }
+    // At the slice end b preempts until the accounts are level (CON-4).
+    let d = pass(&mut p, &mut state, SLICE);
+    let pre = preempted(&state, &d);
+    assert_eq!(pre.len(), 4, "{pre:?}");
+    assert!(pre.iter().all(|(v, by, r)| v.starts_with('a') && by.starts_with('b') && *r == Rule::NoPingPong));
+    assert!(d[0].reason.detail.contains("usage/entitlement org/b 0.00 -> 0.12 vs org/a"), "{}", d[0].reason);
+    // During grace nothing new happens: the GPUs are claimed for b.
+    assert!(pass(&mut p, &mut state, SLICE + 30).is_empty());
+    advance(&mut state, SLICE + GRACE);
+    let d = pass(&mut p, &mut state, SLICE + GRACE);
+    assert_eq!(started(&state, &d).len(), 4);
+    assert_eq!((held(&state, "org/a"), held(&state, "org/b")), (4, 4));
+    // Level accounts do not preempt each other back (no ping-pong).
+    for t in [2 * SLICE + GRACE, 3 * SLICE, 10 * SLICE] {
+        assert!(pass(&mut p, &mut state, t).is_empty(), "t={t}");
+    }
+}
+
+#[test]
+fn over_budget_work_has_no_slice() {
+    let mut state = StateBuilder::new()
+        .pool("p", "H100", 1, 8)
+        .account_with("org/a", |a| a.budget_gpu_hours = Some(10.0))
+        .account("org/b")
+        .build();
+    charge(&mut state, "org/a", 8, 0, 12.0);
+    let mut p = AllotPolicy::new();
+    sub(&mut state, "a1", "org/a", 8, 10_000);
+    pass(&mut p, &mut state, 10_000);
+    sub(&mut state, "b1", "org/b", 8, 10_100);
+    let d = pass(&mut p, &mut state, 10_100);
+    assert_eq!(preempted(&state, &d), [("a1".into(), "b1".into(), Rule::BudgetOver)]);
+    assert!(d[0].reason.detail.contains("over budget 12/10 NGH"), "{}", d[0].reason);
+    advance(&mut state, 10_100 + GRACE);
+    let d = pass(&mut p, &mut state, 10_100 + GRACE);
+    assert_eq!(started(&state, &d), ["b1"]);
+}
+
+#[test]
+fn over_budget_work_respects_the_slice_of_other_over_budget_work() {
+    let mut state = StateBuilder::new()
+        .pool("p", "H100", 1, 8)
+        .account_with("org/a", |a| a.budget_gpu_hours = Some(1.0))
+        .account_with("org/b", |a| a.budget_gpu_hours = Some(1.0))
+        .build();
+    charge(&mut state, "org/a", 8, 0, 2.0);
+    charge(&mut state, "org/b", 8, 0, 2.0);
+    let mut p = AllotPolicy::new();
+    for i in 0..8 {
+        sub(&mut state, &format!("a{i}"), "org/a", 1, 10_000);
+    }
+    pass(&mut p, &mut state, 10_000);
+    for i in 0..8 {
+        sub(&mut state, &format!("b{i}"), "org/b", 1, 10_001);
+    }
+    assert!(pass(&mut p, &mut state, 10_001).is_empty());
+    let d = pass(&mut p, &mut state, 10_000 + SLICE);
+    assert_eq!(preempted(&state, &d).len(), 4);
+    assert!(d.iter().all(|d| d.reason.rule == Rule::NoPingPong));
+}
+
+#[test]
+fn interactive_lane_preempts_batch_past_its_slice_with_least_loss() {
+    let mut state = two_accounts(1);
+    let mut p = AllotPolicy::new();
+    // Eight batch jobs of org/a with different checkpoint intervals.
+    for (i, ck) in [0u64, 3000, 1000, 5000, 4000, 0, 7000, 3000].into_iter().enumerate() {
+        sub_wl(&mut state, Wl::new(format!("a{i}")).account("org/a").checkpoint(ck).work(100_000));
+    }
+    pass(&mut p, &mut state, 0);
+    // Within the slice the lane does not preempt.
+    sub_int(&mut state, "i0", "org/a", 2, 100);
+    assert!(pass(&mut p, &mut state, 100).is_empty());
+    // At 8,000 s, a2 (ck 1000) and a4 (ck 4000) have nothing unsaved.
+    let d = pass(&mut p, &mut state, 8000);
+    let mut victims: Vec<String> = preempted(&state, &d)
+        .into_iter()
+        .map(|(v, _, r)| {
+            assert_eq!(r, Rule::Interactive);
+            v
+        })
+        .collect();
+    victims.sort();
+    assert_eq!(victims, ["a2", "a4"]);
+    advance(&mut state, 8000 + GRACE);
+    let d = pass(&mut p, &mut state, 8000 + GRACE);
+    assert_eq!(started(&state, &d), ["i0"]);
+    assert_eq!(d[0].reason.rule, Rule::Interactive);
+    // Requeued with their work, same id and submit time.
+    let a2 = state.specs.iter().position(|s| s.id == "a2").unwrap();
+    assert_eq!(state.runs[a2].phase, Phase::Pending);
+    assert_eq!(state.runs[a2].remaining, 100_000 - 8000);
+}
+
+#[test]
+fn lane_work_is_not_preempted_for_fair_share() {
+    let mut state = two_accounts(1);
+    let mut p = AllotPolicy::new();
+    for i in 0..4 {
+        sub_int(&mut state, &format!("i{i}"), "org/a", 2, 0);
+    }
+    pass(&mut p, &mut state, 0);
+    // Batch may not undo the lane, nor may other interactive work of a
+    // better-ranked account: lane work is short by definition.
+    sub(&mut state, "b", "org/b", 2, 10);
+    sub_int(&mut state, "ib", "org/b", 2, 20);
+    for t in [20, 3 * SLICE] {
+        assert!(pass(&mut p, &mut state, t).is_empty(), "t={t}");
+    }
+}
+
+#[test]
+fn services_are_never_preempted_and_capped() {
+    let mut state = StateBuilder::new()
+        .pool("p", "H100", 1, 8)
+        .account_with("org/a", |a| a.max_service_gpus = Some(6))
+        .account("org/b")
+        .build();
+    let mut p = AllotPolicy::new();
+    let svc = |id: &str| Wl::new(id).account("org/a").class(Class::Service).gpus(4).work(1_000_000);
+    sub_wl(&mut state, svc("s1"));
+    sub_wl(&mut state, svc("s2"));
+    let d = pass(&mut p, &mut state, 0);
+    assert_eq!(started(&state, &d), ["s1"], "SVC-2 caps org/a at 6 service GPUs");
+    let s2 = state.specs.iter().position(|s| s.id == "s2").unwrap();
+    let why = p.explain(&state, allot_core::WorkloadId(s2 as u32), 0);
+    assert_eq!(why.rule, Rule::ServiceCap);
+    assert!(why.detail.contains("holds 4 service GPUs; 4 more would exceed its cap of 6"), "{why}");
+    // A service bigger than the cap is refused at admission.
+    let big = Wl::new("big").account("org/a").class(Class::Service).gpus(8).build(&state);
+    assert_eq!(p.admit(&state, &big).unwrap_err().rule, Rule::ServiceCap);
+    sub(&mut state, "b", "org/b", 8, 10);
+    assert!(
+        pass(&mut p, &mut state, 100 * SLICE).iter().all(|d| !matches!(d.action, allot_core::Action::Preempt { .. }))
+    );
+}
+
+#[test]
+fn claims_gpus_being_released_instead_of_preempting_again() {
+    let mut state = two_accounts(2);
+    let mut p = AllotPolicy::new();
+    sub(&mut state, "a8", "org/a", 8, 0);
+    sub(&mut state, "a4", "org/a", 4, 0);
+    pass(&mut p, &mut state, 0);
+    sub(&mut state, "b8", "org/b", 8, 8000);
+    let d = pass(&mut p, &mut state, 8000);
+    // CON-5: a4 loses less work than a8 and suffices with the 4 free GPUs.
+    assert_eq!(preempted(&state, &d), [("a4".into(), "b8".into(), Rule::NoPingPong)]);
+    // Later passes during grace: no new victim, and the free half-node is
+    // held for b8 (nothing else starts there).
+    sub(&mut state, "a1", "org/a", 1, 8010);
+    for t in [8010, 8300] {
+        assert!(pass(&mut p, &mut state, t).is_empty(), "t={t}");
+    }
+    let b8 = state.specs.iter().position(|s| s.id == "b8").unwrap();
+    let why = p.explain(&state, allot_core::WorkloadId(b8 as u32), 8300);
+    assert_eq!(why.rule, Rule::Grace, "{why}");
+    advance(&mut state, 8000 + GRACE);
+    let d = pass(&mut p, &mut state, 8000 + GRACE);
+    assert_eq!(started(&state, &d), ["b8"]);
+}
+
+#[test]
+fn victims_are_pruned_to_a_minimal_set() {
+    let mut state = two_accounts(2);
+    let mut p = AllotPolicy::new();
+    // org/a holds two 4-GPU jobs on node 0 and one 8-GPU job on node 1; the
+    // 8-GPU job has nothing unsaved so it goes first and suffices.
+    sub_wl(&mut state, Wl::new("big").account("org/a").gpus(8).checkpoint(1000).work(100_000));
+    sub(&mut state, "s1", "org/a", 4, 1);
+    sub(&mut state, "s2", "org/a", 4, 2);
+    pass(&mut p, &mut state, 10);
+    sub(&mut state, "b", "org/b", 8, 100);
+    let d = pass(&mut p, &mut state, 8010);
+    assert_eq!(preempted(&state, &d), [("big".into(), "b".into(), Rule::NoPingPong)]);
+}
+
+#[test]
+fn the_swap_must_leave_the_preemptor_strictly_better() {
+    // 16 GPUs in 8-GPU jobs. When a holds both nodes, b asking 8 ranks
+    // better after the swap (8 vs 8 plus a's history) and preempts; when b
+    // already holds one node, b would hold 16 against a's 0 and may not.
+    for (b_holds, want) in [(false, 1usize), (true, 0)] {
+        let mut state = two_accounts(2);
+        let mut p = AllotPolicy::new();
+        sub(&mut state, "a1", "org/a", 8, 0);
+        let other = if b_holds { ("b0", "org/b") } else { ("a2", "org/a") };
+        sub(&mut state, other.0, other.1, 8, 0);
+        pass(&mut p, &mut state, 0);
+        sub(&mut state, "b", "org/b", 8, 1);
+        let d = pass(&mut p, &mut state, SLICE);
+        assert_eq!(preempted(&state, &d).len(), want, "b holds a node: {b_holds}: {d:?}");
+    }
+}
