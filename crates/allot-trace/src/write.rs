@@ -1,1 +1,353 @@
-//! (in progress)
+//! Writing traces and configurations back out (DESIGN.md §4).
+//!
+//! [`write_trace_csv`] writes the trace CSV the simulator reads: a header, one
+//! row per workload, in the order given (importers and generators sort by
+//! `submit_s` first). [`write_config_toml`] writes the cluster + accounts +
+//! contract TOML in the exact layout of DESIGN.md §4 (`[cluster]`,
+//! `[[cluster.pools]]`, `[gpu_types]`, `[[accounts]]`, `[contract]`); optional
+//! account fields that are `None` are left out so the parser's documented
+//! defaults apply.
+
+use std::io::{self, Write};
+
+use allot_core::contract::PerClass;
+use allot_core::{Class, Contract, Priority, Time};
+
+use crate::duration::format_duration;
+
+/// The trace columns, in order.
+pub const TRACE_HEADER: [&str; 13] = [
+    "id",
+    "submit_s",
+    "account",
+    "user",
+    "class",
+    "gpus",
+    "nodes",
+    "gpu_type",
+    "work_s",
+    "checkpoint_s",
+    "util",
+    "priority",
+    "preemptible",
+];
+
+/// One workload as written to a trace file. Accounts and GPU types are kept
+/// as strings: the trace names them, the config declares them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceRow {
+    pub id: String,
+    /// Seconds from the start of the trace.
+    pub submit_s: Time,
+    /// Path of the project the workload is charged to.
+    pub account: String,
+    pub user: String,
+    pub class: Class,
+    /// Total GPUs (gang).
+    pub gpus: u32,
+    /// 0: any packing; k > 0: exactly k nodes of `gpus / k`.
+    pub nodes: u32,
+    /// Required GPU type; empty: any.
+    pub gpu_type: String,
+    /// Run time if never interrupted, >= 1.
+    pub work_s: Time,
+    /// Checkpoint interval; 0: never checkpoints.
+    pub checkpoint_s: Time,
+    /// Mean GPU utilisation while running, 0..=1.
+    pub util: f64,
+    pub priority: Priority,
+    pub preemptible: bool,
+}
+
+impl TraceRow {
+    /// GPU-seconds this workload asks for.
+    pub fn gpu_seconds(&self) -> u64 {
+        u64::from(self.gpus) * self.work_s
+    }
+}
+
+/// Formats a utilisation with at most three decimals (`0.46`, `1`, `0`).
+pub fn format_util(util: f64) -> String {
+    let r = (util.clamp(0.0, 1.0) * 1000.0).round() / 1000.0;
+    format!("{r}")
+}
+
+/// Writes `rows` as a trace CSV with header.
+pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
+    let mut out = csv::WriterBuilder::new().has_headers(false).from_writer(w);
+    out.write_record(TRACE_HEADER).map_err(io::Error::other)?;
+    let mut nums: [String; 6] = Default::default();
+    for r in rows {
+        nums[0] = r.submit_s.to_string();
+        nums[1] = r.gpus.to_string();
+        nums[2] = r.nodes.to_string();
+        nums[3] = r.work_s.to_string();
+        nums[4] = r.checkpoint_s.to_string();
+        nums[5] = format_util(r.util);
+        let rec: [&str; 13] = [
+            &r.id,
+            &nums[0],
+            &r.account,
+            &r.user,
+            r.class.as_str(),
+            &nums[1],
+            &nums[2],
+            &r.gpu_type,
+            &nums[3],
+            &nums[4],
+            &nums[5],
+            r.priority.as_str(),
+            if r.preemptible { "true" } else { "false" },
+        ];
+        out.write_record(rec).map_err(io::Error::other)?;
+    }
+    out.flush()
+}
+
+/// A pool as written to `[[cluster.pools]]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolOut {
+    pub name: String,
+    pub gpu: String,
+    pub nodes: u32,
+    pub gpus_per_node: u32,
+    pub rack_size: u32,
+    /// Legacy policy only: usable by every team.
+    pub shared: bool,
+}
+
+impl PoolOut {
+    pub fn gpus(&self) -> u64 {
+        u64::from(self.nodes) * u64::from(self.gpus_per_node)
+    }
+
+    /// Whether a workload of `gpus` on `nodes` nodes (0: any packing) with an
+    /// optional GPU type (empty: any) fits this pool when it is empty.
+    pub fn fits(&self, gpus: u32, nodes: u32, gpu_type: &str) -> bool {
+        if !gpu_type.is_empty() && gpu_type != self.gpu {
+            return false;
+        }
+        if nodes == 0 {
+            u64::from(gpus) <= self.gpus()
+        } else {
+            nodes <= self.nodes && gpus.is_multiple_of(nodes) && gpus / nodes <= self.gpus_per_node
+        }
+    }
+}
+
+/// An account as written to `[[accounts]]`; `None` fields are omitted.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AccountOut {
+    pub path: String,
+    pub share: Option<f64>,
+    /// Normalised GPU-hours per budget period.
+    pub budget_gpu_hours: Option<f64>,
+    pub impact: Option<f64>,
+    pub legacy_pools: Option<Vec<String>>,
+    pub max_service_gpus: Option<u32>,
+}
+
+/// A whole configuration file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigOut {
+    /// Comment lines written at the top (without the leading `#`).
+    pub comments: Vec<String>,
+    pub cluster_name: String,
+    pub pools: Vec<PoolOut>,
+    /// GPU type name and normalisation weight, in the order written.
+    pub gpu_types: Vec<(String, f64)>,
+    pub accounts: Vec<AccountOut>,
+    pub contract: Contract,
+}
+
+impl ConfigOut {
+    pub fn total_gpus(&self) -> u64 {
+        self.pools.iter().map(PoolOut::gpus).sum()
+    }
+
+    /// Normalisation weight of a GPU type (1 if undeclared).
+    pub fn weight(&self, gpu: &str) -> f64 {
+        self.gpu_types.iter().find(|(n, _)| n == gpu).map_or(1.0, |(_, w)| *w)
+    }
+
+    /// Normalised GPU-hours the whole cluster provides in `seconds`.
+    pub fn capacity_ngh(&self, seconds: Time) -> f64 {
+        let h = seconds as f64 / 3600.0;
+        self.pools.iter().map(|p| p.gpus() as f64 * self.weight(&p.gpu) * h).sum()
+    }
+
+    /// Whether some pool can hold the workload.
+    pub fn fits_anywhere(&self, gpus: u32, nodes: u32, gpu_type: &str) -> bool {
+        self.pools.iter().any(|p| p.fits(gpus, nodes, gpu_type))
+    }
+}
+
+/// A TOML basic string.
+fn quote(s: &str) -> String {
+    let mut q = String::with_capacity(s.len() + 2);
+    q.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            '\n' => q.push_str("\\n"),
+            '\t' => q.push_str("\\t"),
+            c if c.is_control() => q.push_str(&format!("\\u{:04X}", c as u32)),
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}
+
+/// A TOML key: bare when possible, quoted otherwise.
+fn key(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        s.to_string()
+    } else {
+        quote(s)
+    }
+}
+
+/// A TOML float that always reads back as a float (`1.0`, `2.5`).
+fn float(v: f64) -> String {
+    format!("{v:?}")
+}
+
+/// Writes `cfg` as TOML in the DESIGN.md §4 layout.
+pub fn write_config_toml<W: Write>(mut w: W, cfg: &ConfigOut) -> io::Result<()> {
+    for c in &cfg.comments {
+        writeln!(w, "# {c}")?;
+    }
+    writeln!(w, "[cluster]\nname = {}", quote(&cfg.cluster_name))?;
+    for p in &cfg.pools {
+        writeln!(w, "\n[[cluster.pools]]")?;
+        writeln!(w, "name = {}", quote(&p.name))?;
+        writeln!(w, "gpu = {}", quote(&p.gpu))?;
+        writeln!(w, "nodes = {}", p.nodes)?;
+        writeln!(w, "gpus_per_node = {}", p.gpus_per_node)?;
+        writeln!(w, "rack_size = {}", p.rack_size)?;
+        writeln!(w, "shared = {}", p.shared)?;
+    }
+    writeln!(w, "\n[gpu_types]")?;
+    for (name, weight) in &cfg.gpu_types {
+        writeln!(w, "{} = {}", key(name), float(*weight))?;
+    }
+    for a in &cfg.accounts {
+        write_account(&mut w, a)?;
+    }
+    write_contract(&mut w, &cfg.contract)?;
+    w.flush()
+}
+
+fn write_account<W: Write>(w: &mut W, a: &AccountOut) -> io::Result<()> {
+    writeln!(w, "\n[[accounts]]\npath = {}", quote(&a.path))?;
+    if let Some(v) = a.share {
+        writeln!(w, "share = {}", float(v))?;
+    }
+    if let Some(v) = a.budget_gpu_hours {
+        writeln!(w, "budget_gpu_hours = {}", float(v))?;
+    }
+    if let Some(v) = a.impact {
+        writeln!(w, "impact = {}", float(v))?;
+    }
+    if let Some(pools) = &a.legacy_pools {
+        let names: Vec<String> = pools.iter().map(|p| quote(p)).collect();
+        writeln!(w, "legacy_pools = [{}]", names.join(", "))?;
+    }
+    if let Some(v) = a.max_service_gpus {
+        writeln!(w, "max_service_gpus = {v}")?;
+    }
+    Ok(())
+}
+
+fn write_contract<W: Write>(w: &mut W, c: &Contract) -> io::Result<()> {
+    let d = |s: Time| quote(&format_duration(s));
+    let PerClass { batch, interactive, service } = c.min_slice;
+    writeln!(w, "\n[contract]")?;
+    writeln!(w, "budget_period = {}", d(c.budget_period))?;
+    writeln!(w, "usage_half_life = {}", d(c.usage_half_life))?;
+    writeln!(w, "min_slice = {{ batch = {}, interactive = {}, service = {} }}", d(batch), d(interactive), d(service))?;
+    writeln!(w, "grace = {}", d(c.grace))?;
+    writeln!(w, "interactive_max_gpus = {}", c.interactive_max_gpus)?;
+    writeln!(w, "interactive_max_duration = {}", d(c.interactive_max_duration))?;
+    writeln!(w, "scheduling_interval = {}", d(c.scheduling_interval))?;
+    Ok(())
+}
+
+/// Rounds a budget to one decimal (what the writer keeps).
+pub fn round_budget(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> TraceRow {
+        TraceRow {
+            id: "a,1".into(),
+            submit_s: 5,
+            account: "org/t/jobs".into(),
+            user: "u".into(),
+            class: Class::Batch,
+            gpus: 16,
+            nodes: 2,
+            gpu_type: String::new(),
+            work_s: 60,
+            checkpoint_s: 0,
+            util: 0.4567,
+            priority: Priority::High,
+            preemptible: true,
+        }
+    }
+
+    #[test]
+    fn trace_csv_quotes_and_rounds() {
+        let mut out = Vec::new();
+        write_trace_csv(&mut out, &[row()]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "id,submit_s,account,user,class,gpus,nodes,gpu_type,work_s,checkpoint_s,util,priority,preemptible\n\
+             \"a,1\",5,org/t/jobs,u,batch,16,2,,60,0,0.457,high,true\n"
+        );
+    }
+
+    #[test]
+    fn config_round_trips_through_toml() {
+        let cfg = ConfigOut {
+            comments: vec!["test".into()],
+            cluster_name: "c\"x".into(),
+            pools: vec![PoolOut {
+                name: "a-h100".into(),
+                gpu: "H100".into(),
+                nodes: 4,
+                gpus_per_node: 8,
+                rack_size: 4,
+                shared: false,
+            }],
+            gpu_types: vec![("H100".into(), 1.0), ("V100 M".into(), 0.5)],
+            accounts: vec![
+                AccountOut {
+                    path: "org/a".into(),
+                    budget_gpu_hours: Some(100.0),
+                    legacy_pools: Some(vec!["a-h100".into()]),
+                    ..Default::default()
+                },
+                AccountOut { path: "org/a/p".into(), ..Default::default() },
+            ],
+            contract: Contract::default(),
+        };
+        let mut out = Vec::new();
+        write_config_toml(&mut out, &cfg).unwrap();
+        let v: toml::Value = toml::from_str(std::str::from_utf8(&out).unwrap()).unwrap();
+        assert_eq!(v["cluster"]["name"].as_str(), Some("c\"x"));
+        assert_eq!(v["cluster"]["pools"][0]["nodes"].as_integer(), Some(4));
+        assert_eq!(v["gpu_types"]["V100 M"].as_float(), Some(0.5));
+        assert_eq!(v["accounts"][0]["budget_gpu_hours"].as_float(), Some(100.0));
+        assert!(v["accounts"][1].get("legacy_pools").is_none());
+        assert_eq!(v["contract"]["min_slice"]["batch"].as_str(), Some("2h"));
+        assert_eq!(v["contract"]["budget_period"].as_str(), Some("7d"));
+    }
+}
