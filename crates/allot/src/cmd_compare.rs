@@ -1,6 +1,326 @@
-//! `allot compare` (in progress).
+//! `allot compare`: replay one trace (or generated traces over several
+//! seeds) under several policies, in parallel, and write `summary.json`,
+//! `summary.md` and a self-contained `report.html` (docs/compare.md).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use allot_core::PolicyKind;
+use allot_report::{Page, PolicyRun, Setup};
+use allot_sim::SimOptions;
+use allot_sim::report::{Report, markdown_table, summary_table};
+use allot_trace::generate::{Ai2Params, Generated, Scenario, generate};
+use anyhow::{Context, Result, anyhow, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+
+use crate::cmd_sim::{Inputs, load_inputs, parse_policies, run_one};
+
 #[derive(clap::Args)]
-pub struct CompareArgs {}
-pub fn run(_a: CompareArgs) -> anyhow::Result<()> {
-    anyhow::bail!("allot compare is not built yet")
+pub struct CompareArgs {
+    /// Cluster, accounts and contract (TOML).
+    #[arg(long, required_unless_present = "scenario", requires = "trace")]
+    config: Option<PathBuf>,
+    /// Workload trace (.csv with header, or .jsonl).
+    #[arg(long, required_unless_present = "scenario", requires = "config")]
+    trace: Option<PathBuf>,
+    /// Node events (fail / repair / drain / undrain), .csv or .jsonl.
+    #[arg(long, requires = "trace")]
+    events: Option<PathBuf>,
+    /// Policies to compare, separated by commas: fifo, fifo-backfill, priority, allot.
+    #[arg(long, default_value = "priority,fifo-backfill,allot")]
+    policies: String,
+    /// Stop at this time (e.g. 30d); measures cover [0, until]. Default: run
+    /// until every workload has ended.
+    #[arg(long)]
+    until: Option<String>,
+    /// Directory to write summary.json, summary.md and report.html to
+    /// (created if missing).
+    #[arg(long)]
+    out: PathBuf,
+    /// Generate the trace and config instead of reading them: scenario name (ai2).
+    #[arg(long, conflicts_with_all = ["config", "trace"], value_parser = parse_scenario)]
+    scenario: Option<Scenario>,
+    /// Generated cluster size in GPUs.
+    #[arg(long, requires = "scenario", default_value_t = Ai2Params::default().gpus)]
+    gpus: u32,
+    /// Generated horizon in days.
+    #[arg(long, requires = "scenario", default_value_t = Ai2Params::default().days)]
+    days: u32,
+    /// Number of generator seeds: each policy runs once per seed and the
+    /// summaries give the mean and 95% confidence interval of every measure.
+    #[arg(long, requires = "scenario", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    seeds: u32,
+    /// First seed; the runs use seed, seed + 1, …
+    #[arg(long, requires = "scenario", default_value_t = Ai2Params::default().seed)]
+    seed: u64,
+}
+
+fn parse_scenario(s: &str) -> Result<Scenario, String> {
+    Scenario::parse(s).ok_or_else(|| {
+        let known: Vec<&str> = Scenario::ALL.iter().map(|x| x.as_str()).collect();
+        format!("unknown scenario {s:?} (known: {})", known.join(", "))
+    })
+}
+
+/// One trace to replay: read from files, or generated for one seed.
+struct Source {
+    inputs: Inputs,
+    seed: Option<u64>,
+}
+
+/// The traces to replay and the rows that describe where they came from.
+type Sources = (Vec<Source>, Vec<(String, String)>);
+
+pub fn run(a: CompareArgs) -> Result<()> {
+    let kinds = parse_policies(&a.policies)?;
+    let until = match &a.until {
+        Some(s) => Some(allot_trace::duration::parse_duration(s).map_err(|e| anyhow!("--until: {e}"))?),
+        None => None,
+    };
+    let (sources, source_rows) = match a.scenario {
+        Some(scenario) => generated_sources(scenario, &a)?,
+        None => file_sources(&a)?,
+    };
+    std::fs::create_dir_all(&a.out).with_context(|| format!("failed to create {}", a.out.display()))?;
+    let opts = SimOptions { until, check_invariants: false, keep_log: false };
+    // runs[s][k]: source s under policy k.
+    let runs = run_all(&sources, &kinds, &opts);
+    let title = format!("Allot policy comparison: {}", sources[0].inputs.config.cluster.name);
+    let table = write_summaries(&a.out, &title, &source_rows, &kinds, &runs)?;
+    write_page(&a.out, title, &sources, source_rows, &runs[0], &table)?;
+    if sources.len() == 1 {
+        print!("{}", summary_table(&runs[0].iter().map(|r| &r.report).collect::<Vec<_>>()));
+    } else {
+        print!("{table}");
+    }
+    eprintln!("wrote {}/{{summary.json, summary.md, report.html}}", a.out.display());
+    Ok(())
+}
+
+/// Writes summary.json and summary.md; returns the Markdown table of
+/// measures (of the single run, or means and intervals over the seeds).
+fn write_summaries(
+    out: &Path,
+    title: &str,
+    rows: &[(String, String)],
+    kinds: &[PolicyKind],
+    runs: &[Vec<PolicyRun>],
+) -> Result<String> {
+    let (json, table) = if let [single] = runs {
+        let reports: Vec<&Report> = single.iter().map(|r| &r.report).collect();
+        (serde_json::to_string_pretty(&reports)?, markdown_table(&reports))
+    } else {
+        let per_policy: Vec<(String, Vec<Report>)> = kinds
+            .iter()
+            .enumerate()
+            .map(|(k, kind)| (kind.as_str().to_string(), runs.iter().map(|s| s[k].report.clone()).collect()))
+            .collect();
+        let summaries: Vec<serde_json::Value> = per_policy.iter().map(|(_, rs)| allot_report::summarise(rs)).collect();
+        (serde_json::to_string_pretty(&summaries)?, allot_report::seeds_markdown_table(&per_policy))
+    };
+    write(&out.join("summary.json"), &(json + "\n"))?;
+    write(&out.join("summary.md"), &format!("# {title}\n\n{}\n\n{table}", inputs_line(rows)))?;
+    Ok(table)
+}
+
+/// Writes report.html: charts of the first source's runs, the table of measures.
+fn write_page(
+    out: &Path,
+    title: String,
+    sources: &[Source],
+    rows: Vec<(String, String)>,
+    runs: &[PolicyRun],
+    table: &str,
+) -> Result<()> {
+    let inputs = &sources[0].inputs;
+    let mut notes = Vec::new();
+    if let [s0, .., last] = sources {
+        let (s0, last) = (s0.seed.unwrap_or(0), last.seed.unwrap_or(0));
+        notes.push(format!(
+            "Charts show the run of seed {s0}; the table of measures gives the mean and 95% confidence interval \
+             over seeds {s0}–{last} ({} runs per policy).",
+            sources.len()
+        ));
+    }
+    let page = Page {
+        title,
+        setup: Setup {
+            cluster: &inputs.config.cluster,
+            accounts: &inputs.config.accounts,
+            contract: &inputs.config.contract,
+            config_text: &inputs.config.text,
+            source: rows,
+            trace: &inputs.trace,
+        },
+        runs,
+        measures_markdown: table,
+        notes,
+    };
+    write(&out.join("report.html"), &allot_report::render(&page))
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("failed to write {}", path.display()))
+}
+
+/// The inputs as one Markdown line: `config: …; trace: …`.
+fn inputs_line(rows: &[(String, String)]) -> String {
+    rows.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join("; ")
+}
+
+fn file_sources(a: &CompareArgs) -> Result<Sources> {
+    let (config, trace) = match (&a.config, &a.trace) {
+        (Some(c), Some(t)) => (c, t),
+        _ => bail!("give --config and --trace, or --scenario"),
+    };
+    let inputs = load_inputs(config, trace, a.events.as_ref())?;
+    let mut rows = vec![
+        ("config".to_string(), config.display().to_string()),
+        ("trace".to_string(), format!("{} ({} workloads)", trace.display(), inputs.trace.len())),
+        (
+            "events".to_string(),
+            match &a.events {
+                Some(e) => format!("{} ({} node events)", e.display(), inputs.events.len()),
+                None => "none".to_string(),
+            },
+        ),
+    ];
+    rows.push(horizon_row(a));
+    Ok((vec![Source { inputs, seed: None }], rows))
+}
+
+fn horizon_row(a: &CompareArgs) -> (String, String) {
+    let v = match &a.until {
+        Some(u) => format!("until {u} (runs stop there; measures cover [0, {u}])"),
+        None => "until every workload has ended".to_string(),
+    };
+    ("horizon".to_string(), v)
+}
+
+/// Generates one trace per seed (in parallel) and parses it back through
+/// the same readers as files, so generated and file inputs are validated
+/// alike.
+fn generated_sources(scenario: Scenario, a: &CompareArgs) -> Result<Sources> {
+    let params = |seed| Ai2Params { gpus: a.gpus, days: a.days, seed, ..Ai2Params::default() };
+    let seeds: Vec<u64> = (0..u64::from(a.seeds)).map(|i| a.seed + i).collect();
+    let sources: Vec<Result<Source>> = seeds
+        .par_iter()
+        .map(|&seed| {
+            let g = generate(scenario, &params(seed)).map_err(|e| anyhow!("{e}"))?;
+            Ok(Source { inputs: parse_generated(&g, seed)?, seed: Some(seed) })
+        })
+        .collect();
+    let sources = sources.into_iter().collect::<Result<Vec<_>>>()?;
+    let mut rows = scenario_rows(scenario, &params(a.seed), &seeds, sources[0].inputs.trace.len());
+    rows.push(horizon_row(a));
+    Ok((sources, rows))
+}
+
+/// The scenario, seeds and every generator parameter, as rows for the page.
+fn scenario_rows(scenario: Scenario, p: &Ai2Params, seeds: &[u64], workloads: usize) -> Vec<(String, String)> {
+    let b = &p.behaviour;
+    let mix: Vec<String> = p
+        .gpu_mix
+        .iter()
+        .map(|m| format!("{} {:.1}% of nodes (weight {})", m.model, m.node_share * 100.0, m.weight))
+        .collect();
+    let seed_text = match seeds {
+        [one] => one.to_string(),
+        [s0, .., last] => format!("{s0}–{last} ({} runs per policy)", seeds.len()),
+        [] => String::new(),
+    };
+    [
+        ("scenario", scenario.as_str().to_string()),
+        ("GPUs", p.gpus.to_string()),
+        ("days", p.days.to_string()),
+        ("seeds", seed_text),
+        ("workloads (first seed)", workloads.to_string()),
+        ("load (demand / capacity)", p.load.to_string()),
+        ("users", p.users.to_string()),
+        ("GPU mix", mix.join(", ")),
+        ("nodes", format!("{} GPUs per node, racks of {} nodes", p.gpus_per_node, p.rack_size)),
+        (
+            "interactive users",
+            format!("{:.0}%, {} sessions per working day", p.interactive_users * 100.0, p.sessions_per_day),
+        ),
+        ("early failures", format!("{:.0}% of batch jobs", p.fail_fraction * 100.0)),
+        (
+            "behaviour: priority labels",
+            format!(
+                "high {:.0}% → {:.0}% over the horizon, urgent {:.0}%, low {:.0}% of evaluation / RL simulation",
+                b.high_share_start * 100.0,
+                b.high_share * 100.0,
+                b.urgent_share * 100.0,
+                b.low_share * 100.0
+            ),
+        ),
+        (
+            "behaviour: GPU squatting",
+            format!(
+                "{:.0}% of interactive user-days, {}–{} h at utilisation {}–{}",
+                b.squat_fraction * 100.0,
+                b.squat_hours.0,
+                b.squat_hours.1,
+                b.squat_util.0,
+                b.squat_util.1
+            ),
+        ),
+        ("behaviour: preemptible", format!("{:.0}% of low/normal batch jobs", b.preemptible_fraction * 100.0)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+fn parse_generated(g: &Generated, seed: u64) -> Result<Inputs> {
+    let name = format!("generated (seed {seed})");
+    let mut toml = Vec::new();
+    allot_trace::write::write_config_toml(&mut toml, &g.config)?;
+    let text = String::from_utf8(toml).context("generated config is not UTF-8")?;
+    let config = allot_trace::config::parse_config(&text, &format!("{name} config"))?;
+    let mut csv = Vec::new();
+    allot_trace::write::write_trace_csv(&mut csv, &g.rows)?;
+    let trace = allot_trace::trace::parse_trace_csv(csv.as_slice(), &format!("{name} trace"), &config)?;
+    Ok(Inputs { config, trace, events: Vec::new() })
+}
+
+/// A progress bar on a terminal; hidden otherwise.
+fn progress(len: usize) -> ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len as u64);
+    let style = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:24} {pos}/{len} runs  {wide_msg}")
+        .expect("a valid template");
+    bar.set_style(style);
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+/// Runs every (source, policy) pair on the rayon pool; returns the runs per
+/// source, in policy order.
+fn run_all(sources: &[Source], kinds: &[PolicyKind], opts: &SimOptions) -> Vec<Vec<PolicyRun>> {
+    let jobs: Vec<(usize, PolicyKind)> = (0..sources.len()).flat_map(|s| kinds.iter().map(move |&k| (s, k))).collect();
+    let bar = progress(jobs.len());
+    let done: Vec<(PolicyRun, Duration)> = jobs
+        .par_iter()
+        .map(|&(s, k)| {
+            let t0 = Instant::now();
+            let (state, out) = run_one(&sources[s].inputs, k, opts);
+            let run = PolicyRun::of(&state, &out);
+            let took = t0.elapsed();
+            bar.inc(1);
+            bar.set_message(format!("{} {:.1} s", k.as_str(), took.as_secs_f64()));
+            (run, took)
+        })
+        .collect();
+    bar.finish_and_clear();
+    for ((s, k), (_, took)) in jobs.iter().zip(&done) {
+        let seed = sources[*s].seed.map_or_else(String::new, |x| format!(" (seed {x})"));
+        eprintln!("{}{seed}: simulated and measured in {:.2} s", k.as_str(), took.as_secs_f64());
+    }
+    let mut runs = done.into_iter().map(|d| d.0);
+    (0..sources.len()).map(|_| runs.by_ref().take(kinds.len()).collect()).collect()
 }

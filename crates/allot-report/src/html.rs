@@ -1,0 +1,315 @@
+//! The comparison page: one self-contained HTML file (inline CSS and SVG, no
+//! script, no link to anything outside it) with the run's assumptions, every
+//! chart of [`crate::charts`] and the table of every measure per policy.
+
+use std::fmt::Write;
+
+use allot_core::{AccountTree, Class, Cluster, Contract, WorkloadSpec};
+
+use crate::PolicyRun;
+use crate::charts::{self, Figure};
+use crate::svg::{esc, fmt_duration, fmt_num};
+
+/// What the runs assumed: the inputs and how they were made.
+pub struct Setup<'a> {
+    pub cluster: &'a Cluster,
+    pub accounts: &'a AccountTree,
+    pub contract: &'a Contract,
+    /// The configuration as written (TOML), shown verbatim.
+    pub config_text: &'a str,
+    /// Where the inputs came from and the behaviour parameters, as
+    /// (name, value) rows: files, generator scenario and seeds, `--until`.
+    pub source: Vec<(String, String)>,
+    /// The workloads of the (first) trace.
+    pub trace: &'a [WorkloadSpec],
+}
+
+/// The page's content.
+pub struct Page<'a> {
+    pub title: String,
+    pub setup: Setup<'a>,
+    /// One run per policy, in the order of the columns; charts show these.
+    pub runs: &'a [PolicyRun],
+    /// The measures table, as Markdown (see [`markdown_to_html`]).
+    pub measures_markdown: &'a str,
+    /// Remarks printed under the title (e.g. which seed the charts show).
+    pub notes: Vec<String>,
+}
+
+const STYLE: &str = "
+body{font-family:sans-serif;color:#222;margin:24px auto;max-width:1300px;padding:0 16px;line-height:1.4}
+h1{font-size:26px;margin-bottom:4px}h2{font-size:20px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:36px}
+h3{font-size:16px;margin:18px 0 6px}
+nav a{margin-right:14px}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(620px,1fr));gap:18px 24px}
+figure{margin:0}figcaption{font-size:13px;color:#555;max-width:620px;margin-top:2px}
+svg.chart{display:block;border:1px solid #ddd}
+table{border-collapse:collapse;font-size:13px;margin:6px 0 12px}
+th,td{border:1px solid #d4d4d4;padding:3px 8px;text-align:right;vertical-align:top}
+th:first-child,td:first-child{text-align:left}
+thead th{background:#f0f0f0}
+tr.section th{background:#fafafa;text-align:left;font-weight:bold}
+table.kv td:first-child{font-weight:bold}table.kv td,table.kv th{text-align:left}
+pre{background:#f7f7f7;border:1px solid #ddd;padding:8px;font-size:12px;overflow:auto}
+.note{color:#555}
+";
+
+/// Renders the page.
+pub fn render(page: &Page) -> String {
+    let s = &page.setup;
+    let mut h = String::with_capacity(1 << 16);
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" \
+         content=\"width=device-width\"><title>{t}</title><style>{STYLE}</style></head><body>\n<h1>{t}</h1>\n",
+        t = esc(&page.title)
+    );
+    let policies: Vec<&str> = page.runs.iter().map(|r| r.report.policy.as_str()).collect();
+    let horizon = page.runs.iter().map(|r| r.report.horizon_s).max().unwrap_or(0);
+    let _ = writeln!(
+        h,
+        "<p>Policies: <b>{}</b>. Cluster <b>{}</b>: {} GPUs. {} workloads; horizon {} ({} days).</p>",
+        esc(&policies.join(", ")),
+        esc(&s.cluster.name),
+        s.cluster.total_gpus(),
+        s.trace.len(),
+        fmt_duration(horizon),
+        fmt_num((horizon as f64 / 86_400.0 * 10.0).round() / 10.0)
+    );
+    for n in &page.notes {
+        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(n));
+    }
+    h.push_str(
+        "<nav><a href=\"#assumptions\">Assumptions</a><a href=\"#capacity\">Occupancy</a>\
+         <a href=\"#queue\">Queue time</a><a href=\"#shares\">Shares and budgets</a>\
+         <a href=\"#preemption\">Preemption</a><a href=\"#measures\">Every measure</a></nav>\n",
+    );
+    assumptions(&mut h, s);
+    let runs = page.runs;
+    let mut queue = charts::queue_charts(runs);
+    queue.push(charts::time_to_gpu_chart(runs, s.contract));
+    let mut shares = vec![charts::share_chart(runs, s.accounts)];
+    let burn = charts::budget_charts(runs, s.accounts, s.contract);
+    let no_budget = burn.is_empty();
+    shares.extend(burn);
+    section(&mut h, "capacity", "Occupancy and utilisation", None, &charts::capacity_charts(runs));
+    section(&mut h, "queue", "Queue time and interactive time to GPU", None, &queue);
+    let note = no_budget.then_some("No account has a budget: there is no budget burn to chart.");
+    section(&mut h, "shares", "Shares and budgets", note, &shares);
+    section(&mut h, "preemption", "Preemption", None, &charts::preemption_charts(runs));
+    h.push_str("<section id=\"measures\"><h2>Every measure</h2>\n");
+    h.push_str(&markdown_to_html(page.measures_markdown, "table-measures"));
+    h.push_str("</section>\n</body></html>\n");
+    h
+}
+
+fn section(h: &mut String, id: &str, title: &str, note: Option<&str>, figures: &[Figure]) {
+    let _ = writeln!(h, "<section id=\"{id}\"><h2>{}</h2>", esc(title));
+    if let Some(n) = note {
+        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(n));
+    }
+    h.push_str("<div class=\"grid\">\n");
+    for f in figures {
+        let _ = writeln!(h, "<figure>{}<figcaption>{}</figcaption></figure>", f.svg, esc(&f.caption));
+    }
+    h.push_str("</div></section>\n");
+}
+
+/// A table from rows of cells; the first row is the header.
+fn table(h: &mut String, class: &str, rows: &[Vec<String>]) {
+    let _ = write!(h, "<table class=\"{class}\">");
+    for (i, row) in rows.iter().enumerate() {
+        let tag = if i == 0 { "th" } else { "td" };
+        h.push_str(if i == 0 { "<thead><tr>" } else { "<tr>" });
+        for c in row {
+            let _ = write!(h, "<{tag}>{}</{tag}>", esc(c));
+        }
+        h.push_str(if i == 0 { "</tr></thead>" } else { "</tr>" });
+    }
+    h.push_str("</table>\n");
+}
+
+fn assumptions(h: &mut String, s: &Setup) {
+    h.push_str("<section id=\"assumptions\"><h2>Assumptions</h2>\n<h3>Inputs</h3>\n");
+    let mut rows = vec![vec!["input".to_string(), "value".to_string()]];
+    rows.extend(s.source.iter().map(|(k, v)| vec![k.clone(), v.clone()]));
+    table(h, "kv", &rows);
+    h.push_str("<h3>Cluster</h3>\n");
+    let mut rows =
+        vec![["pool", "GPU", "weight", "nodes", "GPUs/node", "GPUs", "rack size", "shared"].map(String::from).to_vec()];
+    for p in &s.cluster.pools {
+        let g = &s.cluster.gpu_types[p.gpu.0 as usize];
+        rows.push(vec![
+            p.name.clone(),
+            g.name.clone(),
+            fmt_num(g.weight),
+            p.nodes.to_string(),
+            p.gpus_per_node.to_string(),
+            (p.nodes * p.gpus_per_node).to_string(),
+            p.rack_size.to_string(),
+            if p.shared { "yes" } else { "no" }.into(),
+        ]);
+    }
+    table(h, "pools", &rows);
+    h.push_str("<h3>Contract</h3>\n");
+    let c = s.contract;
+    let d = fmt_duration;
+    let rows: Vec<Vec<String>> = [
+        ("parameter", "value".to_string()),
+        ("budget period", d(c.budget_period)),
+        ("usage half-life", d(c.usage_half_life)),
+        (
+            "minimum slice",
+            format!(
+                "batch {}, interactive {}, service {}",
+                d(c.min_slice.batch),
+                d(c.min_slice.interactive),
+                d(c.min_slice.service)
+            ),
+        ),
+        ("grace", d(c.grace)),
+        ("interactive lane", format!("≤ {} GPUs, ≤ {}", c.interactive_max_gpus, d(c.interactive_max_duration))),
+        ("scheduling interval", d(c.scheduling_interval)),
+    ]
+    .into_iter()
+    .map(|(k, v)| vec![k.to_string(), v])
+    .collect();
+    table(h, "kv", &rows);
+    accounts_table(h, s.accounts);
+    trace_table(h, s.trace);
+    let _ = writeln!(
+        h,
+        "<details><summary>Configuration file</summary><pre>{}</pre></details>\n</section>",
+        esc(s.config_text)
+    );
+}
+
+fn accounts_table(h: &mut String, tree: &AccountTree) {
+    h.push_str("<h3>Accounts</h3>\n");
+    let mut rows =
+        vec![["account", "share", "entitled share", "budget NGH / period", "impact"].map(String::from).to_vec()];
+    for a in tree.ids() {
+        let acc = tree.account(a);
+        rows.push(vec![
+            acc.path.clone(),
+            fmt_num(acc.share),
+            format!("{:.3}", tree.static_share(a)),
+            acc.budget_gpu_hours.map_or_else(|| "-".into(), fmt_num),
+            fmt_num(acc.impact),
+        ]);
+    }
+    table(h, "accounts", &rows);
+}
+
+fn trace_table(h: &mut String, trace: &[WorkloadSpec]) {
+    h.push_str("<h3>Workloads</h3>\n");
+    let mut rows = vec![
+        ["class", "workloads", "GPU-h requested", "mean GPUs", "largest gang", "mean util"].map(String::from).to_vec(),
+    ];
+    let all: Vec<Option<Class>> = Class::ALL.into_iter().map(Some).chain([None]).collect();
+    for class in all {
+        let ws: Vec<&WorkloadSpec> = trace.iter().filter(|w| class.is_none_or(|c| w.class == c)).collect();
+        if ws.is_empty() {
+            continue;
+        }
+        let n = ws.len() as f64;
+        let gpu_h: f64 = ws.iter().map(|w| f64::from(w.gpus) * w.work_s as f64 / 3600.0).sum();
+        rows.push(vec![
+            class.map_or("all", Class::as_str).to_string(),
+            ws.len().to_string(),
+            fmt_num(gpu_h.round()),
+            format!("{:.1}", ws.iter().map(|w| f64::from(w.gpus)).sum::<f64>() / n),
+            ws.iter().map(|w| w.gpus).max().unwrap_or(0).to_string(),
+            format!("{:.2}", ws.iter().map(|w| w.util).sum::<f64>() / n),
+        ]);
+    }
+    table(h, "trace", &rows);
+}
+
+/// Splits a Markdown table row into cells (`\|` is a literal bar).
+fn md_cells(line: &str) -> Vec<String> {
+    let inner = line.trim().trim_start_matches('|');
+    let inner = inner.strip_suffix('|').unwrap_or(inner);
+    let mut cells = vec![String::new()];
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'|') => {
+                chars.next();
+                cells.last_mut().expect("a cell").push('|');
+            }
+            '|' => cells.push(String::new()),
+            _ => cells.last_mut().expect("a cell").push(c),
+        }
+    }
+    cells.into_iter().map(|c| c.trim().to_string()).collect()
+}
+
+fn bold(s: &str) -> Option<&str> {
+    s.strip_prefix("**").and_then(|r| r.strip_suffix("**"))
+}
+
+/// Converts the Markdown the summary tables are written in (pipe tables,
+/// bold section rows, bold title lines) to HTML tables; the first table gets
+/// `id`.
+pub fn markdown_to_html(md: &str, id: &str) -> String {
+    let mut h = String::new();
+    let mut lines = md.lines().peekable();
+    let mut first = true;
+    while let Some(line) = lines.next() {
+        if !line.trim_start().starts_with('|') {
+            if let Some(title) = bold(line.trim()) {
+                let _ = writeln!(h, "<h3>{}</h3>", esc(title));
+            } else if !line.trim().is_empty() {
+                let _ = writeln!(h, "<p>{}</p>", esc(line.trim()));
+            }
+            continue;
+        }
+        let header = md_cells(line);
+        if lines.peek().is_some_and(|l| l.trim_start().starts_with("|:") || l.trim_start().starts_with("|-")) {
+            lines.next();
+        }
+        let id_attr = if first { format!(" id=\"{}\"", esc(id)) } else { String::new() };
+        first = false;
+        let _ = write!(h, "<table{id_attr}><thead><tr>");
+        for c in &header {
+            let _ = write!(h, "<th>{}</th>", esc(c));
+        }
+        h.push_str("</tr></thead><tbody>\n");
+        while let Some(row) = lines.next_if(|l| l.trim_start().starts_with('|')) {
+            let cells = md_cells(row);
+            match bold(&cells[0]) {
+                Some(t) if cells[1..].iter().all(String::is_empty) => {
+                    let _ = writeln!(h, "<tr class=\"section\"><th colspan=\"{}\">{}</th></tr>", header.len(), esc(t));
+                }
+                _ => {
+                    h.push_str("<tr>");
+                    for c in &cells {
+                        let _ = write!(h, "<td>{}</td>", esc(c));
+                    }
+                    h.push_str("</tr>\n");
+                }
+            }
+        }
+        h.push_str("</tbody></table>\n");
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_tables_become_html() {
+        let md = "| measure | a | b |\n|:---|---:|---:|\n| **capacity** |  |  |\n| occ \\| x | 0.5 | 1 |\n\n\
+                  **delivered share by account**\n\n| account | a |\n|:---|---:|\n| org | 1 |\n";
+        let h = markdown_to_html(md, "t");
+        assert!(h.starts_with("<table id=\"t\"><thead><tr><th>measure</th><th>a</th><th>b</th></tr></thead>"), "{h}");
+        assert!(h.contains("<tr class=\"section\"><th colspan=\"3\">capacity</th></tr>"));
+        assert!(h.contains("<td>occ | x</td><td>0.5</td><td>1</td>"));
+        assert!(h.contains("<h3>delivered share by account</h3>"));
+        assert_eq!(h.matches("<table").count(), 2);
+        assert_eq!(h.matches(" id=").count(), 1);
+    }
+}

@@ -1,0 +1,42 @@
+//! Comparison reports of Allot policy runs (`allot compare`).
+//!
+//! * [`series`]: time series and queue-time distributions of one run,
+//!   computed from its record and final state;
+//! * [`stats`]: mean and 95% confidence interval over repeated runs;
+//! * [`table`]: the measures of repeated runs side by side (Markdown);
+//! * [`svg`]: small hand-written SVG charts;
+//! * [`charts`]: the charts of the comparison, one family per question;
+//! * [`html`]: the self-contained page that holds them.
+//!
+//! What the page shows and how the intervals are computed: `docs/compare.md`.
+
+pub mod charts;
+pub mod html;
+pub mod series;
+pub mod stats;
+pub mod svg;
+pub mod table;
+
+pub use html::{Page, Setup, render};
+pub use series::Series;
+pub use stats::{MeanCi, mean_ci, summarise};
+pub use table::seeds_markdown_table;
+
+use allot_core::State;
+use allot_sim::SimOutput;
+use allot_sim::measures::measure;
+use allot_sim::report::Report;
+
+/// What the report keeps of one policy run: its measures and its series.
+#[derive(Clone, Debug)]
+pub struct PolicyRun {
+    pub report: Report,
+    pub series: Series,
+}
+
+impl PolicyRun {
+    /// Measures a finished run and computes its series.
+    pub fn of(state: &State, out: &SimOutput) -> PolicyRun {
+        PolicyRun { report: measure(state, out), series: Series::compute(state, out) }
+    }
+}

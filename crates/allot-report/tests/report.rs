@@ -1,0 +1,217 @@
+//! The comparison report on simulated runs: the series add up to the
+//! measures, the page holds every chart and nothing from outside, and the
+//! seed summary keeps the report's shape.
+
+use allot_core::{Class, PolicyKind, Priority, State, WorkloadSpec};
+use allot_report::series::Series;
+use allot_report::{Page, PolicyRun, Setup, render, seeds_markdown_table, summarise};
+use allot_sim::report::markdown_table;
+use allot_sim::{SimOptions, simulate};
+use allot_testkit::{StateBuilder, Wl};
+
+const DAY: u64 = 86_400;
+
+/// Two teams with budgets sharing 32 GPUs, a 1-day budget period.
+fn state() -> State {
+    StateBuilder::new()
+        .pool("a", "H100", 2, 8)
+        .pool("b", "B200", 2, 8)
+        .gpu_weight("B200", 2.0)
+        .account_with("lab/x", |a| a.budget_gpu_hours = Some(300.0))
+        .account_with("lab/y", |a| a.budget_gpu_hours = Some(100.0))
+        .account("lab/x/p")
+        .legacy("lab/x", &["a"])
+        .legacy("lab/y", &["b"])
+        .contract(|c| {
+            c.budget_period = DAY;
+            c.min_slice.batch = 3600;
+        })
+        .build()
+}
+
+/// A deterministic mix over three days: batch gangs from both teams,
+/// interactive sessions, a service; checkpoints so preemption loses work.
+fn workloads(s: &State) -> Vec<WorkloadSpec> {
+    let mut v = Vec::new();
+    let mut x: u64 = 7;
+    let mut next = |m: u64| {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (x >> 33) % m
+    };
+    for i in 0..160 {
+        let account = if i % 3 == 0 { "lab/y" } else { "lab/x/p" };
+        let (class, gpus, work) = match i % 10 {
+            0..=5 => (Class::Batch, [1, 2, 4, 8][next(4) as usize], 1800 + next(6 * 3600)),
+            6..=8 => (Class::Interactive, 1 + next(2) as u32, 600 + next(3600)),
+            _ => (Class::Service, 1, 4 * 3600),
+        };
+        let w = Wl::new(format!("w{i}"))
+            .account(account)
+            .class(class)
+            .gpus(gpus)
+            .submit(next(3 * DAY))
+            .work(work)
+            .checkpoint(900)
+            .util(0.5)
+            .priority(if i % 4 == 0 { Priority::High } else { Priority::Normal });
+        v.push(if i % 4 == 1 { w.preemptible() } else { w }.build(s));
+    }
+    v
+}
+
+fn run(kind: PolicyKind) -> (State, PolicyRun) {
+    let s = state();
+    let specs = workloads(&s);
+    let (state, out) = simulate(s, specs, Vec::new(), kind.build().as_mut(), &SimOptions::default());
+    let run = PolicyRun::of(&state, &out);
+    (state, run)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1.0)
+}
+
+#[test]
+fn series_add_up_to_the_report() {
+    for kind in [PolicyKind::Priority, PolicyKind::FifoBackfill, PolicyKind::Allot] {
+        let (state, run) = run(kind);
+        let (r, s) = (&run.report, &run.series);
+        let name = kind.as_str();
+        assert_eq!(s.preemptions.iter().sum::<u64>(), r.metrics.preemptions, "{name}: preemptions");
+        let lost: f64 = s.lost_gpu_hours.iter().sum();
+        assert!(close(lost, r.metrics.preemption_overhead_gpu_hours), "{name}: lost {lost}");
+        // Occupancy and utilisation weighted by available GPU-time give the totals.
+        let starts: Vec<u64> = s.bucket_starts().collect();
+        let len = |i: usize| (starts[i] + s.bucket_s).min(s.horizon_s) - starts[i];
+        let avail: Vec<f64> = (0..starts.len()).map(|i| 32.0 * len(i) as f64 / 3600.0).collect();
+        assert!(close(avail.iter().sum(), r.metrics.available_gpu_hours), "{name}");
+        let assigned: f64 = s.occupancy.iter().zip(&avail).map(|(o, a)| o * a).sum();
+        assert!(close(assigned, r.metrics.assigned_gpu_hours), "{name}: {assigned}");
+        assert!(s.occupancy.iter().chain(&s.utilization).all(|v| (0.0..=1.0 + 1e-9).contains(v)), "{name}");
+        assert!(s.occupancy.len() as u64 <= allot_report::series::MAX_BUCKETS);
+        // Budget burn: the value before each restart plus the last add up to the NGH used.
+        for b in &s.budget_burn {
+            let mut sum = 0.0;
+            for (i, v) in b.used_gpu_hours.iter().enumerate() {
+                let restart = allot_report::series::period_starts_in(starts[i], s.bucket_s, DAY);
+                if i > 0 && restart {
+                    sum += b.used_gpu_hours[i - 1];
+                }
+                assert!(*v >= 0.0);
+            }
+            sum += b.used_gpu_hours.last().copied().unwrap_or(0.0);
+            let want = r.accounts[&b.account].used_gpu_hours;
+            assert!(close(sum, want), "{name} {}: burn {sum} vs used {want}", b.account);
+        }
+        let paths: Vec<&str> = s.budget_burn.iter().map(|b| b.account.as_str()).collect();
+        assert_eq!(paths, ["lab/x", "lab/y"]);
+        queue_cdfs_match_the_percentiles(&state, &run);
+    }
+}
+
+fn queue_cdfs_match_the_percentiles(state: &State, run: &PolicyRun) {
+    let by_class = &run.report.metrics.queue_time_by_class;
+    for (class, stats) in [(Class::Batch, by_class.batch), (Class::Interactive, by_class.interactive)] {
+        let cdf = &run.series.queue_cdf[&class];
+        let submitted = state.specs.iter().filter(|w| w.class == class).count() as u64;
+        let rejected = state
+            .specs
+            .iter()
+            .zip(&state.runs)
+            .filter(|(w, r)| w.class == class && r.phase == allot_core::Phase::Rejected)
+            .count() as u64;
+        assert_eq!(cdf.workloads, submitted - rejected);
+        assert!(cdf.points.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1), "ascending");
+        let last = cdf.points.last().unwrap();
+        assert!(close(last.1, cdf.started as f64 / cdf.workloads as f64));
+        // With every workload started, the first point reaching 1/2 is the p50.
+        if cdf.started == cdf.workloads {
+            let p50 = cdf.points.iter().find(|p| p.1 >= 0.5).unwrap().0;
+            assert_eq!(p50, stats.unwrap().p50, "{class:?}");
+        }
+    }
+}
+
+fn page_of(state: &State, runs: &[PolicyRun], table: &str, trace: &[WorkloadSpec]) -> String {
+    render(&Page {
+        title: "test <comparison>".into(),
+        setup: Setup {
+            cluster: &state.cluster,
+            accounts: &state.accounts,
+            contract: &state.contract,
+            config_text: "[cluster]\nname = \"t & t\"\n",
+            source: vec![("trace".into(), "generated".into())],
+            trace,
+        },
+        runs,
+        measures_markdown: table,
+        notes: vec!["a note".into()],
+    })
+}
+
+#[test]
+fn the_page_is_self_contained_and_holds_every_chart() {
+    let runs: Vec<PolicyRun> = [PolicyKind::Priority, PolicyKind::Allot].into_iter().map(|k| run(k).1).collect();
+    let s = state();
+    let trace = workloads(&s);
+    let reports: Vec<_> = runs.iter().map(|r| &r.report).collect();
+    let html = page_of(&s, &runs, &markdown_table(&reports), &trace);
+    for id in [
+        "chart-occupancy",
+        "chart-utilization",
+        "chart-queue-cdf-batch",
+        "chart-queue-cdf-interactive",
+        "chart-queue-cdf-service",
+        "chart-time-to-gpu",
+        "chart-share",
+        "chart-budget-burn-0",
+        "chart-budget-burn-1",
+        "chart-preemptions",
+        "chart-lost-gpu-hours",
+        "table-measures",
+    ] {
+        assert_eq!(html.matches(&format!("id=\"{id}\"")).count(), 1, "{id}");
+    }
+    assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
+    assert_eq!(html.matches("<svg").count(), 11);
+    for banned in ["http://", "https://", "<script", "<link", "@import", "url(http"] {
+        assert!(!html.contains(banned), "{banned}");
+    }
+    // Text is escaped; the legends name the policies.
+    assert!(html.contains("test &lt;comparison&gt;") && html.contains("t &amp; t"));
+    assert!(html.contains(">priority</text>") && html.contains(">allot</text>"));
+    // A row per measure of the Markdown table.
+    assert!(html.contains("<td>occupancy</td>") && html.contains("<td>Jain index</td>"));
+}
+
+#[test]
+fn seed_summaries_keep_the_report_shape() {
+    let a = run(PolicyKind::FifoBackfill).1.report;
+    let mut b = a.clone();
+    b.metrics.occupancy = a.metrics.occupancy + 0.1;
+    b.metrics.jain_index = None;
+    let v = summarise(&[a.clone(), b.clone()]);
+    assert_eq!(v["policy"], "fifo-backfill");
+    assert_eq!(v["seeds"], 2);
+    assert!(close(v["metrics"]["occupancy"].as_f64().unwrap(), a.metrics.occupancy + 0.05));
+    // Half-width: t(0.975, 1) · s / √2 with s = 0.1 / √2.
+    assert!(close(v["ci95"]["metrics"]["occupancy"].as_f64().unwrap(), 12.706 * 0.05));
+    assert_eq!(v["ci95"]["metrics"]["utilization"], 0.0);
+    assert_eq!(v["metrics"]["jain_index"].as_f64(), a.metrics.jain_index, "mean over defined values");
+    for key in ["horizon_s", "workloads", "metrics", "accounts"] {
+        assert!(v.get(key).is_some(), "{key}");
+    }
+    let md = seeds_markdown_table(&[("fifo-backfill".into(), vec![a, b])]);
+    assert!(md.contains("| seeds | 2 |"));
+    let occ = md.lines().find(|l| l.starts_with("| occupancy |")).unwrap();
+    assert!(occ.contains(" ± "), "{occ}");
+    assert!(md.contains("95% confidence interval over 2 seeds"));
+}
+
+#[test]
+fn series_are_deterministic() {
+    let a = serde_json::to_string(&run(PolicyKind::Allot).1.series).unwrap();
+    let b = serde_json::to_string(&run(PolicyKind::Allot).1.series).unwrap();
+    assert_eq!(a, b);
+    let _: &Series = &run(PolicyKind::Fifo).1.series;
+}
