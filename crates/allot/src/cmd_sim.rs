@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use allot_core::PolicyKind;
 use allot_sim::measures::measure;
@@ -64,7 +64,7 @@ pub(crate) struct Inputs {
     pub events: Vec<allot_core::NodeEvent>,
 }
 
-pub(crate) fn load_inputs(config: &PathBuf, trace: &PathBuf, events: Option<&PathBuf>) -> Result<Inputs> {
+pub(crate) fn load_inputs(config: &Path, trace: &Path, events: Option<&PathBuf>) -> Result<Inputs> {
     let config = allot_trace::config::load_config(config)?;
     let trace = allot_trace::trace::load_trace(trace, &config)?;
     let events = match events {

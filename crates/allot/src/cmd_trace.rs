@@ -19,12 +19,38 @@ pub enum TraceCommand {
     Import(ImportArgs),
     /// Generate a synthetic trace (+ config) for a scenario.
     Gen(GenArgs),
+    /// Write the live scheduler's recorded history as a trace (+ events) to
+    /// replay it with `allot sim` or `allot compare`.
+    Export(ExportArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ExportArgs {
+    /// The server's store: sqlite://PATH or postgres://…
+    #[arg(long, default_value = "sqlite://allot.db")]
+    db: String,
+    /// Trace to write (CSV); node events go next to it as <stem>.events.csv.
+    #[arg(long)]
+    out: std::path::PathBuf,
+}
+
+fn run_export(a: ExportArgs) -> Result<()> {
+    let rt =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("failed to start the runtime")?;
+    let s = rt.block_on(allot_server::export_trace(&a.db, &a.out))?;
+    eprintln!("exported {} workloads to {}", s.workloads, a.out.display());
+    if let Some(p) = s.events_path {
+        eprintln!("exported {} node events to {}", s.events, p.display());
+    }
+    eprintln!("submit_s = 0 is Unix time {}", s.t0);
+    Ok(())
 }
 
 pub fn run(c: TraceCommand) -> Result<()> {
     match c {
         TraceCommand::Import(a) => run_import(a),
         TraceCommand::Gen(a) => run_gen(a),
+        TraceCommand::Export(a) => run_export(a),
     }
 }
 

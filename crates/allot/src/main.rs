@@ -1,6 +1,8 @@
 //! The `allot` command line.
 
+mod cmd_client;
 mod cmd_compare;
+mod cmd_serve;
 mod cmd_sim;
 mod cmd_trace;
 
@@ -24,8 +26,16 @@ enum Command {
     /// Import public traces or generate synthetic ones.
     #[command(subcommand)]
     Trace(cmd_trace::TraceCommand),
-    /// Replay a trace under several policies and compare them side by side.
+    /// Replay a trace (or generated traces over several seeds) under several policies, in parallel,
+    /// and write summary.json, summary.md and a self-contained report.html.
     Compare(cmd_compare::CompareArgs),
+    /// Run the live scheduler: HTTP API, store and executor.
+    Serve(cmd_serve::ServeArgs),
+    /// Create API tokens.
+    #[command(subcommand)]
+    Token(cmd_serve::TokenCommand),
+    #[command(flatten)]
+    Client(cmd_client::ClientCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -34,6 +44,9 @@ fn main() -> std::process::ExitCode {
         Command::Sim(a) => cmd_sim::run(a),
         Command::Trace(c) => cmd_trace::run(c),
         Command::Compare(a) => cmd_compare::run(a),
+        Command::Serve(a) => cmd_serve::run(a),
+        Command::Token(c) => cmd_serve::run_token(c),
+        Command::Client(c) => cmd_client::run(c),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

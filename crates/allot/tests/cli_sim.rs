@@ -29,7 +29,8 @@ gpus_per_node = 8
 path = "org/x"
 "#;
 
-const HEADER: &str = "id,submit_s,account,user,class,gpus,nodes,gpu_type,work_s,checkpoint_s,util,priority,preemptible\n";
+const HEADER: &str =
+    "id,submit_s,account,user,class,gpus,nodes,gpu_type,work_s,checkpoint_s,util,priority,preemptible\n";
 
 #[test]
 fn bad_input_is_a_clear_error_with_a_non_zero_exit() {
@@ -38,17 +39,30 @@ fn bad_input_is_a_clear_error_with_a_non_zero_exit() {
     std::fs::write(&cfg, CONFIG).unwrap();
     // (name, trace body after the header, what the error must mention)
     let cases = [
-        ("unknown account", "w1,0,org/nope,u,batch,1,0,,10,0,1,normal,false\n", vec!["t.csv:2", "account", "unknown account"]),
+        (
+            "unknown account",
+            "w1,0,org/nope,u,batch,1,0,,10,0,1,normal,false\n",
+            vec!["t.csv:2", "account", "unknown account"],
+        ),
         ("negative gpus", "w1,0,org/x,u,batch,-3,0,,10,0,1,normal,false\n", vec!["t.csv:2", "gpus"]),
         ("non-numeric work", "w1,0,org/x,u,batch,1,0,,soon,0,1,normal,false\n", vec!["t.csv:2", "work_s"]),
-        ("larger than any pool", "w1,0,org/x,u,batch,32,0,,10,0,1,normal,false\n", vec!["t.csv:2", "gpus", "larger than any pool"]),
+        (
+            "larger than any pool",
+            "w1,0,org/x,u,batch,32,0,,10,0,1,normal,false\n",
+            vec!["t.csv:2", "gpus", "larger than any pool"],
+        ),
         ("unknown gpu type", "w1,0,org/x,u,batch,1,0,Z100,10,0,1,normal,false\n", vec!["t.csv:2", "gpu_type"]),
-        ("duplicate id", "w1,0,org/x,u,batch,1,0,,10,0,1,normal,false\nw1,5,org/x,u,batch,1,0,,10,0,1,normal,false\n", vec!["t.csv:3", "id", "line 2"]),
+        (
+            "duplicate id",
+            "w1,0,org/x,u,batch,1,0,,10,0,1,normal,false\nw1,5,org/x,u,batch,1,0,,10,0,1,normal,false\n",
+            vec!["t.csv:3", "id", "line 2"],
+        ),
     ];
     for (name, body, want) in cases {
         let trace = dir.join("t.csv");
         std::fs::write(&trace, format!("{HEADER}{body}")).unwrap();
-        let out = allot(&["sim", "--config", cfg.to_str().unwrap(), "--trace", trace.to_str().unwrap(), "--policy", "fifo"]);
+        let out =
+            allot(&["sim", "--config", cfg.to_str().unwrap(), "--trace", trace.to_str().unwrap(), "--policy", "fifo"]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{name}: must fail");
         assert!(out.stdout.is_empty(), "{name}: no report on bad input");
@@ -66,7 +80,8 @@ fn bad_input_is_a_clear_error_with_a_non_zero_exit() {
     assert!(err.contains("c.toml") && err.contains("grase"), "{err}");
     // An unknown policy is named.
     std::fs::write(&cfg, CONFIG).unwrap();
-    let out = allot(&["sim", "--config", cfg.to_str().unwrap(), "--trace", trace.to_str().unwrap(), "--policy", "lottery"]);
+    let out =
+        allot(&["sim", "--config", cfg.to_str().unwrap(), "--trace", trace.to_str().unwrap(), "--policy", "lottery"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("lottery"));
 }
@@ -99,7 +114,11 @@ fn example_run_writes_every_output() {
     assert_eq!(report["policy"], "priority");
     let n_workloads = report["workloads"].as_u64().unwrap();
     let rows = std::fs::read_to_string(&csv).unwrap();
-    assert!(rows.starts_with("id,account,class,gpus,submit_s,first_start_s,end_s,queue_s,jct_s,preemptions,lost_gpu_s,status"));
+    assert!(
+        rows.starts_with(
+            "id,account,class,gpus,submit_s,first_start_s,end_s,queue_s,jct_s,preemptions,lost_gpu_s,status"
+        )
+    );
     assert_eq!(rows.lines().count() as u64, n_workloads + 1, "one row per workload");
     let trace_rows = std::fs::read_to_string(repo().join("examples/trace.csv")).unwrap().lines().count() as u64 - 1;
     assert_eq!(n_workloads, trace_rows, "nothing accepted is lost");
@@ -116,8 +135,19 @@ fn example_run_writes_every_output() {
     let json2 = dir.join("r2.json");
     let log2 = dir.join("e2.jsonl");
     let out = allot(&[
-        "sim", "--config", "examples/cluster.toml", "--trace", "examples/trace.csv", "--events", "examples/events.csv",
-        "--policy", "priority", "--json", json2.to_str().unwrap(), "--log", log2.to_str().unwrap(),
+        "sim",
+        "--config",
+        "examples/cluster.toml",
+        "--trace",
+        "examples/trace.csv",
+        "--events",
+        "examples/events.csv",
+        "--policy",
+        "priority",
+        "--json",
+        json2.to_str().unwrap(),
+        "--log",
+        log2.to_str().unwrap(),
     ]);
     assert!(out.status.success());
     assert_eq!(std::fs::read(&json).unwrap(), std::fs::read(&json2).unwrap());

@@ -1,0 +1,239 @@
+//! Server benchmarks (prints figures; recorded in docs/server.md):
+//!
+//! 1. submission throughput through the HTTP API (workloads/s), SQLite and,
+//!    when `ALLOT_TEST_PG_URL` is set, PostgreSQL: `ALLOT_BENCH_N`
+//!    submissions (default 10,000) from 16 concurrent clients to a server
+//!    with the `none` executor on 1,024 GPUs;
+//! 2. scheduling-pass latency with those 10,000 workloads pending on 1,024
+//!    busy GPUs: the server's own pass histogram, and the `allot` policy's
+//!    pass timed directly on the same state.
+//!
+//! `cargo bench -p allot-server --bench server`
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use allot_server::auth::{Role, TokenSpec, create_token};
+use allot_server::store::Store;
+use allot_server::views::SubmitRequest;
+use allot_server::{ExecutorKind, ServeOptions};
+
+const CONFIG: &str = r#"
+[cluster]
+name = "bench"
+[[cluster.pools]]
+name = "h100"
+gpu = "H100"
+nodes = 128
+gpus_per_node = 8
+rack_size = 16
+
+[[accounts]]
+path = "org/llm"
+share = 3
+budget_gpu_hours = 50000
+[[accounts]]
+path = "org/llm/pretrain"
+[[accounts]]
+path = "org/llm/post"
+[[accounts]]
+path = "org/vision"
+share = 2
+[[accounts]]
+path = "org/vision/det"
+[[accounts]]
+path = "org/vision/gen"
+[[accounts]]
+path = "org/rl"
+share = 1
+[[accounts]]
+path = "org/rl/sim"
+
+[contract]
+scheduling_interval = "1s"
+grace = "10s"
+"#;
+
+const PROJECTS: [&str; 6] =
+    ["org/llm/pretrain", "org/llm/post", "org/vision/det", "org/vision/gen", "org/rl/sim", "org/llm/pretrain"];
+const SIZES: [u32; 6] = [1, 2, 4, 8, 8, 16];
+
+fn request(i: usize) -> SubmitRequest {
+    SubmitRequest {
+        account: PROJECTS[i % PROJECTS.len()].into(),
+        gpus: SIZES[(i / 7) % SIZES.len()],
+        command: vec!["true".into()],
+        expected_duration_s: Some(3600 + (i as u64 % 13) * 600),
+        checkpoint_interval_s: Some(600),
+        ..Default::default()
+    }
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("allot-bench-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("bench dir");
+    d
+}
+
+async fn fresh_pg(base: &str) -> String {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let name = format!("allot_bench_{}", std::process::id());
+    let mut c = sqlx::AnyConnection::connect(base).await.expect("connect to ALLOT_TEST_PG_URL");
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut c).await.expect("drop");
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut c).await.expect("create");
+    let (head, _) = base.rsplit_once('/').expect("a database in the url");
+    format!("{head}/{name}")
+}
+
+/// Submits `n` workloads with 16 clients; returns workloads/s.
+async fn throughput(url: &str, token: &str, n: usize) -> f64 {
+    let client = reqwest::Client::new();
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let (client, next, url, token) = (client.clone(), next.clone(), url.to_string(), token.to_string());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let r = client.post(format!("{url}/v1/workloads")).bearer_auth(&token).json(&request(i)).send().await;
+                assert_eq!(r.expect("submit").status().as_u16(), 201);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("client task");
+    }
+    n as f64 / t0.elapsed().as_secs_f64()
+}
+
+/// Mean and max of the server's pass histogram, from `/metrics`.
+async fn pass_latency(url: &str, token: &str) -> (f64, u64) {
+    let text = reqwest::Client::new()
+        .get(format!("{url}/metrics"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let value = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let (sum, count) = (value("allot_scheduling_pass_seconds_sum"), value("allot_scheduling_pass_seconds_count"));
+    (if count > 0.0 { sum / count } else { 0.0 }, count as u64)
+}
+
+async fn run_backend(label: &str, db: String, n: usize) {
+    let d = dir(label);
+    std::fs::write(d.join("cluster.toml"), CONFIG).expect("config");
+    let store = Store::open(&db).await.expect("open store");
+    let spec = TokenSpec { name: "bench".into(), role: Role::Admin, scope: None, projects: vec![] };
+    let token = create_token(&store, &spec, "bench").await.expect("token");
+    store.close().await;
+    let opts = ServeOptions {
+        config: d.join("cluster.toml"),
+        db,
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        executor: ExecutorKind::None,
+        policy: "allot".into(),
+        data_dir: d.join("data"),
+    };
+    let running = allot_server::start(&opts).await.expect("start the server");
+    let url = format!("http://{}", running.addr);
+    let rate = throughput(&url, &token, n).await;
+    println!("{label}: {n} submissions through HTTP, 16 clients: {rate:.0} workloads/s");
+    // Let the periodic passes run with everything submitted.
+    let (before_mean, before_count) = pass_latency(&url, &token).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let (mean, count) = pass_latency(&url, &token).await;
+    let steady = if count > before_count {
+        (mean * count as f64 - before_mean * before_count as f64) / (count - before_count) as f64
+    } else {
+        mean
+    };
+    println!(
+        "{label}: scheduling pass with ~{n} pending on 1024 busy GPUs (server histogram): mean {:.1} ms over {} passes",
+        steady * 1000.0,
+        count - before_count
+    );
+    running.stop().await.expect("stop");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The `allot` policy's pass on a state with `n` pending and the cluster full.
+fn core_pass(n: usize) {
+    use allot_core::{Action, PolicyKind};
+    let cfg = allot_trace::config::parse_config(CONFIG, "bench.toml").expect("config");
+    let mut state = allot_core::State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
+    let now = 1_000_000;
+    for i in 0..n {
+        let r = request(i);
+        let spec = allot_core::WorkloadSpec {
+            id: i.to_string(),
+            submit: now - 1000 + (i as u64 % 1000),
+            account: state.accounts.get(&r.account).expect("account"),
+            user: format!("u{}", i % 17),
+            class: allot_core::Class::Batch,
+            gpus: r.gpus,
+            nodes: 0,
+            gpu_type: None,
+            work_s: r.expected_duration_s.unwrap_or(3600),
+            checkpoint_s: 600,
+            util: 1.0,
+            priority: allot_core::Priority::Normal,
+            preemptible: false,
+        };
+        state.submit(spec);
+    }
+    let mut policy = PolicyKind::Allot.build();
+    // Fill the cluster with the first decisions, as the server would.
+    for d in policy.schedule(&state, now - 100) {
+        if let Action::Start { workload, alloc } = d.action {
+            state.start(workload, alloc, now - 100, d.reason);
+        }
+    }
+    let mut times = Vec::new();
+    for k in 0..15 {
+        let t0 = Instant::now();
+        let out = policy.schedule(&state, now + k);
+        times.push(t0.elapsed());
+        std::hint::black_box(out);
+    }
+    times.sort();
+    println!(
+        "core: allot pass with {} pending, {} running on 1024 GPUs: median {:.1} ms, max {:.1} ms (15 passes)",
+        state.pending.len(),
+        state.running.len(),
+        times[times.len() / 2].as_secs_f64() * 1000.0,
+        times[times.len() - 1].as_secs_f64() * 1000.0
+    );
+}
+
+fn main() {
+    let n: usize = std::env::var("ALLOT_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    core_pass(n);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let d = dir("sqlite-db");
+        run_backend("sqlite", format!("sqlite://{}", d.join("bench.db").display()), n).await;
+        match std::env::var("ALLOT_TEST_PG_URL") {
+            Ok(base) => {
+                let db = fresh_pg(&base).await;
+                run_backend("postgres", db, n).await;
+            }
+            Err(_) => println!("postgres: skipped (set ALLOT_TEST_PG_URL, e.g. eval \"$(.ci/postgres.sh)\")"),
+        }
+    });
+}

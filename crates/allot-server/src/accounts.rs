@@ -1,0 +1,110 @@
+//! Accounts at run time: the config's tree with the budgets and shares set
+//! through the API applied on top, and the per-account views (budget, used,
+//! remaining, fair-share standing).
+
+use std::collections::BTreeMap;
+
+use allot_core::policy::AllotPolicy;
+use allot_core::{AccountId, AccountSpec, AccountTree, State, Time};
+
+use crate::views::AccountView;
+
+/// Budget and share overrides by path: `Some(None)` removes the value.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overrides {
+    pub budget: BTreeMap<String, Option<f64>>,
+    pub share: BTreeMap<String, Option<f64>>,
+}
+
+/// The declared accounts of a resolved tree, as specs that rebuild it.
+/// Inherited values (impact, legacy pools) are written out explicitly,
+/// which resolves to the same tree.
+pub fn base_specs(tree: &AccountTree) -> Vec<AccountSpec> {
+    tree.ids()
+        .map(|id| tree.account(id))
+        .filter(|a| a.declared)
+        .map(|a| AccountSpec {
+            path: a.path.clone(),
+            share: a.explicit_share.then_some(a.share),
+            budget_gpu_hours: a.budget_gpu_hours,
+            impact: Some(a.impact),
+            legacy_pools: a.legacy_pools.clone(),
+            max_service_gpus: a.max_service_gpus,
+        })
+        .collect()
+}
+
+/// The tree with overrides applied. Ids stay the same: they follow the
+/// sorted set of paths, which overrides never change.
+pub fn build_tree(base: &[AccountSpec], o: &Overrides) -> Result<AccountTree, allot_core::AccountTreeError> {
+    let mut specs: Vec<AccountSpec> = base.to_vec();
+    let paths = o.budget.keys().chain(o.share.keys());
+    for p in paths {
+        if !specs.iter().any(|s| &s.path == p) {
+            specs.push(AccountSpec { path: p.clone(), ..Default::default() });
+        }
+    }
+    for s in &mut specs {
+        if let Some(b) = o.budget.get(&s.path) {
+            s.budget_gpu_hours = *b;
+        }
+        if let Some(v) = o.share.get(&s.path) {
+            s.share = *v;
+        }
+    }
+    AccountTree::build(&specs)
+}
+
+/// Pending and running workloads per account subtree.
+fn counts(state: &State) -> (Vec<u64>, Vec<u64>) {
+    let tally = |ws: &mut dyn Iterator<Item = allot_core::WorkloadId>| {
+        let mut out = vec![0u64; state.accounts.len()];
+        for w in ws {
+            for a in state.accounts.ancestry(state.spec(w).account) {
+                out[a.0 as usize] += 1;
+            }
+        }
+        out
+    };
+    (tally(&mut state.pending.iter().map(|(_, w)| *w)), tally(&mut state.running.iter().copied()))
+}
+
+/// One view per account in path order.
+pub fn views(state: &State, now: Time, with_standing: bool) -> Vec<AccountView> {
+    let (pending, running) = counts(state);
+    let policy = AllotPolicy::new();
+    state.accounts.ids().map(|id| view(state, id, now, with_standing, &policy, &pending, &running)).collect()
+}
+
+fn view(
+    state: &State,
+    id: AccountId,
+    now: Time,
+    with_standing: bool,
+    policy: &AllotPolicy,
+    pending: &[u64],
+    running: &[u64],
+) -> AccountView {
+    let a = state.accounts.account(id);
+    let u = state.ledger.at(id, now);
+    let used = u.period_ngs / 3600.0;
+    let parent = a.parent.filter(|p| *p != AccountId::ROOT).map(|p| state.accounts.account(p).path.clone());
+    AccountView {
+        path: a.path.clone(),
+        parent,
+        depth: a.depth,
+        share: a.share,
+        explicit_share: a.explicit_share,
+        budget_gpu_hours: a.budget_gpu_hours,
+        used_gpu_hours: used,
+        remaining_gpu_hours: a.budget_gpu_hours.map(|b| b - used),
+        charged_gpu_hours: u.charged_gpu_s as f64 / 3600.0,
+        allocated_gpus: u.alloc_gpus,
+        entitled_share: state.accounts.static_share(id),
+        fair_share: if with_standing { policy.fair_share_value(state, &a.path, now) } else { None },
+        over_budget: if with_standing { policy.over_budget(state, &a.path, now) } else { None },
+        pending: pending[id.0 as usize],
+        running: running[id.0 as usize],
+        period_start_t: state.ledger.period_start(now) as i64,
+    }
+}

@@ -1,0 +1,208 @@
+//! Accounts (tree, budgets, shares), nodes, tokens, the audit log, health
+//! and metrics.
+
+use std::collections::HashMap;
+
+use allot_core::NodeEventKind;
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+
+use super::{ApiError, App, Auth, Body, ask};
+use crate::auth::{Principal, Role, TokenError, TokenSpec, create_token as make_token};
+use crate::scheduler::{AccountField, Msg};
+use crate::views::{AccountChange, AccountView, AuditView, NodeView, TokenCreated, TokenRequest, TokenView};
+
+pub async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"status": "ok"}))
+}
+
+pub async fn whoami(Auth(who): Auth) -> Json<Principal> {
+    Json(who)
+}
+
+fn require_admin(who: &Principal, what: &str) -> Result<(), ApiError> {
+    if who.is_admin() {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(format!("only admins may {what}; {} is a {}", who.name, who.role.as_str())))
+    }
+}
+
+/// `GET /v1/accounts`: the accounts the caller sees, in path order (a
+/// parent precedes its children).
+pub async fn accounts(State(app): State<App>, Auth(who): Auth) -> Result<Json<Vec<AccountView>>, ApiError> {
+    let all = ask(&app, |reply| Msg::Accounts { reply }).await?;
+    Ok(Json(all.into_iter().filter(|a| who.can_see(&a.path)).collect()))
+}
+
+/// `GET /v1/accounts/{path}`
+pub async fn account(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Path(path): Path<String>,
+) -> Result<Json<AccountView>, ApiError> {
+    if !app.catalog.account_exists(&path) {
+        return Err(ApiError::not_found(format!("unknown account {path:?}")));
+    }
+    if !who.can_see(&path) {
+        return Err(ApiError::forbidden(format!("{} may not see account {path:?}", who.name)));
+    }
+    let all = ask(&app, |reply| Msg::Accounts { reply }).await?;
+    all.into_iter()
+        .find(|a| a.path == path)
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("unknown account {path:?}")))
+}
+
+/// `PATCH /v1/accounts/{path}` with `budget_gpu_hours` and/or `share`
+/// (`null` returns to the config's value). Audited.
+pub async fn change_account(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Path(path): Path<String>,
+    Body(change): Body<AccountChange>,
+) -> Result<Json<AccountView>, ApiError> {
+    if !app.catalog.account_exists(&path) {
+        return Err(ApiError::not_found(format!("unknown account {path:?}")));
+    }
+    if !who.can_change(&path) {
+        let why = match who.role {
+            Role::Manager => {
+                format!("a manager of {:?} may change only accounts below it", who.scope.as_deref().unwrap_or(""))
+            }
+            _ => format!("a {} may not change budgets or shares", who.role.as_str()),
+        };
+        return Err(ApiError::forbidden(format!("{} may not change {path:?}: {why}", who.name)));
+    }
+    let mut changes = Vec::new();
+    if let Some(v) = change.budget_gpu_hours {
+        changes.push((AccountField::Budget, v));
+    }
+    if let Some(v) = change.share {
+        changes.push((AccountField::Share, v));
+    }
+    if changes.is_empty() {
+        return Err(ApiError::bad_request("nothing to change: give budget_gpu_hours and/or share"));
+    }
+    for (field, value) in &changes {
+        let name = if *field == AccountField::Budget { "budget_gpu_hours" } else { "share" };
+        if let Some(v) = value
+            && !(v.is_finite() && *v > 0.0)
+        {
+            return Err(ApiError::field(name, format!("must be a finite number > 0, got {v}")));
+        }
+    }
+    let mut last = None;
+    for (field, value) in changes {
+        let (p, by) = (path.clone(), who.name.clone());
+        last = Some(ask(&app, |reply| Msg::SetAccount { path: p, field, value, by, reply }).await??);
+    }
+    Ok(Json(last.expect("at least one change")))
+}
+
+/// `GET /v1/nodes`: every role sees the nodes.
+pub async fn nodes(State(app): State<App>, Auth(_who): Auth) -> Result<Json<Vec<NodeView>>, ApiError> {
+    Ok(Json(ask(&app, |reply| Msg::Nodes { reply }).await?))
+}
+
+/// `POST /v1/nodes/{name}/{drain|undrain|fail|repair}` (admins).
+pub async fn node_action(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Path((name, action)): Path<(String, String)>,
+) -> Result<Json<NodeView>, ApiError> {
+    let kind = NodeEventKind::parse(&action)
+        .ok_or_else(|| ApiError::not_found(format!("unknown node action {action:?} (drain, undrain, fail, repair)")))?;
+    require_admin(&who, "drain, undrain, fail or repair nodes")?;
+    let by = who.name.clone();
+    Ok(Json(ask(&app, |reply| Msg::Node { name, kind, by, reply }).await??))
+}
+
+/// `GET /v1/tokens` (admins): names, roles and scopes, never secrets.
+pub async fn tokens(State(app): State<App>, Auth(who): Auth) -> Result<Json<Vec<TokenView>>, ApiError> {
+    require_admin(&who, "list tokens")?;
+    let rows = app.store.tokens().await?;
+    Ok(Json(
+        rows.into_iter()
+            .map(|(t, projects)| TokenView {
+                name: t.name,
+                role: t.role,
+                scope: t.scope,
+                projects,
+                created_t: t.created_t,
+                created_by: t.created_by,
+            })
+            .collect(),
+    ))
+}
+
+/// `POST /v1/tokens` (admins): the token text is in the answer only.
+pub async fn create_token(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Body(req): Body<TokenRequest>,
+) -> Result<(StatusCode, Json<TokenCreated>), ApiError> {
+    require_admin(&who, "create tokens")?;
+    let role = Role::parse(&req.role)
+        .ok_or_else(|| ApiError::field("role", format!("unknown role {:?} (admin, manager, researcher)", req.role)))?;
+    let spec = TokenSpec { name: req.name, role, scope: req.scope, projects: req.projects };
+    spec.check(|p| app.catalog.account_exists(p)).map_err(|(f, m)| ApiError::field(f, m))?;
+    let token = make_token(&app.store, &spec, &who.name).await.map_err(|e| match e {
+        TokenError::NameTaken(_) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
+        TokenError::Invalid(m) => ApiError::bad_request(m),
+        TokenError::Store(s) => s.into(),
+    })?;
+    Ok((StatusCode::CREATED, Json(TokenCreated { name: spec.name, role: role.as_str().into(), token })))
+}
+
+/// `DELETE /v1/tokens/{name}` (admins).
+pub async fn revoke_token(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    require_admin(&who, "revoke tokens")?;
+    if !app.store.delete_token(&name, &who.name, crate::clock::now() as i64).await? {
+        return Err(ApiError::not_found(format!("no token named {name:?}")));
+    }
+    app.auth.forget_all();
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/audit?limit=N` (admins): budget, share and token changes.
+pub async fn audit(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Vec<AuditView>>, ApiError> {
+    require_admin(&who, "read the audit log")?;
+    let limit = match q.get("limit") {
+        None => 1000,
+        Some(v) => v
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| ApiError::field("limit", "expected a positive integer"))?,
+    };
+    let parse = |s: Option<String>| s.map(|v| serde_json::from_str(&v).unwrap_or(serde_json::Value::String(v)));
+    let rows = app.store.audit(limit).await?;
+    Ok(Json(
+        rows.into_iter()
+            .map(|r| AuditView {
+                t: r.t,
+                principal: r.principal,
+                action: r.action,
+                target: r.target,
+                before: parse(r.before),
+                after: parse(r.after),
+            })
+            .collect(),
+    ))
+}
+
+/// `GET /metrics`: Prometheus text exposition (any role).
+pub async fn metrics(State(app): State<App>, Auth(_who): Auth) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], app.metrics.encode())
+}

@@ -1,0 +1,263 @@
+//! Bearer tokens, principals and roles.
+//!
+//! A token is `allot_` + 64 hex digits of OS randomness; the store keeps only
+//! its SHA-256. A token names a principal with one role:
+//! * `admin`: everything;
+//! * `manager` of an account subtree (`scope`): sees the subtree, submits and
+//!   cancels in it, and changes budgets and shares of accounts strictly
+//!   inside it (not of the scope account itself, which its own manager or an
+//!   admin sets);
+//! * `researcher`: submits to and sees the projects granted to them (a grant
+//!   covers the account's subtree), cancels only their own workloads.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::store::{Store, StoreError, TokenRow};
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Admin,
+    Manager,
+    Researcher,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Admin, Role::Manager, Role::Researcher];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Manager => "manager",
+            Role::Researcher => "researcher",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// Who is calling.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Principal {
+    pub name: String,
+    pub role: Role,
+    /// The subtree a manager manages.
+    pub scope: Option<String>,
+    /// Projects granted to a researcher.
+    pub projects: Vec<String>,
+}
+
+/// Whether `path` is `root` or lies below it.
+pub fn within(path: &str, root: &str) -> bool {
+    path == root || (path.len() > root.len() && path.starts_with(root) && path.as_bytes()[root.len()] == b'/')
+}
+
+impl Principal {
+    /// Subtrees this principal sees (`None`: everything).
+    pub fn visible_roots(&self) -> Option<Vec<String>> {
+        match self.role {
+            Role::Admin => None,
+            Role::Manager => Some(self.scope.iter().cloned().collect()),
+            Role::Researcher => Some(self.projects.clone()),
+        }
+    }
+
+    pub fn can_see(&self, account: &str) -> bool {
+        self.visible_roots().is_none_or(|roots| roots.iter().any(|r| within(account, r)))
+    }
+
+    pub fn can_submit(&self, account: &str) -> bool {
+        self.can_see(account)
+    }
+
+    /// Cancel: admins anything, managers inside their subtree, researchers
+    /// their own workloads in projects they still see.
+    pub fn can_cancel(&self, account: &str, submitter: &str) -> bool {
+        match self.role {
+            Role::Admin | Role::Manager => self.can_see(account),
+            Role::Researcher => submitter == self.name && self.can_see(account),
+        }
+    }
+
+    /// Budgets and shares: admins anywhere, managers strictly inside their
+    /// subtree.
+    pub fn can_change(&self, account: &str) -> bool {
+        match self.role {
+            Role::Admin => true,
+            Role::Manager => self.scope.as_deref().is_some_and(|s| account != s && within(account, s)),
+            Role::Researcher => false,
+        }
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+}
+
+/// A fresh random token.
+pub fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    format!("allot_{}", hex(&bytes))
+}
+
+/// SHA-256 of a token, hex.
+pub fn hash_token(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Why a token could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("a token named {0:?} already exists")]
+    NameTaken(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What a new token grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenSpec {
+    pub name: String,
+    pub role: Role,
+    pub scope: Option<String>,
+    pub projects: Vec<String>,
+}
+
+impl TokenSpec {
+    /// Checks the shape of the spec (names, scope only for managers, projects
+    /// only for researchers); `known` tells whether an account exists.
+    pub fn check(&self, known: impl Fn(&str) -> bool) -> Result<(), (&'static str, String)> {
+        let n = &self.name;
+        if n.is_empty() || n.len() > 64 || !n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c)) {
+            return Err(("name", format!("invalid name {n:?}: use 1-64 letters, digits, '-', '_', '.' or '@'")));
+        }
+        match (self.role, &self.scope) {
+            (Role::Manager, None) => return Err(("scope", "a manager token needs a scope (an account path)".into())),
+            (Role::Manager, Some(s)) if !known(s) => return Err(("scope", format!("unknown account {s:?}"))),
+            (Role::Admin | Role::Researcher, Some(_)) => {
+                return Err(("scope", "only manager tokens have a scope".into()));
+            }
+            _ => {}
+        }
+        if self.role != Role::Researcher && !self.projects.is_empty() {
+            return Err(("projects", "only researcher tokens have projects".into()));
+        }
+        if let Some(p) = self.projects.iter().find(|p| !known(p)) {
+            return Err(("projects", format!("unknown account {p:?}")));
+        }
+        Ok(())
+    }
+}
+
+/// Creates a token; returns the token text (shown once).
+pub async fn create_token(store: &Store, spec: &TokenSpec, created_by: &str) -> Result<String, TokenError> {
+    let token = new_token();
+    let row = TokenRow {
+        name: spec.name.clone(),
+        hash: hash_token(&token),
+        role: spec.role.as_str().to_string(),
+        scope: spec.scope.clone(),
+        created_t: crate::clock::now() as i64,
+        created_by: created_by.to_string(),
+    };
+    if !store.insert_token(&row, &spec.projects).await? {
+        return Err(TokenError::NameTaken(spec.name.clone()));
+    }
+    Ok(token)
+}
+
+/// Resolves bearer tokens, caching hits for a short while so every request
+/// does not read the store (revocations through the API clear the cache).
+pub struct Authenticator {
+    store: Store,
+    cache: Mutex<HashMap<String, (Principal, Instant)>>,
+}
+
+const CACHE_TTL: Duration = Duration::from_secs(30);
+
+impl Authenticator {
+    pub fn new(store: Store) -> Authenticator {
+        Authenticator { store, cache: Mutex::new(HashMap::new()) }
+    }
+
+    pub async fn principal(&self, token: &str) -> Result<Option<Principal>, StoreError> {
+        let hash = hash_token(token);
+        if let Some((p, at)) = self.cache.lock().expect("auth cache").get(&hash)
+            && at.elapsed() < CACHE_TTL
+        {
+            return Ok(Some(p.clone()));
+        }
+        let Some((row, projects)) = self.store.token_by_hash(&hash).await? else {
+            return Ok(None);
+        };
+        let Some(role) = Role::parse(&row.role) else { return Ok(None) };
+        let p = Principal { name: row.name, role, scope: row.scope, projects };
+        self.cache.lock().expect("auth cache").insert(hash, (p.clone(), Instant::now()));
+        Ok(Some(p))
+    }
+
+    pub fn forget_all(&self) {
+        self.cache.lock().expect("auth cache").clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(role: Role, scope: Option<&str>, projects: &[&str]) -> Principal {
+        Principal {
+            name: "u".into(),
+            role,
+            scope: scope.map(str::to_string),
+            projects: projects.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn subtree_rules() {
+        let admin = p(Role::Admin, None, &[]);
+        let mgr = p(Role::Manager, Some("org/llm"), &[]);
+        let res = p(Role::Researcher, None, &["org/llm/pre"]);
+        let cases = [
+            ("admin sees all", admin.can_see("x"), true),
+            ("manager sees scope", mgr.can_see("org/llm"), true),
+            ("manager sees below", mgr.can_see("org/llm/pre"), true),
+            ("manager not sibling prefix", mgr.can_see("org/llmx"), false),
+            ("manager changes below", mgr.can_change("org/llm/pre"), true),
+            ("manager not own scope", mgr.can_change("org/llm"), false),
+            ("manager not outside", mgr.can_change("org/vision"), false),
+            ("researcher sees project", res.can_see("org/llm/pre"), true),
+            ("researcher not parent", res.can_see("org/llm"), false),
+            ("researcher cancels own", res.can_cancel("org/llm/pre", "u"), true),
+            ("researcher not others", res.can_cancel("org/llm/pre", "v"), false),
+            ("researcher never changes", res.can_change("org/llm/pre"), false),
+        ];
+        for (name, got, want) in cases {
+            assert_eq!(got, want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn tokens_hash_stably_and_differ() {
+        let a = new_token();
+        assert!(a.starts_with("allot_") && a.len() == 6 + 64);
+        assert_ne!(a, new_token());
+        assert_eq!(hash_token("x"), "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881");
+    }
+}

@@ -1,0 +1,173 @@
+//! Plain-text tables for the CLI (the `--json` output is the API's JSON).
+
+use std::fmt::Write;
+
+use crate::views::{AccountView, NodeView, WorkloadDetail, WorkloadView};
+
+fn age(now: i64, t: i64) -> String {
+    let s = (now - t).max(0);
+    match s {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+fn cut(s: &str, n: usize) -> String {
+    if s.chars().count() <= n { s.to_string() } else { format!("{}…", s.chars().take(n - 1).collect::<String>()) }
+}
+
+/// An squeue-like table: id, name, account, user, class, gpus, state, age,
+/// reason.
+pub fn queue(ws: &[WorkloadView], now: i64) -> String {
+    let mut out = format!(
+        "{:>6}  {:<14} {:<24} {:<10} {:<11} {:>4}  {:<9} {:>5}  {}\n",
+        "ID", "NAME", "ACCOUNT", "USER", "CLASS", "GPUS", "STATE", "AGE", "REASON"
+    );
+    for w in ws {
+        let name = w.name.clone().unwrap_or_else(|| w.command.first().cloned().unwrap_or_default());
+        let _ = writeln!(
+            out,
+            "{:>6}  {:<14} {:<24} {:<10} {:<11} {:>4}  {:<9} {:>5}  {}",
+            w.id,
+            cut(&name, 14),
+            cut(&w.account, 24),
+            cut(&w.user, 10),
+            w.class,
+            w.gpus,
+            w.state,
+            age(now, w.submit_t),
+            cut(w.reason.as_deref().unwrap_or(""), 70)
+        );
+    }
+    out
+}
+
+/// `allot show`: the workload, its attempts and why.
+pub fn show(d: &WorkloadDetail) -> String {
+    let w = &d.workload;
+    let mut out = String::new();
+    let _ = writeln!(out, "workload {}{}", w.id, w.name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default());
+    let _ = writeln!(out, "  state      {}", w.state);
+    let _ = writeln!(out, "  account    {}  user {}  class {}", w.account, w.user, w.class);
+    let shape = if w.nodes > 0 { format!("{} on {} nodes", w.gpus, w.nodes) } else { w.gpus.to_string() };
+    let _ = writeln!(out, "  gpus       {shape}{}", w.gpu_type.as_ref().map(|t| format!(" × {t}")).unwrap_or_default());
+    let _ = writeln!(out, "  command    {}", w.command.join(" "));
+    let _ = writeln!(
+        out,
+        "  expected   {} s, checkpoint every {} s, retries {} (failures {})",
+        w.expected_duration_s, w.checkpoint_interval_s, w.retries, w.failures
+    );
+    if let Some(why) = &d.why {
+        let _ = writeln!(out, "  why        {why}");
+    }
+    if d.attempts.is_empty() {
+        let _ = writeln!(out, "  no attempts yet");
+    }
+    for a in &d.attempts {
+        let gpus: Vec<String> = a
+            .allocation
+            .iter()
+            .map(|n| format!("{}[{}]", n.node, n.gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",")))
+            .collect();
+        let end = a.end_t.map(|e| format!("{}s", e - a.start_t)).unwrap_or_else(|| "running".into());
+        let _ = writeln!(
+            out,
+            "  attempt {}  {} on {}  {}  outcome {}{}",
+            a.attempt,
+            a.state,
+            gpus.join(" "),
+            end,
+            a.outcome.as_deref().unwrap_or("-"),
+            a.exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default()
+        );
+        let _ = writeln!(out, "    started: {}", a.start_reason);
+        if let Some(r) = &a.signal_reason {
+            let _ = writeln!(out, "    stopped: {r}");
+        }
+        let _ = writeln!(out, "    log: {}", a.log_path);
+    }
+    out
+}
+
+fn bar(used: f64, budget: f64, width: usize) -> String {
+    if budget <= 0.0 {
+        return " ".repeat(width + 2);
+    }
+    let f = (used / budget).clamp(0.0, 1.0);
+    let n = (f * width as f64).round() as usize;
+    let over = used > budget;
+    format!("[{}{}]", if over { "!".repeat(n) } else { "#".repeat(n) }, ".".repeat(width - n))
+}
+
+/// `allot accounts`: the tree with budget bars.
+pub fn accounts(list: &[AccountView]) -> String {
+    let mut out = format!(
+        "{:<32} {:>7} {:>10} {:>10} {:>10} {:<22} {:>6} {:>6} {:>5} {:>5}\n",
+        "ACCOUNT", "SHARE", "BUDGET", "USED", "REMAINING", "", "FAIR", "GPUS", "PEND", "RUN"
+    );
+    let min_depth = list.iter().map(|a| a.depth).min().unwrap_or(1);
+    for a in list {
+        let indent = "  ".repeat((a.depth - min_depth) as usize);
+        let leaf = a.path.rsplit('/').next().unwrap_or(&a.path);
+        let name = if a.depth == min_depth { a.path.clone() } else { format!("{indent}{leaf}") };
+        let num = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            out,
+            "{:<32} {:>7.2} {:>10} {:>10.1} {:>10} {:<22} {:>6} {:>6} {:>5} {:>5}",
+            cut(&name, 32),
+            a.share,
+            num(a.budget_gpu_hours),
+            a.used_gpu_hours,
+            num(a.remaining_gpu_hours),
+            a.budget_gpu_hours.map(|b| bar(a.used_gpu_hours, b, 20)).unwrap_or_default(),
+            a.fair_share.map(|f| format!("{f:.2}")).unwrap_or_else(|| "-".into()),
+            a.allocated_gpus,
+            a.pending,
+            a.running
+        );
+    }
+    out
+}
+
+/// `allot nodes`.
+pub fn nodes(list: &[NodeView]) -> String {
+    let mut out = format!(
+        "{:<16} {:<10} {:<8} {:>5} {:>5}  {:<9} {}\n",
+        "NODE", "POOL", "GPU", "GPUS", "FREE", "HEALTH", "WORKLOADS"
+    );
+    for n in list {
+        let _ = writeln!(
+            out,
+            "{:<16} {:<10} {:<8} {:>5} {:>5}  {:<9} {}",
+            n.name,
+            n.pool,
+            n.gpu_type,
+            n.gpus,
+            n.free_gpus,
+            n.health,
+            n.workloads.join(",")
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bars_and_ages() {
+        let cases = [
+            ("empty", bar(0.0, 10.0, 4), "[....]"),
+            ("half", bar(5.0, 10.0, 4), "[##..]"),
+            ("over", bar(20.0, 10.0, 4), "[!!!!]"),
+            ("age s", age(100, 90), "10s"),
+            ("age h", age(10_000, 0), "2h"),
+        ];
+        for (name, got, want) in cases {
+            assert_eq!(got, want, "case {name}");
+        }
+    }
+}

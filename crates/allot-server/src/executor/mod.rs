@@ -1,0 +1,134 @@
+//! Executors run what the scheduler decided. They talk to the scheduler
+//! only by messages: commands go in through [`Executor`] (never blocking),
+//! and what happened comes back as [`ExecEvent`]s on a channel.
+//!
+//! * [`local::LocalExecutor`]: child process groups on this host;
+//!   [`inventory`] compares the config's GPUs with the hardware's.
+//! * [`NullExecutor`] (`--executor none`): decides and records, runs
+//!   nothing; workloads hold their GPUs until cancelled (benchmarks, dry
+//!   runs of a policy on live submissions).
+
+pub mod inventory;
+pub mod local;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+/// Identifies one attempt of one workload.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AttemptKey {
+    pub seq: i64,
+    pub attempt: i64,
+}
+
+/// GPUs of one node given to an attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeGpus {
+    pub node: String,
+    pub indices: Vec<u32>,
+}
+
+/// Everything needed to start an attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    pub key: AttemptKey,
+    /// The workload's external id.
+    pub workload_id: String,
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub gpus: Vec<NodeGpus>,
+    /// Kept across attempts (requeued work resumes from it).
+    pub checkpoint_dir: PathBuf,
+    /// stdout and stderr of this attempt.
+    pub log_path: PathBuf,
+}
+
+/// How a process ended.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ExitStatus {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl ExitStatus {
+    pub fn success(self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// What an executor reports.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExecEvent {
+    /// The attempt's process runs (its pid is also its process group).
+    Started { key: AttemptKey, pid: u32 },
+    /// The process could not be started.
+    LaunchFailed { key: AttemptKey, error: String },
+    /// The process (group leader) exited.
+    Exited { key: AttemptKey, status: ExitStatus },
+}
+
+/// An attempt recorded as holding GPUs when the server last stopped.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Survivor {
+    pub key: AttemptKey,
+    pub pid: Option<u32>,
+}
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A backend that runs workloads.
+pub trait Executor: Send + Sync {
+    fn name(&self) -> &'static str;
+
+    /// Starts an attempt; reports `Started` or `LaunchFailed`, later `Exited`.
+    fn launch(&self, job: Launch);
+
+    /// Asks the attempt to stop (SIGTERM to its process group).
+    fn signal(&self, key: AttemptKey);
+
+    /// Stops the attempt now (SIGKILL to its process group).
+    fn kill(&self, key: AttemptKey);
+
+    /// At startup: makes sure no process of these attempts is left running
+    /// (signal, wait up to `grace`, kill), and returns once all are gone.
+    fn terminate_survivors(&self, survivors: Vec<Survivor>, grace: Duration) -> BoxFuture<'_, ()>;
+}
+
+/// Runs nothing: attempts "start" at once and never end by themselves.
+pub struct NullExecutor {
+    events: mpsc::UnboundedSender<ExecEvent>,
+}
+
+impl NullExecutor {
+    pub fn new(events: mpsc::UnboundedSender<ExecEvent>) -> NullExecutor {
+        NullExecutor { events }
+    }
+}
+
+impl Executor for NullExecutor {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    fn launch(&self, job: Launch) {
+        let _ = self.events.send(ExecEvent::Started { key: job.key, pid: 0 });
+    }
+
+    fn signal(&self, key: AttemptKey) {
+        let status = ExitStatus { code: None, signal: Some(libc::SIGTERM) };
+        let _ = self.events.send(ExecEvent::Exited { key, status });
+    }
+
+    fn kill(&self, key: AttemptKey) {
+        self.signal(key);
+    }
+
+    fn terminate_survivors(&self, _survivors: Vec<Survivor>, _grace: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}

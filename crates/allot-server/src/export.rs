@@ -1,0 +1,114 @@
+//! `allot trace export`: the server's recorded history as a trace in the
+//! simulator's format (DESIGN.md §4), so an operator can replay the
+//! cluster's own past under another policy or budget with `allot compare`.
+//!
+//! * `submit_s` counts from the first submission or node event.
+//! * `work_s` is the work the workload really did where that is known:
+//!   finished → the progress kept over all attempts (the last one in full);
+//!   failed or cancelled after running → the progress made until it ended;
+//!   still pending or running, or rejected → the expected duration given at
+//!   submission. Cancelled workloads that never ran are left out (they asked
+//!   for nothing a replay could give).
+//! * Operator node actions (drain, undrain, fail, repair) go to a sibling
+//!   events file, `<out stem>.events.csv`, when there are any.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use allot_core::{Class, Priority};
+use allot_trace::write::{TraceRow, write_trace_csv};
+
+use crate::store::{AttemptRow, Store, StoreError, WorkloadRow};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// What was exported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportSummary {
+    pub workloads: usize,
+    pub events: usize,
+    /// The events file, when node events were recorded.
+    pub events_path: Option<PathBuf>,
+    /// Unix time of `submit_s = 0`.
+    pub t0: i64,
+}
+
+/// The events file written next to `out`.
+pub fn events_path_for(out: &Path) -> PathBuf {
+    let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into());
+    out.with_file_name(format!("{stem}.events.csv"))
+}
+
+/// Reads the store at `db_url` and writes the trace CSV to `out`.
+pub async fn export_trace(db_url: &str, out: &Path) -> Result<ExportSummary, ExportError> {
+    let store = Store::open(db_url).await?;
+    let workloads = store.all_workloads().await?;
+    let mut attempts: BTreeMap<i64, Vec<AttemptRow>> = BTreeMap::new();
+    for a in store.all_attempts().await? {
+        attempts.entry(a.workload).or_default().push(a);
+    }
+    let events = store.node_events().await?;
+    store.close().await;
+    let kept: Vec<(&WorkloadRow, u64)> = workloads
+        .iter()
+        .filter_map(|w| work_done(w, attempts.get(&w.seq).map_or(&[], Vec::as_slice)).map(|s| (w, s)))
+        .collect();
+    let t0 = kept.iter().map(|(w, _)| w.submit_t).chain(events.iter().map(|e| e.t)).min().unwrap_or(0);
+    let rows: Vec<TraceRow> = kept.iter().map(|(w, work)| row(w, *work, t0)).collect();
+    let write_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ExportError::Write { path, source }
+    };
+    let f = std::fs::File::create(out).map_err(write_err(out))?;
+    write_trace_csv(std::io::BufWriter::new(f), &rows).map_err(write_err(out))?;
+    let events_path = if events.is_empty() {
+        None
+    } else {
+        let p = events_path_for(out);
+        let mut text = String::from("t_s,node,event\n");
+        for e in &events {
+            text.push_str(&format!("{},{},{}\n", e.t - t0, e.node, e.kind));
+        }
+        std::fs::File::create(&p).and_then(|mut f| f.write_all(text.as_bytes())).map_err(write_err(&p))?;
+        Some(p)
+    };
+    Ok(ExportSummary { workloads: rows.len(), events: events.len(), events_path, t0 })
+}
+
+/// The work a replay should ask for, or `None` to leave the workload out.
+fn work_done(w: &WorkloadRow, attempts: &[AttemptRow]) -> Option<u64> {
+    let kept_before: i64 = attempts.iter().rev().skip(1).filter_map(|a| a.kept_s).sum();
+    let last_run = attempts.last().and_then(|a| a.end_t.map(|e| e - a.start_t));
+    let expected = w.work_s.max(1) as u64;
+    match (w.state.as_str(), last_run) {
+        ("finished", Some(run)) => Some((kept_before + run).max(1) as u64),
+        ("failed" | "cancelled", Some(run)) => Some((kept_before + run).max(1) as u64),
+        ("cancelled", None) => None,
+        _ => Some(expected),
+    }
+}
+
+fn row(w: &WorkloadRow, work_s: u64, t0: i64) -> TraceRow {
+    TraceRow {
+        id: w.seq.to_string(),
+        submit_s: (w.submit_t - t0).max(0) as u64,
+        account: w.account.clone(),
+        user: w.submitter.clone(),
+        class: Class::parse(&w.class).unwrap_or(Class::Batch),
+        gpus: w.gpus as u32,
+        nodes: w.nodes as u32,
+        gpu_type: w.gpu_type.clone().unwrap_or_default(),
+        work_s,
+        checkpoint_s: w.checkpoint_s.max(0) as u64,
+        util: w.util,
+        priority: Priority::parse(&w.priority).unwrap_or(Priority::Normal),
+        preemptible: w.preemptible,
+    }
+}

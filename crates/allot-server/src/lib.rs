@@ -1,0 +1,34 @@
+//! Allot's live scheduler: `allot serve` runs the same `allot-core`
+//! policies as the simulator against live state.
+//!
+//! * [`scheduler`]: the one task that owns the state; everything else talks
+//!   to it by messages (DESIGN.md §5, STYLE 5);
+//! * [`store`]: SQLite (default) or PostgreSQL, written before any decision
+//!   is acted on; [`recovery`] rebuilds the state from it at startup;
+//! * [`executor`]: the trait and the local process-group executor;
+//! * [`api`]: the JSON HTTP API under `/v1` with its OpenAPI document;
+//!   [`auth`]: bearer tokens and roles; [`metrics`]: Prometheus;
+//! * [`export`]: the recorded history as a simulator trace;
+//! * [`client`]: the HTTP client behind the `allot` CLI commands.
+//!
+//! See `docs/server.md`.
+
+#![recursion_limit = "256"]
+
+pub mod accounts;
+pub mod api;
+pub mod auth;
+pub mod client;
+pub mod clock;
+pub mod executor;
+pub mod export;
+pub mod metrics;
+pub mod recovery;
+pub mod scheduler;
+pub mod server;
+pub mod store;
+pub mod submission;
+pub mod views;
+
+pub use export::{ExportError, ExportSummary, export_trace};
+pub use server::{ExecutorKind, Running, ServeOptions, ServerError, serve, start};

@@ -1,0 +1,146 @@
+//! Prometheus metrics (`GET /metrics`, text exposition): the measures of
+//! DESIGN.md §3 as gauges and counters per account and class, the queue
+//! length and the scheduling-pass latency.
+//!
+//! Counters count since this server process started (Prometheus handles
+//! the reset at a restart); gauges are refreshed by the scheduler task.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AccountClass {
+    pub account: String,
+    pub class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClassLabel {
+    pub class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AccountLabel {
+    pub account: String,
+}
+
+type FGauge = Gauge<f64, AtomicU64>;
+
+pub struct Metrics {
+    registry: Registry,
+    pub submissions: Family<AccountClass, Counter>,
+    pub starts: Family<AccountClass, Counter>,
+    pub preemptions: Family<AccountClass, Counter>,
+    pub completed: Family<AccountClass, Counter>,
+    pub failed: Family<AccountClass, Counter>,
+    pub cancelled: Family<AccountClass, Counter>,
+    pub assigned_gpu_seconds: Family<AccountClass, Counter>,
+    pub useful_gpu_seconds: Family<AccountClass, Counter>,
+    pub lost_gpu_seconds: Family<AccountClass, Counter>,
+    pub queue_time: Family<ClassLabel, Histogram>,
+    pub pass_seconds: Histogram,
+    pub queue_length: Family<ClassLabel, Gauge>,
+    pub running: Family<AccountClass, Gauge>,
+    pub allocated_gpus: Family<AccountClass, Gauge>,
+    pub gpus_total: Gauge,
+    pub gpus_in_service: Gauge,
+    pub availability: FGauge,
+    pub occupancy: FGauge,
+    pub utilization: FGauge,
+    pub budget_gpu_hours: Family<AccountLabel, FGauge>,
+    pub used_gpu_hours: Family<AccountLabel, FGauge>,
+    pub fair_share: Family<AccountLabel, FGauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut r = Registry::with_prefix("allot");
+        let queue_time = Family::<ClassLabel, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(1.0, 4.0, 10)) // 1 s … ~3 days
+        });
+        let pass_seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 18)); // 0.1 ms … 13 s
+        let m = Metrics {
+            submissions: Family::default(),
+            starts: Family::default(),
+            preemptions: Family::default(),
+            completed: Family::default(),
+            failed: Family::default(),
+            cancelled: Family::default(),
+            assigned_gpu_seconds: Family::default(),
+            useful_gpu_seconds: Family::default(),
+            lost_gpu_seconds: Family::default(),
+            queue_time,
+            pass_seconds,
+            queue_length: Family::default(),
+            running: Family::default(),
+            allocated_gpus: Family::default(),
+            gpus_total: Gauge::default(),
+            gpus_in_service: Gauge::default(),
+            availability: FGauge::default(),
+            occupancy: FGauge::default(),
+            utilization: FGauge::default(),
+            budget_gpu_hours: Family::default(),
+            used_gpu_hours: Family::default(),
+            fair_share: Family::default(),
+            registry: Registry::default(),
+        };
+        r.register("submissions", "Workloads accepted", m.submissions.clone());
+        r.register("starts", "Attempts started", m.starts.clone());
+        r.register(
+            "preemptions",
+            "Workloads signalled to stop by the policy, a drain or a cancel",
+            m.preemptions.clone(),
+        );
+        r.register("completed_workloads", "Workloads that finished (exit code 0)", m.completed.clone());
+        r.register("failed_workloads", "Workloads that failed for good", m.failed.clone());
+        r.register("cancelled_workloads", "Workloads cancelled", m.cancelled.clone());
+        r.register("assigned_gpu_seconds", "GPU-seconds held by ended attempts", m.assigned_gpu_seconds.clone());
+        r.register(
+            "useful_gpu_seconds",
+            "GPU-seconds of progress kept by ended attempts",
+            m.useful_gpu_seconds.clone(),
+        );
+        r.register(
+            "lost_gpu_seconds",
+            "GPU-seconds lost to preemption and failures (grace + progress since checkpoint)",
+            m.lost_gpu_seconds.clone(),
+        );
+        r.register("queue_time_seconds", "Submit to first start", m.queue_time.clone());
+        r.register("scheduling_pass_seconds", "Latency of one scheduling pass", m.pass_seconds.clone());
+        r.register("queue_length", "Pending workloads", m.queue_length.clone());
+        r.register("running_workloads", "Workloads holding GPUs", m.running.clone());
+        r.register("allocated_gpus", "GPUs held", m.allocated_gpus.clone());
+        r.register("gpus", "GPUs in the cluster", m.gpus_total.clone());
+        r.register("gpus_in_service", "GPUs on nodes up or draining", m.gpus_in_service.clone());
+        r.register("availability", "In-service GPUs / all GPUs, now", m.availability.clone());
+        r.register("occupancy", "Allocated GPUs / in-service GPUs, now", m.occupancy.clone());
+        r.register("utilization", "Σ allocated GPUs × expected util / in-service GPUs, now", m.utilization.clone());
+        r.register("account_budget_gpu_hours", "Budget per period (NGH)", m.budget_gpu_hours.clone());
+        r.register("account_used_gpu_hours", "Used this budget period (NGH)", m.used_gpu_hours.clone());
+        r.register("account_fair_share", "FS-1 usage / entitlement (1 = at fair share)", m.fair_share.clone());
+        Metrics { registry: r, ..m }
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a string");
+        out
+    }
+}
+
+pub fn labels(account: &str, class: &str) -> AccountClass {
+    AccountClass { account: account.to_string(), class: class.to_string() }
+}

@@ -1,0 +1,284 @@
+//! Rebuilding the scheduler at startup from the config and the store.
+//!
+//! 1. Accounts: the config's tree with the stored budget/share overrides.
+//! 2. Nodes: operator events replayed in order (a drained node stays out of
+//!    service; a failed one stays down until repaired).
+//! 3. Attempts recorded as `starting`, `running` or `stopping` belong to the
+//!    previous server process. Their processes, if any survived, are found
+//!    by their tag, signalled, given `grace`, then killed; only once none is
+//!    left are the attempts closed (at the recovery time, as `lost`, or
+//!    `preempted` / `cancelled` when they had been signalled) and their
+//!    workloads requeued. So no workload is ever run twice at once, and the
+//!    GPU-time the survivors held up to now is charged.
+//! 4. The ledger is replayed from every recorded attempt interval, so the
+//!    budget ledger equals the recorded allocation time.
+//! 5. Pending workloads are resubmitted in (submit time, id) order with their
+//!    remaining work (expected duration − progress kept by past attempts).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use allot_core::workload::saved;
+use allot_core::{Class, Health, NodeEventKind, Phase, Priority, State, Time, WorkloadSpec};
+
+use crate::accounts::{Overrides, base_specs, build_tree};
+use crate::executor::{AttemptKey, Executor, Survivor};
+use crate::scheduler::Live;
+use crate::store::{AttemptRow, Op, Store, StoreError, WorkloadRow};
+
+/// Why recovery failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("stored budget or share overrides no longer fit the config: {0}")]
+    Accounts(#[from] allot_core::AccountTreeError),
+}
+
+/// The state and workloads to hand to the scheduler.
+pub struct Recovered {
+    pub state: State,
+    pub overrides: Overrides,
+    pub base_accounts: Vec<allot_core::AccountSpec>,
+    pub workloads: Vec<(WorkloadSpec, Live, RunFacts)>,
+    /// Survivors that were found and stopped (for logs and tests).
+    pub closed_attempts: usize,
+}
+
+/// What past attempts leave in a workload's run.
+#[derive(Clone, Debug, Default)]
+pub struct RunFacts {
+    pub kept_s: Time,
+    pub attempts: u32,
+    pub preemptions: u32,
+    pub first_start: Option<Time>,
+    pub lost_gpu_s: u64,
+}
+
+pub async fn recover(
+    cfg: &allot_trace::config::Config,
+    store: &Store,
+    exec: &dyn Executor,
+    now: Time,
+) -> Result<Recovered, RecoveryError> {
+    let mut overrides = Overrides::default();
+    for o in store.overrides().await? {
+        if let Some(b) = o.budget_gpu_hours {
+            overrides.budget.insert(o.path.clone(), b);
+        }
+        if let Some(s) = o.share {
+            overrides.share.insert(o.path.clone(), s);
+        }
+    }
+    // Overrides of accounts the config no longer has are dropped.
+    overrides.budget.retain(|p, _| cfg.accounts.get(p).is_some());
+    overrides.share.retain(|p, _| cfg.accounts.get(p).is_some());
+    let base = base_specs(&cfg.accounts);
+    let tree = build_tree(&base, &overrides)?;
+    let mut state = State::new(cfg.cluster.clone(), tree, cfg.contract);
+    replay_node_events(&mut state, store).await?;
+
+    let live_rows = store.live_workloads().await?;
+    let closed = close_open_attempts(store, exec, &live_rows, cfg.contract.grace, now).await?;
+    replay_ledger(&mut state, store).await?;
+
+    let mut attempts: BTreeMap<i64, Vec<AttemptRow>> = BTreeMap::new();
+    for a in store.all_attempts().await? {
+        attempts.entry(a.workload).or_default().push(a);
+    }
+    let mut out = Vec::new();
+    let mut ops = Vec::new();
+    for row in store.live_workloads().await? {
+        match spec_of(&state, &row) {
+            Ok(spec) => {
+                let list = attempts.remove(&row.seq).unwrap_or_default();
+                let facts = facts(&list);
+                let live = Live {
+                    seq: row.seq,
+                    command: serde_json::from_str(&row.command).unwrap_or_default(),
+                    env: serde_json::from_str(&row.env).unwrap_or_default(),
+                    retries: row.retries,
+                    failures: row.failures,
+                    cancel: row.cancel_requested,
+                    attempt: list.last().map_or(0, |a| a.attempt),
+                };
+                out.push((spec, live, facts));
+            }
+            Err(why) => {
+                tracing::warn!(workload = row.seq, %why, "rejected at recovery");
+                ops.push(Op::WorkloadState { seq: row.seq, state: "rejected", reason: why, end_t: Some(now as i64) });
+            }
+        }
+    }
+    store.apply(&ops).await?;
+    Ok(Recovered { state, overrides, base_accounts: base, workloads: out, closed_attempts: closed })
+}
+
+async fn replay_node_events(state: &mut State, store: &Store) -> Result<(), StoreError> {
+    for e in store.node_events().await? {
+        let (Some(n), Some(kind)) = (state.cluster.node_by_name(&e.node), NodeEventKind::parse(&e.kind)) else {
+            continue;
+        };
+        let h = state.health[n.0 as usize];
+        let next = match kind {
+            NodeEventKind::Fail => Health::Down,
+            NodeEventKind::Drain if h != Health::Down => Health::Drained,
+            NodeEventKind::Drain => h,
+            NodeEventKind::Undrain if h == Health::Down => h,
+            NodeEventKind::Undrain | NodeEventKind::Repair => Health::Up,
+        };
+        state.set_health(n, next);
+    }
+    Ok(())
+}
+
+/// Stops whatever survived of the previous server's attempts, then closes
+/// them and requeues (or cancels) their workloads.
+async fn close_open_attempts(
+    store: &Store,
+    exec: &dyn Executor,
+    rows: &[WorkloadRow],
+    grace: Time,
+    now: Time,
+) -> Result<usize, StoreError> {
+    let mut open = Vec::new();
+    let mut ops = Vec::new();
+    for row in rows.iter().filter(|r| r.state == "running" || r.state == "stopping") {
+        let list = store.attempts_of(row.seq).await?;
+        let kept: i64 = list.iter().filter_map(|a| a.kept_s).sum();
+        match list.into_iter().find(|a| a.state != "ended") {
+            Some(a) => open.push((row.clone(), a, kept)),
+            None => ops.push(Op::WorkloadState {
+                seq: row.seq,
+                state: "pending",
+                reason: "requeued at server restart".into(),
+                end_t: None,
+            }),
+        }
+    }
+    if open.is_empty() {
+        store.apply(&ops).await?;
+        return Ok(0);
+    }
+    let survivors = open
+        .iter()
+        .map(|(_, a, _)| Survivor {
+            key: AttemptKey { seq: a.workload, attempt: a.attempt },
+            pid: a.pid.map(|p| p as u32),
+        })
+        .collect();
+    exec.terminate_survivors(survivors, Duration::from_secs(grace.max(1))).await;
+    let end = crate::clock::now().max(now);
+    for (row, a, kept_before) in &open {
+        let remaining = (row.work_s - kept_before).max(1) as Time;
+        let until = a.signal_t.unwrap_or(end as i64).max(a.start_t);
+        let progress = ((until - a.start_t) as Time).min(remaining);
+        let kept = saved(progress, row.checkpoint_s as Time);
+        let outcome = if row.cancel_requested {
+            "cancelled"
+        } else if a.signal_t.is_some() {
+            "preempted"
+        } else {
+            "lost"
+        };
+        ops.push(Op::AttemptEnd {
+            seq: row.seq,
+            attempt: a.attempt,
+            end_t: end as i64,
+            outcome: outcome.into(),
+            exit_code: None,
+            kept_s: kept as i64,
+        });
+        let reason = format!(
+            "CON-3: the server restarted while attempt {} held GPUs; stopped, {} s of progress since the last checkpoint lost",
+            a.attempt,
+            progress - kept
+        );
+        let (state, end_t) = if row.cancel_requested { ("cancelled", Some(end as i64)) } else { ("pending", None) };
+        ops.push(Op::WorkloadState { seq: row.seq, state, reason, end_t });
+    }
+    store.apply(&ops).await?;
+    tracing::warn!(attempts = open.len(), "closed attempts of the previous server and requeued their workloads");
+    Ok(open.len())
+}
+
+/// Charges the ledger with every recorded attempt interval, in time order.
+async fn replay_ledger(state: &mut State, store: &Store) -> Result<(), StoreError> {
+    let accounts: BTreeMap<i64, String> =
+        store.all_workloads().await?.into_iter().map(|w| (w.seq, w.account)).collect();
+    let mut changes: Vec<(Time, u8, allot_core::AccountId, i64, f64)> = Vec::new();
+    for a in store.all_attempts().await? {
+        let (Some(end), Some(path)) = (a.end_t, accounts.get(&a.workload)) else { continue };
+        let Some(acc) = state.accounts.get(path) else { continue };
+        changes.push((a.start_t as Time, 0, acc, a.gpus, a.weight));
+        changes.push((end as Time, 1, acc, -a.gpus, a.weight));
+    }
+    // Takes before releases at one instant keep the allocation non-negative.
+    changes.sort_by_key(|x| (x.0, x.1));
+    for (t, _, acc, gpus, weight) in changes {
+        state.ledger.change(&state.accounts, acc, t, gpus, weight);
+    }
+    Ok(())
+}
+
+fn facts(list: &[AttemptRow]) -> RunFacts {
+    let mut f = RunFacts { attempts: list.len() as u32, ..Default::default() };
+    for a in list {
+        f.kept_s += a.kept_s.unwrap_or(0).max(0) as Time;
+        f.first_start = Some(f.first_start.map_or(a.start_t as Time, |s: Time| s.min(a.start_t as Time)));
+        if matches!(a.outcome.as_deref(), Some("preempted" | "node-failed" | "lost")) {
+            f.preemptions += 1;
+        }
+        if let Some(end) = a.end_t {
+            let held = (end - a.start_t).max(0) as u64 * a.gpus as u64;
+            f.lost_gpu_s += held.saturating_sub(a.kept_s.unwrap_or(0).max(0) as u64 * a.gpus as u64);
+        }
+    }
+    f
+}
+
+/// The core spec of a stored workload, checked against the current config.
+fn spec_of(state: &State, row: &WorkloadRow) -> Result<WorkloadSpec, String> {
+    let account = state
+        .accounts
+        .get(&row.account)
+        .filter(|a| a.0 != 0)
+        .ok_or_else(|| format!("account {:?} is no longer in the config", row.account))?;
+    let gpu_type = match &row.gpu_type {
+        None => None,
+        Some(g) => Some(
+            state.cluster.gpu_type_by_name(g).ok_or_else(|| format!("gpu type {g:?} is no longer in the config"))?,
+        ),
+    };
+    let (gpus, nodes) = (row.gpus as u32, row.nodes as u32);
+    if !state.cluster.fits_anywhere(gpus, nodes, gpu_type) {
+        return Err(format!("{gpus} GPUs no longer fit any pool of the config"));
+    }
+    Ok(WorkloadSpec {
+        id: row.seq.to_string(),
+        submit: row.submit_t as Time,
+        account,
+        user: row.submitter.clone(),
+        class: Class::parse(&row.class).unwrap_or(Class::Batch),
+        gpus,
+        nodes,
+        gpu_type,
+        work_s: row.work_s.max(1) as Time,
+        checkpoint_s: row.checkpoint_s.max(0) as Time,
+        util: row.util,
+        priority: Priority::parse(&row.priority).unwrap_or(Priority::Normal),
+        preemptible: row.preemptible,
+    })
+}
+
+/// Puts a recovered workload's past into its run.
+pub(crate) fn restore_run(state: &mut State, w: allot_core::WorkloadId, f: &RunFacts) {
+    let work = state.spec(w).work_s;
+    let r = &mut state.runs[w.0 as usize];
+    debug_assert_eq!(r.phase, Phase::Pending);
+    r.remaining = work.saturating_sub(f.kept_s).max(1);
+    r.attempts = f.attempts;
+    r.preemptions = f.preemptions;
+    r.first_start = f.first_start;
+    r.lost_gpu_s = f.lost_gpu_s;
+}

@@ -1,0 +1,212 @@
+//! Assembling and running the server: config, store, recovery, the
+//! scheduler task, the executor and the HTTP listener.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use allot_core::PolicyKind;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::api::{AppState, router};
+use crate::auth::Authenticator;
+use crate::executor::local::LocalExecutor;
+use crate::executor::{Executor, NullExecutor};
+use crate::metrics::Metrics;
+use crate::recovery::{RecoveryError, recover, restore_run};
+use crate::scheduler::{Paths, Scheduler};
+use crate::store::{Store, StoreError};
+use crate::submission::Catalog;
+
+/// Which executor runs the workloads.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ExecutorKind {
+    /// Child process groups on this host.
+    Local,
+    /// Nothing runs: decisions are made and recorded only.
+    None,
+}
+
+impl ExecutorKind {
+    pub fn parse(s: &str) -> Option<ExecutorKind> {
+        match s {
+            "local" => Some(ExecutorKind::Local),
+            "none" => Some(ExecutorKind::None),
+            _ => None,
+        }
+    }
+}
+
+/// `allot serve` options.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    pub config: PathBuf,
+    /// `sqlite://PATH` or `postgres://…`.
+    pub db: String,
+    pub listen: SocketAddr,
+    pub executor: ExecutorKind,
+    /// Policy name (default `allot`).
+    pub policy: String,
+    /// Logs and checkpoint directories of attempts.
+    pub data_dir: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Config(#[from] allot_trace::error::FormatError),
+    #[error("unknown policy {0:?} (known: {1})")]
+    Policy(String, String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Recovery(#[from] RecoveryError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir { path: PathBuf, source: std::io::Error },
+    #[error("the http server failed: {0}")]
+    Http(std::io::Error),
+    #[error("the scheduler task failed: {0}")]
+    Scheduler(String),
+}
+
+/// A started server.
+pub struct Running {
+    pub addr: SocketAddr,
+    shutdown: oneshot::Sender<()>,
+    http: JoinHandle<Result<(), std::io::Error>>,
+    scheduler: JoinHandle<Result<(), StoreError>>,
+}
+
+impl Running {
+    /// Stops accepting requests and waits for the scheduler to commit.
+    /// Running workloads are left alone; the next start deals with them.
+    pub async fn stop(self) -> Result<(), ServerError> {
+        let _ = self.shutdown.send(());
+        self.http.await.map_err(|e| ServerError::Scheduler(e.to_string()))?.map_err(ServerError::Http)?;
+        self.scheduler.await.map_err(|e| ServerError::Scheduler(e.to_string()))??;
+        Ok(())
+    }
+
+    /// Waits until the scheduler or the listener ends (a fatal error).
+    pub async fn wait(&mut self) -> Result<(), ServerError> {
+        tokio::select! {
+            r = &mut self.http => r.map_err(|e| ServerError::Scheduler(e.to_string()))?.map_err(ServerError::Http),
+            r = &mut self.scheduler => Ok(r.map_err(|e| ServerError::Scheduler(e.to_string()))??),
+        }
+    }
+}
+
+pub fn policy_kind(name: &str) -> Result<PolicyKind, ServerError> {
+    PolicyKind::parse(name).ok_or_else(|| {
+        let known: Vec<&str> = PolicyKind::ALL.iter().map(|k| k.as_str()).collect();
+        ServerError::Policy(name.to_string(), known.join(", "))
+    })
+}
+
+/// Loads, recovers and starts everything; returns once it listens.
+pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
+    let cfg = allot_trace::config::load_config(&opts.config)?;
+    let kind = policy_kind(&opts.policy)?;
+    std::fs::create_dir_all(&opts.data_dir)
+        .map_err(|source| ServerError::DataDir { path: opts.data_dir.clone(), source })?;
+    let store = Store::open(&opts.db).await?;
+    let instance = store.instance_id().await?;
+    let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+    let exec: Arc<dyn Executor> = match opts.executor {
+        ExecutorKind::Local => Arc::new(LocalExecutor::new(ev_tx, &instance)),
+        ExecutorKind::None => Arc::new(NullExecutor::new(ev_tx)),
+    };
+    if opts.executor == ExecutorKind::Local {
+        check_inventory(&cfg.cluster);
+    }
+    let now = crate::clock::now();
+    let rec = recover(&cfg, &store, exec.as_ref(), now).await?;
+    let metrics = Arc::new(Metrics::new());
+    let template = allot_core::State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
+    let catalog = Catalog::new(template, kind);
+    let paths = Paths { data_dir: opts.data_dir.clone() };
+    let mut sched = Scheduler::new(
+        rec.state,
+        kind.build(),
+        store.clone(),
+        exec,
+        metrics.clone(),
+        paths,
+        rec.base_accounts,
+        rec.overrides,
+    );
+    let recovered = rec.workloads.len();
+    for (spec, live, facts) in rec.workloads {
+        let cancel = live.cancel;
+        let w = sched.add(spec, live);
+        restore_run(&mut sched.state, w, &facts);
+        if cancel {
+            sched.cancel_recovered(w, now);
+        }
+    }
+    tracing::info!(
+        policy = kind.as_str(),
+        store = store.backend.as_str(),
+        executor = opts.executor_name(),
+        pending = recovered,
+        closed_attempts = rec.closed_attempts,
+        "recovered"
+    );
+    let (tx, rx) = mpsc::channel(4096);
+    let app =
+        Arc::new(AppState { store: store.clone(), auth: Authenticator::new(store.clone()), catalog, tx, metrics });
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|source| ServerError::Listen { addr: opts.listen, source })?;
+    let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: opts.listen, source })?;
+    let scheduler = tokio::spawn(sched.run(rx, ev_rx));
+    let (shutdown, stop) = oneshot::channel::<()>();
+    let http = tokio::spawn(async move {
+        axum::serve(listener, router(app))
+            .with_graceful_shutdown(async move {
+                let _ = stop.await;
+            })
+            .await
+    });
+    tracing::info!(%addr, "listening");
+    Ok(Running { addr, shutdown, http, scheduler })
+}
+
+/// Logs the host's GPUs next to the config's (the config is what is used).
+fn check_inventory(cluster: &allot_core::Cluster) {
+    match crate::executor::inventory::detect() {
+        None => tracing::info!("no NVIDIA driver found: the GPU inventory is the config's"),
+        Some(hw) => {
+            tracing::info!(gpus = hw.len(), model = hw.first().map_or("", |g| g.name.as_str()), "host GPUs");
+            for m in crate::executor::inventory::mismatches(cluster, &hw) {
+                tracing::warn!("{m}");
+            }
+        }
+    }
+}
+
+impl ServeOptions {
+    fn executor_name(&self) -> &'static str {
+        match self.executor {
+            ExecutorKind::Local => "local",
+            ExecutorKind::None => "none",
+        }
+    }
+}
+
+/// `allot serve`: runs until SIGINT or SIGTERM.
+pub async fn serve(opts: &ServeOptions) -> Result<(), ServerError> {
+    let mut running = start(opts).await?;
+    let mut term =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(ServerError::Http)?;
+    tokio::select! {
+        r = running.wait() => return r,
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down; running workloads are left to the next start");
+    running.stop().await
+}

@@ -1,0 +1,223 @@
+//! Tokens, grants, account overrides and the audit log.
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::rows::{AuditRow, OverrideRow, TokenRow};
+use super::{Ctx, Store, StoreError};
+
+fn token_row(r: &AnyRow) -> Result<TokenRow, sqlx::Error> {
+    Ok(TokenRow {
+        name: r.try_get("name")?,
+        hash: r.try_get("hash")?,
+        role: r.try_get("role")?,
+        scope: r.try_get("scope")?,
+        created_t: r.try_get("created_t")?,
+        created_by: r.try_get("created_by")?,
+    })
+}
+
+impl Store {
+    /// Stores a token and its grants; `Ok(false)` when the name is taken.
+    pub async fn insert_token(&self, t: &TokenRow, grants: &[String]) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await.ctx("begin creating a token")?;
+        let taken: Option<String> = sqlx::query_scalar("SELECT name FROM tokens WHERE name = $1")
+            .bind(&t.name)
+            .fetch_optional(&mut *tx)
+            .await
+            .ctx("look up the token name")?;
+        if taken.is_some() {
+            return Ok(false);
+        }
+        sqlx::query(
+            "INSERT INTO tokens (name, hash, role, scope, created_t, created_by) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&t.name)
+        .bind(&t.hash)
+        .bind(&t.role)
+        .bind(&t.scope)
+        .bind(t.created_t)
+        .bind(&t.created_by)
+        .execute(&mut *tx)
+        .await
+        .ctx("insert the token")?;
+        for g in grants {
+            sqlx::query("INSERT INTO grants (principal, account) VALUES ($1, $2)")
+                .bind(&t.name)
+                .bind(g)
+                .execute(&mut *tx)
+                .await
+                .ctx("insert a grant")?;
+        }
+        sqlx::query(
+            "INSERT INTO audit (t, principal, action, target, before_value, after_value) VALUES ($1, $2, $3, $4, NULL, $5)",
+        )
+        .bind(t.created_t)
+        .bind(&t.created_by)
+        .bind("token.create")
+        .bind(&t.name)
+        .bind(serde_json::json!({"role": t.role, "scope": t.scope, "projects": grants}).to_string())
+        .execute(&mut *tx)
+        .await
+        .ctx("audit the token")?;
+        tx.commit().await.ctx("commit the token")?;
+        Ok(true)
+    }
+
+    /// The token with this hash and its grants.
+    pub async fn token_by_hash(&self, hash: &str) -> Result<Option<(TokenRow, Vec<String>)>, StoreError> {
+        let row = sqlx::query("SELECT name, hash, role, scope, created_t, created_by FROM tokens WHERE hash = $1")
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await
+            .ctx("look up the token")?;
+        let Some(row) = row else { return Ok(None) };
+        let t = token_row(&row).ctx("decode the token")?;
+        let grants = sqlx::query_scalar("SELECT account FROM grants WHERE principal = $1 ORDER BY account")
+            .bind(&t.name)
+            .fetch_all(&self.pool)
+            .await
+            .ctx("read grants")?;
+        Ok(Some((t, grants)))
+    }
+
+    /// Every token with its grants, by name.
+    pub async fn tokens(&self) -> Result<Vec<(TokenRow, Vec<String>)>, StoreError> {
+        let rows = sqlx::query("SELECT name, hash, role, scope, created_t, created_by FROM tokens ORDER BY name")
+            .fetch_all(&self.pool)
+            .await
+            .ctx("list tokens")?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let t = token_row(r).ctx("decode a token")?;
+            let grants = sqlx::query_scalar("SELECT account FROM grants WHERE principal = $1 ORDER BY account")
+                .bind(&t.name)
+                .fetch_all(&self.pool)
+                .await
+                .ctx("read grants")?;
+            out.push((t, grants));
+        }
+        Ok(out)
+    }
+
+    /// Deletes a token and its grants; `Ok(false)` when there is none.
+    pub async fn delete_token(&self, name: &str, by: &str, t: i64) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await.ctx("begin revoking a token")?;
+        sqlx::query("DELETE FROM grants WHERE principal = $1")
+            .bind(name)
+            .execute(&mut *tx)
+            .await
+            .ctx("delete grants")?;
+        let n = sqlx::query("DELETE FROM tokens WHERE name = $1")
+            .bind(name)
+            .execute(&mut *tx)
+            .await
+            .ctx("delete the token")?
+            .rows_affected();
+        if n > 0 {
+            sqlx::query(
+                "INSERT INTO audit (t, principal, action, target, before_value, after_value) VALUES ($1, $2, $3, $4, NULL, NULL)",
+            )
+            .bind(t)
+            .bind(by)
+            .bind("token.revoke")
+            .bind(name)
+            .execute(&mut *tx)
+            .await
+            .ctx("audit the revocation")?;
+        }
+        tx.commit().await.ctx("commit the revocation")?;
+        Ok(n > 0)
+    }
+
+    pub async fn overrides(&self) -> Result<Vec<OverrideRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT path, budget_gpu_hours, budget_set, share, share_set FROM account_overrides ORDER BY path",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .ctx("read account overrides")?;
+        let decode = |r: &AnyRow| -> Result<OverrideRow, sqlx::Error> {
+            let budget_set: i64 = r.try_get("budget_set")?;
+            let share_set: i64 = r.try_get("share_set")?;
+            Ok(OverrideRow {
+                path: r.try_get("path")?,
+                budget_gpu_hours: (budget_set != 0).then(|| r.try_get("budget_gpu_hours")).transpose()?,
+                share: (share_set != 0).then(|| r.try_get("share")).transpose()?,
+            })
+        };
+        rows.iter().map(decode).collect::<Result<_, _>>().ctx("decode account overrides")
+    }
+
+    /// Records a budget (`field = "budget"`) or share change and its audit
+    /// entry in one transaction.
+    #[expect(clippy::too_many_arguments, reason = "one audited change: who, when, what, before and after")]
+    pub async fn set_override(
+        &self,
+        path: &str,
+        field: &'static str,
+        value: Option<f64>,
+        principal: &str,
+        t: i64,
+        before: &serde_json::Value,
+        after: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.ctx("begin an account change")?;
+        let exists: Option<String> = sqlx::query_scalar("SELECT path FROM account_overrides WHERE path = $1")
+            .bind(path)
+            .fetch_optional(&mut *tx)
+            .await
+            .ctx("read the account override")?;
+        if exists.is_none() {
+            sqlx::query("INSERT INTO account_overrides (path, updated_t) VALUES ($1, $2)")
+                .bind(path)
+                .bind(t)
+                .execute(&mut *tx)
+                .await
+                .ctx("insert the account override")?;
+        }
+        let sql = match field {
+            "budget" => {
+                "UPDATE account_overrides SET budget_gpu_hours = $1, budget_set = 1, updated_t = $2 WHERE path = $3"
+            }
+            _ => "UPDATE account_overrides SET share = $1, share_set = 1, updated_t = $2 WHERE path = $3",
+        };
+        sqlx::query(sql).bind(value).bind(t).bind(path).execute(&mut *tx).await.ctx("update the account override")?;
+        sqlx::query(
+            "INSERT INTO audit (t, principal, action, target, before_value, after_value) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(t)
+        .bind(principal)
+        .bind(format!("account.{field}"))
+        .bind(path)
+        .bind(before.to_string())
+        .bind(after.to_string())
+        .execute(&mut *tx)
+        .await
+        .ctx("write the audit entry")?;
+        tx.commit().await.ctx("commit the account change")
+    }
+
+    /// Audit entries, newest first.
+    pub async fn audit(&self, limit: i64) -> Result<Vec<AuditRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT seq, t, principal, action, target, before_value, after_value FROM audit ORDER BY seq DESC LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .ctx("read the audit log")?;
+        let decode = |r: &AnyRow| -> Result<AuditRow, sqlx::Error> {
+            Ok(AuditRow {
+                seq: r.try_get("seq")?,
+                t: r.try_get("t")?,
+                principal: r.try_get("principal")?,
+                action: r.try_get("action")?,
+                target: r.try_get("target")?,
+                before: r.try_get("before_value")?,
+                after: r.try_get("after_value")?,
+            })
+        };
+        rows.iter().map(decode).collect::<Result<_, _>>().ctx("decode the audit log")
+    }
+}

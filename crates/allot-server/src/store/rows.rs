@@ -1,0 +1,155 @@
+//! Row types of the store and the writes the scheduler batches ([`Op`]).
+
+use serde::{Deserialize, Serialize};
+
+/// A workload as submitted (before the store assigns its `seq`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewWorkload {
+    pub submit_t: i64,
+    pub account: String,
+    pub submitter: String,
+    pub class: String,
+    pub gpus: i64,
+    pub nodes: i64,
+    pub gpu_type: Option<String>,
+    pub work_s: i64,
+    pub checkpoint_s: i64,
+    pub util: f64,
+    pub priority: String,
+    pub preemptible: bool,
+    pub name: Option<String>,
+    /// JSON array of strings.
+    pub command: String,
+    /// JSON object of strings.
+    pub env: String,
+    pub retries: i64,
+}
+
+/// A stored workload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadRow {
+    pub seq: i64,
+    pub submit_t: i64,
+    pub account: String,
+    pub submitter: String,
+    pub class: String,
+    pub gpus: i64,
+    pub nodes: i64,
+    pub gpu_type: Option<String>,
+    pub work_s: i64,
+    pub checkpoint_s: i64,
+    pub util: f64,
+    pub priority: String,
+    pub preemptible: bool,
+    pub name: Option<String>,
+    pub command: String,
+    pub env: String,
+    pub retries: i64,
+    pub failures: i64,
+    pub cancel_requested: bool,
+    /// pending | running | stopping | finished | failed | cancelled | rejected
+    pub state: String,
+    pub reason: Option<String>,
+    pub end_t: Option<i64>,
+}
+
+impl WorkloadRow {
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.state.as_str(), "finished" | "failed" | "cancelled" | "rejected")
+    }
+}
+
+/// One attempt: a workload holding GPUs from `start_t` to `end_t`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRow {
+    pub workload: i64,
+    pub attempt: i64,
+    /// JSON: `[{"node": "a-0", "gpus": [0, 1]}]`.
+    pub alloc: String,
+    pub gpus: i64,
+    /// Normalisation weight of the GPU type it holds.
+    pub weight: f64,
+    /// starting (recorded, process not yet confirmed) | running | stopping | ended
+    pub state: String,
+    pub start_t: i64,
+    pub start_reason: String,
+    pub signal_t: Option<i64>,
+    pub signal_reason: Option<String>,
+    pub end_t: Option<i64>,
+    /// finished | failed | preempted | cancelled | node-failed | lost
+    pub outcome: Option<String>,
+    pub exit_code: Option<i64>,
+    /// Seconds of progress kept by this attempt.
+    pub kept_s: Option<i64>,
+    pub pid: Option<i64>,
+    pub log_path: String,
+}
+
+/// An operator's node action.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeEventRow {
+    pub seq: i64,
+    pub t: i64,
+    pub node: String,
+    /// fail | repair | drain | undrain
+    pub kind: String,
+    pub principal: String,
+}
+
+/// A budget or share set through the API, applied over the config.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OverrideRow {
+    pub path: String,
+    /// `Some(None)`: budget removed; `None`: not overridden.
+    pub budget_gpu_hours: Option<Option<f64>>,
+    pub share: Option<Option<f64>>,
+}
+
+/// A stored token (only its hash).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenRow {
+    pub name: String,
+    pub hash: String,
+    pub role: String,
+    pub scope: Option<String>,
+    pub created_t: i64,
+    pub created_by: String,
+}
+
+/// One audit log entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditRow {
+    pub seq: i64,
+    pub t: i64,
+    pub principal: String,
+    pub action: String,
+    pub target: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+/// Filters of a workload listing.
+#[derive(Clone, Debug, Default)]
+pub struct WorkloadFilter {
+    /// Only these subtrees (None: all accounts).
+    pub visible: Option<Vec<String>>,
+    /// Only this account's subtree.
+    pub account: Option<String>,
+    pub states: Vec<String>,
+    pub submitter: Option<String>,
+    pub class: Option<String>,
+    pub limit: i64,
+}
+
+/// One write of a scheduling step; a step's writes commit together.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    WorkloadState { seq: i64, state: &'static str, reason: String, end_t: Option<i64> },
+    Failures { seq: i64, failures: i64 },
+    CancelRequested { seq: i64 },
+    AttemptStart { row: AttemptRow },
+    AttemptRunning { seq: i64, attempt: i64, pid: i64 },
+    AttemptSignal { seq: i64, attempt: i64, t: i64, reason: String },
+    AttemptEnd { seq: i64, attempt: i64, end_t: i64, outcome: String, exit_code: Option<i64>, kept_s: i64 },
+    NodeEvent { t: i64, node: String, kind: String, principal: String },
+}

@@ -1,0 +1,264 @@
+//! Workloads, attempts and node events: inserts, the scheduler's batched
+//! writes and the reads of the API, recovery and export.
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::rows::{AttemptRow, NewWorkload, NodeEventRow, Op, WorkloadFilter, WorkloadRow};
+use super::{Ctx, Store, StoreError};
+
+const WORKLOAD_COLS: &str = "seq, submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
+     util, priority, preemptible, name, command, env, retries, failures, cancel_requested, state, reason, end_t";
+
+const ATTEMPT_COLS: &str = "workload, attempt, alloc, gpus, weight, state, start_t, start_reason, signal_t, \
+     signal_reason, end_t, outcome, exit_code, kept_s, pid, log_path";
+
+fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
+    Ok(WorkloadRow {
+        seq: r.try_get("seq")?,
+        submit_t: r.try_get("submit_t")?,
+        account: r.try_get("account")?,
+        submitter: r.try_get("submitter")?,
+        class: r.try_get("class")?,
+        gpus: r.try_get("gpus")?,
+        nodes: r.try_get("nodes")?,
+        gpu_type: r.try_get("gpu_type")?,
+        work_s: r.try_get("work_s")?,
+        checkpoint_s: r.try_get("checkpoint_s")?,
+        util: r.try_get("util")?,
+        priority: r.try_get("priority")?,
+        preemptible: r.try_get::<i64, _>("preemptible")? != 0,
+        name: r.try_get("name")?,
+        command: r.try_get("command")?,
+        env: r.try_get("env")?,
+        retries: r.try_get("retries")?,
+        failures: r.try_get("failures")?,
+        cancel_requested: r.try_get::<i64, _>("cancel_requested")? != 0,
+        state: r.try_get("state")?,
+        reason: r.try_get("reason")?,
+        end_t: r.try_get("end_t")?,
+    })
+}
+
+fn attempt_row(r: &AnyRow) -> Result<AttemptRow, sqlx::Error> {
+    Ok(AttemptRow {
+        workload: r.try_get("workload")?,
+        attempt: r.try_get("attempt")?,
+        alloc: r.try_get("alloc")?,
+        gpus: r.try_get("gpus")?,
+        weight: r.try_get("weight")?,
+        state: r.try_get("state")?,
+        start_t: r.try_get("start_t")?,
+        start_reason: r.try_get("start_reason")?,
+        signal_t: r.try_get("signal_t")?,
+        signal_reason: r.try_get("signal_reason")?,
+        end_t: r.try_get("end_t")?,
+        outcome: r.try_get("outcome")?,
+        exit_code: r.try_get("exit_code")?,
+        kept_s: r.try_get("kept_s")?,
+        pid: r.try_get("pid")?,
+        log_path: r.try_get("log_path")?,
+    })
+}
+
+impl Store {
+    /// Inserts a submission (committed when this returns) and returns its seq.
+    pub async fn insert_workload(&self, w: &NewWorkload) -> Result<i64, StoreError> {
+        let sql = "INSERT INTO workloads (submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, \
+                   checkpoint_s, util, priority, preemptible, name, command, env, retries, state) \
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'pending') \
+                   RETURNING seq";
+        sqlx::query_scalar(sql)
+            .bind(w.submit_t)
+            .bind(&w.account)
+            .bind(&w.submitter)
+            .bind(&w.class)
+            .bind(w.gpus)
+            .bind(w.nodes)
+            .bind(&w.gpu_type)
+            .bind(w.work_s)
+            .bind(w.checkpoint_s)
+            .bind(w.util)
+            .bind(&w.priority)
+            .bind(i64::from(w.preemptible))
+            .bind(&w.name)
+            .bind(&w.command)
+            .bind(&w.env)
+            .bind(w.retries)
+            .fetch_one(&self.pool)
+            .await
+            .ctx("insert the workload")
+    }
+
+    pub async fn workload(&self, seq: i64) -> Result<Option<WorkloadRow>, StoreError> {
+        let sql = format!("SELECT {WORKLOAD_COLS} FROM workloads WHERE seq = $1");
+        let row = sqlx::query(&sql).bind(seq).fetch_optional(&self.pool).await.ctx("read the workload")?;
+        row.as_ref().map(workload_row).transpose().ctx("decode the workload")
+    }
+
+    /// Workloads matching `f`, newest first.
+    pub async fn workloads(&self, f: &WorkloadFilter) -> Result<Vec<WorkloadRow>, StoreError> {
+        let mut sql = format!("SELECT {WORKLOAD_COLS} FROM workloads WHERE 1 = 1");
+        let mut binds: Vec<String> = Vec::new();
+        // `LIKE` with `_` and `%` escaped: account paths may contain `_`.
+        let subtree = |binds: &mut Vec<String>, path: &str| {
+            binds.push(path.to_string());
+            let escaped = path.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+            binds.push(format!("{escaped}/%"));
+            format!("(account = ${} OR account LIKE ${} ESCAPE '\\')", binds.len() - 1, binds.len())
+        };
+        if let Some(v) = &f.visible {
+            if v.is_empty() {
+                return Ok(Vec::new());
+            }
+            let parts: Vec<String> = v.iter().map(|p| subtree(&mut binds, p)).collect();
+            sql.push_str(&format!(" AND ({})", parts.join(" OR ")));
+        }
+        if let Some(a) = &f.account {
+            let part = subtree(&mut binds, a);
+            sql.push_str(&format!(" AND {part}"));
+        }
+        if !f.states.is_empty() {
+            let mut ph = Vec::new();
+            for s in &f.states {
+                binds.push(s.clone());
+                ph.push(format!("${}", binds.len()));
+            }
+            sql.push_str(&format!(" AND state IN ({})", ph.join(", ")));
+        }
+        for (col, v) in [("submitter", &f.submitter), ("class", &f.class)] {
+            if let Some(v) = v {
+                binds.push(v.clone());
+                sql.push_str(&format!(" AND {col} = ${}", binds.len()));
+            }
+        }
+        sql.push_str(&format!(" ORDER BY seq DESC LIMIT {}", f.limit.max(1)));
+        let mut q = sqlx::query(&sql);
+        for b in &binds {
+            q = q.bind(b.clone());
+        }
+        let rows = q.fetch_all(&self.pool).await.ctx("list workloads")?;
+        rows.iter().map(workload_row).collect::<Result<_, _>>().ctx("decode workloads")
+    }
+
+    /// Workloads not yet ended, in submit order (recovery).
+    pub async fn live_workloads(&self) -> Result<Vec<WorkloadRow>, StoreError> {
+        let sql = format!(
+            "SELECT {WORKLOAD_COLS} FROM workloads WHERE state NOT IN ('finished', 'failed', 'cancelled', 'rejected') \
+             ORDER BY submit_t, seq"
+        );
+        let rows = sqlx::query(&sql).fetch_all(&self.pool).await.ctx("read live workloads")?;
+        rows.iter().map(workload_row).collect::<Result<_, _>>().ctx("decode workloads")
+    }
+
+    /// Every workload, in seq order (export).
+    pub async fn all_workloads(&self) -> Result<Vec<WorkloadRow>, StoreError> {
+        let sql = format!("SELECT {WORKLOAD_COLS} FROM workloads ORDER BY seq");
+        let rows = sqlx::query(&sql).fetch_all(&self.pool).await.ctx("read workloads")?;
+        rows.iter().map(workload_row).collect::<Result<_, _>>().ctx("decode workloads")
+    }
+
+    pub async fn attempts_of(&self, seq: i64) -> Result<Vec<AttemptRow>, StoreError> {
+        let sql = format!("SELECT {ATTEMPT_COLS} FROM attempts WHERE workload = $1 ORDER BY attempt");
+        let rows = sqlx::query(&sql).bind(seq).fetch_all(&self.pool).await.ctx("read attempts")?;
+        rows.iter().map(attempt_row).collect::<Result<_, _>>().ctx("decode attempts")
+    }
+
+    /// Every attempt, by workload and attempt number.
+    pub async fn all_attempts(&self) -> Result<Vec<AttemptRow>, StoreError> {
+        let sql = format!("SELECT {ATTEMPT_COLS} FROM attempts ORDER BY workload, attempt");
+        let rows = sqlx::query(&sql).fetch_all(&self.pool).await.ctx("read attempts")?;
+        rows.iter().map(attempt_row).collect::<Result<_, _>>().ctx("decode attempts")
+    }
+
+    pub async fn node_events(&self) -> Result<Vec<NodeEventRow>, StoreError> {
+        let rows = sqlx::query("SELECT seq, t, node, kind, principal FROM node_events ORDER BY seq")
+            .fetch_all(&self.pool)
+            .await
+            .ctx("read node events")?;
+        let decode = |r: &AnyRow| -> Result<NodeEventRow, sqlx::Error> {
+            Ok(NodeEventRow {
+                seq: r.try_get("seq")?,
+                t: r.try_get("t")?,
+                node: r.try_get("node")?,
+                kind: r.try_get("kind")?,
+                principal: r.try_get("principal")?,
+            })
+        };
+        rows.iter().map(decode).collect::<Result<_, _>>().ctx("decode node events")
+    }
+
+    /// Commits a scheduling step's writes together.
+    pub async fn apply(&self, ops: &[Op]) -> Result<(), StoreError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await.ctx("begin a scheduling step")?;
+        for op in ops {
+            op_query(op).execute(&mut *tx).await.ctx("record a scheduling step")?;
+        }
+        tx.commit().await.ctx("commit a scheduling step")
+    }
+}
+
+type Query<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+fn op_query(op: &Op) -> Query<'_> {
+    match op {
+        Op::WorkloadState { seq, state, reason, end_t } => {
+            sqlx::query("UPDATE workloads SET state = $1, reason = $2, end_t = $3 WHERE seq = $4")
+                .bind(*state)
+                .bind(reason)
+                .bind(*end_t)
+                .bind(*seq)
+        }
+        Op::Failures { seq, failures } => {
+            sqlx::query("UPDATE workloads SET failures = $1 WHERE seq = $2").bind(*failures).bind(*seq)
+        }
+        Op::CancelRequested { seq } => sqlx::query("UPDATE workloads SET cancel_requested = 1 WHERE seq = $1").bind(*seq),
+        Op::AttemptStart { row: a } => sqlx::query(
+            "INSERT INTO attempts (workload, attempt, alloc, gpus, weight, state, start_t, start_reason, log_path) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(a.workload)
+        .bind(a.attempt)
+        .bind(&a.alloc)
+        .bind(a.gpus)
+        .bind(a.weight)
+        .bind(&a.state)
+        .bind(a.start_t)
+        .bind(&a.start_reason)
+        .bind(&a.log_path),
+        Op::AttemptRunning { seq, attempt, pid } => sqlx::query(
+            "UPDATE attempts SET pid = $1, state = CASE WHEN state = 'starting' THEN 'running' ELSE state END \
+             WHERE workload = $2 AND attempt = $3",
+        )
+        .bind(*pid)
+        .bind(*seq)
+        .bind(*attempt),
+        Op::AttemptSignal { seq, attempt, t, reason } => sqlx::query(
+            "UPDATE attempts SET state = 'stopping', signal_t = $1, signal_reason = $2 WHERE workload = $3 AND attempt = $4",
+        )
+        .bind(*t)
+        .bind(reason)
+        .bind(*seq)
+        .bind(*attempt),
+        Op::AttemptEnd { seq, attempt, end_t, outcome, exit_code, kept_s } => sqlx::query(
+            "UPDATE attempts SET state = 'ended', end_t = $1, outcome = $2, exit_code = $3, kept_s = $4 \
+             WHERE workload = $5 AND attempt = $6",
+        )
+        .bind(*end_t)
+        .bind(outcome)
+        .bind(*exit_code)
+        .bind(*kept_s)
+        .bind(*seq)
+        .bind(*attempt),
+        Op::NodeEvent { t, node, kind, principal } => {
+            sqlx::query("INSERT INTO node_events (t, node, kind, principal) VALUES ($1, $2, $3, $4)")
+                .bind(*t)
+                .bind(node)
+                .bind(kind)
+                .bind(principal)
+        }
+    }
+}

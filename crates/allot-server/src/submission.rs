@@ -1,0 +1,334 @@
+//! Checking a submission: the same rules as trace loading
+//! (`allot_trace::trace`: account exists, gpus ≥ 1, nodes divide gpus, the
+//! GPU type is one some pool has, the shape fits some pool, class and
+//! priority known) plus the policy's admission (INT-2, SVC-2, PRIO-2) and
+//! the live-only fields (command, env, retries). Messages match the trace
+//! loader's; every error names its field.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use allot_core::{AccountId, Class, Cluster, GpuTypeId, Policy, PolicyKind, Priority, Rule, State, WorkloadSpec};
+
+use crate::store::NewWorkload;
+use crate::views::SubmitRequest;
+
+/// Default expected duration of batch and service work without one.
+pub const DEFAULT_EXPECTED_S: u64 = 24 * 3600;
+/// Limits on the live-only fields.
+pub const MAX_COMMAND_ARGS: usize = 1024;
+pub const MAX_ENV_VARS: usize = 256;
+pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+pub const MAX_RETRIES: u32 = 100;
+
+/// Environment variables the executor sets itself.
+const RESERVED_ENV: [&str; 1] = ["CUDA_VISIBLE_DEVICES"];
+
+/// A field and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+fn bad(field: &str, message: impl Into<String>) -> FieldError {
+    FieldError { field: field.to_string(), message: message.into() }
+}
+
+/// What the API needs to check submissions without asking the scheduler:
+/// the topology, the account tree and the policy's admission, all fixed by
+/// the config.
+pub struct Catalog {
+    /// A state without workloads, for the policy's admission check.
+    pub template: State,
+    pub policy: PolicyKind,
+    admit: std::sync::Mutex<Box<dyn Policy>>,
+}
+
+impl Catalog {
+    pub fn new(template: State, policy: PolicyKind) -> Arc<Catalog> {
+        Arc::new(Catalog { template, policy, admit: std::sync::Mutex::new(policy.build()) })
+    }
+
+    pub fn cluster(&self) -> &Cluster {
+        &self.template.cluster
+    }
+
+    pub fn account_exists(&self, path: &str) -> bool {
+        self.template.accounts.get(path).is_some_and(|id| id != AccountId::ROOT)
+    }
+
+    /// GPU types some pool has.
+    fn pool_gpu_types(&self) -> Vec<(&str, GpuTypeId)> {
+        let c = self.cluster();
+        let mut out: Vec<(&str, GpuTypeId)> = Vec::new();
+        for p in &c.pools {
+            if !out.iter().any(|(_, g)| *g == p.gpu) {
+                out.push((c.gpu_types[p.gpu.0 as usize].name.as_str(), p.gpu));
+            }
+        }
+        out
+    }
+
+    /// Checks a request; returns the row to store and the core spec
+    /// (without id, which the store gives).
+    pub fn check(
+        &self,
+        req: &SubmitRequest,
+        submitter: &str,
+        now: u64,
+    ) -> Result<(NewWorkload, WorkloadSpec), FieldError> {
+        let account = match self.template.accounts.get(&req.account) {
+            Some(id) if id != AccountId::ROOT => id,
+            _ => return Err(bad("account", format!("unknown account {:?}", req.account))),
+        };
+        let class = parse_class(req.class.as_deref())?;
+        let (gpus, nodes, gpu_type) = self.shape(req)?;
+        let default_s = if class == Class::Interactive {
+            self.template.contract.interactive_max_duration.max(1)
+        } else {
+            DEFAULT_EXPECTED_S
+        };
+        let work_s = req.expected_duration_s.unwrap_or(default_s);
+        if work_s == 0 {
+            return Err(bad("expected_duration_s", "must be at least 1"));
+        }
+        let util = req.util.unwrap_or(1.0);
+        if !(util.is_finite() && (0.0..=1.0).contains(&util)) {
+            return Err(bad("util", format!("must be a number between 0 and 1, got {util}")));
+        }
+        let priority = parse_priority(req.priority.as_deref())?;
+        let retries = req.retries.unwrap_or(0);
+        if retries > MAX_RETRIES {
+            return Err(bad("retries", format!("at most {MAX_RETRIES}, got {retries}")));
+        }
+        check_command(&req.command)?;
+        check_env(&req.env)?;
+        if let Some(n) = &req.name
+            && (n.len() > 128 || n.chars().any(char::is_control))
+        {
+            return Err(bad("name", "at most 128 characters, no control characters"));
+        }
+        let spec = WorkloadSpec {
+            id: String::new(),
+            submit: now,
+            account,
+            user: submitter.to_string(),
+            class,
+            gpus,
+            nodes,
+            gpu_type,
+            work_s,
+            checkpoint_s: req.checkpoint_interval_s.unwrap_or(0),
+            util,
+            priority,
+            preemptible: req.preemptible.unwrap_or(false),
+        };
+        self.admit(&spec)?;
+        Ok((self.row(req, &spec), spec))
+    }
+
+    /// GPUs, nodes and GPU type: the gang fits some pool (PLACE-1, PLACE-2, PLACE-5).
+    fn shape(&self, req: &SubmitRequest) -> Result<(u32, u32, Option<GpuTypeId>), FieldError> {
+        let gpus = req.gpus;
+        if gpus == 0 {
+            return Err(bad("gpus", "must be at least 1"));
+        }
+        let nodes = req.nodes.unwrap_or(0);
+        if nodes > 0 && !gpus.is_multiple_of(nodes) {
+            return Err(bad("nodes", format!("gpus ({gpus}) is not a multiple of nodes ({nodes})")));
+        }
+        let gpu_type = match req.gpu_type.as_deref().filter(|s| !s.is_empty()) {
+            None => None,
+            Some(name) => {
+                let types = self.pool_gpu_types();
+                let found = types.iter().find(|(n, _)| *n == name).map(|(_, g)| *g);
+                Some(found.ok_or_else(|| {
+                    let known: Vec<&str> = types.iter().map(|(n, _)| *n).collect();
+                    bad("gpu_type", format!("unknown gpu type {name:?} (pools have {})", known.join(", ")))
+                })?)
+            }
+        };
+        if !self.cluster().fits_anywhere(gpus, nodes, gpu_type) {
+            return Err(bad("gpus", too_large(self.cluster(), gpus, nodes, gpu_type)));
+        }
+        Ok((gpus, nodes, gpu_type))
+    }
+
+    /// The store row of a checked request.
+    fn row(&self, req: &SubmitRequest, spec: &WorkloadSpec) -> NewWorkload {
+        NewWorkload {
+            submit_t: spec.submit as i64,
+            account: req.account.clone(),
+            submitter: spec.user.clone(),
+            class: spec.class.as_str().to_string(),
+            gpus: i64::from(spec.gpus),
+            nodes: i64::from(spec.nodes),
+            gpu_type: spec.gpu_type.map(|g| self.cluster().gpu_types[g.0 as usize].name.clone()),
+            work_s: spec.work_s as i64,
+            checkpoint_s: spec.checkpoint_s as i64,
+            util: spec.util,
+            priority: spec.priority.as_str().to_string(),
+            preemptible: spec.preemptible,
+            name: req.name.clone(),
+            command: serde_json::to_string(&req.command).expect("strings serialise"),
+            env: serde_json::to_string(&req.env).expect("strings serialise"),
+            retries: i64::from(req.retries.unwrap_or(0)),
+        }
+    }
+
+    /// The policy's admission, with the field its rule is about.
+    fn admit(&self, spec: &WorkloadSpec) -> Result<(), FieldError> {
+        let policy = self.admit.lock().expect("admission policy");
+        policy.admit(&self.template, spec).map_err(|r| {
+            let field = match r.rule {
+                Rule::InteractiveLimit => "class",
+                Rule::PrioPools => "account",
+                _ => "gpus",
+            };
+            bad(field, format!("rejected by the {} policy: {r}", policy.name()))
+        })
+    }
+}
+
+fn parse_class(v: Option<&str>) -> Result<Class, FieldError> {
+    let Some(v) = v else { return Ok(Class::Batch) };
+    Class::ALL
+        .into_iter()
+        .find(|c| c.as_str().eq_ignore_ascii_case(v))
+        .ok_or_else(|| bad("class", format!("unknown class {v:?} (use batch, interactive or service)")))
+}
+
+fn parse_priority(v: Option<&str>) -> Result<Priority, FieldError> {
+    let Some(v) = v else { return Ok(Priority::Normal) };
+    Priority::ALL
+        .into_iter()
+        .find(|p| p.as_str().eq_ignore_ascii_case(v))
+        .ok_or_else(|| bad("priority", format!("unknown priority {v:?} (use low, normal, high or urgent)")))
+}
+
+fn check_command(cmd: &[String]) -> Result<(), FieldError> {
+    if cmd.first().is_none_or(|p| p.is_empty()) {
+        return Err(bad("command", "must name a program (a non-empty array of strings)"));
+    }
+    if cmd.len() > MAX_COMMAND_ARGS {
+        return Err(bad("command", format!("at most {MAX_COMMAND_ARGS} arguments")));
+    }
+    if cmd.iter().map(String::len).sum::<usize>() > MAX_TEXT_BYTES {
+        return Err(bad("command", format!("at most {MAX_TEXT_BYTES} bytes in all")));
+    }
+    if cmd.iter().any(|a| a.contains('\0')) {
+        return Err(bad("command", "arguments must not contain NUL"));
+    }
+    Ok(())
+}
+
+fn check_env(env: &BTreeMap<String, String>) -> Result<(), FieldError> {
+    if env.len() > MAX_ENV_VARS {
+        return Err(bad("env", format!("at most {MAX_ENV_VARS} variables")));
+    }
+    if env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() > MAX_TEXT_BYTES {
+        return Err(bad("env", format!("at most {MAX_TEXT_BYTES} bytes in all")));
+    }
+    for (k, v) in env {
+        let field = format!("env.{k}");
+        if k.is_empty() || k.contains(['=', '\0']) {
+            return Err(bad(&field, "invalid variable name"));
+        }
+        if RESERVED_ENV.contains(&k.as_str()) || k.starts_with("ALLOT_") {
+            return Err(bad(&field, "set by the executor; it cannot be given"));
+        }
+        if v.contains('\0') {
+            return Err(bad(&field, "value must not contain NUL"));
+        }
+    }
+    Ok(())
+}
+
+/// Why a shape fits in no pool, with the numbers (as the trace loader says).
+fn too_large(c: &Cluster, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>) -> String {
+    let ask = match gpus.checked_div(nodes) {
+        None => format!("{gpus} GPUs"),
+        Some(per_node) => format!("{nodes} nodes × {per_node} GPUs"),
+    };
+    let of_type = gpu.map(|g| format!(" of type {}", c.gpu_types[g.0 as usize].name)).unwrap_or_default();
+    let largest = c
+        .pools
+        .iter()
+        .filter(|p| gpu.is_none_or(|g| g == p.gpu))
+        .max_by_key(|p| (u64::from(p.nodes) * u64::from(p.gpus_per_node), p.gpus_per_node));
+    match largest {
+        Some(p) => format!(
+            "larger than any pool: asks {ask}{of_type}, the largest{} pool {} has {} nodes × {} GPUs",
+            if gpu.is_some() { " such" } else { "" },
+            p.name,
+            p.nodes,
+            p.gpus_per_node
+        ),
+        None => format!("larger than any pool: asks {ask}{of_type}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"
+[cluster]
+[[cluster.pools]]
+name = "a"
+gpu = "H100"
+nodes = 2
+gpus_per_node = 4
+[[accounts]]
+path = "org/x"
+max_service_gpus = 2
+[contract]
+interactive_max_gpus = 2
+"#;
+
+    fn catalog() -> Arc<Catalog> {
+        let cfg = allot_trace::config::parse_config(CONFIG, "t.toml").unwrap();
+        Catalog::new(State::new(cfg.cluster, cfg.accounts, cfg.contract), PolicyKind::Allot)
+    }
+
+    fn req() -> SubmitRequest {
+        SubmitRequest { account: "org/x".into(), gpus: 1, command: vec!["true".into()], ..Default::default() }
+    }
+
+    #[test]
+    fn each_rule_names_its_field() {
+        let c = catalog();
+        let cases: Vec<(&str, SubmitRequest, Option<&str>)> = vec![
+            ("valid", req(), None),
+            ("unknown account", SubmitRequest { account: "org/y".into(), ..req() }, Some("account")),
+            ("parent is fine", SubmitRequest { account: "org".into(), ..req() }, None),
+            ("zero gpus", SubmitRequest { gpus: 0, ..req() }, Some("gpus")),
+            ("nodes divide gpus", SubmitRequest { gpus: 3, nodes: Some(2), ..req() }, Some("nodes")),
+            ("too large", SubmitRequest { gpus: 9, ..req() }, Some("gpus")),
+            ("gpu type", SubmitRequest { gpu_type: Some("B200".into()), ..req() }, Some("gpu_type")),
+            ("class", SubmitRequest { class: Some("gpu".into()), ..req() }, Some("class")),
+            ("lane", SubmitRequest { class: Some("interactive".into()), gpus: 4, ..req() }, Some("class")),
+            ("service cap", SubmitRequest { class: Some("service".into()), gpus: 4, ..req() }, Some("gpus")),
+            ("priority", SubmitRequest { priority: Some("max".into()), ..req() }, Some("priority")),
+            ("duration", SubmitRequest { expected_duration_s: Some(0), ..req() }, Some("expected_duration_s")),
+            ("util", SubmitRequest { util: Some(1.5), ..req() }, Some("util")),
+            ("retries", SubmitRequest { retries: Some(1000), ..req() }, Some("retries")),
+            ("command", SubmitRequest { command: vec![], ..req() }, Some("command")),
+            ("env", SubmitRequest { env: [("ALLOT_X".into(), "1".into())].into(), ..req() }, Some("env.ALLOT_X")),
+        ];
+        for (name, r, want) in cases {
+            let got = c.check(&r, "ann", 100).err().map(|e| e.field);
+            assert_eq!(got.as_deref(), want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn defaults_and_row() {
+        let (row, spec) = catalog().check(&req(), "ann", 100).unwrap();
+        assert_eq!((spec.work_s, spec.class, spec.submit), (DEFAULT_EXPECTED_S, Class::Batch, 100));
+        assert_eq!((row.command.as_str(), row.env.as_str(), row.submitter.as_str()), (r#"["true"]"#, "{}", "ann"));
+        let inter = SubmitRequest { class: Some("interactive".into()), ..req() };
+        assert_eq!(catalog().check(&inter, "ann", 0).unwrap().1.work_s, 8 * 3600, "the lane's maximum");
+    }
+}

@@ -1,0 +1,214 @@
+//! The JSON bodies of the HTTP API, shared by the server and the client.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// `POST /v1/workloads`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitRequest {
+    /// Project the workload is charged to.
+    pub account: String,
+    /// batch (default), interactive or service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// Total GPUs, all at once.
+    pub gpus: u32,
+    /// 0 or absent: any packing; k: exactly k nodes of gpus/k.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_type: Option<String>,
+    /// Program and arguments (no shell).
+    pub command: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Seconds of progress between checkpoints; absent or 0: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_interval_s: Option<u64>,
+    /// Expected run time if never interrupted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_duration_s: Option<u64>,
+    /// Reruns after a non-zero exit (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Legacy `priority` policy only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemptible: Option<bool>,
+    /// Expected mean GPU utilisation (0..1), for the measures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub util: Option<f64>,
+}
+
+/// GPUs on one node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeGpusView {
+    pub node: String,
+    pub gpus: Vec<u32>,
+}
+
+/// A workload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadView {
+    pub id: String,
+    pub name: Option<String>,
+    pub account: String,
+    pub user: String,
+    pub class: String,
+    pub gpus: u32,
+    pub nodes: u32,
+    pub gpu_type: Option<String>,
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub expected_duration_s: u64,
+    pub checkpoint_interval_s: u64,
+    pub retries: u32,
+    pub failures: u32,
+    /// pending | running | stopping | finished | failed | cancelled | rejected
+    pub state: String,
+    /// Why it is in this state (rule id and numbers).
+    pub reason: Option<String>,
+    pub submit_t: i64,
+    pub end_t: Option<i64>,
+    pub cancel_requested: bool,
+}
+
+/// One attempt of a workload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttemptView {
+    pub attempt: i64,
+    pub state: String,
+    pub allocation: Vec<NodeGpusView>,
+    pub start_t: i64,
+    pub start_reason: String,
+    pub signal_t: Option<i64>,
+    /// Why it was preempted (or drained, cancelled).
+    pub signal_reason: Option<String>,
+    pub end_t: Option<i64>,
+    pub outcome: Option<String>,
+    pub exit_code: Option<i64>,
+    pub kept_s: Option<i64>,
+    pub pid: Option<i64>,
+    pub log_path: String,
+}
+
+/// `GET /v1/workloads/{id}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadDetail {
+    pub workload: WorkloadView,
+    pub attempts: Vec<AttemptView>,
+    /// Why it waits (pending) or why it was last stopped.
+    pub why: Option<String>,
+}
+
+/// An account with its budget and fair-share standing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AccountView {
+    pub path: String,
+    pub parent: Option<String>,
+    pub depth: u32,
+    pub share: f64,
+    pub explicit_share: bool,
+    /// Own budget in normalised GPU-hours per budget period.
+    pub budget_gpu_hours: Option<f64>,
+    /// Normalised GPU-hours used by the subtree this budget period.
+    pub used_gpu_hours: f64,
+    pub remaining_gpu_hours: Option<f64>,
+    /// Raw GPU-hours ever charged to the subtree (the ledger).
+    pub charged_gpu_hours: f64,
+    /// GPUs held now by the subtree.
+    pub allocated_gpus: u64,
+    /// Static entitled share of the cluster (product of share ratios).
+    pub entitled_share: f64,
+    /// FS-1 (decayed usage + allocation) / entitlement; 1 = at fair share.
+    pub fair_share: Option<f64>,
+    pub over_budget: Option<bool>,
+    pub pending: u64,
+    pub running: u64,
+    pub period_start_t: i64,
+}
+
+fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// `PATCH /v1/accounts/{path}`: a field absent is unchanged, `null` removes
+/// the override (back to the config).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountChange {
+    #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
+    pub budget_gpu_hours: Option<Option<f64>>,
+    #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
+    pub share: Option<Option<f64>>,
+}
+
+/// A node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeView {
+    pub name: String,
+    pub pool: String,
+    pub rack: u32,
+    pub gpu_type: String,
+    pub gpus: u32,
+    pub free_gpus: u32,
+    /// up | draining | drained | down
+    pub health: String,
+    pub workloads: Vec<String>,
+}
+
+/// `POST /v1/tokens`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenRequest {
+    pub name: String,
+    /// admin | manager | researcher
+    pub role: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub projects: Vec<String>,
+}
+
+/// A created token: the only time its text is shown.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenCreated {
+    pub name: String,
+    pub role: String,
+    pub token: String,
+}
+
+/// A token without its secret.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenView {
+    pub name: String,
+    pub role: String,
+    pub scope: Option<String>,
+    pub projects: Vec<String>,
+    pub created_t: i64,
+    pub created_by: String,
+}
+
+/// An audit entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditView {
+    pub t: i64,
+    pub principal: String,
+    pub action: String,
+    pub target: String,
+    pub before: Option<serde_json::Value>,
+    pub after: Option<serde_json::Value>,
+}
+
+/// Every error body.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}

@@ -1,0 +1,152 @@
+//! The authorisation matrix: each role (admin, manager of `org`, researcher
+//! of `org/a`, no token, a bad token) × each endpoint, and that refused
+//! calls change nothing. Runs against SQLite and PostgreSQL.
+
+mod support;
+
+use serde_json::Value;
+use support::{Backend, Fixture, Server, token};
+
+both_stores!(authz_sqlite, authz_postgres, authz);
+
+const SLEEP: &str = r#"{"account":"ACCOUNT","gpus":1,"command":["sleep","60"]}"#;
+
+fn body(account: &str) -> String {
+    SLEEP.replace("ACCOUNT", account)
+}
+
+async fn authz(backend: Backend) {
+    let f = Fixture::new(backend, "authz").await;
+    let db = &f.db.url;
+    let mgr = token(db, "manager", "mgr", &["--scope", "org"]);
+    let res = token(db, "researcher", "res", &["--project", "org/a"]);
+    let res2 = token(db, "researcher", "res2", &["--project", "org/a"]);
+    let s = Server::start(&f.dir, db);
+    let admin = f.admin.as_str();
+    let who: [(&str, Option<&str>); 5] = [
+        ("admin", Some(admin)),
+        ("manager", Some(&mgr)),
+        ("researcher", Some(&res)),
+        ("none", None),
+        ("bad", Some("allot_0000")),
+    ];
+
+    // Workloads to act on.
+    let post = |t: &str, acct: &str| {
+        let (s, t, b) = (&s, t.to_string(), body(acct));
+        async move { s.http("POST", "/v1/workloads", Some(&t), Some(&b)).await }
+    };
+    let (_, w_admin) = post(admin, "org/a").await;
+    let (_, w_res) = post(&res, "org/a").await;
+    let (_, w_lab) = post(admin, "lab/x").await;
+    let id = |v: &Value| v["id"].as_str().unwrap().to_string();
+    let (w_admin, w_res, w_lab) = (id(&w_admin), id(&w_res), id(&w_lab));
+
+    // (method, path, body, expected status per principal in `who` order)
+    let matrix: Vec<(&str, String, Option<String>, [u16; 5])> = vec![
+        ("GET", "/v1/whoami".into(), None, [200, 200, 200, 401, 401]),
+        ("GET", "/v1/openapi.json".into(), None, [200, 200, 200, 200, 200]),
+        ("POST", "/v1/workloads".into(), Some(body("org/b")), [201, 201, 403, 401, 401]),
+        ("POST", "/v1/workloads".into(), Some(body("lab/x")), [201, 403, 403, 401, 401]),
+        ("GET", "/v1/workloads".into(), None, [200, 200, 200, 401, 401]),
+        ("GET", format!("/v1/workloads/{w_lab}"), None, [200, 403, 403, 401, 401]),
+        ("GET", format!("/v1/workloads/{w_admin}"), None, [200, 200, 200, 401, 401]),
+        ("GET", "/v1/accounts".into(), None, [200, 200, 200, 401, 401]),
+        ("GET", "/v1/accounts/lab/x".into(), None, [200, 403, 403, 401, 401]),
+        ("PATCH", "/v1/accounts/lab/x".into(), Some(r#"{"share":2}"#.into()), [200, 403, 403, 401, 401]),
+        ("PATCH", "/v1/accounts/org".into(), Some(r#"{"share":2}"#.into()), [200, 403, 403, 401, 401]),
+        ("PATCH", "/v1/accounts/org/b".into(), Some(r#"{"budget_gpu_hours":5}"#.into()), [200, 200, 403, 401, 401]),
+        ("GET", "/v1/nodes".into(), None, [200, 200, 200, 401, 401]),
+        ("POST", "/v1/nodes/gpu-1/undrain".into(), None, [200, 403, 403, 401, 401]),
+        ("GET", "/v1/tokens".into(), None, [200, 403, 403, 401, 401]),
+        ("GET", "/v1/audit".into(), None, [200, 403, 403, 401, 401]),
+        ("GET", "/metrics".into(), None, [200, 200, 200, 401, 401]),
+        ("DELETE", "/v1/tokens/nobody".into(), None, [404, 403, 403, 401, 401]),
+    ];
+    for (method, path, b, want) in &matrix {
+        for ((name, t), w) in who.iter().zip(want) {
+            // Posting tokens is checked separately (names must be unique).
+            let (status, v) = s.http(method, path, *t, b.as_deref()).await;
+            assert_eq!(status, *w, "{name} {method} {path}: {v}");
+            if status >= 400 {
+                assert!(v["error"].as_str().is_some_and(|e| e.len() > 10), "{name} {method} {path}: clear message {v}");
+            }
+        }
+    }
+    for (i, (name, t)) in who.iter().enumerate() {
+        let req = format!(r#"{{"name":"new{i}","role":"researcher","projects":["org/b"]}}"#);
+        let (status, v) = s.http("POST", "/v1/tokens", *t, Some(&req)).await;
+        let want = [201, 403, 403, 401, 401][i];
+        assert_eq!(status, want, "{name} POST /v1/tokens: {v}");
+    }
+
+    // What each sees.
+    let seen = |t: &str, path: &'static str| {
+        let (s, t) = (&s, t.to_string());
+        async move {
+            let (_, v) = s.http("GET", path, Some(&t), None).await;
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x[if path.contains("accounts") { "path" } else { "account" }].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(seen(admin, "/v1/accounts").await, ["lab", "lab/x", "org", "org/a", "org/b"]);
+    assert_eq!(seen(&mgr, "/v1/accounts").await, ["org", "org/a", "org/b"]);
+    assert_eq!(seen(&res, "/v1/accounts").await, ["org/a"]);
+    assert!(seen(&mgr, "/v1/workloads").await.iter().all(|a| a.starts_with("org/")));
+    assert!(seen(&res, "/v1/workloads").await.iter().all(|a| a == "org/a"));
+    assert!(seen(admin, "/v1/workloads").await.iter().any(|a| a == "lab/x"));
+
+    // Cancels: researchers only their own; refused calls change nothing.
+    let cancel = |t: &str, w: &str| {
+        let (s, t, p) = (&s, t.to_string(), format!("/v1/workloads/{w}/cancel"));
+        async move { s.http("POST", &p, Some(&t), None).await.0 }
+    };
+    assert_eq!(cancel(&res2, &w_res).await, 403);
+    assert_eq!(cancel(&res, &w_admin).await, 403);
+    assert_eq!(cancel(&mgr, &w_lab).await, 403);
+    for w in [&w_res, &w_admin, &w_lab] {
+        let (_, v) = s.http("GET", &format!("/v1/workloads/{w}"), Some(admin), None).await;
+        assert!(!v["workload"]["cancel_requested"].as_bool().unwrap() && v["workload"]["state"] != "cancelled", "{v}");
+    }
+    assert_eq!(cancel(&res, &w_res).await, 200);
+    assert_eq!(cancel(&mgr, &w_admin).await, 200);
+
+    // Refused changes left budgets, shares and nodes alone; allowed ones are audited.
+    let (_, org) = s.http("GET", "/v1/accounts/org", Some(admin), None).await;
+    assert_eq!(org["share"], 2.0, "only the admin's change applied: {org}");
+    let (_, audit) = s.http("GET", "/v1/audit", Some(admin), None).await;
+    let changes: Vec<(String, String, String)> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"].as_str().unwrap().starts_with("account."))
+        .map(|e| {
+            (
+                e["principal"].as_str().unwrap().into(),
+                e["action"].as_str().unwrap().into(),
+                e["target"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(changes.len(), 4, "admin: lab/x, org, org/b; manager: org/b: {audit}");
+    assert!(changes.contains(&("mgr".into(), "account.budget".into(), "org/b".into())), "{audit}");
+    let entry = audit.as_array().unwrap().iter().find(|e| e["target"] == "org/b" && e["principal"] == "root").unwrap();
+    assert_eq!(
+        (entry["before"]["budget_gpu_hours"].clone(), entry["after"]["budget_gpu_hours"].clone()),
+        (Value::Null, 5.0.into())
+    );
+    let nodes = s.cli_json(&mgr, &["nodes"]);
+    assert!(nodes.as_array().unwrap().iter().all(|n| n["health"] == "up"), "{nodes}");
+    let drain = s.cli(&res, &["node", "drain", "gpu-0"]);
+    assert!(!drain.status.success() && String::from_utf8_lossy(&drain.stderr).contains("403"));
+    let budget = s.cli(&res, &["budget", "set", "org/a", "10"]);
+    assert!(!budget.status.success() && String::from_utf8_lossy(&budget.stderr).contains("403"));
+    s.cli_ok(&mgr, &["budget", "set", "org/a", "10"]);
+    let accounts = s.cli_json(&res, &["accounts"]);
+    assert_eq!(accounts[0]["budget_gpu_hours"], 10.0);
+    drop(s);
+    f.finish().await;
+}

@@ -1,0 +1,314 @@
+//! End to end: the real `allot` binary on a temporary store, driven through
+//! the CLI and HTTP, with sleep-based workloads on fake GPUs. Every scenario
+//! runs against SQLite and PostgreSQL.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{Backend, Fixture, Server, state};
+
+/// Counts `$1` seconds of work, checkpointing each second to
+/// `$ALLOT_CHECKPOINT_DIR/n`; on SIGTERM writes a marker and exits; notes
+/// in `DOUBLE` if another attempt of the same workload is running.
+const WORK_SH: &str = r#"#!/bin/sh
+ck="$ALLOT_CHECKPOINT_DIR"
+mkdir "$ck/running" 2>/dev/null || echo "attempt $ALLOT_ATTEMPT" >> "$ck/DOUBLE"
+n=0
+[ -f "$ck/n" ] && n=$(cat "$ck/n") && echo "resumed from $n"
+trap 'echo "sigterm at $n" >> "$ck/marker"; rmdir "$ck/running"; exit 0' TERM
+while [ "$n" -lt "$1" ]; do sleep 1 & wait $!; n=$((n+1)); echo "$n" > "$ck/n"; done
+rmdir "$ck/running"
+echo "done $n"
+"#;
+
+const ENV_SH: &str = r#"#!/bin/sh
+echo "$CUDA_VISIBLE_DEVICES|$ALLOT_WORKLOAD_ID|$ALLOT_CHECKPOINT_DIR|$FOO" > "$ALLOT_CHECKPOINT_DIR/env"
+"#;
+
+fn script(dir: &Path, name: &str, text: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write script");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    p.display().to_string()
+}
+
+fn checkpoint_dir(s: &Server, id: &str) -> std::path::PathBuf {
+    s.dir.join("data/checkpoints").join(id)
+}
+
+fn submit(s: &Server, token: &str, args: &[&str]) -> String {
+    s.cli_ok(token, &[&["submit"], args].concat()).trim().to_string()
+}
+
+both_stores!(lifecycle_sqlite, lifecycle_postgres, lifecycle);
+
+/// Submit, run, finish; the environment of a workload; a failing workload
+/// retried then failed; cancel a pending one; listings; trace export.
+async fn lifecycle(backend: Backend) {
+    let f = Fixture::new(backend, "lifecycle").await;
+    let s = Server::start(&f.dir, &f.db.url);
+    let env_sh = script(&f.dir, "env.sh", ENV_SH);
+    let a = submit(&s, &f.admin, &["--account", "org/a", "--gpus", "2", "--env", "FOO=bar", "--", &env_sh]);
+    let b = submit(&s, &f.admin, &["--account", "org/b", "--gpus", "1", "--duration", "1s", "--", "sleep", "1"]);
+    let c = submit(&s, &f.admin, &["--account", "org/b", "--gpus", "1", "--retries", "1", "--", "sh", "-c", "exit 3"]);
+    for id in [&a, &b] {
+        s.wait_for(&f.admin, id, 20, |v| state(v) == "finished").await;
+    }
+    let env = std::fs::read_to_string(checkpoint_dir(&s, &a).join("env")).expect("env file");
+    let ck = checkpoint_dir(&s, &a).canonicalize().unwrap();
+    let parts: Vec<&str> = env.trim().split('|').collect();
+    assert_eq!(parts[0].split(',').count(), 2, "two GPU indices in CUDA_VISIBLE_DEVICES: {env}");
+    assert_eq!(parts[1], a);
+    assert_eq!(Path::new(parts[2]).canonicalize().unwrap(), ck);
+    assert_eq!(parts[3], "bar");
+
+    let failed = s.wait_for(&f.admin, &c, 20, |v| state(v) == "failed").await;
+    let attempts = failed["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "one retry: {failed}");
+    assert!(attempts.iter().all(|a| a["exit_code"] == 3 && a["outcome"] == "failed"));
+    assert_eq!(failed["workload"]["failures"], 2);
+
+    // A workload too long to finish, then one queued behind it, cancelled.
+    let long = submit(&s, &f.admin, &["--account", "org/a", "--gpus", "4", "--", "sleep", "60"]);
+    s.wait_for(&f.admin, &long, 20, |v| state(v) == "running").await;
+    let queued = submit(&s, &f.admin, &["--account", "org/a", "--gpus", "4", "--", "sleep", "1"]);
+    let shown = s.cli_ok(&f.admin, &["show", &queued]);
+    assert!(shown.contains("state      pending") && shown.contains("why"), "{shown}");
+    let queue = s.cli_json(&f.admin, &["queue"]);
+    let ids: Vec<&str> = queue.as_array().unwrap().iter().map(|w| w["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [long.as_str(), queued.as_str()], "queue lists live workloads oldest first");
+    assert!(s.cli_ok(&f.admin, &["queue"]).contains("pending"));
+    assert_eq!(s.cli_ok(&f.admin, &["cancel", &queued]).trim(), format!("{queued} cancelled"));
+    assert_eq!(s.cli_ok(&f.admin, &["cancel", &long]).trim(), format!("{long} stopping"));
+    let done = s.wait_for(&f.admin, &long, 20, |v| state(v) == "cancelled").await;
+    assert_eq!(done["attempts"][0]["outcome"], "cancelled");
+    let again = s.cli(&f.admin, &["cancel", &long]);
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("409"));
+
+    // Prometheus exposition with the measures.
+    let (status, metrics) = s.http("GET", "/metrics", Some(&f.admin), None).await;
+    let metrics = metrics.as_str().expect("text").to_string();
+    assert_eq!(status, 200);
+    for m in [
+        "allot_queue_length{class=\"batch\"}",
+        "allot_scheduling_pass_seconds_count",
+        "allot_completed_workloads_total{",
+        "allot_occupancy",
+        "allot_account_used_gpu_hours{account=\"org/a\"}",
+    ] {
+        assert!(metrics.contains(m), "metrics have {m}:\n{metrics}");
+    }
+
+    // The history as a simulator trace.
+    let out = f.dir.join("trace.csv");
+    let summary = allot_server::export_trace(&f.db.url, &out).await.expect("export");
+    let cfg = allot_trace::config::load_config(&s.config).unwrap();
+    let rows = allot_trace::trace::load_trace(&out, &cfg).expect("the export loads as a trace");
+    assert_eq!(summary.workloads, rows.len());
+    let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, [a.as_str(), b.as_str(), c.as_str(), long.as_str()], "cancelled-before-running is left out");
+    assert!(rows[1].work_s >= 1 && rows[1].work_s <= 3, "real run time of `sleep 1`: {}", rows[1].work_s);
+    drop(s);
+    f.finish().await;
+}
+
+both_stores!(preemption_sqlite, preemption_postgres, preemption);
+
+/// Fill the cluster with batch work; an interactive submission preempts it
+/// once past its slice (INT-1): the victim sees SIGTERM, writes its marker,
+/// is requeued and resumes from its checkpoint.
+async fn preemption(backend: Backend) {
+    let f = Fixture::new(backend, "preempt").await;
+    let s = Server::start(&f.dir, &f.db.url);
+    let work = script(&f.dir, "work.sh", WORK_SH);
+    let victim = submit(
+        &s,
+        &f.admin,
+        &["--account", "org/a", "--gpus", "4", "--checkpoint", "1s", "--duration", "6s", "--", &work, "6"],
+    );
+    s.wait_for(&f.admin, &victim, 20, |v| state(v) == "running").await;
+    let inter = submit(
+        &s,
+        &f.admin,
+        &["--account", "org/b", "--gpus", "4", "--class", "interactive", "--duration", "2s", "--", "sleep", "2"],
+    );
+    let v = s.wait_for(&f.admin, &victim, 20, |v| v["attempts"].as_array().is_some_and(|a| a.len() >= 2)).await;
+    let first = &v["attempts"][0];
+    assert_eq!(first["outcome"], "preempted", "{v}");
+    assert!(first["signal_reason"].as_str().unwrap().starts_with("INT-1"), "{v}");
+    assert!(first["end_t"].as_i64().unwrap() - first["start_t"].as_i64().unwrap() >= 2, "ran at least its slice: {v}");
+    let marker = std::fs::read_to_string(checkpoint_dir(&s, &victim).join("marker")).expect("the victim saw SIGTERM");
+    assert!(marker.starts_with("sigterm at"), "{marker}");
+    let i = s.wait_for(&f.admin, &inter, 20, |v| state(v) == "finished").await;
+    assert!(i["attempts"][0]["start_t"].as_i64() >= first["end_t"].as_i64(), "no GPU held by two workloads");
+    let done = s.wait_for(&f.admin, &victim, 30, |v| state(v) == "finished").await;
+    let log2 =
+        std::fs::read_to_string(done["attempts"][1]["log_path"].as_str().map(|p| s.dir.join(p)).unwrap()).unwrap();
+    assert!(log2.contains("resumed from"), "second attempt resumed from the checkpoint: {log2}");
+    assert!(!checkpoint_dir(&s, &victim).join("DOUBLE").exists());
+    drop(s);
+    f.finish().await;
+}
+
+both_stores!(crash_restart_sqlite, crash_restart_postgres, crash_restart);
+
+/// kill -9 the server mid-run and restart it: every accepted submission is
+/// there, no workload ever ran twice at once, the survivors were stopped
+/// and requeued, everything finishes, and the ledger equals the recorded
+/// allocation time.
+async fn crash_restart(backend: Backend) {
+    let f = Fixture::new(backend, "crash").await;
+    let mut s = Server::start(&f.dir, &f.db.url);
+    let work = script(&f.dir, "work.sh", WORK_SH);
+    let r1 = submit(
+        &s,
+        &f.admin,
+        &["--account", "org/a", "--gpus", "2", "--checkpoint", "1s", "--duration", "5s", "--", &work, "5"],
+    );
+    let r2 = submit(
+        &s,
+        &f.admin,
+        &["--account", "org/b", "--gpus", "2", "--checkpoint", "1s", "--duration", "5s", "--", &work, "5"],
+    );
+    for id in [&r1, &r2] {
+        s.wait_for(&f.admin, id, 20, |v| state(v) == "running" && v["attempts"][0]["pid"].is_number()).await;
+    }
+    // A burst of submissions, then kill -9 right after the last 201.
+    let mut burst = Vec::new();
+    // (All in org/a, which holds GPUs already: nothing ranks better than
+    // the running workloads, so none is preempted before the crash.)
+    for _ in 0..12 {
+        burst.push(submit(
+            &s,
+            &f.admin,
+            &["--account", "org/a", "--gpus", "1", "--duration", "1s", "--", "sleep", "1"],
+        ));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    s.kill9();
+    assert!(checkpoint_dir(&s, &r1).join("running").exists(), "the workload outlived the server");
+    s.restart();
+    let all = s.cli_json(&f.admin, &["queue", "--all"]);
+    let ids: Vec<String> = all.as_array().unwrap().iter().map(|w| w["id"].as_str().unwrap().to_string()).collect();
+    for id in [&r1, &r2].into_iter().chain(&burst) {
+        assert!(ids.contains(id), "submission {id} lost after kill -9: {ids:?}");
+    }
+    for id in [&r1, &r2].into_iter().chain(&burst) {
+        s.wait_for(&f.admin, id, 60, |v| state(v) == "finished").await;
+    }
+    for id in [&r1, &r2] {
+        let v = s.wait_for(&f.admin, id, 1, |_| true).await;
+        let first = &v["attempts"][0];
+        assert!(matches!(first["outcome"].as_str(), Some("lost")), "{v}");
+        assert!(!checkpoint_dir(&s, id).join("DOUBLE").exists(), "workload {id} ran twice at once");
+        let marker = std::fs::read_to_string(checkpoint_dir(&s, id).join("marker")).unwrap_or_default();
+        assert!(marker.contains("sigterm"), "the survivor was signalled before being requeued: {marker:?}");
+    }
+    assert_ledger_matches_attempts(&s, &f.admin).await;
+    drop(s);
+    f.finish().await;
+}
+
+/// Σ over attempts of (end − start) × GPUs equals the ledger's charge per
+/// account subtree.
+async fn assert_ledger_matches_attempts(s: &Server, token: &str) {
+    let (_, ws) = s.http("GET", "/v1/workloads?limit=1000", Some(token), None).await;
+    let mut recorded: std::collections::BTreeMap<String, i64> = Default::default();
+    for w in ws.as_array().unwrap() {
+        let id = w["id"].as_str().unwrap();
+        let (_, d) = s.http("GET", &format!("/v1/workloads/{id}"), Some(token), None).await;
+        for a in d["attempts"].as_array().unwrap() {
+            let held = (a["end_t"].as_i64().expect("all attempts ended") - a["start_t"].as_i64().unwrap())
+                * a["allocation"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n["gpus"].as_array().unwrap().len() as i64)
+                    .sum::<i64>();
+            let acct = w["account"].as_str().unwrap();
+            for (i, _) in acct.match_indices('/').chain([(acct.len(), "")]) {
+                *recorded.entry(acct[..i].to_string()).or_default() += held;
+            }
+        }
+    }
+    let (_, accounts) = s.http("GET", "/v1/accounts", Some(token), None).await;
+    for a in accounts.as_array().unwrap() {
+        let path = a["path"].as_str().unwrap();
+        let charged = (a["charged_gpu_hours"].as_f64().unwrap() * 3600.0).round() as i64;
+        assert_eq!(charged, recorded.get(path).copied().unwrap_or(0), "ledger of {path}: {accounts}");
+    }
+}
+
+both_stores!(bad_input_sqlite, bad_input_postgres, bad_input);
+
+/// Malformed or invalid requests get 400 naming the field (413 when too
+/// large) and store nothing.
+async fn bad_input(backend: Backend) {
+    let f = Fixture::new(backend, "bad").await;
+    let s = Server::start(&f.dir, &f.db.url);
+    let t = Some(f.admin.as_str());
+    let big = format!(r#"{{"account":"org/a","gpus":1,"command":["{}"]}}"#, "x".repeat(300 * 1024));
+    let cases: [(&str, &str, u16, Option<&str>); 12] = [
+        ("malformed json", "{\"account\": ", 400, Some("account")),
+        ("unknown field", r#"{"account":"org/a","gpus":1,"command":["true"],"gpu":2}"#, 400, Some("gpu")),
+        ("negative gpus", r#"{"account":"org/a","gpus":-1,"command":["true"]}"#, 400, Some("gpus")),
+        ("zero gpus", r#"{"account":"org/a","gpus":0,"command":["true"]}"#, 400, Some("gpus")),
+        ("unknown account", r#"{"account":"org/zzz","gpus":1,"command":["true"]}"#, 400, Some("account")),
+        ("too many gpus", r#"{"account":"org/a","gpus":64,"command":["true"]}"#, 400, Some("gpus")),
+        ("unknown class", r#"{"account":"org/a","gpus":1,"class":"urgent","command":["true"]}"#, 400, Some("class")),
+        (
+            "unknown gpu type",
+            r#"{"account":"org/a","gpus":1,"gpu_type":"A100","command":["true"]}"#,
+            400,
+            Some("gpu_type"),
+        ),
+        ("empty command", r#"{"account":"org/a","gpus":1,"command":[]}"#, 400, Some("command")),
+        (
+            "reserved env",
+            r#"{"account":"org/a","gpus":1,"command":["true"],"env":{"CUDA_VISIBLE_DEVICES":"9"}}"#,
+            400,
+            Some("env.CUDA_VISIBLE_DEVICES"),
+        ),
+        (
+            "interactive over the lane",
+            r#"{"account":"org/a","gpus":1,"class":"interactive","expected_duration_s":99999,"command":["true"]}"#,
+            400,
+            Some("class"),
+        ),
+        ("oversize body", big.as_str(), 413, None),
+    ];
+    for (name, body, want, field) in cases {
+        let (status, v) = s.http("POST", "/v1/workloads", t, Some(body)).await;
+        assert_eq!(status, want, "case {name}: {v}");
+        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "case {name}: {v}");
+        assert_eq!(v["field"].as_str(), field, "case {name}: {v}");
+    }
+    let (status, v) = s.http("PATCH", "/v1/accounts/org/a", t, Some(r#"{"budget_gpu_hours": -5}"#)).await;
+    assert_eq!((status, v["field"].as_str()), (400, Some("budget_gpu_hours")), "{v}");
+    let (status, v) = s.http("GET", "/v1/workloads?state=bogus", t, None).await;
+    assert_eq!((status, v["field"].as_str()), (400, Some("state")), "{v}");
+    let (_, list) = s.http("GET", "/v1/workloads", t, None).await;
+    assert_eq!(list, Value::Array(vec![]), "nothing stored");
+    let (status, doc) = s.http("GET", "/v1/openapi.json", None, None).await;
+    assert_eq!(status, 200);
+    for path in [
+        "/v1/workloads",
+        "/v1/workloads/{id}",
+        "/v1/workloads/{id}/cancel",
+        "/v1/accounts/{path}",
+        "/v1/nodes/{name}/{action}",
+        "/v1/tokens",
+        "/v1/audit",
+        "/metrics",
+    ] {
+        assert!(doc["paths"][path].is_object(), "openapi documents {path}");
+    }
+    let (_, audit) = s.http("GET", "/v1/audit", t, None).await;
+    assert!(audit.as_array().unwrap().iter().all(|e| e["action"] != "account.budget"), "{audit}");
+    drop(s);
+    f.finish().await;
+}

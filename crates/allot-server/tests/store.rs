@@ -1,0 +1,148 @@
+//! The store on its own, against SQLite and PostgreSQL: migrations are
+//! idempotent, the scheduler's batched writes round-trip, listings filter
+//! by subtree exactly (`_` in paths is not a wildcard), tokens, overrides
+//! and the audit log.
+
+mod support;
+
+use allot_server::store::{AttemptRow, NewWorkload, Op, Store, TokenRow, WorkloadFilter};
+use support::{Backend, TestDb, temp_dir};
+
+both_stores!(store_roundtrip_sqlite, store_roundtrip_postgres, roundtrip);
+
+fn workload(account: &str) -> NewWorkload {
+    NewWorkload {
+        submit_t: 1000,
+        account: account.into(),
+        submitter: "ann".into(),
+        class: "batch".into(),
+        gpus: 2,
+        nodes: 0,
+        gpu_type: None,
+        work_s: 60,
+        checkpoint_s: 10,
+        util: 0.5,
+        priority: "normal".into(),
+        preemptible: false,
+        name: Some("w".into()),
+        command: r#"["sleep","1"]"#.into(),
+        env: "{}".into(),
+        retries: 1,
+    }
+}
+
+async fn roundtrip(backend: Backend) {
+    let dir = temp_dir("store");
+    let db = TestDb::new(backend, &dir).await;
+    let store = Store::open(&db.url).await.expect("open");
+    let id = store.instance_id().await.unwrap();
+    store.close().await;
+    let store = Store::open(&db.url).await.expect("migrations run twice");
+    assert_eq!(store.instance_id().await.unwrap(), id, "the instance id is kept");
+
+    let a = store.insert_workload(&workload("org/a_b")).await.unwrap();
+    let b = store.insert_workload(&workload("org/axb")).await.unwrap();
+    let c = store.insert_workload(&workload("org/a_b/sub")).await.unwrap();
+    assert!(a < b && b < c);
+    let list = |visible: Option<Vec<&str>>, states: &[&str]| {
+        let f = WorkloadFilter {
+            visible: visible.map(|v| v.into_iter().map(String::from).collect()),
+            states: states.iter().map(|s| s.to_string()).collect(),
+            limit: 100,
+            ..Default::default()
+        };
+        let store = store.clone();
+        async move { store.workloads(&f).await.unwrap().into_iter().map(|w| w.seq).collect::<Vec<_>>() }
+    };
+    assert_eq!(list(None, &[]).await, [c, b, a]);
+    assert_eq!(list(Some(vec!["org/a_b"]), &[]).await, [c, a], "`_` is not a wildcard");
+    assert_eq!(list(Some(vec![]), &[]).await, Vec::<i64>::new());
+
+    let start = AttemptRow {
+        workload: a,
+        attempt: 1,
+        alloc: r#"[{"node":"gpu-0","gpus":[0,1]}]"#.into(),
+        gpus: 2,
+        weight: 1.0,
+        state: "starting".into(),
+        start_t: 1010,
+        start_reason: "FS-1: test".into(),
+        signal_t: None,
+        signal_reason: None,
+        end_t: None,
+        outcome: None,
+        exit_code: None,
+        kept_s: None,
+        pid: None,
+        log_path: "/tmp/x.log".into(),
+    };
+    store
+        .apply(&[
+            Op::AttemptStart { row: start.clone() },
+            Op::WorkloadState { seq: a, state: "running", reason: "FS-1: test".into(), end_t: None },
+            Op::AttemptRunning { seq: a, attempt: 1, pid: 4242 },
+            Op::AttemptSignal { seq: a, attempt: 1, t: 1020, reason: "INT-1: test".into() },
+            Op::AttemptEnd {
+                seq: a,
+                attempt: 1,
+                end_t: 1021,
+                outcome: "preempted".into(),
+                exit_code: None,
+                kept_s: 10,
+            },
+            Op::WorkloadState { seq: a, state: "pending", reason: "CON-3: test".into(), end_t: None },
+            Op::Failures { seq: a, failures: 1 },
+            Op::CancelRequested { seq: a },
+            Op::NodeEvent { t: 1030, node: "gpu-0".into(), kind: "drain".into(), principal: "root".into() },
+        ])
+        .await
+        .unwrap();
+    let got = store.attempts_of(a).await.unwrap();
+    let want = AttemptRow {
+        state: "ended".into(),
+        signal_t: Some(1020),
+        signal_reason: Some("INT-1: test".into()),
+        end_t: Some(1021),
+        outcome: Some("preempted".into()),
+        kept_s: Some(10),
+        pid: Some(4242),
+        ..start
+    };
+    assert_eq!(got, [want]);
+    let w = store.workload(a).await.unwrap().unwrap();
+    assert_eq!((w.state.as_str(), w.failures, w.cancel_requested, w.util), ("pending", 1, true, 0.5));
+    assert_eq!(list(None, &["pending"]).await, [c, b, a]);
+    assert_eq!(store.live_workloads().await.unwrap().len(), 3);
+    assert_eq!(store.node_events().await.unwrap()[0].kind, "drain");
+
+    let token = TokenRow {
+        name: "ann".into(),
+        hash: "h1".into(),
+        role: "researcher".into(),
+        scope: None,
+        created_t: 1,
+        created_by: "root".into(),
+    };
+    assert!(store.insert_token(&token, &["org/a_b".into()]).await.unwrap());
+    assert!(!store.insert_token(&TokenRow { hash: "h2".into(), ..token.clone() }, &[]).await.unwrap(), "name taken");
+    let (t, grants) = store.token_by_hash("h1").await.unwrap().unwrap();
+    assert_eq!((t, grants), (token, vec!["org/a_b".to_string()]));
+    assert!(store.token_by_hash("h2").await.unwrap().is_none());
+    assert!(store.delete_token("ann", "root", 2).await.unwrap());
+    assert!(store.token_by_hash("h1").await.unwrap().is_none());
+
+    let before = serde_json::json!({"budget_gpu_hours": null});
+    let after = serde_json::json!({"budget_gpu_hours": 5.0});
+    store.set_override("org/a_b", "budget", Some(5.0), "root", 3, &before, &after).await.unwrap();
+    store.set_override("org/a_b", "share", None, "root", 4, &after, &after).await.unwrap();
+    let o = store.overrides().await.unwrap();
+    assert_eq!(o.len(), 1);
+    assert_eq!((o[0].budget_gpu_hours, o[0].share), (Some(Some(5.0)), Some(None)));
+    let audit = store.audit(10).await.unwrap();
+    let actions: Vec<&str> = audit.iter().map(|e| e.action.as_str()).collect();
+    assert_eq!(actions, ["account.share", "account.budget", "token.revoke", "token.create"]);
+    assert_eq!(audit[1].after.as_deref(), Some(r#"{"budget_gpu_hours":5.0}"#));
+    store.close().await;
+    db.drop_db().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,370 @@
+//! Test support: the real `allot` binary on a temporary store (SQLite file
+//! or a fresh PostgreSQL database), a small fake-GPU config, and helpers to
+//! drive it through the CLI and HTTP.
+
+#![allow(dead_code, reason = "each test crate uses a part of the support module")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::Value;
+
+/// Two nodes of two fake GPUs; a 1 s scheduling interval, 1 s grace and a
+/// 2 s batch slice so that sleep-based tests take seconds.
+pub const CONFIG: &str = r#"
+[cluster]
+name = "test"
+[[cluster.pools]]
+name = "gpu"
+gpu = "H100"
+nodes = 2
+gpus_per_node = 2
+
+[[accounts]]
+path = "org/a"
+share = 1
+[[accounts]]
+path = "org/b"
+share = 1
+[[accounts]]
+path = "lab/x"
+share = 1
+
+[contract]
+scheduling_interval = "1s"
+grace = "1s"
+min_slice = { batch = "2s", interactive = "0s", service = "0s" }
+interactive_max_gpus = 4
+interactive_max_duration = "1h"
+"#;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+pub const PG_HELP: &str = "ALLOT_TEST_PG_URL is not set: the PostgreSQL store tests need a PostgreSQL server. \
+    Run `eval \"$(.ci/postgres.sh)\"` (starts the local cluster and creates a test role and database), or set \
+    ALLOT_TEST_PG_URL=postgres://USER:PASSWORD@HOST:PORT/DB for a role that may CREATE DATABASE";
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
+}
+
+fn newest_source(dir: &Path, newest: &mut SystemTime) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            newest_source(&p, newest);
+        } else if let Ok(m) = e.metadata().and_then(|m| m.modified()) {
+            *newest = (*newest).max(m);
+        }
+    }
+}
+
+/// The `allot` binary next to this test, rebuilt when a source is newer.
+pub fn allot_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("ALLOT_BIN") {
+            return PathBuf::from(p);
+        }
+        let exe = std::env::current_exe().expect("test executable");
+        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf();
+        let bin = profile_dir.join("allot");
+        let ws = workspace();
+        let mut newest = SystemTime::UNIX_EPOCH;
+        for c in std::fs::read_dir(ws.join("crates")).expect("crates").flatten() {
+            newest_source(&c.path().join("src"), &mut newest);
+        }
+        let built = std::fs::metadata(&bin).and_then(|m| m.modified()).ok();
+        if built.is_none_or(|b| b < newest) {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let target = profile_dir.parent().expect("target dir");
+            let status = Command::new(cargo)
+                .args(["build", "-p", "allot", "--bin", "allot"])
+                .env("CARGO_TARGET_DIR", target)
+                .current_dir(&ws)
+                .status()
+                .expect("run cargo build");
+            assert!(status.success(), "building the allot binary failed");
+        }
+        bin
+    })
+    .clone()
+}
+
+/// A fresh directory under the system temp dir.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    let d = std::env::temp_dir().join(format!("allot-test-{}-{n}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// A fresh, empty store for one test.
+pub struct TestDb {
+    pub url: String,
+    pg: Option<(String, String)>,
+}
+
+impl TestDb {
+    pub async fn new(backend: Backend, dir: &Path) -> TestDb {
+        match backend {
+            Backend::Sqlite => TestDb { url: format!("sqlite://{}", dir.join("allot.db").display()), pg: None },
+            Backend::Postgres => {
+                let base = std::env::var("ALLOT_TEST_PG_URL").unwrap_or_else(|_| panic!("{PG_HELP}"));
+                let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+                let name = format!("allot_t_{}_{n}", std::process::id());
+                admin_sql(&base, &format!("DROP DATABASE IF EXISTS {name}")).await;
+                admin_sql(&base, &format!("CREATE DATABASE {name}")).await;
+                TestDb { url: with_db(&base, &name), pg: Some((base, name)) }
+            }
+        }
+    }
+
+    pub async fn drop_db(self) {
+        if let Some((base, name)) = self.pg {
+            admin_sql(&base, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+        }
+    }
+}
+
+fn with_db(url: &str, db: &str) -> String {
+    let (head, query) = url.split_once('?').map_or((url, None), |(h, q)| (h, Some(q)));
+    let base = head.rsplit_once('/').map_or(head, |(b, _)| b);
+    match query {
+        Some(q) => format!("{base}/{db}?{q}"),
+        None => format!("{base}/{db}"),
+    }
+}
+
+async fn admin_sql(url: &str, sql: &str) {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let mut c =
+        sqlx::AnyConnection::connect(url).await.unwrap_or_else(|e| panic!("cannot connect to {url}: {e}\n{PG_HELP}"));
+    sqlx::query(sql).execute(&mut c).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let _ = c.close().await;
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// A running `allot serve`.
+pub struct Server {
+    pub dir: PathBuf,
+    pub db: String,
+    pub url: String,
+    pub config: PathBuf,
+    child: Option<Child>,
+    port: u16,
+}
+
+impl Server {
+    /// Starts the server on `db` with [`CONFIG`] (or the config already in
+    /// `dir`) and waits until it answers.
+    pub fn start(dir: &Path, db: &str) -> Server {
+        let config = dir.join("cluster.toml");
+        if !config.exists() {
+            std::fs::write(&config, CONFIG).expect("write config");
+        }
+        let port = free_port();
+        let mut s = Server {
+            dir: dir.to_path_buf(),
+            db: db.to_string(),
+            url: format!("http://127.0.0.1:{port}"),
+            config,
+            child: None,
+            port,
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("server.log")).expect("log");
+        let child = Command::new(allot_bin())
+            .args(["serve", "--config"])
+            .arg(&self.config)
+            .args(["--db", &self.db, "--listen", &format!("127.0.0.1:{}", self.port), "--data-dir"])
+            .arg(self.dir.join("data"))
+            .current_dir(&self.dir)
+            .env("ALLOT_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start allot serve");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("allot serve exited with {status}:\n{}", self.log());
+            }
+            assert!(Instant::now() < deadline, "allot serve did not listen within 30 s:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// SIGKILL: no shutdown of any kind.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().expect("kill -9");
+            c.wait().expect("reap");
+        }
+    }
+
+    /// Starts it again on the same store and port.
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    /// The CLI against this server.
+    pub fn cli(&self, token: &str, args: &[&str]) -> Output {
+        Command::new(allot_bin())
+            .args(args)
+            .env("ALLOT_SERVER", &self.url)
+            .env("ALLOT_TOKEN", token)
+            .env("ALLOT_CLIENT_CONFIG", self.dir.join("no-client.toml"))
+            .current_dir(&self.dir)
+            .output()
+            .expect("run allot")
+    }
+
+    /// The CLI, which must succeed; returns stdout.
+    pub fn cli_ok(&self, token: &str, args: &[&str]) -> String {
+        let out = self.cli(token, args);
+        assert!(
+            out.status.success(),
+            "allot {args:?} failed: {}\n--- server log ---\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    /// The CLI with `--json`, parsed.
+    pub fn cli_json(&self, token: &str, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        serde_json::from_str(&self.cli_ok(token, &a)).expect("json output")
+    }
+
+    /// One HTTP call: (status, body as JSON or a string).
+    pub async fn http(&self, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> (u16, Value) {
+        let client = reqwest::Client::new();
+        let m = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = client.request(m, format!("{}{path}", self.url));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.header("content-type", "application/json").body(b.to_string());
+        }
+        let resp = req.send().await.expect("http call");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.expect("body");
+        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, v)
+    }
+
+    /// Polls `GET /v1/workloads/{id}` until `pred` holds (or panics after `secs`).
+    pub async fn wait_for(&self, token: &str, id: &str, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let (s, v) = self.http("GET", &format!("/v1/workloads/{id}"), Some(token), None).await;
+            if s == 200 && pred(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "workload {id} did not reach the expected state in {secs} s: {v}\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `allot token create` straight into the store.
+pub fn token(db: &str, role: &str, name: &str, extra: &[&str]) -> String {
+    let out = Command::new(allot_bin())
+        .args(["token", "create", "--db", db, "--role", role, "--name", name])
+        .args(extra)
+        .output()
+        .expect("run allot token create");
+    assert!(out.status.success(), "token create failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8").trim().to_string()
+}
+
+pub fn state(v: &Value) -> &str {
+    v["workload"]["state"].as_str().unwrap_or("")
+}
+
+/// A test's directory, store and admin token.
+pub struct Fixture {
+    pub dir: PathBuf,
+    pub db: TestDb,
+    pub admin: String,
+}
+
+impl Fixture {
+    pub async fn new(backend: Backend, name: &str) -> Fixture {
+        let dir = temp_dir(name);
+        let db = TestDb::new(backend, &dir).await;
+        let admin = token(&db.url, "admin", "root", &[]);
+        Fixture { dir, db, admin }
+    }
+
+    pub async fn finish(self) {
+        self.db.drop_db().await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Declares one test per backend running `$body(Backend)`.
+#[macro_export]
+macro_rules! both_stores {
+    ($sqlite:ident, $postgres:ident, $body:path) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $sqlite() {
+            $body($crate::support::Backend::Sqlite).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            $body($crate::support::Backend::Postgres).await;
+        }
+    };
+}

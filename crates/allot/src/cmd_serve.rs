@@ -1,0 +1,112 @@
+//! `allot serve` (the live scheduler) and `allot token create` (tokens
+//! without a running server). See docs/server.md.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use allot_server::auth::{Role, TokenSpec, create_token};
+use allot_server::store::Store;
+use allot_server::{ExecutorKind, ServeOptions};
+use anyhow::{Context, Result};
+
+fn parse_executor(s: &str) -> Result<ExecutorKind, String> {
+    ExecutorKind::parse(s).ok_or_else(|| format!("unknown executor {s:?} (local, none)"))
+}
+
+fn parse_role(s: &str) -> Result<Role, String> {
+    Role::parse(s).ok_or_else(|| format!("unknown role {s:?} (admin, manager, researcher)"))
+}
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// Cluster, accounts and contract (TOML).
+    #[arg(long)]
+    config: PathBuf,
+    /// Store: sqlite://PATH (created with its tables if missing) or postgres://USER@HOST/DB.
+    #[arg(long, default_value = "sqlite://allot.db")]
+    db: String,
+    /// Address of the HTTP API.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// local: run workloads as process groups on this host; none: decide and record only.
+    #[arg(long, value_parser = parse_executor, default_value = "local")]
+    executor: ExecutorKind,
+    /// Scheduling policy: allot, fifo, fifo-backfill or priority.
+    #[arg(long, default_value = "allot")]
+    policy: String,
+    /// Where attempt logs and checkpoint directories go.
+    #[arg(long, default_value = "allot-data")]
+    data_dir: PathBuf,
+}
+
+pub fn run(a: ServeArgs) -> Result<()> {
+    init_logs();
+    let opts = ServeOptions {
+        config: a.config,
+        db: a.db,
+        listen: a.listen,
+        executor: a.executor,
+        policy: a.policy,
+        data_dir: a.data_dir,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("failed to start the runtime")?;
+    rt.block_on(allot_server::serve(&opts)).context("allot serve failed")
+}
+
+fn init_logs() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("ALLOT_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+#[derive(clap::Subcommand)]
+pub enum TokenCommand {
+    /// Create a token directly in the store (no server needed); prints it once.
+    Create(TokenCreateArgs),
+}
+
+#[derive(clap::Args)]
+pub struct TokenCreateArgs {
+    /// The store, as given to `allot serve --db`.
+    #[arg(long, default_value = "sqlite://allot.db")]
+    db: String,
+    /// admin, manager or researcher.
+    #[arg(long, value_parser = parse_role)]
+    role: Role,
+    /// Principal name (unique).
+    #[arg(long)]
+    name: String,
+    /// Account subtree a manager manages.
+    #[arg(long)]
+    scope: Option<String>,
+    /// Project granted to a researcher (repeatable).
+    #[arg(long = "project")]
+    projects: Vec<String>,
+    /// Config to check --scope and --project against.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+pub fn run_token(c: TokenCommand) -> Result<()> {
+    let TokenCommand::Create(a) = c;
+    let spec = TokenSpec { name: a.name, role: a.role, scope: a.scope, projects: a.projects };
+    let cfg = match &a.config {
+        Some(p) => Some(allot_trace::config::load_config(p)?),
+        None => None,
+    };
+    let known = |p: &str| cfg.as_ref().is_none_or(|c| c.accounts.get(p).is_some());
+    if let Err((field, msg)) = spec.check(known) {
+        anyhow::bail!("--{field}: {msg}");
+    }
+    let rt =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("failed to start the runtime")?;
+    let token = rt.block_on(async {
+        let store = Store::open(&a.db).await?;
+        let t = create_token(&store, &spec, "allot token create").await;
+        store.close().await;
+        t.map_err(anyhow::Error::from)
+    })?;
+    println!("{token}");
+    eprintln!("created {} token {:?}; it is shown only this once", spec.role.as_str(), spec.name);
+    Ok(())
+}
