@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Reproduces every comparison in docs/results.md into out/results/.
+# Needs the public traces in ../shared/traces (see that directory's README).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+traces=${ALLOT_TRACES_DIR:-../shared/traces}
+out=out/results
+mkdir -p "$out"
+cargo build --release --locked -q -p allot
+allot=target/release/allot
+
+# 1. Philly (82,247 jobs, 15 virtual clusters) on 512 GPUs: the trace's mean
+#    demand is 374 busy GPUs, so the cluster is busy with real bursts.
+$allot trace import --format philly-pollux "$traces/philly_pollux.csv" --gpus 512 \
+  --out "$out/philly.csv" --config-out "$out/philly.toml"
+$allot compare --config "$out/philly.toml" --trace "$out/philly.csv" \
+  --policies priority,fifo-backfill,allot --out "$out/philly"
+
+# 2. Alibaba openb (8,152 pods; fractional GPUs rounded up to whole ones)
+#    on 40 GPUs: the pods' mean demand is ~17 busy GPUs on a 6,212-GPU
+#    cluster, so the real node list would show no contention at all.
+$allot trace import --format alibaba-openb "$traces/alibaba_openb_pods.csv" --gpus 40 \
+  --out "$out/alibaba.csv" --config-out "$out/alibaba.toml"
+$allot compare --config "$out/alibaba.toml" --trace "$out/alibaba.csv" \
+  --policies priority,fifo-backfill,allot --out "$out/alibaba"
+
+# 3. The Ai2-like generator: 1,024 GPUs, 30 days, 3 seeds.
+$allot compare --scenario ai2 --gpus 1024 --days 30 --seeds 3 \
+  --policies priority,fifo-backfill,allot --out "$out/ai2"
