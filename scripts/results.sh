@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 traces=${ALLOT_TRACES_DIR:-../shared/traces}
 out=out/results
 mkdir -p "$out"
-cargo build --release --locked -q -p allot
-allot=target/release/allot
+[ -n "${ALLOT_BIN:-}" ] || cargo build --release --locked -q -p allot
+allot=${ALLOT_BIN:-target/release/allot}
 
 # 1. Philly (82,247 jobs, 15 virtual clusters) on 512 GPUs: the trace's mean
 #    demand is 374 busy GPUs, so the cluster is busy with real bursts.
