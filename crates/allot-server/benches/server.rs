@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use allot_server::auth::{Role, TokenSpec, create_token};
 use allot_server::store::Store;
 use allot_server::views::SubmitRequest;
-use allot_server::{ExecutorKind, ServeOptions};
+use allot_server::{ExecutorKind, GpuInventory, ServeOptions};
 
 const CONFIG: &str = r#"
 [cluster]
@@ -149,6 +149,7 @@ async fn run_backend(label: &str, db: String, n: usize) {
         executor: ExecutorKind::None,
         policy: "allot".into(),
         data_dir: d.join("data"),
+        gpu_inventory: GpuInventory::Config,
     };
     let running = allot_server::start(&opts).await.expect("start the server");
     let url = format!("http://{}", running.addr);

@@ -30,5 +30,6 @@ pub mod store;
 pub mod submission;
 pub mod views;
 
+pub use executor::inventory::GpuInventory;
 pub use export::{ExportError, ExportSummary, export_trace};
 pub use server::{ExecutorKind, Running, ServeOptions, ServerError, serve, start};

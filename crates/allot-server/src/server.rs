@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use crate::api::{AppState, router};
 use crate::auth::Authenticator;
+use crate::executor::inventory::{self, DeviceMap, GpuInventory};
 use crate::executor::local::LocalExecutor;
 use crate::executor::{Executor, NullExecutor};
 use crate::metrics::Metrics;
@@ -50,6 +51,8 @@ pub struct ServeOptions {
     pub policy: String,
     /// Logs and checkpoint directories of attempts.
     pub data_dir: PathBuf,
+    /// Where the GPU inventory comes from (local executor).
+    pub gpu_inventory: GpuInventory,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +73,8 @@ pub enum ServerError {
     Http(std::io::Error),
     #[error("the scheduler task failed: {0}")]
     Scheduler(String),
+    #[error("{0}")]
+    Inventory(String),
 }
 
 /// A started server.
@@ -108,20 +113,21 @@ pub fn policy_kind(name: &str) -> Result<PolicyKind, ServerError> {
 
 /// Loads, recovers and starts everything; returns once it listens.
 pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
-    let cfg = allot_trace::config::load_config(&opts.config)?;
+    let mut cfg = allot_trace::config::load_config(&opts.config)?;
     let kind = policy_kind(&opts.policy)?;
+    let devices = match opts.executor {
+        ExecutorKind::Local => gpu_inventory(&mut cfg.cluster, opts.gpu_inventory)?,
+        ExecutorKind::None => DeviceMap::new(),
+    };
     std::fs::create_dir_all(&opts.data_dir)
         .map_err(|source| ServerError::DataDir { path: opts.data_dir.clone(), source })?;
     let store = Store::open(&opts.db).await?;
     let instance = store.instance_id().await?;
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let exec: Arc<dyn Executor> = match opts.executor {
-        ExecutorKind::Local => Arc::new(LocalExecutor::new(ev_tx, &instance)),
+        ExecutorKind::Local => Arc::new(LocalExecutor::new(ev_tx, &instance, devices)),
         ExecutorKind::None => Arc::new(NullExecutor::new(ev_tx)),
     };
-    if opts.executor == ExecutorKind::Local {
-        check_inventory(&cfg.cluster);
-    }
     let now = crate::clock::now();
     let rec = recover(&cfg, &store, exec.as_ref(), now).await?;
     let metrics = Arc::new(Metrics::new());
@@ -175,15 +181,37 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     Ok(Running { addr, shutdown, http, scheduler })
 }
 
-/// Logs the host's GPUs next to the config's (the config is what is used).
-fn check_inventory(cluster: &allot_core::Cluster) {
-    match crate::executor::inventory::detect() {
-        None => tracing::info!("no NVIDIA driver found: the GPU inventory is the config's"),
-        Some(hw) => {
-            tracing::info!(gpus = hw.len(), model = hw.first().map_or("", |g| g.name.as_str()), "host GPUs");
-            for m in crate::executor::inventory::mismatches(cluster, &hw) {
+/// The inventory the local executor hands out: the config's, compared
+/// with the hardware's where there is a driver; or the hardware's, which
+/// replaces the config's one-node pool.
+fn gpu_inventory(cluster: &mut allot_core::Cluster, source: GpuInventory) -> Result<DeviceMap, ServerError> {
+    let detected = inventory::detect();
+    if let Ok(hw) = &detected {
+        tracing::info!(gpus = hw.len(), model = hw[0].name.as_str(), "host GPUs");
+    }
+    match (source, detected) {
+        (GpuInventory::Config, Err(why)) => {
+            tracing::info!("the GPU inventory is the config's ({why})");
+            Ok(DeviceMap::new())
+        }
+        (GpuInventory::Config, Ok(hw)) => {
+            for m in inventory::mismatches(cluster, &hw) {
                 tracing::warn!("{m}");
             }
+            Ok(DeviceMap::new())
+        }
+        (GpuInventory::Hardware, Err(why)) => {
+            Err(ServerError::Inventory(format!("--gpu-inventory hardware: cannot read the host's GPUs: {why}")))
+        }
+        (GpuInventory::Hardware, Ok(hw)) => {
+            let (built, devices) = inventory::from_hardware(cluster, &hw).map_err(ServerError::Inventory)?;
+            tracing::info!(
+                pool = built.pools[0].name.as_str(),
+                gpus = built.nodes[0].gpus,
+                "the GPU inventory is the host's"
+            );
+            *cluster = built;
+            Ok(devices)
         }
     }
 }

@@ -22,7 +22,7 @@ pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 pub const MAX_RETRIES: u32 = 100;
 
 /// Environment variables the executor sets itself.
-const RESERVED_ENV: [&str; 1] = ["CUDA_VISIBLE_DEVICES"];
+const RESERVED_ENV: [&str; 2] = ["CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"];
 
 /// A field and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,7 +150,7 @@ impl Catalog {
             }
         };
         if !self.cluster().fits_anywhere(gpus, nodes, gpu_type) {
-            return Err(bad("gpus", too_large(self.cluster(), gpus, nodes, gpu_type)));
+            return Err(bad("gpus", allot_trace::trace::too_large(self.cluster(), gpus, nodes, gpu_type)));
         }
         Ok((gpus, nodes, gpu_type))
     }
@@ -243,30 +243,6 @@ fn check_env(env: &BTreeMap<String, String>) -> Result<(), FieldError> {
         }
     }
     Ok(())
-}
-
-/// Why a shape fits in no pool, with the numbers (as the trace loader says).
-fn too_large(c: &Cluster, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>) -> String {
-    let ask = match gpus.checked_div(nodes) {
-        None => format!("{gpus} GPUs"),
-        Some(per_node) => format!("{nodes} nodes × {per_node} GPUs"),
-    };
-    let of_type = gpu.map(|g| format!(" of type {}", c.gpu_types[g.0 as usize].name)).unwrap_or_default();
-    let largest = c
-        .pools
-        .iter()
-        .filter(|p| gpu.is_none_or(|g| g == p.gpu))
-        .max_by_key(|p| (u64::from(p.nodes) * u64::from(p.gpus_per_node), p.gpus_per_node));
-    match largest {
-        Some(p) => format!(
-            "larger than any pool: asks {ask}{of_type}, the largest{} pool {} has {} nodes × {} GPUs",
-            if gpu.is_some() { " such" } else { "" },
-            p.name,
-            p.nodes,
-            p.gpus_per_node
-        ),
-        None => format!("larger than any pool: asks {ask}{of_type}"),
-    }
 }
 
 #[cfg(test)]

@@ -8,40 +8,31 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Backend, Fixture, Server, state};
+use support::{Backend, Fixture, Server, script, state, submit};
 
 /// Counts `$1` seconds of work, checkpointing each second to
 /// `$ALLOT_CHECKPOINT_DIR/n`; on SIGTERM writes a marker and exits; notes
-/// in `DOUBLE` if another attempt of the same workload is running.
+/// in `DOUBLE` if another attempt of the same workload is running. Each
+/// node of a multi-node allocation runs it (`ALLOT_NODE_RANK`); rank 0 keeps
+/// the checkpoint.
 const WORK_SH: &str = r#"#!/bin/sh
 ck="$ALLOT_CHECKPOINT_DIR"
-mkdir "$ck/running" 2>/dev/null || echo "attempt $ALLOT_ATTEMPT" >> "$ck/DOUBLE"
+r="$ALLOT_NODE_RANK"
+mkdir "$ck/running-$r" 2>/dev/null || echo "attempt $ALLOT_ATTEMPT rank $r" >> "$ck/DOUBLE"
 n=0
-[ -f "$ck/n" ] && n=$(cat "$ck/n") && echo "resumed from $n"
-trap 'echo "sigterm at $n" >> "$ck/marker"; rmdir "$ck/running"; exit 0' TERM
-while [ "$n" -lt "$1" ]; do sleep 1 & wait $!; n=$((n+1)); echo "$n" > "$ck/n"; done
-rmdir "$ck/running"
-echo "done $n"
+[ -f "$ck/n" ] && n=$(cat "$ck/n") && echo "rank $r resumed from $n"
+trap 'echo "rank $r sigterm at $n" >> "$ck/marker"; rmdir "$ck/running-$r"; exit 0' TERM
+while [ "$n" -lt "$1" ]; do sleep 1 & wait $!; n=$((n+1)); [ "$r" = 0 ] && echo "$n" > "$ck/n"; done
+rmdir "$ck/running-$r"
+echo "rank $r done $n"
 "#;
 
 const ENV_SH: &str = r#"#!/bin/sh
 echo "$CUDA_VISIBLE_DEVICES|$ALLOT_WORKLOAD_ID|$ALLOT_CHECKPOINT_DIR|$FOO" > "$ALLOT_CHECKPOINT_DIR/env"
 "#;
 
-fn script(dir: &Path, name: &str, text: &str) -> String {
-    use std::os::unix::fs::PermissionsExt;
-    let p = dir.join(name);
-    std::fs::write(&p, text).expect("write script");
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    p.display().to_string()
-}
-
 fn checkpoint_dir(s: &Server, id: &str) -> std::path::PathBuf {
     s.dir.join("data/checkpoints").join(id)
-}
-
-fn submit(s: &Server, token: &str, args: &[&str]) -> String {
-    s.cli_ok(token, &[&["submit"], args].concat()).trim().to_string()
 }
 
 both_stores!(lifecycle_sqlite, lifecycle_postgres, lifecycle);
@@ -142,7 +133,9 @@ async fn preemption(backend: Backend) {
     assert!(first["signal_reason"].as_str().unwrap().starts_with("INT-1"), "{v}");
     assert!(first["end_t"].as_i64().unwrap() - first["start_t"].as_i64().unwrap() >= 2, "ran at least its slice: {v}");
     let marker = std::fs::read_to_string(checkpoint_dir(&s, &victim).join("marker")).expect("the victim saw SIGTERM");
-    assert!(marker.starts_with("sigterm at"), "{marker}");
+    for rank in 0..2 {
+        assert!(marker.contains(&format!("rank {rank} sigterm at")), "each node's process saw SIGTERM: {marker}");
+    }
     let i = s.wait_for(&f.admin, &inter, 20, |v| state(v) == "finished").await;
     assert!(i["attempts"][0]["start_t"].as_i64() >= first["end_t"].as_i64(), "no GPU held by two workloads");
     let done = s.wait_for(&f.admin, &victim, 30, |v| state(v) == "finished").await;
@@ -190,7 +183,7 @@ async fn crash_restart(backend: Backend) {
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     s.kill9();
-    assert!(checkpoint_dir(&s, &r1).join("running").exists(), "the workload outlived the server");
+    assert!(checkpoint_dir(&s, &r1).join("running-0").exists(), "the workload outlived the server");
     s.restart();
     let all = s.cli_json(&f.admin, &["queue", "--all"]);
     let ids: Vec<String> = all.as_array().unwrap().iter().map(|w| w["id"].as_str().unwrap().to_string()).collect();
@@ -245,8 +238,8 @@ async fn assert_ledger_matches_attempts(s: &Server, token: &str) {
 
 both_stores!(bad_input_sqlite, bad_input_postgres, bad_input);
 
-/// Malformed or invalid requests get 400 naming the field (413 when too
-/// large) and store nothing.
+/// Malformed, invalid or oversize requests get 400 naming the field (or
+/// the limit) and store nothing.
 async fn bad_input(backend: Backend) {
     let f = Fixture::new(backend, "bad").await;
     let s = Server::start(&f.dir, &f.db.url);
@@ -279,7 +272,7 @@ async fn bad_input(backend: Backend) {
             400,
             Some("class"),
         ),
-        ("oversize body", big.as_str(), 413, None),
+        ("oversize body", big.as_str(), 400, None),
     ];
     for (name, body, want, field) in cases {
         let (status, v) = s.http("POST", "/v1/workloads", t, Some(body)).await;

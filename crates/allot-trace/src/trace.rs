@@ -14,7 +14,7 @@ use std::collections::hash_map::Entry;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use allot_core::{AccountId, Class, GpuTypeId, Priority, WorkloadSpec};
+use allot_core::{AccountId, Class, Cluster, GpuTypeId, Priority, WorkloadSpec};
 
 use crate::config::Config;
 use crate::error::{FormatError, FormatKind, from_csv, quoted};
@@ -274,7 +274,7 @@ impl<'a> TraceCtx<'a> {
         let priority = get(Col::Priority).map_or(Ok(Priority::Normal), |v| self.priority(line, v))?;
         let preemptible = get(Col::Preemptible).map_or(Ok(false), |v| self.boolean(line, Col::Preemptible, v))?;
         if !self.cfg.cluster.fits_anywhere(gpus, nodes, gpu_type) {
-            return Err(self.err(line, Col::Gpus, self.too_large(gpus, nodes, gpu_type)));
+            return Err(self.err(line, Col::Gpus, too_large(&self.cfg.cluster, gpus, nodes, gpu_type)));
         }
         self.claim_id(line, id)?;
         Ok(WorkloadSpec {
@@ -353,29 +353,30 @@ impl<'a> TraceCtx<'a> {
             Err(self.err(line, col, format!("expected true or false (or 1 or 0), got {}", quoted(v))))
         }
     }
+}
 
-    /// Why a workload fits in no pool, with the numbers.
-    fn too_large(&self, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>) -> String {
-        let c = &self.cfg.cluster;
-        let ask = match gpus.checked_div(nodes) {
-            None => format!("{gpus} GPUs"),
-            Some(per_node) => format!("{nodes} nodes × {per_node} GPUs"),
-        };
-        let of_type = gpu.map(|g| format!(" of type {}", c.gpu_types[g.0 as usize].name)).unwrap_or_default();
-        let largest = c
-            .pools
-            .iter()
-            .filter(|p| gpu.is_none_or(|g| g == p.gpu))
-            .max_by_key(|p| (u64::from(p.nodes) * u64::from(p.gpus_per_node), p.gpus_per_node));
-        match largest {
-            Some(p) => format!(
-                "larger than any pool: asks {ask}{of_type}, the largest{} pool {} has {} nodes × {} GPUs",
-                if gpu.is_some() { " such" } else { "" },
-                p.name,
-                p.nodes,
-                p.gpus_per_node
-            ),
-            None => format!("larger than any pool: asks {ask}{of_type}"),
-        }
+/// Why a shape (`gpus` over `nodes`, optionally of one GPU type) fits in no
+/// pool of `c`, with the numbers: the trace loader and the server's
+/// submission checks say it the same way.
+pub fn too_large(c: &Cluster, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>) -> String {
+    let ask = match gpus.checked_div(nodes) {
+        None => format!("{gpus} GPUs"),
+        Some(per_node) => format!("{nodes} nodes × {per_node} GPUs"),
+    };
+    let of_type = gpu.map(|g| format!(" of type {}", c.gpu_types[g.0 as usize].name)).unwrap_or_default();
+    let largest = c
+        .pools
+        .iter()
+        .filter(|p| gpu.is_none_or(|g| g == p.gpu))
+        .max_by_key(|p| (u64::from(p.nodes) * u64::from(p.gpus_per_node), p.gpus_per_node));
+    match largest {
+        Some(p) => format!(
+            "larger than any pool: asks {ask}{of_type}, the largest{} pool {} has {} nodes × {} GPUs",
+            if gpu.is_some() { " such" } else { "" },
+            p.name,
+            p.nodes,
+            p.gpus_per_node
+        ),
+        None => format!("larger than any pool: asks {ask}{of_type}"),
     }
 }

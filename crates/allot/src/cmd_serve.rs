@@ -6,11 +6,15 @@ use std::path::PathBuf;
 
 use allot_server::auth::{Role, TokenSpec, create_token};
 use allot_server::store::Store;
-use allot_server::{ExecutorKind, ServeOptions};
+use allot_server::{ExecutorKind, GpuInventory, ServeOptions};
 use anyhow::{Context, Result};
 
 fn parse_executor(s: &str) -> Result<ExecutorKind, String> {
     ExecutorKind::parse(s).ok_or_else(|| format!("unknown executor {s:?} (local, none)"))
+}
+
+fn parse_inventory(s: &str) -> Result<GpuInventory, String> {
+    GpuInventory::parse(s).ok_or_else(|| format!("unknown GPU inventory {s:?} (config, hardware)"))
 }
 
 fn parse_role(s: &str) -> Result<Role, String> {
@@ -37,6 +41,10 @@ pub struct ServeArgs {
     /// Where attempt logs and checkpoint directories go.
     #[arg(long, default_value = "allot-data")]
     data_dir: PathBuf,
+    /// The local executor's GPUs. config: the config's pools (works without GPUs; the hardware, if any, is only
+    /// compared); hardware: this host's GPUs as read by nvidia-smi, into the config's single one-node pool.
+    #[arg(long, value_parser = parse_inventory, default_value = "config")]
+    gpu_inventory: GpuInventory,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
@@ -48,6 +56,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         executor: a.executor,
         policy: a.policy,
         data_dir: a.data_dir,
+        gpu_inventory: a.gpu_inventory,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("failed to start the runtime")?;
     rt.block_on(allot_server::serve(&opts)).context("allot serve failed")

@@ -87,7 +87,7 @@ impl FromRequestParts<App> for Auth {
 }
 
 /// A JSON body whose errors name the field (400), read within the body
-/// limit (413).
+/// limit (also 400: a bad request like any other, and nothing is stored).
 pub struct Body<T>(pub T);
 
 impl<T: DeserializeOwned> FromRequest<App> for Body<T> {
@@ -96,7 +96,7 @@ impl<T: DeserializeOwned> FromRequest<App> for Body<T> {
     async fn from_request(req: Request, app: &App) -> Result<Body<T>, ApiError> {
         let bytes = axum::body::Bytes::from_request(req, app).await.map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body larger than {MAX_BODY_BYTES} bytes"))
+                ApiError::bad_request(format!("request body larger than the limit of {MAX_BODY_BYTES} bytes"))
             } else {
                 ApiError::bad_request(format!("cannot read the request body: {e}"))
             }

@@ -1,20 +1,27 @@
-//! The local executor: each attempt is a child process group on this host.
+//! The local executor: each attempt is one child process group per node of
+//! its allocation, all on this host (a multi-node allocation is emulated
+//! the way `srun` launches one task per node).
 //!
-//! * The command runs in a new process group (pgid = pid), stdin from
+//! * Each process runs in a new process group (pgid = pid), stdin from
 //!   `/dev/null`, stdout and stderr appended to the attempt's log file.
-//! * Its environment adds `CUDA_VISIBLE_DEVICES` (the GPU indices of its
-//!   first node; the GPU inventory comes from the config, so this works on
-//!   machines without GPUs), `ALLOT_WORKLOAD_ID`, `ALLOT_CHECKPOINT_DIR`
-//!   (the same directory for every attempt), `ALLOT_ATTEMPT`,
-//!   `ALLOT_GPUS` (`node:i,j;node:k` for multi-node allocations) and
-//!   `ALLOT_TAG`, a marker naming the store (its random instance id) and the
-//!   attempt, by which a restarted server finds processes that outlived it.
-//! * Preemption (CON-2): SIGTERM to the group; the scheduler sends SIGKILL
-//!   when the grace period is over. When the group leader exits, whatever is
-//!   left of its group is killed.
+//! * Its environment adds `CUDA_VISIBLE_DEVICES` (its own node's GPUs, with
+//!   `CUDA_DEVICE_ORDER=PCI_BUS_ID` so that indices mean what `nvidia-smi`
+//!   shows, or UUIDs when the inventory is the hardware's),
+//!   `ALLOT_NODE`, `ALLOT_NODE_RANK`, `ALLOT_NUM_NODES`,
+//!   `ALLOT_WORKLOAD_ID`, `ALLOT_CHECKPOINT_DIR` (the same directory for
+//!   every attempt), `ALLOT_ATTEMPT`, `ALLOT_GPUS` (`node:i,j;node:k`, the
+//!   whole allocation) and `ALLOT_TAG`, a marker naming the store (its
+//!   random instance id) and the attempt, by which a restarted server finds
+//!   processes that outlived it.
+//! * The attempt ends when every node's process has exited; its status is
+//!   the first failure's (any other node's process is then killed: a gang
+//!   with a dead member cannot go on), else success.
+//! * Preemption (CON-2): SIGTERM to every group; the scheduler sends SIGKILL
+//!   when the grace period is over. When a process exits, whatever is left
+//!   of its group is killed.
 
 use std::collections::HashMap;
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -22,62 +29,106 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
-use super::{AttemptKey, BoxFuture, ExecEvent, Executor, ExitStatus, Launch, Survivor};
+use super::inventory::DeviceMap;
+use super::{AttemptKey, BoxFuture, ExecEvent, Executor, ExitStatus, Launch, NodeGpus, Survivor};
 
 pub struct LocalExecutor {
     events: mpsc::UnboundedSender<ExecEvent>,
-    /// Process group of each live attempt.
-    groups: Arc<Mutex<HashMap<AttemptKey, i32>>>,
+    /// Process groups of each live attempt (one per node).
+    groups: Arc<Mutex<HashMap<AttemptKey, Vec<i32>>>>,
     /// Identifies this store's processes (`ALLOT_TAG` prefix).
     instance: String,
+    /// How GPUs are named to CUDA (empty: by index).
+    devices: DeviceMap,
 }
 
 impl LocalExecutor {
     /// `instance` identifies the store: processes are tagged with it.
-    pub fn new(events: mpsc::UnboundedSender<ExecEvent>, instance: &str) -> LocalExecutor {
-        LocalExecutor { events, groups: Arc::new(Mutex::new(HashMap::new())), instance: instance.to_string() }
+    /// `devices` names each node's GPUs to CUDA (see `inventory`).
+    pub fn new(events: mpsc::UnboundedSender<ExecEvent>, instance: &str, devices: DeviceMap) -> LocalExecutor {
+        LocalExecutor { events, groups: Arc::new(Mutex::new(HashMap::new())), instance: instance.to_string(), devices }
     }
 
     fn tag(&self, key: AttemptKey) -> String {
         format!("{}#{}.{}", self.instance, key.seq, key.attempt)
     }
 
-    fn spawn(&self, job: &Launch) -> Result<tokio::process::Child, String> {
-        let program = job.command.first().ok_or("empty command")?;
+    /// `CUDA_VISIBLE_DEVICES` for one node's GPUs.
+    fn visible(&self, n: &NodeGpus) -> String {
+        let names = self.devices.get(&n.node);
+        let name = |i: u32| names.and_then(|v| v.get(i as usize)).cloned().unwrap_or_else(|| i.to_string());
+        n.indices.iter().map(|&i| name(i)).collect::<Vec<_>>().join(",")
+    }
+
+    fn open_log(job: &Launch) -> Result<File, String> {
         fs::create_dir_all(&job.checkpoint_dir)
             .map_err(|e| format!("cannot create {}: {e}", job.checkpoint_dir.display()))?;
         if let Some(dir) = job.log_path.parent() {
             fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
-        let log = OpenOptions::new()
+        OpenOptions::new()
             .create(true)
             .append(true)
             .open(&job.log_path)
-            .map_err(|e| format!("cannot open {}: {e}", job.log_path.display()))?;
-        let err = log.try_clone().map_err(|e| format!("cannot open {}: {e}", job.log_path.display()))?;
-        let first = job.gpus.first().map(|n| join(&n.indices)).unwrap_or_default();
+            .map_err(|e| format!("cannot open {}: {e}", job.log_path.display()))
+    }
+
+    /// Starts the process of node `rank` (a gang of one node when the
+    /// allocation is empty).
+    fn spawn(&self, job: &Launch, rank: usize, log: &File) -> Result<tokio::process::Child, String> {
+        let program = job.command.first().ok_or("empty command")?;
+        let reopen = || log.try_clone().map_err(|e| format!("cannot open {}: {e}", job.log_path.display()));
+        let (out, err) = (reopen()?, reopen()?);
+        let node = job.gpus.get(rank);
         let all: Vec<String> = job.gpus.iter().map(|n| format!("{}:{}", n.node, join(&n.indices))).collect();
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(&job.command[1..])
             .envs(&job.env)
-            .env("CUDA_VISIBLE_DEVICES", first)
+            .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+            .env("CUDA_VISIBLE_DEVICES", node.map(|n| self.visible(n)).unwrap_or_default())
+            .env("ALLOT_NODE", node.map_or("", |n| n.node.as_str()))
+            .env("ALLOT_NODE_RANK", rank.to_string())
+            .env("ALLOT_NUM_NODES", job.gpus.len().max(1).to_string())
             .env("ALLOT_WORKLOAD_ID", &job.workload_id)
             .env("ALLOT_CHECKPOINT_DIR", &job.checkpoint_dir)
             .env("ALLOT_ATTEMPT", job.key.attempt.to_string())
             .env("ALLOT_GPUS", all.join(";"))
             .env("ALLOT_TAG", self.tag(job.key))
             .stdin(Stdio::null())
-            .stdout(log)
+            .stdout(out)
             .stderr(err)
             .process_group(0)
             .kill_on_drop(false);
         cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}"))
     }
 
-    fn send_group(&self, key: AttemptKey, sig: i32) {
-        let pgid = self.groups.lock().expect("process groups").get(&key).copied();
-        if let Some(pgid) = pgid {
+    /// Starts every node's process, or none: a failure kills (and reaps)
+    /// those already started.
+    fn spawn_all(&self, job: &Launch) -> Result<Vec<tokio::process::Child>, String> {
+        let log = Self::open_log(job)?;
+        let mut children = Vec::with_capacity(job.gpus.len().max(1));
+        for rank in 0..job.gpus.len().max(1) {
+            match self.spawn(job, rank, &log) {
+                Ok(c) => children.push(c),
+                Err(e) => {
+                    for mut c in children {
+                        if let Some(pid) = c.id() {
+                            killpg(pid as i32, libc::SIGKILL);
+                        }
+                        tokio::spawn(async move { c.wait().await });
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(children)
+    }
+
+    fn send_groups(&self, key: AttemptKey, sig: i32) {
+        let pgids = self.groups.lock().expect("process groups").get(&key).cloned().unwrap_or_default();
+        for pgid in pgids {
             killpg(pgid, sig);
         }
     }
@@ -105,6 +156,36 @@ fn kill(pid: i32, sig: i32) {
     }
 }
 
+/// Waits for every node's process; the first failure kills the others.
+async fn wait_gang(children: Vec<tokio::process::Child>) -> ExitStatus {
+    let mut pids = Vec::with_capacity(children.len());
+    let mut set = JoinSet::new();
+    for mut child in children {
+        let pid = child.id().map_or(0, |p| p as i32);
+        pids.push(pid);
+        set.spawn(async move {
+            let status = match child.wait().await {
+                Ok(s) => ExitStatus { code: s.code(), signal: s.signal() },
+                Err(_) => ExitStatus { code: None, signal: None },
+            };
+            // Whatever the process left behind in its group goes too.
+            killpg(pid, libc::SIGKILL);
+            status
+        });
+    }
+    let mut first_failure = None;
+    while let Some(done) = set.join_next().await {
+        let status = done.unwrap_or(ExitStatus { code: None, signal: None });
+        if !status.success() && first_failure.is_none() {
+            first_failure = Some(status);
+            for &pid in &pids {
+                killpg(pid, libc::SIGKILL);
+            }
+        }
+    }
+    first_failure.unwrap_or(ExitStatus { code: Some(0), signal: None })
+}
+
 impl Executor for LocalExecutor {
     fn name(&self) -> &'static str {
         "local"
@@ -112,7 +193,7 @@ impl Executor for LocalExecutor {
 
     fn launch(&self, job: Launch) {
         let key = job.key;
-        let mut child = match self.spawn(&job) {
+        let children = match self.spawn_all(&job) {
             Ok(c) => c,
             Err(error) => {
                 tracing::warn!(workload = %job.workload_id, attempt = key.attempt, %error, "launch failed");
@@ -120,29 +201,24 @@ impl Executor for LocalExecutor {
                 return;
             }
         };
-        let pid = child.id().expect("a spawned child has a pid");
-        self.groups.lock().expect("process groups").insert(key, pid as i32);
-        let _ = self.events.send(ExecEvent::Started { key, pid });
-        tracing::info!(workload = %job.workload_id, attempt = key.attempt, pid, "started");
+        let pids: Vec<i32> = children.iter().filter_map(|c| c.id()).map(|p| p as i32).collect();
+        self.groups.lock().expect("process groups").insert(key, pids.clone());
+        let _ = self.events.send(ExecEvent::Started { key, pid: pids[0] as u32 });
+        tracing::info!(workload = %job.workload_id, attempt = key.attempt, pid = pids[0], nodes = pids.len(), "started");
         let (events, groups) = (self.events.clone(), self.groups.clone());
         tokio::spawn(async move {
-            let status = match child.wait().await {
-                Ok(s) => ExitStatus { code: s.code(), signal: s.signal() },
-                Err(_) => ExitStatus { code: None, signal: None },
-            };
-            // Whatever the leader left behind in its group goes too.
-            killpg(pid as i32, libc::SIGKILL);
+            let status = wait_gang(children).await;
             groups.lock().expect("process groups").remove(&key);
             let _ = events.send(ExecEvent::Exited { key, status });
         });
     }
 
     fn signal(&self, key: AttemptKey) {
-        self.send_group(key, libc::SIGTERM);
+        self.send_groups(key, libc::SIGTERM);
     }
 
     fn kill(&self, key: AttemptKey) {
-        self.send_group(key, libc::SIGKILL);
+        self.send_groups(key, libc::SIGKILL);
     }
 
     fn terminate_survivors(&self, survivors: Vec<Survivor>, grace: Duration) -> BoxFuture<'_, ()> {

@@ -2,8 +2,9 @@
 //! only by messages: commands go in through [`Executor`] (never blocking),
 //! and what happened comes back as [`ExecEvent`]s on a channel.
 //!
-//! * [`local::LocalExecutor`]: child process groups on this host;
-//!   [`inventory`] compares the config's GPUs with the hardware's.
+//! * [`local::LocalExecutor`]: one child process group per node of an
+//!   allocation, on this host; [`inventory`] reads the host's GPUs, to
+//!   compare with the config's or to be the inventory.
 //! * [`NullExecutor`] (`--executor none`): decides and records, runs
 //!   nothing; workloads hold their GPUs until cancelled (benchmarks, dry
 //!   runs of a policy on live submissions).

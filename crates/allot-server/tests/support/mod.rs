@@ -168,12 +168,20 @@ pub struct Server {
     pub config: PathBuf,
     child: Option<Child>,
     port: u16,
+    /// More `allot serve` arguments and environment.
+    args: Vec<String>,
+    envs: Vec<(String, String)>,
 }
 
 impl Server {
     /// Starts the server on `db` with [`CONFIG`] (or the config already in
     /// `dir`) and waits until it answers.
     pub fn start(dir: &Path, db: &str) -> Server {
+        Server::start_with(dir, db, &[], &[])
+    }
+
+    /// [`Server::start`] with more `allot serve` arguments and environment.
+    pub fn start_with(dir: &Path, db: &str, args: &[&str], envs: &[(&str, &str)]) -> Server {
         let config = dir.join("cluster.toml");
         if !config.exists() {
             std::fs::write(&config, CONFIG).expect("write config");
@@ -186,6 +194,8 @@ impl Server {
             config,
             child: None,
             port,
+            args: args.iter().map(|a| a.to_string()).collect(),
+            envs: envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         };
         s.spawn();
         s
@@ -198,6 +208,8 @@ impl Server {
             .arg(&self.config)
             .args(["--db", &self.db, "--listen", &format!("127.0.0.1:{}", self.port), "--data-dir"])
             .arg(self.dir.join("data"))
+            .args(&self.args)
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.dir)
             .env("ALLOT_LOG", "info")
             .env("NO_COLOR", "1")
@@ -326,6 +338,20 @@ pub fn token(db: &str, role: &str, name: &str, extra: &[&str]) -> String {
         .expect("run allot token create");
     assert!(out.status.success(), "token create failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("utf-8").trim().to_string()
+}
+
+/// Writes an executable script into `dir`; returns its path.
+pub fn script(dir: &Path, name: &str, text: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write script");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    p.display().to_string()
+}
+
+/// `allot submit ARGS` through the CLI; returns the new workload's id.
+pub fn submit(s: &Server, token: &str, args: &[&str]) -> String {
+    s.cli_ok(token, &[&["submit"], args].concat()).trim().to_string()
 }
 
 pub fn state(v: &Value) -> &str {
