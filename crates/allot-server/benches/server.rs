@@ -150,6 +150,7 @@ async fn run_backend(label: &str, db: String, n: usize) {
         policy: "allot".into(),
         data_dir: d.join("data"),
         gpu_inventory: GpuInventory::Config,
+        slurm: Default::default(),
     };
     let running = allot_server::start(&opts).await.expect("start the server");
     let url = format!("http://{}", running.addr);

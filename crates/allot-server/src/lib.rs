@@ -31,5 +31,6 @@ pub mod submission;
 pub mod views;
 
 pub use executor::inventory::GpuInventory;
+pub use executor::slurm::SlurmOptions;
 pub use export::{ExportError, ExportSummary, export_trace};
 pub use server::{ExecutorKind, Running, ServeOptions, ServerError, serve, start};

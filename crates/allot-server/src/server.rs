@@ -13,6 +13,7 @@ use crate::api::{AppState, router};
 use crate::auth::Authenticator;
 use crate::executor::inventory::{self, DeviceMap, GpuInventory};
 use crate::executor::local::LocalExecutor;
+use crate::executor::slurm::{self, SlurmExecutor, SlurmOptions};
 use crate::executor::{Executor, NullExecutor};
 use crate::metrics::Metrics;
 use crate::recovery::{RecoveryError, recover, restore_run};
@@ -27,6 +28,8 @@ pub enum ExecutorKind {
     Local,
     /// Nothing runs: decisions are made and recorded only.
     None,
+    /// A Slurm cluster runs what Allot decides.
+    Slurm,
 }
 
 impl ExecutorKind {
@@ -34,6 +37,7 @@ impl ExecutorKind {
         match s {
             "local" => Some(ExecutorKind::Local),
             "none" => Some(ExecutorKind::None),
+            "slurm" => Some(ExecutorKind::Slurm),
             _ => None,
         }
     }
@@ -53,6 +57,8 @@ pub struct ServeOptions {
     pub data_dir: PathBuf,
     /// Where the GPU inventory comes from (local executor).
     pub gpu_inventory: GpuInventory,
+    /// Partition and sbatch options (Slurm executor).
+    pub slurm: SlurmOptions,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +123,11 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let kind = policy_kind(&opts.policy)?;
     let devices = match opts.executor {
         ExecutorKind::Local => gpu_inventory(&mut cfg.cluster, opts.gpu_inventory)?,
+        ExecutorKind::Slurm => {
+            let nodes = slurm::nodes(opts.slurm.partition.as_deref()).await.map_err(ServerError::Inventory)?;
+            slurm::map_nodes(&mut cfg.cluster, &nodes).map_err(ServerError::Inventory)?;
+            DeviceMap::new()
+        }
         ExecutorKind::None => DeviceMap::new(),
     };
     std::fs::create_dir_all(&opts.data_dir)
@@ -127,6 +138,9 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let exec: Arc<dyn Executor> = match opts.executor {
         ExecutorKind::Local => Arc::new(LocalExecutor::new(ev_tx, &instance, devices)),
         ExecutorKind::None => Arc::new(NullExecutor::new(ev_tx)),
+        ExecutorKind::Slurm => {
+            Arc::new(SlurmExecutor::new(ev_tx, &instance, opts.slurm.clone(), opts.data_dir.join("slurm")))
+        }
     };
     let now = crate::clock::now();
     let rec = recover(&cfg, &store, exec.as_ref(), now).await?;
@@ -221,6 +235,7 @@ impl ServeOptions {
         match self.executor {
             ExecutorKind::Local => "local",
             ExecutorKind::None => "none",
+            ExecutorKind::Slurm => "slurm",
         }
     }
 }

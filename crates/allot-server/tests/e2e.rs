@@ -8,24 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Backend, Fixture, Server, script, state, submit};
-
-/// Counts `$1` seconds of work, checkpointing each second to
-/// `$ALLOT_CHECKPOINT_DIR/n`; on SIGTERM writes a marker and exits; notes
-/// in `DOUBLE` if another attempt of the same workload is running. Each
-/// node of a multi-node allocation runs it (`ALLOT_NODE_RANK`); rank 0 keeps
-/// the checkpoint.
-const WORK_SH: &str = r#"#!/bin/sh
-ck="$ALLOT_CHECKPOINT_DIR"
-r="$ALLOT_NODE_RANK"
-mkdir "$ck/running-$r" 2>/dev/null || echo "attempt $ALLOT_ATTEMPT rank $r" >> "$ck/DOUBLE"
-n=0
-[ -f "$ck/n" ] && n=$(cat "$ck/n") && echo "rank $r resumed from $n"
-trap 'echo "rank $r sigterm at $n" >> "$ck/marker"; rmdir "$ck/running-$r"; exit 0' TERM
-while [ "$n" -lt "$1" ]; do sleep 1 & wait $!; n=$((n+1)); [ "$r" = 0 ] && echo "$n" > "$ck/n"; done
-rmdir "$ck/running-$r"
-echo "rank $r done $n"
-"#;
+use support::{Backend, Fixture, Server, WORK_SH, script, state, submit};
 
 const ENV_SH: &str = r#"#!/bin/sh
 echo "$CUDA_VISIBLE_DEVICES|$ALLOT_WORKLOAD_ID|$ALLOT_CHECKPOINT_DIR|$FOO" > "$ALLOT_CHECKPOINT_DIR/env"

@@ -7,14 +7,7 @@ mod support;
 
 use std::process::Command;
 
-use support::{Backend, Fixture, Server, allot_bin, script, state, submit};
-
-/// Writes what each node's process was given to `rank-<n>` in the
-/// checkpoint directory.
-const RANK_SH: &str = r#"#!/bin/sh
-echo "$ALLOT_NODE|$ALLOT_NODE_RANK|$ALLOT_NUM_NODES|$CUDA_VISIBLE_DEVICES|$ALLOT_GPUS|$CUDA_DEVICE_ORDER" \
-  > "$ALLOT_CHECKPOINT_DIR/rank-$ALLOT_NODE_RANK"
-"#;
+use support::{Backend, Fixture, RANK_SH, Server, allot_bin, script, state, submit};
 
 /// Node 1 fails at once; node 0 would run for a minute.
 const GANG_FAIL_SH: &str = r#"#!/bin/sh

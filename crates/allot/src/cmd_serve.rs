@@ -6,11 +6,11 @@ use std::path::PathBuf;
 
 use allot_server::auth::{Role, TokenSpec, create_token};
 use allot_server::store::Store;
-use allot_server::{ExecutorKind, GpuInventory, ServeOptions};
+use allot_server::{ExecutorKind, GpuInventory, ServeOptions, SlurmOptions};
 use anyhow::{Context, Result};
 
 fn parse_executor(s: &str) -> Result<ExecutorKind, String> {
-    ExecutorKind::parse(s).ok_or_else(|| format!("unknown executor {s:?} (local, none)"))
+    ExecutorKind::parse(s).ok_or_else(|| format!("unknown executor {s:?} (local, slurm, none)"))
 }
 
 fn parse_inventory(s: &str) -> Result<GpuInventory, String> {
@@ -32,7 +32,8 @@ pub struct ServeArgs {
     /// Address of the HTTP API.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// local: run workloads as process groups on this host; none: decide and record only.
+    /// local: run workloads as process groups on this host; slurm: run them as Slurm jobs where Allot places them;
+    /// none: decide and record only.
     #[arg(long, value_parser = parse_executor, default_value = "local")]
     executor: ExecutorKind,
     /// Scheduling policy: allot, fifo, fifo-backfill or priority.
@@ -45,6 +46,12 @@ pub struct ServeArgs {
     /// compared); hardware: this host's GPUs as read by nvidia-smi, into the config's single one-node pool.
     #[arg(long, value_parser = parse_inventory, default_value = "config")]
     gpu_inventory: GpuInventory,
+    /// Slurm executor: the partition of Allot's nodes (default: Slurm's default partition).
+    #[arg(long)]
+    slurm_partition: Option<String>,
+    /// Slurm executor: one more sbatch option for every node of a job (repeatable), e.g. --slurm-sbatch-arg=--mem-per-gpu=64G.
+    #[arg(long = "slurm-sbatch-arg", allow_hyphen_values = true)]
+    slurm_sbatch_args: Vec<String>,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
@@ -57,6 +64,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         policy: a.policy,
         data_dir: a.data_dir,
         gpu_inventory: a.gpu_inventory,
+        slurm: SlurmOptions { partition: a.slurm_partition, sbatch_args: a.slurm_sbatch_args },
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("failed to start the runtime")?;
     rt.block_on(allot_server::serve(&opts)).context("allot serve failed")

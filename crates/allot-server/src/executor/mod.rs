@@ -5,12 +5,15 @@
 //! * [`local::LocalExecutor`]: one child process group per node of an
 //!   allocation, on this host; [`inventory`] reads the host's GPUs, to
 //!   compare with the config's or to be the inventory.
+//! * [`slurm::SlurmExecutor`]: Allot decides, a Slurm cluster runs: one
+//!   `sbatch` per attempt on exactly the nodes and GPU counts chosen.
 //! * [`NullExecutor`] (`--executor none`): decides and records, runs
 //!   nothing; workloads hold their GPUs until cancelled (benchmarks, dry
 //!   runs of a policy on live submissions).
 
 pub mod inventory;
 pub mod local;
+pub mod slurm;
 
 use std::collections::BTreeMap;
 use std::future::Future;
