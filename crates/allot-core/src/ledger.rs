@@ -53,22 +53,38 @@ impl Ledger {
         if now <= u.last {
             return v;
         }
-        let dt = now - u.last;
-        v.charged_gpu_s += u.alloc_gpus * dt;
-        if self.period_of(now) != self.period_of(u.last) {
-            v.period_ngs = u.alloc_ngpus * (now - self.period_start(now)) as f64;
-        } else {
-            v.period_ngs += u.alloc_ngpus * dt as f64;
-        }
-        v.decayed_ngs = if self.half_life == 0 {
-            0.0
-        } else {
-            let h = self.half_life as f64;
-            let d = (-(dt as f64) / h).exp2();
-            u.decayed_ngs * d + u.alloc_ngpus * (h / std::f64::consts::LN_2) * (1.0 - d)
-        };
+        v.charged_gpu_s += u.alloc_gpus * (now - u.last);
+        v.period_ngs = self.period_ngs_at(a, now);
+        v.decayed_ngs = self.decayed_ngs_at(a, now);
         v.last = now;
         v
+    }
+
+    /// `at(a, now).period_ngs`, without the rest.
+    pub fn period_ngs_at(&self, a: AccountId, now: Time) -> f64 {
+        let u = &self.usage[a.0 as usize];
+        if now <= u.last {
+            return u.period_ngs;
+        }
+        if self.period_of(now) != self.period_of(u.last) {
+            u.alloc_ngpus * (now - self.period_start(now)) as f64
+        } else {
+            u.period_ngs + u.alloc_ngpus * (now - u.last) as f64
+        }
+    }
+
+    /// `at(a, now).decayed_ngs`, without the rest.
+    pub fn decayed_ngs_at(&self, a: AccountId, now: Time) -> f64 {
+        let u = &self.usage[a.0 as usize];
+        if now <= u.last {
+            return u.decayed_ngs;
+        }
+        if self.half_life == 0 {
+            return 0.0;
+        }
+        let h = self.half_life as f64;
+        let d = (-((now - u.last) as f64) / h).exp2();
+        u.decayed_ngs * d + u.alloc_ngpus * (h / std::f64::consts::LN_2) * (1.0 - d)
     }
 
     /// Changes the allocation of `a` and its ancestors by `gpus` raw GPUs of

@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod contract;
 pub mod decision;
 pub mod ledger;
+pub(crate) mod pending;
 pub mod placement;
 pub mod policy;
 pub mod state;

@@ -13,6 +13,7 @@
 //! * PLACE-6 only `Up` nodes receive new work.
 
 use std::fmt;
+use std::ops::Range;
 
 use crate::cluster::{Cluster, Health, NodeId, PoolId};
 use crate::decision::Rule;
@@ -55,6 +56,13 @@ impl FreeMap {
         let usable = vec![true; cluster.nodes.len()];
         let pool_free = cluster.pools.iter().map(|p| p.nodes * p.gpus_per_node).collect();
         FreeMap { free, usable, pool_free }
+    }
+
+    /// Makes this map a copy of `other`, reusing its buffers.
+    pub fn copy_from(&mut self, other: &FreeMap) {
+        self.free.clone_from(&other.free);
+        self.usable.clone_from(&other.usable);
+        self.pool_free.clone_from(&other.pool_free);
     }
 
     pub fn free_on(&self, n: NodeId) -> u32 {
@@ -242,13 +250,17 @@ fn fill_failure(
 fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: PoolId) -> Option<(Score, Allocation)> {
     let pool = cluster.pool(pid);
     let gpn = pool.gpus_per_node;
-    // Candidate nodes with their free counts, grouped by rack (nodes of a
-    // rack are consecutive).
-    let nodes: Vec<(NodeId, u32)> = cluster.pool_nodes(pid).map(|n| (n, free.free_on(n))).collect();
+    // Candidate nodes by rack (nodes of a rack are consecutive).
+    let first = pool.first_node.0;
+    let all = first..first + pool.nodes;
+    if !may_fit(free, all.clone(), spec) {
+        return None;
+    }
     let mut best: Option<(Score, Vec<(NodeId, u32)>)> = None;
-    let per_rack = pool.rack_size as usize;
-    for (ri, rack) in nodes.chunks(per_rack).enumerate() {
-        if let Some((left, pick)) = pick_nodes(rack, spec, gpn) {
+    let per_rack = pool.rack_size;
+    for (ri, start) in all.clone().step_by(per_rack as usize).enumerate() {
+        let rack = start..(start + per_rack).min(all.end);
+        if let Some((left, pick)) = pick_nodes(free, rack, spec, gpn) {
             let score = (false, left, pid.0, ri as u32);
             if best.as_ref().is_none_or(|(s, _)| score < *s) {
                 best = Some((score, pick));
@@ -257,7 +269,7 @@ fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: Po
     }
     if best.is_none()
         && (spec.nodes > 1 || spec.gpus > gpn)
-        && let Some((left, pick)) = pick_nodes(&nodes, spec, gpn)
+        && let Some((left, pick)) = pick_nodes(free, all, spec, gpn)
     {
         best = Some(((true, left, pid.0, 0), pick));
     }
@@ -268,14 +280,43 @@ fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: Po
     Some((score, Allocation { parts }))
 }
 
-/// Chooses nodes among `cands` (node, free GPUs); returns the leftover GPUs
-/// on touched nodes and (node, GPUs to take) pairs.
-fn pick_nodes(cands: &[(NodeId, u32)], spec: &WorkloadSpec, gpn: u32) -> Option<(u32, Vec<(NodeId, u32)>)> {
+/// Whether [`pick_nodes`] can succeed on some subset of `cands` (a rack or
+/// the whole pool): for `k` nodes of `per` GPUs, `k` nodes with that many
+/// free; for one node, one node with enough free; for any packing, enough
+/// free in all. One scan without allocation, so that a pool where a gang
+/// cannot fit is passed over at once.
+fn may_fit(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec) -> bool {
+    let mut nodes = cands.map(|i| free.free_on(NodeId(i)));
+    match spec.gpus.checked_div(spec.nodes) {
+        Some(per) => nodes.filter(|f| *f >= per).take(spec.nodes as usize).count() == spec.nodes as usize,
+        None => {
+            let mut total = 0;
+            nodes.any(|f| {
+                total += f;
+                f >= spec.gpus || total >= spec.gpus
+            })
+        }
+    }
+}
+
+/// Chooses nodes among the node ids `cands` by their free GPUs; returns the
+/// leftover GPUs on touched nodes and (node, GPUs to take) pairs.
+fn pick_nodes(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec, gpn: u32) -> Option<(u32, Vec<(NodeId, u32)>)> {
+    let nodes = || cands.clone().map(|i| (NodeId(i), free.free_on(NodeId(i))));
+    // One node: the one with the fewest free GPUs that still fits (ties by
+    // index). With `nodes = 1` this is also the exact-count rule below.
+    let single = |need: u32| {
+        let (n, f) = nodes().filter(|(_, f)| *f >= need).min_by_key(|&(n, f)| (f, n))?;
+        Some((f - need, vec![(n, need)]))
+    };
     if let Some(per) = spec.gpus.checked_div(spec.nodes) {
         if per > gpn {
             return None;
         }
-        let mut elig: Vec<(NodeId, u32)> = cands.iter().copied().filter(|(_, f)| *f >= per).collect();
+        if spec.nodes == 1 {
+            return single(per);
+        }
+        let mut elig: Vec<(NodeId, u32)> = nodes().filter(|(_, f)| *f >= per).collect();
         if elig.len() < spec.nodes as usize {
             return None;
         }
@@ -286,17 +327,15 @@ fn pick_nodes(cands: &[(NodeId, u32)], spec: &WorkloadSpec, gpn: u32) -> Option<
         return Some((left, elig.into_iter().map(|(n, _)| (n, per)).collect()));
     }
     if spec.gpus <= gpn {
-        // One node: the one with the fewest free GPUs that still fits.
-        let (n, f) = cands.iter().copied().filter(|(_, f)| *f >= spec.gpus).min_by_key(|&(n, f)| (f, n))?;
-        return Some((f - spec.gpus, vec![(n, spec.gpus)]));
+        return single(spec.gpus);
     }
     // Several nodes, any packing: as few nodes as possible (emptiest
     // first), the last one chosen best-fit for the remainder.
-    let total: u32 = cands.iter().map(|(_, f)| f).sum();
+    let total: u32 = nodes().map(|(_, f)| f).sum();
     if total < spec.gpus {
         return None;
     }
-    let mut sorted: Vec<(NodeId, u32)> = cands.iter().copied().filter(|(_, f)| *f > 0).collect();
+    let mut sorted: Vec<(NodeId, u32)> = nodes().filter(|(_, f)| *f > 0).collect();
     sorted.sort_by_key(|&(n, f)| (std::cmp::Reverse(f), n));
     let mut need = spec.gpus;
     let mut pick = Vec::new();

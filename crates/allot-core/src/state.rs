@@ -6,16 +6,17 @@
 //! ledger matches allocations) hold in both; [`State::sanity_check`] verifies
 //! them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Time;
-use crate::account::AccountTree;
-use crate::cluster::{Cluster, Health, NodeId};
+use crate::account::{AccountId, AccountTree};
+use crate::cluster::{Cluster, GpuTypeId, Health, NodeId, PoolId};
 use crate::contract::Contract;
 use crate::decision::Reason;
 use crate::ledger::Ledger;
+use crate::pending::{MemberId, PendingIndex};
 use crate::placement::{Allocation, FreeMap, full_mask};
-use crate::workload::{Phase, Run, WorkloadId, WorkloadSpec, saved};
+use crate::workload::{Class, Phase, Priority, Run, WorkloadId, WorkloadSpec, saved};
 
 /// A change of a node's health (events file / operator action).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -65,6 +66,66 @@ pub struct StopOutcome {
     pub lost_progress_s: Time,
 }
 
+/// A workload holding GPUs, with what the policies read of it on every
+/// pass, kept compact and in id order ([`State::holding`]) so that a pass
+/// does not chase every running workload's spec, run and allocation.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Holding {
+    pub w: WorkloadId,
+    pub account: AccountId,
+    pub member: MemberId,
+    pub class: Class,
+    pub priority: Priority,
+    pub preemptible: bool,
+    /// `Running` or `Stopping`.
+    pub phase: Phase,
+    pub gpus: u32,
+    /// Start of the current attempt.
+    pub started: Time,
+    /// Work left at the start of the attempt.
+    pub remaining: Time,
+    pub checkpoint_s: Time,
+    /// When a stopping workload releases its GPUs.
+    pub stop_at: Option<Time>,
+    /// GPU type and pool of its first node (a workload never spans pools).
+    pub gpu: GpuTypeId,
+    pub pool: PoolId,
+    /// Normalisation weight of its GPU type.
+    pub weight: f64,
+}
+
+impl Holding {
+    fn of(state: &State, w: WorkloadId) -> Holding {
+        let (spec, run) = (state.spec(w), state.run(w));
+        let alloc = run.alloc.as_ref().expect("holding workload has an allocation");
+        let node = state.cluster.node(alloc.parts.first().expect("holding workload holds GPUs").0);
+        Holding {
+            w,
+            account: spec.account,
+            member: state.member(w),
+            class: spec.class,
+            priority: spec.priority,
+            preemptible: spec.preemptible,
+            phase: run.phase,
+            gpus: spec.gpus,
+            started: run.started.expect("holding workload has a start"),
+            remaining: run.remaining,
+            checkpoint_s: spec.checkpoint_s,
+            stop_at: run.stop_at,
+            gpu: node.gpu,
+            pool: node.pool,
+            weight: state.cluster.weight(node.gpu),
+        }
+    }
+
+    /// Progress since the last checkpoint of a running workload at `now`
+    /// (as [`Run::unsaved_progress`]).
+    pub(crate) fn unsaved_progress(&self, now: Time) -> Time {
+        let p = now.saturating_sub(self.started).min(self.remaining);
+        p - saved(p, self.checkpoint_s)
+    }
+}
+
 /// The full state.
 #[derive(Clone, Debug)]
 pub struct State {
@@ -81,6 +142,15 @@ pub struct State {
     /// Workloads holding GPUs (running or stopping).
     pub running: BTreeSet<WorkloadId>,
     pub ledger: Ledger,
+    /// Per workload: its member (account and user).
+    member_of: Vec<MemberId>,
+    /// Per member: account and user name.
+    members: Vec<(AccountId, String)>,
+    member_ids: BTreeMap<AccountId, BTreeMap<String, MemberId>>,
+    /// Groups of `pending` (kept in step by every mutation below).
+    index: PendingIndex,
+    /// `running`, with what the policies read of each.
+    holding: Vec<Holding>,
 }
 
 impl State {
@@ -98,7 +168,65 @@ impl State {
             pending: BTreeSet::new(),
             running: BTreeSet::new(),
             ledger,
+            member_of: Vec::new(),
+            members: Vec::new(),
+            member_ids: BTreeMap::new(),
+            index: PendingIndex::default(),
+            holding: Vec::new(),
         }
+    }
+
+    /// The workloads holding GPUs, in id order (as `running`).
+    pub(crate) fn holding(&self) -> &[Holding] {
+        &self.holding
+    }
+
+    fn holding_at(&self, w: WorkloadId) -> Result<usize, usize> {
+        self.holding.binary_search_by_key(&w, |h| h.w)
+    }
+
+    /// The member (account and user) a workload belongs to.
+    pub(crate) fn member(&self, w: WorkloadId) -> MemberId {
+        self.member_of[w.0 as usize]
+    }
+
+    /// Account and user name of a member.
+    pub(crate) fn member_info(&self, m: MemberId) -> (AccountId, &str) {
+        let (a, u) = &self.members[m.0 as usize];
+        (*a, u.as_str())
+    }
+
+    /// Number of members known (ids are `0..member_count()`).
+    pub(crate) fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The groups of the pending queue.
+    pub(crate) fn pending_index(&self) -> &PendingIndex {
+        &self.index
+    }
+
+    fn intern_member(&mut self, account: AccountId, user: &str) -> MemberId {
+        let by_user = self.member_ids.entry(account).or_default();
+        if let Some(m) = by_user.get(user) {
+            return *m;
+        }
+        let m = MemberId(self.members.len() as u32);
+        by_user.insert(user.to_string(), m);
+        self.members.push((account, user.to_string()));
+        m
+    }
+
+    fn enqueue(&mut self, w: WorkloadId) {
+        let spec = &self.specs[w.0 as usize];
+        self.pending.insert((spec.submit, w));
+        self.index.insert(w, spec, self.member_of[w.0 as usize]);
+    }
+
+    fn dequeue(&mut self, w: WorkloadId) {
+        let spec = &self.specs[w.0 as usize];
+        self.pending.remove(&(spec.submit, w));
+        self.index.remove(w, spec, self.member_of[w.0 as usize]);
     }
 
     pub fn spec(&self, w: WorkloadId) -> &WorkloadSpec {
@@ -112,9 +240,11 @@ impl State {
     /// Adds a submitted workload to the pending queue.
     pub fn submit(&mut self, spec: WorkloadSpec) -> WorkloadId {
         let id = WorkloadId(self.specs.len() as u32);
+        let m = self.intern_member(spec.account, &spec.user);
+        self.member_of.push(m);
         self.runs.push(Run::new(&spec));
-        self.pending.insert((spec.submit, id));
         self.specs.push(spec);
+        self.enqueue(id);
         id
     }
 
@@ -135,7 +265,7 @@ impl State {
         let gpus = i64::from(alloc.gpus());
         let weight = self.weight_of(&alloc);
         self.ledger.change(&self.accounts, self.specs[i].account, now, gpus, weight);
-        self.pending.remove(&(self.specs[i].submit, w));
+        self.dequeue(w);
         self.running.insert(w);
         let r = &mut self.runs[i];
         r.phase = Phase::Running;
@@ -144,6 +274,8 @@ impl State {
         r.attempts += 1;
         r.alloc = Some(alloc);
         r.last_reason = Some(reason);
+        let at = self.holding_at(w).expect_err("a started workload was not holding");
+        self.holding.insert(at, Holding::of(self, w));
     }
 
     /// When a running workload completes if left alone.
@@ -161,6 +293,9 @@ impl State {
         r.phase = Phase::Stopping;
         r.stop_at = Some(now + grace);
         r.last_reason = Some(reason);
+        let at = self.holding_at(w).expect("a running workload is holding");
+        self.holding[at].phase = Phase::Stopping;
+        self.holding[at].stop_at = Some(now + grace);
         now + grace
     }
 
@@ -172,6 +307,8 @@ impl State {
         let weight = self.weight_of(&alloc);
         self.ledger.change(&self.accounts, self.specs[i].account, now, -i64::from(gpus), weight);
         self.running.remove(&w);
+        let at = self.holding_at(w).expect("a released workload was holding");
+        self.holding.remove(at);
         let held = now - self.runs[i].started.expect("holding workload has a start");
         (alloc, held * u64::from(gpus))
     }
@@ -195,7 +332,7 @@ impl State {
         r.preemptions += 1;
         r.lost_gpu_s += assigned - useful;
         r.last_reason = Some(reason);
-        self.pending.insert((self.specs[i].submit, w));
+        self.enqueue(w);
         StopOutcome { assigned_gpu_s: assigned, useful_gpu_s: useful, lost_progress_s: progress - kept }
     }
 
@@ -220,7 +357,7 @@ impl State {
         let i = w.0 as usize;
         assert_eq!(self.runs[i].phase, Phase::Pending);
         assert!(phase.is_terminal());
-        self.pending.remove(&(self.specs[i].submit, w));
+        self.dequeue(w);
         let r = &mut self.runs[i];
         r.phase = phase;
         r.end = Some(now);
@@ -306,6 +443,32 @@ impl State {
             if self.ledger.at(a, now).alloc_gpus != alloc_by_account[a.0 as usize] {
                 return Err(format!("ledger allocation of {} does not match", self.accounts.account(a).path));
             }
+        }
+        self.check_index()
+    }
+
+    /// Members, the pending index and the holding table match the
+    /// workloads.
+    fn check_index(&self) -> Result<(), String> {
+        if self.member_of.len() != self.specs.len() {
+            return Err(format!("{} members for {} workloads", self.member_of.len(), self.specs.len()));
+        }
+        let holding: Vec<Holding> = self.running.iter().map(|&w| Holding::of(self, w)).collect();
+        if holding != self.holding {
+            return Err("holding table does not match the running workloads".to_string());
+        }
+        let mut index = PendingIndex::default();
+        for (i, spec) in self.specs.iter().enumerate() {
+            let m = self.member_of[i];
+            if self.member_info(m) != (spec.account, spec.user.as_str()) {
+                return Err(format!("workload {} has the member of another account or user", spec.id));
+            }
+            if self.runs[i].phase == Phase::Pending {
+                index.insert(WorkloadId(i as u32), spec, m);
+            }
+        }
+        if index != self.index {
+            return Err("pending index does not match the pending queue".to_string());
         }
         Ok(())
     }

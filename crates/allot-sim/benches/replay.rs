@@ -2,7 +2,8 @@
 //! under each policy (workloads/s, events/s), and one scheduling pass with
 //! 10,000 pending workloads. Prints figures; asserts nothing.
 //!
-//! `cargo bench -p allot-sim --bench replay [-- WORKLOADS]`
+//! `cargo bench -p allot-sim --bench replay [-- WORKLOADS] [-- pass]`
+//! (`pass`: only the single passes).
 
 use std::time::Instant;
 
@@ -73,6 +74,10 @@ fn trace(state: &State, n: usize, load: f64, seed: u64) -> Vec<WorkloadSpec> {
 
 fn main() {
     let n: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(100_000);
+    if std::env::args().any(|a| a == "pass") {
+        pass_bench();
+        return;
+    }
     let base = cluster();
     let specs = trace(&base, n, 0.9, 7);
     println!("replay: {n} workloads, {} GPUs, offered load 0.9", base.cluster.total_gpus());
@@ -99,9 +104,37 @@ fn main() {
     pass_bench();
 }
 
-/// One scheduling pass at 1,024 GPUs with 10,000 pending workloads and the
-/// cluster ~90% busy.
+/// One scheduling pass at 1,024 GPUs with 10,000 pending workloads: with
+/// the cluster ~90% busy (some work starts), and with every GPU busy (none
+/// can start; within the batch slice, so `allot` may not preempt either).
 fn pass_bench() {
+    for (busy, now) in [(940, 7200), (1024, 60)] {
+        let state = filled(busy);
+        println!(
+            "\none pass at t={now}: {} pending, {} running, {} of 1024 GPUs busy",
+            state.pending.len(),
+            state.running.len(),
+            1024 - state.free.pool_free.iter().sum::<u32>(),
+        );
+        println!("{:<14} {:>12} {:>10}", "policy", "ms/pass", "decisions");
+        for kind in PolicyKind::ALL {
+            let mut policy: Box<dyn Policy> = kind.build();
+            let mut times = Vec::new();
+            let mut decisions = 0;
+            for _ in 0..5 {
+                let t0 = Instant::now();
+                decisions = policy.schedule(&state, now).len();
+                times.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            times.sort_by(f64::total_cmp);
+            println!("{:<14} {:>12.3} {:>10}", kind.as_str(), times[2], decisions);
+        }
+    }
+}
+
+/// 11,000 workloads submitted at once, the first that fit started at t=0
+/// until `busy` GPUs are held.
+fn filled(busy: u32) -> State {
     let mut state = cluster();
     let specs = trace(&state, 11_000, 50.0, 11);
     for s in specs {
@@ -110,32 +143,20 @@ fn pass_bench() {
     // Fill the cluster with the first workloads that fit.
     let mut fill = PolicyKind::FifoBackfill.build();
     let mut filled = 0;
-    for d in fill.schedule(&state, 0) {
-        if let Action::Start { workload, alloc } = d.action {
-            if filled + alloc.gpus() > 940 {
-                continue;
+    loop {
+        let mut started = false;
+        for d in fill.schedule(&state, 0) {
+            if let Action::Start { workload, alloc } = d.action {
+                if filled + alloc.gpus() > busy {
+                    continue;
+                }
+                filled += alloc.gpus();
+                state.start(workload, alloc, 0, d.reason);
+                started = true;
             }
-            filled += alloc.gpus();
-            state.start(workload, alloc, 0, d.reason);
         }
-    }
-    println!(
-        "\none pass: {} pending, {} running, {} of 1024 GPUs busy",
-        state.pending.len(),
-        state.running.len(),
-        filled
-    );
-    println!("{:<14} {:>12} {:>10}", "policy", "ms/pass", "decisions");
-    for kind in PolicyKind::ALL {
-        let mut policy: Box<dyn Policy> = kind.build();
-        let mut times = Vec::new();
-        let mut decisions = 0;
-        for _ in 0..5 {
-            let t0 = Instant::now();
-            decisions = policy.schedule(&state, 7200).len();
-            times.push(t0.elapsed().as_secs_f64() * 1e3);
+        if !started || filled == busy {
+            return state;
         }
-        times.sort_by(f64::total_cmp);
-        println!("{:<14} {:>12.2} {:>10}", kind.as_str(), times[2], decisions);
     }
 }

@@ -15,6 +15,7 @@ pub use priority::PriorityPolicy;
 
 use crate::Time;
 use crate::decision::{Decision, Reason};
+use crate::pending::Shape;
 use crate::state::State;
 use crate::workload::{WorkloadId, WorkloadSpec};
 
@@ -100,8 +101,13 @@ type ShapeKey = (Option<crate::cluster::GpuTypeId>, u32, u64);
 impl FailCache {
     /// `scope` distinguishes sets of allowed pools (0 when all pools).
     pub(crate) fn known_to_fail(&self, spec: &WorkloadSpec, scope: u64) -> bool {
-        let key = (spec.gpu_type, spec.nodes, scope);
-        self.shapes.iter().any(|(k, g)| *k == key && spec.gpus >= *g)
+        self.known_shape(Shape::of(spec), scope)
+    }
+
+    /// [`FailCache::known_to_fail`] for a gang of this shape.
+    pub(crate) fn known_shape(&self, shape: Shape, scope: u64) -> bool {
+        let key = (shape.gpu_type, shape.nodes, scope);
+        self.shapes.iter().any(|(k, g)| *k == key && shape.gpus >= *g)
     }
 
     pub(crate) fn record(&mut self, spec: &WorkloadSpec, scope: u64) {

@@ -11,6 +11,9 @@
 //!   GPUs being freed by earlier preemptions are claimed before new victims
 //!   are chosen, so one waiting workload never triggers two rounds.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use crate::Time;
 use crate::account::AccountId;
 use crate::cluster::PoolId;
@@ -60,6 +63,7 @@ fn reserve(cluster: &crate::cluster::Cluster, free: &mut FreeMap, alloc: &Alloca
 struct Cand {
     w: WorkloadId,
     priority: Priority,
+    started: Time,
     /// A workload never spans pools (PLACE-2).
     pool: PoolId,
     taken: bool,
@@ -113,6 +117,164 @@ impl PriorityPolicy {
     }
 }
 
+/// The working state of one pass.
+struct PrioPass<'a> {
+    state: &'a State,
+    free: FreeMap,
+    /// Free GPUs plus those of stopping workloads not yet claimed.
+    hyp: FreeMap,
+    /// PRIO-3 candidates, put in victim order when first needed.
+    cands: Vec<Cand>,
+    sorted: bool,
+    /// The lowest priority among them.
+    lowest: Option<Priority>,
+    fails: FailCache,
+    scopes: Scopes<'a>,
+    out: Vec<Decision>,
+}
+
+impl<'a> PrioPass<'a> {
+    fn new(state: &'a State) -> PrioPass<'a> {
+        let cluster = &state.cluster;
+        let free = state.free.clone();
+        let mut hyp = state.free.clone();
+        let mut cands = Vec::new();
+        for h in state.holding() {
+            if h.phase == Phase::Stopping {
+                hyp.give(cluster, state.run(h.w).alloc.as_ref().expect("stopping holds GPUs"));
+            } else if h.preemptible {
+                // A PRIO-3 candidate.
+                cands.push(Cand { w: h.w, priority: h.priority, started: h.started, pool: h.pool, taken: false });
+            }
+        }
+        PrioPass {
+            state,
+            free,
+            hyp,
+            lowest: cands.iter().map(|c| c.priority).min(),
+            cands,
+            sorted: false,
+            fails: FailCache::default(),
+            scopes: Scopes::default(),
+            out: Vec::new(),
+        }
+    }
+
+    /// Serves one level (PRIO-1) in FIFO order; `false` once nothing at
+    /// this level or below can start or preempt.
+    ///
+    /// The level's waiting work comes from the pending index as groups of
+    /// one account and shape, merged by `(submit, id)`. A workload whose
+    /// shape (in its scope) is known to fail on the free GPUs and to be
+    /// hopeless at this level does nothing; both caches only grow during
+    /// the level, so every later workload of its group would do nothing
+    /// too, and the group leaves the merge at once. The early exit below is
+    /// checked before every workload taken, as before every workload of the
+    /// level: the ones left out change nothing, and the exit condition only
+    /// gets easier at lower levels, so it fires at the same point or, with
+    /// nothing decided in between, later or at the end.
+    fn level(&mut self, level: Priority) -> bool {
+        let state = self.state;
+        // Shapes that found no room even with GPUs being freed, and no
+        // victims, at this level: larger ones of the same scope cannot either.
+        let mut hopeless = FailCache::default();
+        let may_preempt = self.lowest.is_some_and(|p| p < level);
+        let mut groups = Vec::new();
+        let mut heads = BinaryHeap::new();
+        for ((_, account, _), set) in state.pending_index().level(level) {
+            let sc = self.scopes.of(state, *account);
+            let mut it = set.iter();
+            if let Some(&e) = it.next() {
+                heads.push(Reverse((e, groups.len())));
+                groups.push((sc, it));
+            }
+        }
+        while let Some(Reverse(((_, w), g))) = heads.pop() {
+            let sc = groups[g].0;
+            let spec = state.spec(w);
+            // Nothing free, nothing being freed, no victims: nobody at
+            // this level or below can start or preempt.
+            if !may_preempt && self.free.pool_free.iter().all(|f| *f == 0) && self.hyp.pool_free.iter().all(|f| *f == 0)
+            {
+                return false;
+            }
+            if self.fails.known_to_fail(spec, sc) && hopeless.known_to_fail(spec, sc) {
+                continue;
+            }
+            self.consider(w, sc, level, may_preempt, &mut hopeless);
+            if let Some(&e) = groups[g].1.next() {
+                heads.push(Reverse((e, g)));
+            }
+        }
+        true
+    }
+
+    /// Puts the PRIO-3 candidates in victim order (keys are distinct: they
+    /// end with the id).
+    fn sort(&mut self) {
+        if !self.sorted {
+            self.cands.sort_unstable_by_key(|c| (c.priority, Reverse(c.started), Reverse(c.w)));
+            self.sorted = true;
+        }
+    }
+
+    /// Starts, claims for or preempts for one waiting workload (PRIO-1,
+    /// PRIO-3).
+    fn consider(&mut self, w: WorkloadId, sc: u64, level: Priority, may_preempt: bool, hopeless: &mut FailCache) {
+        let state = self.state;
+        let cluster = &state.cluster;
+        let spec = state.spec(w);
+        let allowed = |p: PoolId| pool_allowed(state, spec.account, p);
+        if !self.fails.known_to_fail(spec, sc) {
+            match find(cluster, &self.free, spec, &allowed) {
+                Some(alloc) => {
+                    self.free.take(cluster, &alloc);
+                    reserve(cluster, &mut self.hyp, &alloc);
+                    let reason = Reason::new(
+                        Rule::PrioOrder,
+                        format!("{} priority, next in its level and fits", level.as_str()),
+                    );
+                    self.out.push(Decision { action: Action::Start { workload: w, alloc }, reason });
+                    return;
+                }
+                None => self.fails.record(spec, sc),
+            }
+        }
+        if hopeless.known_to_fail(spec, sc) {
+            return;
+        }
+        // Already being freed for it (or for anyone): claim and wait.
+        if let Some(alloc) = find(cluster, &self.hyp, spec, &allowed) {
+            self.hyp.take(cluster, &alloc);
+            reserve(cluster, &mut self.free, &alloc);
+            return;
+        }
+        let found = if may_preempt {
+            self.sort();
+            PriorityPolicy::victims(state, &self.hyp, w, &self.cands)
+        } else {
+            None
+        };
+        let Some((vs, alloc)) = found else {
+            hopeless.record(spec, sc);
+            return;
+        };
+        for &v in &vs {
+            self.hyp.give(cluster, state.run(v).alloc.as_ref().expect("running"));
+            let reason = Reason::new(
+                Rule::PrioPreempt,
+                format!("preempted by {} ({} > {})", spec.id, level.as_str(), state.spec(v).priority.as_str()),
+            );
+            self.out.push(Decision { action: Action::Preempt { workload: v, by: Some(w) }, reason });
+        }
+        for c in self.cands.iter_mut().filter(|c| vs.contains(&c.w)) {
+            c.taken = true;
+        }
+        self.hyp.take(cluster, &alloc);
+        reserve(cluster, &mut self.free, &alloc);
+    }
+}
+
 impl Policy for PriorityPolicy {
     fn name(&self) -> &'static str {
         "priority"
@@ -143,99 +305,13 @@ impl Policy for PriorityPolicy {
     }
 
     fn schedule(&mut self, state: &State, _now: Time) -> Vec<Decision> {
-        let cluster = &state.cluster;
-        let mut free = state.free.clone();
-        // `hyp`: free GPUs plus those of stopping workloads not yet claimed.
-        let mut hyp = state.free.clone();
-        for &w in &state.running {
-            if state.run(w).phase == Phase::Stopping {
-                hyp.give(cluster, state.run(w).alloc.as_ref().expect("stopping holds GPUs"));
-            }
-        }
-        // PRIO-3 candidates, in victim order, once per pass.
-        let mut cands: Vec<Cand> = state
-            .running
-            .iter()
-            .copied()
-            .filter(|&v| state.run(v).phase == Phase::Running && state.spec(v).preemptible)
-            .map(|v| {
-                let first = state.run(v).alloc.as_ref().and_then(|a| a.parts.first()).expect("running holds GPUs").0;
-                Cand { w: v, priority: state.spec(v).priority, pool: state.cluster.node(first).pool, taken: false }
-            })
-            .collect();
-        cands.sort_by_key(|c| (c.priority, std::cmp::Reverse(state.run(c.w).started), std::cmp::Reverse(c.w)));
-        let mut fails = FailCache::default();
-        let mut scopes = Scopes::default();
-        let mut out = Vec::new();
-        // Pending workloads by level, each in FIFO order.
-        let mut levels: [Vec<WorkloadId>; 4] = Default::default();
-        for &(_, w) in &state.pending {
-            levels[state.spec(w).priority as usize].push(w);
-        }
+        let mut pass = PrioPass::new(state);
         for level in Priority::ALL.into_iter().rev() {
-            // Shapes that found no room even with GPUs being freed, and no
-            // victims, at this level: larger ones of the same scope cannot either.
-            let mut hopeless = FailCache::default();
-            let may_preempt = cands.first().is_some_and(|c| c.priority < level);
-            for &w in &levels[level as usize] {
-                // Nothing free, nothing being freed, no victims: nobody at
-                // this level or below can start or preempt.
-                if !may_preempt && free.pool_free.iter().all(|f| *f == 0) && hyp.pool_free.iter().all(|f| *f == 0) {
-                    return out;
-                }
-                let spec = state.spec(w);
-                let sc = scopes.of(state, spec.account);
-                let allowed = |p: PoolId| pool_allowed(state, spec.account, p);
-                if !fails.known_to_fail(spec, sc) {
-                    match find(cluster, &free, spec, &allowed) {
-                        Some(alloc) => {
-                            free.take(cluster, &alloc);
-                            reserve(cluster, &mut hyp, &alloc);
-                            let reason = Reason::new(
-                                Rule::PrioOrder,
-                                format!("{} priority, next in its level and fits", level.as_str()),
-                            );
-                            out.push(Decision { action: Action::Start { workload: w, alloc }, reason });
-                            continue;
-                        }
-                        None => fails.record(spec, sc),
-                    }
-                }
-                if hopeless.known_to_fail(spec, sc) {
-                    continue;
-                }
-                // Already being freed for it (or for anyone): claim and wait.
-                if let Some(alloc) = find(cluster, &hyp, spec, &allowed) {
-                    hyp.take(cluster, &alloc);
-                    reserve(cluster, &mut free, &alloc);
-                    continue;
-                }
-                let found = if may_preempt { Self::victims(state, &hyp, w, &cands) } else { None };
-                if let Some((vs, alloc)) = found {
-                    for &v in &vs {
-                        hyp.give(cluster, state.run(v).alloc.as_ref().expect("running"));
-                        let reason = Reason::new(
-                            Rule::PrioPreempt,
-                            format!(
-                                "preempted by {} ({} > {})",
-                                spec.id,
-                                level.as_str(),
-                                state.spec(v).priority.as_str()
-                            ),
-                        );
-                        out.push(Decision { action: Action::Preempt { workload: v, by: Some(w) }, reason });
-                    }
-                    for c in cands.iter_mut().filter(|c| vs.contains(&c.w)) {
-                        c.taken = true;
-                    }
-                    hyp.take(cluster, &alloc);
-                    reserve(cluster, &mut free, &alloc);
-                } else {
-                    hopeless.record(spec, sc);
-                }
+            if !pass.level(level) {
+                break;
             }
         }
-        out
+        pass.out
     }
 
     fn explain(&self, state: &State, w: WorkloadId, _now: Time) -> Reason {

@@ -29,7 +29,7 @@ impl Budgets {
         // Ids are in path order: a parent's status is known before its children's.
         for a in tree.ids() {
             let acc = tree.account(a);
-            let own = acc.budget_gpu_hours.is_some_and(|b| state.ledger.at(a, now).period_ngs >= b * HOUR);
+            let own = acc.budget_gpu_hours.is_some_and(|b| state.ledger.period_ngs_at(a, now) >= b * HOUR);
             let inherited = acc.parent.and_then(|p| culprit[p.0 as usize]);
             culprit[a.0 as usize] = if own { Some(a) } else { inherited };
         }
@@ -79,10 +79,10 @@ pub(crate) fn next_change(state: &State, now: Time) -> Option<Time> {
     for a in tree.ids() {
         let Some(b) = tree.account(a).budget_gpu_hours else { continue };
         any = true;
-        let u = state.ledger.at(a, now);
-        let left = b * HOUR - u.period_ngs;
-        if left > 0.0 && u.alloc_ngpus > 0.0 {
-            let t = now + ((left / u.alloc_ngpus).ceil() as Time).max(1);
+        let left = b * HOUR - state.ledger.period_ngs_at(a, now);
+        let alloc = state.ledger.usage[a.0 as usize].alloc_ngpus;
+        if left > 0.0 && alloc > 0.0 {
+            let t = now + ((left / alloc).ceil() as Time).max(1);
             next = Some(next.map_or(t, |x| x.min(t)));
         }
     }

@@ -26,13 +26,24 @@ pub(crate) fn lane_reject(state: &State, spec: &WorkloadSpec) -> Reason {
 /// SVC-2: the first account on the path (leaf first) whose service cap the
 /// service would exceed, with the service GPUs it holds and its cap.
 pub(crate) fn service_cap(state: &State, held: &[u32], spec: &WorkloadSpec) -> Option<(AccountId, u32, u32)> {
-    if spec.class != Class::Service {
+    service_cap_for(state, held, spec.class, spec.account, spec.gpus)
+}
+
+/// [`service_cap`] for a workload of this class, account and size.
+pub(crate) fn service_cap_for(
+    state: &State,
+    held: &[u32],
+    class: Class,
+    account: AccountId,
+    gpus: u32,
+) -> Option<(AccountId, u32, u32)> {
+    if class != Class::Service {
         return None;
     }
-    state.accounts.ancestry(spec.account).find_map(|a| {
+    state.accounts.ancestry(account).find_map(|a| {
         let cap = state.accounts.account(a).max_service_gpus?;
         let h = held[a.0 as usize];
-        (h + spec.gpus > cap).then_some((a, h, cap))
+        (h + gpus > cap).then_some((a, h, cap))
     })
 }
 
@@ -88,11 +99,13 @@ pub(crate) fn next_wakeup(state: &State, now: Time) -> Option<Time> {
             next = Some(next.map_or(t, |x: Time| x.min(t)));
         }
     };
-    for &w in &state.running {
-        if let Some(t) = slice_end(state, w) {
-            consider(t);
+    let slice = state.contract.min_slice.get(Class::Batch);
+    for h in state.holding() {
+        // As `slice_end`: running batch work only.
+        if h.phase == Phase::Running && h.class == Class::Batch {
+            consider(h.started + slice);
         }
-        if let Some(t) = state.run(w).stop_at {
+        if let Some(t) = h.stop_at {
             consider(t);
         }
     }

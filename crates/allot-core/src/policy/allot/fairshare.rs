@@ -20,12 +20,11 @@
 //! FS-2: users of one slot are equal; the user holding the fewest normalised
 //! GPUs in that slot goes first, ties by the user's oldest waiting workload.
 
-use std::collections::BTreeMap;
-
 use crate::Time;
 use crate::account::AccountId;
+use crate::pending::MemberId;
 use crate::state::State;
-use crate::workload::{Phase, WorkloadId, WorkloadSpec};
+use crate::workload::{Phase, WorkloadId};
 
 /// A position in the fair-share tree: an account id, or `n + id` for the
 /// own work of account `id` when it also has sub-accounts.
@@ -57,29 +56,29 @@ impl Ord for Share {
 #[derive(Clone, Debug)]
 pub(crate) struct FairShare {
     n: u32,
-    parent: Vec<Slot>,
-    depth: Vec<u32>,
-    share: Vec<f64>,
+    /// Per slot.
+    s: Vec<SlotShare>,
+    /// Per account: whether it has sub-accounts.
     internal: Vec<bool>,
-    demand: Vec<bool>,
-    ent: Vec<f64>,
-    hist: Vec<f64>,
-    alloc: Vec<f64>,
     cap: f64,
     decay: bool,
+}
+
+/// What FS-1 knows of one slot.
+#[derive(Copy, Clone, Debug)]
+struct SlotShare {
+    parent: Slot,
+    depth: u32,
+    share: f64,
+    demand: bool,
+    ent: f64,
+    hist: f64,
+    alloc: f64,
 }
 
 /// Normalised GPUs of a workload holding `gpus` GPUs of weight `weight`.
 pub(crate) fn ngpus(gpus: u32, weight: f64) -> f64 {
     f64::from(gpus) * weight
-}
-
-/// Normalisation weight of the GPUs a holding workload occupies.
-pub(crate) fn held_weight(state: &State, w: WorkloadId) -> f64 {
-    state.run(w).alloc.as_ref().and_then(|a| a.parts.first()).map_or(1.0, |(n, _)| {
-        let node = state.cluster.node(*n);
-        state.cluster.weight(node.gpu)
-    })
 }
 
 impl FairShare {
@@ -89,72 +88,71 @@ impl FairShare {
         let tree = &state.accounts;
         let n = tree.len() as u32;
         let size = 2 * n as usize;
+        let blank = SlotShare { parent: ROOT, depth: 0, share: 1.0, demand: false, ent: 0.0, hist: 0.0, alloc: 0.0 };
         let mut fs = FairShare {
             n,
-            parent: vec![ROOT; size],
-            depth: vec![0; size],
-            share: vec![1.0; size],
+            s: vec![blank; size],
             internal: vec![false; n as usize],
-            demand: vec![false; size],
-            ent: vec![0.0; size],
-            hist: vec![0.0; size],
-            alloc: vec![0.0; size],
             cap: 0.0,
             decay: state.contract.usage_half_life > 0,
         };
         for a in tree.ids() {
             let acc = tree.account(a);
             let i = a.0 as usize;
-            fs.parent[i] = acc.parent.map_or(ROOT, |p| p.0);
-            fs.depth[i] = acc.depth;
-            fs.share[i] = acc.share;
+            fs.s[i].parent = acc.parent.map_or(ROOT, |p| p.0);
+            fs.s[i].depth = acc.depth;
+            fs.s[i].share = acc.share;
             fs.internal[i] = !acc.children.is_empty();
-            fs.parent[n as usize + i] = a.0;
-            fs.depth[n as usize + i] = acc.depth + 1;
+            fs.s[n as usize + i].parent = a.0;
+            fs.s[n as usize + i].depth = acc.depth + 1;
         }
         fs.internal[0] = true;
         fs.cap = state.cluster.nodes.iter().map(|x| ngpus(x.gpus, state.cluster.weight(x.gpu))).sum::<f64>().max(1.0);
         fs.init_demand(state);
         fs.init_entitlement(state);
         fs.init_history(state, now);
-        for &w in &state.running {
-            if state.run(w).phase == Phase::Running {
-                let spec = state.spec(w);
-                fs.add(fs.slot(spec.account), ngpus(spec.gpus, held_weight(state, w)));
+        for h in state.holding() {
+            if h.phase == Phase::Running {
+                fs.add(fs.slot(h.account), ngpus(h.gpus, h.weight));
             }
         }
         fs
     }
 
     fn init_demand(&mut self, state: &State) {
-        for &(_, w) in &state.pending {
-            let s = self.slot(state.spec(w).account);
-            self.demand[s as usize] = true;
+        for (a, _) in state.pending_index().accounts() {
+            let s = self.slot(a);
+            self.s[s as usize].demand = true;
         }
-        for &w in &state.running {
-            let s = self.slot(state.spec(w).account);
-            self.demand[s as usize] = true;
+        for h in state.holding() {
+            let s = self.slot(h.account);
+            self.s[s as usize].demand = true;
         }
         // Own-work slots first, then accounts children-first (ids are in
         // path order, so a child's id is larger than its parent's).
         for s in (self.n..2 * self.n).rev().chain((1..self.n).rev()) {
-            if self.demand[s as usize] {
-                self.demand[self.parent[s as usize] as usize] = true;
+            if self.s[s as usize].demand {
+                let p = self.s[s as usize].parent;
+                self.s[p as usize].demand = true;
             }
         }
     }
 
     fn init_entitlement(&mut self, state: &State) {
-        self.ent[0] = 1.0;
+        self.s[0].ent = 1.0;
         for a in 0..self.n {
-            if !self.demand[a as usize] {
+            if !self.s[a as usize].demand {
                 continue;
             }
-            let kids = self.kids(state, a);
-            let total: f64 = kids.iter().filter(|k| self.demand[**k as usize]).map(|k| self.share[*k as usize]).sum();
-            for k in kids {
-                if self.demand[k as usize] && total > 0.0 {
-                    self.ent[k as usize] = self.ent[a as usize] * self.share[k as usize] / total;
+            // Child slots: the sub-accounts, then the own-work slot.
+            let own = (a != ROOT && self.internal[a as usize]).then_some(self.n + a);
+            let children = &state.accounts.account(AccountId(a)).children;
+            let kids = || children.iter().map(|c| c.0).chain(own);
+            let total: f64 = kids().filter(|k| self.s[*k as usize].demand).map(|k| self.s[k as usize].share).sum();
+            let ent = self.s[a as usize].ent;
+            for k in kids() {
+                if self.s[k as usize].demand && total > 0.0 {
+                    self.s[k as usize].ent = ent * self.s[k as usize].share / total;
                 }
             }
         }
@@ -166,24 +164,16 @@ impl FairShare {
         }
         let tau = state.contract.usage_half_life as f64 / std::f64::consts::LN_2;
         for a in state.accounts.ids() {
-            self.hist[a.0 as usize] = state.ledger.at(a, now).decayed_ngs / tau;
+            self.s[a.0 as usize].hist = state.ledger.decayed_ngs_at(a, now) / tau;
         }
-        self.hist[0] = state.accounts.account(AccountId::ROOT).children.iter().map(|c| self.hist[c.0 as usize]).sum();
+        self.s[0].hist =
+            state.accounts.account(AccountId::ROOT).children.iter().map(|c| self.s[c.0 as usize].hist).sum();
         for a in state.accounts.ids() {
             if self.internal[a.0 as usize] {
-                let kids: f64 = state.accounts.account(a).children.iter().map(|c| self.hist[c.0 as usize]).sum();
-                self.hist[(self.n + a.0) as usize] = (self.hist[a.0 as usize] - kids).max(0.0);
+                let kids: f64 = state.accounts.account(a).children.iter().map(|c| self.s[c.0 as usize].hist).sum();
+                self.s[(self.n + a.0) as usize].hist = (self.s[a.0 as usize].hist - kids).max(0.0);
             }
         }
-    }
-
-    /// Child slots of an account slot: its sub-accounts and its own-work slot.
-    fn kids(&self, state: &State, a: Slot) -> Vec<Slot> {
-        let mut k: Vec<Slot> = state.accounts.account(AccountId(a)).children.iter().map(|c| c.0).collect();
-        if a != ROOT && self.internal[a as usize] {
-            k.push(self.n + a);
-        }
-        k
     }
 
     /// The leaf slot where work charged to `account` sits.
@@ -192,12 +182,17 @@ impl FairShare {
     }
 
     pub(crate) fn parent(&self, s: Slot) -> Slot {
-        self.parent[s as usize]
+        self.s[s as usize].parent
+    }
+
+    /// Depth of a slot (top-level accounts are at depth 1).
+    pub(crate) fn depth(&self, s: Slot) -> u32 {
+        self.s[s as usize].depth
     }
 
     /// Number of slots (for per-slot tables).
     pub(crate) fn slots(&self) -> usize {
-        self.parent.len()
+        self.s.len()
     }
 
     /// Human name of a slot: the account path, with " (own work)" for the
@@ -212,26 +207,26 @@ impl FairShare {
 
     /// FS-1 level value of a slot now.
     pub(crate) fn value(&self, s: Slot) -> f64 {
-        self.value_with(s, self.alloc[s as usize])
+        self.value_with(s, self.s[s as usize].alloc)
     }
 
     /// FS-1 level value of a slot if it held `alloc` normalised GPUs.
     pub(crate) fn value_with(&self, s: Slot, alloc: f64) -> f64 {
-        let e = self.ent[s as usize];
+        let e = self.s[s as usize].ent;
         if e <= 0.0 {
             return f64::INFINITY;
         }
         let alloc = alloc.max(0.0);
-        if self.decay { (self.hist[s as usize] + alloc) / (2.0 * e * self.cap) } else { alloc / (e * self.cap) }
+        if self.decay { (self.s[s as usize].hist + alloc) / (2.0 * e * self.cap) } else { alloc / (e * self.cap) }
     }
 
     /// Entitled fraction of the cluster.
     pub(crate) fn entitlement(&self, s: Slot) -> f64 {
-        self.ent[s as usize]
+        self.s[s as usize].ent
     }
 
     pub(crate) fn alloc(&self, s: Slot) -> f64 {
-        self.alloc[s as usize]
+        self.s[s as usize].alloc
     }
 
     /// Adds `ng` normalised GPUs (negative to remove) to a slot and its
@@ -239,11 +234,11 @@ impl FairShare {
     pub(crate) fn add(&mut self, s: Slot, ng: f64) {
         let mut x = s;
         loop {
-            self.alloc[x as usize] += ng;
+            self.s[x as usize].alloc += ng;
             if x == ROOT {
                 break;
             }
-            x = self.parent[x as usize];
+            x = self.s[x as usize].parent;
         }
     }
 
@@ -252,78 +247,117 @@ impl FairShare {
     /// other or its ancestor.
     pub(crate) fn diverge(&self, a: Slot, b: Slot) -> Option<(Slot, Slot)> {
         let (mut x, mut y) = (a, b);
-        while self.depth[x as usize] > self.depth[y as usize] {
-            x = self.parent[x as usize];
+        while self.s[x as usize].depth > self.s[y as usize].depth {
+            x = self.s[x as usize].parent;
         }
-        while self.depth[y as usize] > self.depth[x as usize] {
-            y = self.parent[y as usize];
+        while self.s[y as usize].depth > self.s[x as usize].depth {
+            y = self.s[y as usize].parent;
         }
         if x == y {
             return None;
         }
-        while self.parent[x as usize] != self.parent[y as usize] {
-            x = self.parent[x as usize];
-            y = self.parent[y as usize];
+        while self.s[x as usize].parent != self.s[y as usize].parent {
+            x = self.s[x as usize].parent;
+            y = self.s[y as usize].parent;
         }
         Some((x, y))
     }
 
     /// Slots from the top level down to `s` (root excluded).
     pub(crate) fn path(&self, s: Slot) -> Vec<Slot> {
-        let mut p = Vec::with_capacity(self.depth[s as usize] as usize);
+        let mut p = Vec::with_capacity(self.s[s as usize].depth as usize);
         let mut x = s;
         while x != ROOT {
             p.push(x);
-            x = self.parent[x as usize];
+            x = self.s[x as usize].parent;
         }
         p.reverse();
         p
     }
 }
 
-/// Users of each leaf slot (FS-2), interned for one pass.
+/// Users of each leaf slot (FS-2) for one pass: the members (see
+/// [`MemberId`]) with pending or holding work, numbered densely.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Users<'a> {
-    index: BTreeMap<(Slot, &'a str), u32>,
+    /// Per member id: its number in this pass, or `NONE`.
+    index: Vec<u32>,
+    /// Member of each user.
+    member: Vec<MemberId>,
     pub(crate) slot: Vec<Slot>,
     pub(crate) name: Vec<&'a str>,
     /// Normalised GPUs held by running workloads of the user in the slot.
     pub(crate) alloc: Vec<f64>,
 }
 
+const NONE: u32 = u32::MAX;
+
 impl<'a> Users<'a> {
-    /// Interns the users of pending and holding workloads and sums what
+    /// Numbers the members with pending and holding workloads and sums what
     /// running ones hold.
     pub(crate) fn new(state: &'a State, fs: &FairShare) -> Users<'a> {
-        let mut u = Users::default();
-        for &(_, w) in &state.pending {
-            u.intern(fs, state.spec(w));
+        Users::with_index(state, fs, Vec::new())
+    }
+
+    /// As [`Users::new`], numbering through `index`, a table that holds
+    /// `NONE` everywhere (as left by [`Users::into_index`]), so that a pass
+    /// costs the members it sees, not every member known.
+    pub(crate) fn with_index(state: &'a State, fs: &FairShare, mut index: Vec<u32>) -> Users<'a> {
+        if index.len() < state.member_count() {
+            index.resize(state.member_count(), NONE);
         }
-        for &w in &state.running {
-            let i = u.intern(fs, state.spec(w));
-            if state.run(w).phase == Phase::Running {
-                u.alloc[i as usize] += ngpus(state.spec(w).gpus, held_weight(state, w));
+        let mut u = Users { index, ..Users::default() };
+        for (m, _) in state.pending_index().members() {
+            u.intern(state, fs, m);
+        }
+        let more = state.holding().len();
+        u.member.reserve(more);
+        u.slot.reserve(more);
+        u.name.reserve(more);
+        u.alloc.reserve(more);
+        for h in state.holding() {
+            let i = u.intern(state, fs, h.member);
+            if h.phase == Phase::Running {
+                u.alloc[i as usize] += ngpus(h.gpus, h.weight);
             }
         }
         u
     }
 
-    fn intern(&mut self, fs: &FairShare, spec: &'a WorkloadSpec) -> u32 {
-        let key = (fs.slot(spec.account), spec.user.as_str());
-        if let Some(&i) = self.index.get(&key) {
+    /// The numbering table, set back to `NONE` everywhere.
+    pub(crate) fn into_index(self) -> Vec<u32> {
+        let mut index = self.index;
+        for m in self.member {
+            index[m.0 as usize] = NONE;
+        }
+        index
+    }
+
+    fn intern(&mut self, state: &'a State, fs: &FairShare, m: MemberId) -> u32 {
+        let i = self.index[m.0 as usize];
+        if i != NONE {
             return i;
         }
         let i = self.slot.len() as u32;
-        self.index.insert(key, i);
-        self.slot.push(key.0);
-        self.name.push(key.1);
+        let (account, name) = state.member_info(m);
+        self.index[m.0 as usize] = i;
+        self.member.push(m);
+        self.slot.push(fs.slot(account));
+        self.name.push(name);
         self.alloc.push(0.0);
         i
     }
 
-    /// The interned user of a workload known to the pass.
-    pub(crate) fn of(&self, fs: &FairShare, spec: &WorkloadSpec) -> u32 {
-        self.index[&(fs.slot(spec.account), spec.user.as_str())]
+    /// The user of a member with pending or holding work.
+    pub(crate) fn of_member(&self, m: MemberId) -> u32 {
+        let i = self.index[m.0 as usize];
+        debug_assert_ne!(i, NONE, "member without work in this pass");
+        i
+    }
+
+    /// The user of a workload known to the pass.
+    pub(crate) fn of(&self, state: &State, w: WorkloadId) -> u32 {
+        self.of_member(state.member(w))
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -6,13 +6,16 @@
 //! * [`fairshare`]: FS-1 entitlements and level values, FS-2 users, the
 //!   after-swap comparison of CON-4.
 //! * [`rank`]: the rank value type and the tiers (lane, in-budget, over-budget).
+//! * [`waiting`]: the waiting work of a pass by tier, from the pending index.
 //! * [`queue`]: serving a tier in fair-share order as allocations change.
 //! * [`preempt`]: victim eligibility and choice (BUD-2, CON-1, CON-4, CON-5,
 //!   INT-1, SVC-1).
+//! * [`bound`]: cheap necessary conditions for a victim search to succeed.
 //! * [`pass`]: one scheduling pass (start, claim GPUs being released, preempt).
 //! * [`contract`]: admission (INT-2, SVC-2) and time-based wake-ups.
 //! * [`explain`]: reasons with rule ids and numbers.
 
+mod bound;
 mod budget;
 mod contract;
 mod explain;
@@ -21,6 +24,7 @@ mod pass;
 mod preempt;
 mod queue;
 mod rank;
+mod waiting;
 
 use std::sync::{Arc, Mutex};
 
@@ -33,10 +37,12 @@ use super::Policy;
 
 /// The `allot` policy. Every pass is a function of the state and `now`;
 /// the only thing kept between calls is a cache of explanations for the
-/// last instant and state asked about.
+/// last instant and state asked about (and a reusable buffer).
 #[derive(Default)]
 pub struct AllotPolicy {
     explained: Mutex<Option<(u64, Arc<explain::Explainer>)>>,
+    /// Buffers reused from pass to pass (no data survives a pass).
+    scratch: pass::Scratch,
 }
 
 impl Clone for AllotPolicy {
@@ -112,9 +118,12 @@ impl Policy for AllotPolicy {
     }
 
     fn schedule(&mut self, state: &State, now: Time) -> Vec<Decision> {
-        let mut pass = pass::Pass::new(state, now, pass::Probe::None);
+        let scratch = std::mem::take(&mut self.scratch);
+        let mut pass = pass::Pass::with_scratch(state, now, pass::Probe::None, scratch);
         pass.run();
-        pass.out
+        let (out, scratch) = pass.finish();
+        self.scratch = scratch;
+        out
     }
 
     fn explain(&self, state: &State, w: WorkloadId, now: Time) -> Reason {

@@ -14,7 +14,10 @@
 //! A user none of whose remaining workloads can start, claim or preempt
 //! (the smallest gang of each of its shapes failed all three) leaves the
 //! pass at once, so a saturated cluster with thousands waiting costs a few
-//! steps per user, not per workload.
+//! steps per user, not per workload. A workload whose shape is already known
+//! to fail all three changes nothing when considered, so while the queue
+//! would take the same user next anyway, its next workload is taken at once
+//! without re-ranking.
 //!
 //! Over-budget work is only served after all in-budget work had its turn,
 //! so it runs only on capacity no in-budget work could use (BUD-2). Every
@@ -26,17 +29,19 @@ use std::collections::BTreeMap;
 use crate::Time;
 use crate::account::AccountId;
 use crate::decision::{Action, Decision, Reason, Rule};
+use crate::pending::Shape;
 use crate::placement::{Allocation, FreeMap, PlacementFailure, diagnose, find};
 use crate::policy::FailCache;
 use crate::state::State;
 use crate::workload::{Class, Phase, WorkloadId, WorkloadSpec};
 
 use super::budget::{self, Budgets};
-use super::contract::{lane_reject, service_cap};
+use super::contract::{lane_reject, service_cap, service_cap_for};
 use super::fairshare::{FairShare, Side, Users, ngpus};
-use super::preempt::{Found, Preemptor, SearchFails, Victims, any_for};
-use super::queue::Queue;
-use super::rank::{Tier, tier_of};
+use super::preempt::{Buffers, Found, Preemptor, SearchFails, Victims, any_for, any_of_type};
+use super::queue::{Queue, Work};
+use super::rank::Tier;
+use super::waiting::Waiting;
 
 /// What a pass did with one waiting workload (kept for the probed one).
 #[derive(Clone, Debug)]
@@ -61,6 +66,15 @@ pub(crate) enum Outcome {
 pub(crate) enum Probe {
     None,
     All,
+}
+
+/// Buffers a pass can take over from the previous one, so that a pass
+/// does not allocate them anew; each is emptied (or, for the member table,
+/// left empty) before use, so no data crosses from one pass to the next.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Scratch {
+    users_index: Vec<u32>,
+    victims: Buffers,
 }
 
 /// The working state of one pass.
@@ -102,20 +116,25 @@ fn weight_of(state: &State, alloc: &Allocation) -> f64 {
 impl<'a> Pass<'a> {
     /// Prepares a pass at `now`; `probe` says whether to keep outcomes.
     pub(crate) fn new(state: &'a State, now: Time, probe: Probe) -> Pass<'a> {
+        Pass::with_scratch(state, now, probe, Scratch::default())
+    }
+
+    /// As [`Pass::new`], with buffers left by an earlier pass;
+    /// [`Pass::finish`] gives them back.
+    pub(crate) fn with_scratch(state: &'a State, now: Time, probe: Probe, scratch: Scratch) -> Pass<'a> {
         let fs = FairShare::new(state, now);
-        let users = Users::new(state, &fs);
+        let users = Users::with_index(state, &fs, scratch.users_index);
         let budgets = Budgets::new(state, now);
-        let victims = Victims::new(state, now, &fs, &users, &budgets);
+        let victims = Victims::new(state, now, &fs, &users, &budgets, scratch.victims);
         let mut hyp = state.free.clone();
         let mut svc = vec![0u32; state.accounts.len()];
-        for &w in &state.running {
-            let (spec, run) = (state.spec(w), state.run(w));
-            if run.phase == Phase::Stopping {
-                hyp.give(&state.cluster, run.alloc.as_ref().expect("stopping workload holds GPUs"));
+        for h in state.holding() {
+            if h.phase == Phase::Stopping {
+                hyp.give(&state.cluster, state.run(h.w).alloc.as_ref().expect("stopping workload holds GPUs"));
             }
-            if spec.class == Class::Service {
-                for a in state.accounts.ancestry(spec.account) {
-                    svc[a.0 as usize] += spec.gpus;
+            if h.class == Class::Service {
+                for a in state.accounts.ancestry(h.account) {
+                    svc[a.0 as usize] += h.gpus;
                 }
             }
         }
@@ -141,39 +160,78 @@ impl<'a> Pass<'a> {
     /// Runs the pass; the decisions are in `out`.
     pub(crate) fn run(&mut self) {
         let state = self.state;
-        let mut tiers: [Vec<(WorkloadId, u32)>; 3] = Default::default();
-        for &(_, w) in &state.pending {
-            let spec = state.spec(w);
-            match tier_of(state, &self.budgets, spec) {
-                Some(t) => tiers[t as usize].push((w, self.users.of(&self.fs, spec))),
-                None => {
-                    let reason = lane_reject(state, spec);
-                    self.note(w, Outcome::Rejected(reason.clone()));
-                    self.out.push(Decision { action: Action::Reject { workload: w }, reason });
-                }
-            }
+        let waiting = Waiting::new(state, &self.budgets, &self.users);
+        for &w in &waiting.rejected {
+            let reason = lane_reject(state, state.spec(w));
+            self.note(w, Outcome::Rejected(reason.clone()));
+            self.out.push(Decision { action: Action::Reject { workload: w }, reason });
         }
         for tier in Tier::ALL {
-            let items = &tiers[tier as usize];
+            let work = &waiting.tiers[tier as usize];
             if self.exhausted() {
-                self.not_reached(tier, items);
+                self.not_reached(tier, work);
                 continue;
             }
-            let mut q = Queue::build(state, &self.fs, &self.users, items);
-            while let Some((w, u)) = q.next() {
+            if !work.is_empty() {
+                self.serve(tier, work);
+            }
+            self.not_reached(tier, work);
+        }
+    }
+
+    /// Serves one tier in fair-share order until it is empty or nothing
+    /// more can be done.
+    fn serve(&mut self, tier: Tier, work: &[Work]) {
+        let mut q = Queue::build(&self.fs, &self.users, work);
+        while let Some((w, u, g)) = q.next() {
+            if self.probe == Probe::All {
                 let outcome = self.consider(w, u, tier, &mut q);
-                let blocked = matches!(outcome, Outcome::Blocked(..) | Outcome::ServiceCap(..));
-                if blocked && self.probe == Probe::None && self.hopeless(&q, u, tier) {
-                    q.drop_user(u);
-                }
-                q.done(state, &self.fs, &self.users, u);
+                q.done(&self.fs, &self.users, u);
                 self.note(w, outcome);
-                if self.exhausted() {
+            } else {
+                self.serve_user(&mut q, w, u, g, tier);
+            }
+            if self.exhausted() {
+                break;
+            }
+        }
+    }
+
+    /// Handles workload `w` (of group `g`) of user `u`, just taken, and while
+    /// that changes nothing the user's next ones as long as the queue would
+    /// take them next anyway (outcomes are not kept).
+    fn serve_user(&mut self, q: &mut Queue, mut w: WorkloadId, u: u32, mut g: usize, tier: Tier) {
+        // Whether `hopeless(u)` is known to be false in the current state.
+        let mut hope = false;
+        loop {
+            let group = q.group(u, g);
+            if self.inert(group.class, group.shape, q.work(u).account, u, tier) {
+                // Considering it would change nothing and find it blocked
+                // (or held back by a service cap).
+                if !hope && self.hopeless(q, u, tier) {
+                    q.drop_user(u);
                     break;
                 }
+                hope = true;
+                match q.pop_again(&self.users, u) {
+                    Some((next, ng)) => (w, g) = (next, ng),
+                    None => break,
+                }
+                continue;
             }
-            self.not_reached(tier, items);
+            let outcome = self.consider(w, u, tier, q);
+            if matches!(outcome, Outcome::Blocked(..) | Outcome::ServiceCap(..)) && self.hopeless(q, u, tier) {
+                q.drop_user(u);
+            }
+            break;
         }
+        q.done(&self.fs, &self.users, u);
+    }
+
+    /// The decisions, and the buffers for the next pass.
+    pub(crate) fn finish(self) -> (Vec<Decision>, Scratch) {
+        let scratch = Scratch { users_index: self.users.into_index(), victims: self.victims.into_buffers() };
+        (self.out, scratch)
     }
 
     fn note(&mut self, w: WorkloadId, o: Outcome) {
@@ -182,10 +240,10 @@ impl<'a> Pass<'a> {
         }
     }
 
-    fn not_reached(&mut self, tier: Tier, items: &[(WorkloadId, u32)]) {
+    fn not_reached(&mut self, tier: Tier, work: &[Work]) {
         if self.probe == Probe::All {
-            for (w, _) in items {
-                self.outcomes.entry(*w).or_insert(Outcome::NotReached(tier));
+            for w in work.iter().flat_map(|wk| wk.workloads()) {
+                self.outcomes.entry(w).or_insert(Outcome::NotReached(tier));
             }
         }
     }
@@ -195,17 +253,25 @@ impl<'a> Pass<'a> {
     /// of its shapes already failed all three (free and released GPUs only
     /// shrink and failed searches stay failed until a preemption).
     fn hopeless(&self, q: &Queue, u: u32, tier: Tier) -> bool {
-        let state = self.state;
-        q.reps(u).iter().all(|&r| {
-            let spec = state.spec(r);
-            if service_cap(state, &self.svc, spec).is_some() {
-                return true;
-            }
-            let no_free = spec.gpus > total(&self.free) || self.fails.known_to_fail(spec, 0);
-            let no_hyp = spec.gpus > total(&self.hyp) || self.hyp_fails.known_to_fail(spec, 0);
-            let p = Preemptor { w: r, spec, side: Side { slot: self.fs.slot(spec.account), user: u, ng: 0.0 }, tier };
-            no_free && no_hyp && (!any_for(&self.victims, spec) || self.search_fails.known(&p))
-        })
+        let account = q.work(u).account;
+        q.reps(u).all(|r| self.inert(r.class, r.shape, account, u, tier))
+    }
+
+    /// Whether a workload of this class and shape, of user `u` (of
+    /// `account`), would do nothing at all if considered now: held back by
+    /// a service cap, or every one of start, claim and preemption already
+    /// known to fail for its shape (so that considering it changes no
+    /// allocation, free map or cache).
+    fn inert(&self, class: Class, shape: Shape, account: AccountId, u: u32, tier: Tier) -> bool {
+        if service_cap_for(self.state, &self.svc, class, account, shape.gpus).is_some() {
+            return true;
+        }
+        let no_free = shape.gpus > total(&self.free) || self.fails.known_shape(shape, 0);
+        let no_hyp = shape.gpus > total(&self.hyp) || self.hyp_fails.known_shape(shape, 0);
+        let search = (tier, shape.gpu_type, shape.nodes, class);
+        no_free
+            && no_hyp
+            && (!any_of_type(&self.victims, shape.gpu_type) || self.search_fails.known_for(u, search, shape.gpus))
     }
 
     /// Nothing more can start, be claimed or be preempted in this pass.
@@ -249,6 +315,7 @@ impl<'a> Pass<'a> {
 
     /// Books an allocation for `spec` in the fair-share and service tallies.
     fn gain(&mut self, spec: &WorkloadSpec, u: u32, alloc: &Allocation) {
+        self.victims.allocations_changed();
         let ng = ngpus(spec.gpus, weight_of(self.state, alloc));
         self.fs.add(self.fs.slot(spec.account), ng);
         self.users.alloc[u as usize] += ng;
@@ -332,7 +399,7 @@ impl<'a> Pass<'a> {
             self.hyp.give(&state.cluster, state.run(c.w).alloc.as_ref().expect("running workload holds GPUs"));
             self.fs.add(c.side.slot, -c.side.ng);
             self.users.alloc[c.side.user as usize] -= c.side.ng;
-            q.refresh_user(state, &self.users, c.side.user);
+            q.refresh_user(&self.users, c.side.user);
             q.rekey(&self.fs, c.side.slot);
             self.out.push(Decision { action: Action::Preempt { workload: c.w, by: Some(p.w) }, reason });
             done.push((c.w, rule));

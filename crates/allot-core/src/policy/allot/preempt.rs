@@ -3,13 +3,16 @@
 //!
 //! Candidates are built once per pass: running (not stopping) workloads that
 //! are not services (SVC-1) and that some waiting workload may ever preempt
-//! in this pass, i.e. over budget or past their slice. They are sorted once
-//! in CON-5 order: over budget first, then the slots furthest above their
+//! in this pass, i.e. over budget or past their slice, each with its key in
+//! CON-5 order: over budget first, then the slots furthest above their
 //! fair share (highest FS-1 value), then the least work lost (GPU-seconds
 //! since the last checkpoint), then the fewest GPUs, then id. For one
-//! preemptor the sorted list is walked, eligible victims are added until the
-//! preemptor can be placed, and the set is pruned to a minimal one (latest
-//! added first), which frees as few GPUs beyond the need as the order allows.
+//! preemptor the candidates are walked in that order, eligible victims are
+//! added until the preemptor can be placed, and the set is pruned to a
+//! minimal one (latest added first), which frees as few GPUs beyond the need
+//! as the order allows. [`Victims::search`] computes that walk's result
+//! without visiting the candidates it could never choose
+//! ([`super::bound`]).
 //!
 //! Eligibility of victim V for preemptor W:
 //! * BUD-2: W in budget, V over budget: at once, no slice.
@@ -24,7 +27,6 @@
 //!     user's own workloads never preempt each other.
 
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
 
 use crate::Time;
 use crate::cluster::GpuTypeId;
@@ -33,8 +35,9 @@ use crate::placement::{Allocation, FreeMap, find};
 use crate::state::State;
 use crate::workload::{Class, Phase, WorkloadId, WorkloadSpec};
 
+use super::bound::Bounds;
 use super::budget::Budgets;
-use super::fairshare::{FairShare, Removed, Share, Side, Slot, Users, held_weight, ngpus, swap};
+use super::fairshare::{FairShare, Removed, Share, Side, Slot, Users, ngpus, swap};
 use super::rank::Tier;
 
 /// A running workload that may be preempted in this pass.
@@ -71,42 +74,70 @@ pub(crate) struct Found {
     pub(crate) alloc: Allocation,
 }
 
-/// The candidates of one pass.
+/// Buffers of [`Victims`] reused from one pass to the next (emptied before
+/// use; nothing in them outlives a pass).
 #[derive(Clone, Debug, Default)]
+pub(crate) struct Buffers {
+    bounds: Bounds,
+    room: Option<FreeMap>,
+    order: Vec<usize>,
+}
+
+/// The candidates of one pass.
+#[derive(Clone, Debug)]
 pub(crate) struct Victims {
     pub(crate) cands: Vec<Cand>,
+    /// CON-5 keys of `cands` (distinct: they end with the id).
+    keys: Vec<VictimKey>,
     taken: Vec<bool>,
     left: usize,
     /// Candidates left per GPU type.
     left_by_type: Vec<usize>,
+    /// Necessary conditions for a search to succeed, built on first use.
+    bounds: Bounds,
+    /// Scratch free map and order of searches.
+    room: FreeMap,
+    order: Vec<usize>,
 }
 
 impl Victims {
-    /// Candidates at `now`, in CON-5 order.
-    pub(crate) fn new(state: &State, now: Time, fs: &FairShare, users: &Users, budgets: &Budgets) -> Victims {
-        let mut keyed: Vec<(VictimKey, Cand)> = Vec::new();
-        for &w in &state.running {
-            let (spec, run) = (state.spec(w), state.run(w));
-            if run.phase != Phase::Running || spec.class == Class::Service {
+    /// Candidates at `now`, with their CON-5 keys.
+    pub(crate) fn new(
+        state: &State,
+        now: Time,
+        fs: &FairShare,
+        users: &Users,
+        budgets: &Budgets,
+        buffers: Buffers,
+    ) -> Victims {
+        let mut keyed: Vec<(VictimKey, Cand)> = Vec::with_capacity(state.holding().len());
+        // FS-1 values of the slots seen (no allocation changes here).
+        let mut values: Vec<(Slot, f64)> = Vec::new();
+        for h in state.holding() {
+            if h.phase != Phase::Running || h.class == Class::Service {
                 continue;
             }
-            let over = budgets.over(spec.account);
-            let slice_ok = now.saturating_sub(run.started.unwrap_or(now)) >= state.contract.min_slice.get(spec.class);
+            let over = budgets.over(h.account);
+            let slice_ok = now.saturating_sub(h.started) >= state.contract.min_slice.get(h.class);
             // In-budget interactive work is never preempted for fair share (INT-1).
-            if !over && (!slice_ok || spec.class == Class::Interactive) {
+            if !over && (!slice_ok || h.class == Class::Interactive) {
                 continue;
             }
-            let slot = fs.slot(spec.account);
-            let weight = held_weight(state, w);
-            let side = Side { slot, user: users.of(fs, spec), ng: ngpus(spec.gpus, weight) };
-            let gpu = run.alloc.as_ref().and_then(|a| a.parts.first()).map(|(n, _)| state.cluster.node(*n).gpu);
-            let lost = run.unsaved_progress(spec, now) * u64::from(spec.gpus);
-            let key = (!over, Reverse(Share(fs.value(slot))), lost, spec.gpus, w);
-            let cand = Cand { w, side, over, class: spec.class, slice_ok, gpu, weight };
+            let slot = fs.slot(h.account);
+            let side = Side { slot, user: users.of_member(h.member), ng: ngpus(h.gpus, h.weight) };
+            let lost = h.unsaved_progress(now) * u64::from(h.gpus);
+            let value = match values.iter().find(|(s, _)| *s == slot) {
+                Some(&(_, v)) => v,
+                None => {
+                    values.push((slot, fs.value(slot)));
+                    fs.value(slot)
+                }
+            };
+            let key = (!over, Reverse(Share(value)), lost, h.gpus, h.w);
+            let cand = Cand { w: h.w, side, over, class: h.class, slice_ok, gpu: Some(h.gpu), weight: h.weight };
             keyed.push((key, cand));
         }
-        keyed.sort_by_key(|a| a.0);
-        let cands: Vec<Cand> = keyed.into_iter().map(|(_, c)| c).collect();
+        let (keys, cands): (Vec<VictimKey>, Vec<Cand>) = keyed.into_iter().unzip();
         let left = cands.len();
         let mut left_by_type = vec![0; state.cluster.gpu_types.len()];
         for c in &cands {
@@ -114,7 +145,15 @@ impl Victims {
                 left_by_type[g.0 as usize] += 1;
             }
         }
-        Victims { taken: vec![false; left], cands, left, left_by_type }
+        let Buffers { mut bounds, room, order } = buffers;
+        bounds.clear();
+        let room = room.unwrap_or_else(|| state.free.clone());
+        Victims { taken: vec![false; left], cands, keys, left, left_by_type, bounds, room, order }
+    }
+
+    /// The buffers, for the next pass.
+    pub(crate) fn into_buffers(self) -> Buffers {
+        Buffers { bounds: self.bounds, room: Some(self.room), order: self.order }
     }
 
     /// Candidates not yet taken by an earlier preemptor of this pass.
@@ -122,7 +161,14 @@ impl Victims {
         self.left
     }
 
+    /// Fair-share allocations changed (see [`Bounds::allocations_changed`]).
+    pub(crate) fn allocations_changed(&mut self) {
+        self.bounds.allocations_changed();
+    }
+
+    /// Takes candidate `i`.
     pub(crate) fn take(&mut self, i: usize) {
+        self.bounds.forget();
         if !self.taken[i] {
             self.taken[i] = true;
             self.left -= 1;
@@ -135,66 +181,136 @@ impl Victims {
     /// The rule under which `p` may preempt candidate `c`, given the victims
     /// already chosen for `p` (`removed`).
     pub(crate) fn eligible(fs: &FairShare, users: &Users, p: &Preemptor, c: &Cand, removed: &Removed) -> Option<Rule> {
+        match Self::before_swap(p, c)? {
+            Some(rule) => Some(rule),
+            None => {
+                let s = swap(fs, users, Side { ng: ngpus(p.spec.gpus, c.weight), ..p.side }, c.side, removed);
+                s.strictly_better().then_some(Rule::NoPingPong)
+            }
+        }
+    }
+
+    /// The rules that do not depend on fair share: `None` if `p` may never
+    /// preempt `c`, `Some(Some(rule))` if it may at once, `Some(None)` if
+    /// CON-4 decides.
+    pub(crate) fn before_swap(p: &Preemptor, c: &Cand) -> Option<Option<Rule>> {
         if p.spec.gpu_type.is_some_and(|g| Some(g) != c.gpu) {
             return None;
         }
         let w_over = p.tier == Tier::OverBudget;
         if !w_over && c.over {
-            return Some(Rule::BudgetOver);
+            return Some(Some(Rule::BudgetOver));
         }
         if w_over != c.over || !c.slice_ok {
             return None;
         }
         if p.tier == Tier::Lane && c.class == Class::Batch {
-            return Some(Rule::Interactive);
+            return Some(Some(Rule::Interactive));
         }
         if c.class == Class::Interactive {
             return None;
         }
-        let s = swap(fs, users, Side { ng: ngpus(p.spec.gpus, c.weight), ..p.side }, c.side, removed);
-        s.strictly_better().then_some(Rule::NoPingPong)
+        Some(None)
+    }
+
+    /// The walk of [`Victims::search`] over candidates `order` (in CON-5
+    /// order): every eligible one not taken, with its rule, as if it never
+    /// stopped.
+    fn walk(&self, fs: &FairShare, users: &Users, p: &Preemptor, order: &[usize]) -> Vec<(usize, Rule)> {
+        let mut removed = Removed::default();
+        let mut chosen = Vec::new();
+        for &i in order {
+            let c = &self.cands[i];
+            if self.taken[i] {
+                continue;
+            }
+            let Some(rule) = Self::eligible(fs, users, p, c, &removed) else { continue };
+            removed.add(fs, c.side.slot, c.side.user, c.side.ng);
+            chosen.push((i, rule));
+        }
+        chosen
+    }
+
+    /// `hyp` with the GPUs of the chosen candidates given back.
+    fn freed(&self, state: &State, hyp: &FreeMap, chosen: &[(usize, Rule)]) -> FreeMap {
+        let mut t = hyp.clone();
+        for &(i, _) in chosen {
+            t.give(&state.cluster, state.run(self.cands[i].w).alloc.as_ref().expect("running workload holds GPUs"));
+        }
+        t
     }
 
     /// Victims that let `p` start once their grace ends, on top of the GPUs
     /// in `hyp` (free plus those being released); `None` if there are none.
+    ///
+    /// The rule: walk the candidates in CON-5 order, adding every eligible
+    /// one until the preemptor fits, then prune the set to a minimal one.
+    /// It is computed without a placement per added victim:
+    /// * the checks of [`Bounds`] turn down most searches that would find
+    ///   nothing; the candidates they leave possible are a superset of those
+    ///   the walk can choose, so the walk visits only them (in CON-5 order);
+    /// * the walk's choices up to the point where it stops do not depend on
+    ///   what comes after, so the eligible candidates are collected as if it
+    ///   never stopped; placement only gets easier with more free GPUs, so
+    ///   if the preemptor does not fit with all of them gone no prefix
+    ///   helps, and otherwise the walk stops at the shortest prefix that
+    ///   fits, found by bisection.
     pub(crate) fn search(
-        &self,
+        &mut self,
         state: &State,
         fs: &FairShare,
         users: &Users,
         hyp: &FreeMap,
         p: &Preemptor,
     ) -> Option<Found> {
+        let may = self.bounds.may_find(&self.cands, &self.taken, fs, users, p);
+        // The candidates the walk could choose, then in CON-5 order.
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        if may {
+            order.extend_from_slice(self.bounds.possible(fs, users, p, &self.taken));
+        }
+        self.room.copy_from(hyp);
+        for &i in &order {
+            self.room.give(&state.cluster, state.run(self.cands[i].w).alloc.as_ref().expect("running"));
+        }
+        let refused = !may || find(&state.cluster, &self.room, p.spec, &|_| true).is_none();
+        if !refused {
+            order.sort_unstable_by_key(|&i| self.keys[i]);
+        }
+        // Debug builds check both refusals, and the walk over the possible
+        // candidates only, against the walk over all of them.
+        if cfg!(debug_assertions) {
+            let mut all: Vec<usize> = (0..self.cands.len()).collect();
+            all.sort_unstable_by_key(|&i| self.keys[i]);
+            let walk = self.walk(fs, users, p, &all);
+            debug_assert!(may || walk.is_empty(), "a victim is eligible though none may be");
+            debug_assert!(walk.iter().all(|(i, _)| order.contains(i)), "a victim is chosen that is not possible");
+            debug_assert!(refused || walk == self.walk(fs, users, p, &order), "walks over all and possible differ");
+        }
+        let chosen = if refused { None } else { Some(self.walk(fs, users, p, &order)) };
+        self.order = order;
+        let mut chosen = chosen?;
         let cluster = &state.cluster;
         let spec = p.spec;
-        let pools_free = |m: &FreeMap| -> u32 {
-            cluster
-                .pools
-                .iter()
-                .zip(&m.pool_free)
-                .filter(|(pool, _)| spec.gpu_type.is_none_or(|g| g == pool.gpu))
-                .map(|(_, f)| *f)
-                .sum()
-        };
-        let mut trial = hyp.clone();
-        let mut removed = Removed::default();
-        let mut chosen: Vec<(usize, Rule)> = Vec::new();
-        let mut fits = false;
-        for (i, c) in self.cands.iter().enumerate() {
-            if self.taken[i] {
-                continue;
-            }
-            let Some(rule) = Self::eligible(fs, users, p, c, &removed) else { continue };
-            trial.give(cluster, state.run(c.w).alloc.as_ref().expect("running workload holds GPUs"));
-            removed.add(fs, c.side.slot, c.side.user, c.side.ng);
-            chosen.push((i, rule));
-            if pools_free(&trial) >= spec.gpus && find(cluster, &trial, spec, &|_| true).is_some() {
-                fits = true;
-                break;
+        let fits = |t: &FreeMap| find(cluster, t, spec, &|_| true).is_some();
+        let mut trial = self.freed(state, hyp, &chosen);
+        if chosen.is_empty() || !fits(&trial) {
+            return None;
+        }
+        // The shortest prefix (of at least one victim) that fits.
+        let (mut lo, mut hi) = (1, chosen.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if fits(&self.freed(state, hyp, &chosen[..mid])) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
             }
         }
-        if !fits {
-            return None;
+        if hi < chosen.len() {
+            chosen.truncate(hi);
+            trial = self.freed(state, hyp, &chosen);
         }
         // Prune: drop victims (latest chosen first) not needed for a fit.
         // Fewer victims only make the CON-4 comparisons of the others easier.
@@ -216,7 +332,12 @@ impl Victims {
 /// Whether a pending workload's shape can be served by victims at all in
 /// this pass: some candidate left on a GPU type it may use.
 pub(crate) fn any_for(v: &Victims, spec: &WorkloadSpec) -> bool {
-    match spec.gpu_type {
+    any_of_type(v, spec.gpu_type)
+}
+
+/// [`any_for`] for a gang of this GPU type constraint.
+pub(crate) fn any_of_type(v: &Victims, gpu_type: Option<GpuTypeId>) -> bool {
+    match gpu_type {
         None => v.left > 0,
         Some(g) => v.left_by_type.get(g.0 as usize).is_some_and(|n| *n > 0),
     }
@@ -225,30 +346,44 @@ pub(crate) fn any_for(v: &Victims, spec: &WorkloadSpec) -> bool {
 /// Key of the per-pass cache of failed victim searches: a later preemptor
 /// with the same key and at least as many GPUs fails too, because within a
 /// pass the preemptor's side only gains allocation and candidates only go.
-pub(crate) type SearchKey = (Slot, u32, Tier, Option<GpuTypeId>, u32, Class);
+/// The full key is (slot, user, tier, GPU type, nodes, class); the user
+/// fixes the slot, so failures are kept per user under the rest.
+pub(crate) type SearchKey = (Tier, Option<GpuTypeId>, u32, Class);
 
 /// Failed victim searches of one pass (smallest failing gang per key).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SearchFails {
-    keys: BTreeMap<SearchKey, u32>,
+    by_user: Vec<Vec<(SearchKey, u32)>>,
 }
 
 impl SearchFails {
     pub(crate) fn key(p: &Preemptor) -> SearchKey {
-        (p.side.slot, p.side.user, p.tier, p.spec.gpu_type, p.spec.nodes, p.spec.class)
+        (p.tier, p.spec.gpu_type, p.spec.nodes, p.spec.class)
     }
 
     pub(crate) fn known(&self, p: &Preemptor) -> bool {
-        self.keys.get(&Self::key(p)).is_some_and(|g| p.spec.gpus >= *g)
+        self.known_for(p.side.user, Self::key(p), p.spec.gpus)
+    }
+
+    /// Whether a search of user `user` with this key and `gpus` GPUs is
+    /// known to fail.
+    pub(crate) fn known_for(&self, user: u32, k: SearchKey, gpus: u32) -> bool {
+        self.by_user.get(user as usize).is_some_and(|v| v.iter().any(|(x, g)| *x == k && gpus >= *g))
     }
 
     pub(crate) fn record(&mut self, p: &Preemptor) {
-        let g = self.keys.entry(Self::key(p)).or_insert(p.spec.gpus);
-        *g = (*g).min(p.spec.gpus);
+        let (k, u) = (Self::key(p), p.side.user as usize);
+        if self.by_user.len() <= u {
+            self.by_user.resize_with(u + 1, Vec::new);
+        }
+        match self.by_user[u].iter_mut().find(|(x, _)| *x == k) {
+            Some((_, g)) => *g = (*g).min(p.spec.gpus),
+            None => self.by_user[u].push((k, p.spec.gpus)),
+        }
     }
 
     /// Forgets every failure (after a preemption left spare GPUs behind).
     pub(crate) fn clear(&mut self) {
-        self.keys.clear();
+        self.by_user.iter_mut().for_each(Vec::clear);
     }
 }

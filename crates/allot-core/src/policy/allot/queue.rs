@@ -4,76 +4,149 @@
 //! Every slot with waiting work sits in its parent's ordered set keyed by
 //! its current FS-1 value (ties by slot id); every user with waiting work sits
 //! in its slot's set keyed by its FS-2 value and its oldest waiting workload;
-//! each user's workloads are FIFO by `(submit, id)`. Taking the next workload
+//! each user's workloads are FIFO by `(submit, id)`, read from the groups of
+//! the pending index ([`crate::pending`]) rather than copied. Taking the next workload
 //! descends from the root along the smallest keys, O(depth · log siblings).
 //! After the workload was handled, [`Queue::done`] re-keys its user and the
 //! slots on its path, so a start raises its account's value before the next
 //! choice (as kueue recomputes DRS after each admission).
 
-use std::collections::{BTreeSet, VecDeque};
+use std::borrow::Cow;
+use std::collections::{BTreeSet, btree_set};
+use std::iter::Peekable;
 
-use crate::Time;
-use crate::state::State;
-use crate::workload::WorkloadId;
+use crate::account::AccountId;
+use crate::pending::{Entry, Shape};
+use crate::workload::{Class, WorkloadId};
 
 use super::fairshare::{FairShare, ROOT, Share, Slot, Users};
 
-type UserKey = (Share, (Time, WorkloadId), u32);
+type UserKey = (Share, Entry, u32);
+
+/// A FIFO group of waiting workloads of one class and shape.
+#[derive(Clone, Debug)]
+pub(crate) struct Group<'a> {
+    pub(crate) class: Class,
+    pub(crate) shape: Shape,
+    pub(crate) set: Cow<'a, BTreeSet<Entry>>,
+}
+
+/// One user's waiting work of a tier: its member's groups of the classes
+/// the tier holds, by class and shape, served merged in FIFO order.
+#[derive(Clone, Debug)]
+pub(crate) struct Work<'a> {
+    pub(crate) user: u32,
+    pub(crate) account: AccountId,
+    /// Non-empty, ordered by class and shape.
+    pub(crate) groups: Vec<Group<'a>>,
+}
+
+impl Work<'_> {
+    /// Every workload, in no particular order.
+    pub(crate) fn workloads(&self) -> impl Iterator<Item = WorkloadId> + '_ {
+        self.groups.iter().flat_map(|g| g.set.iter().map(|e| e.1))
+    }
+
+    /// The groups of the smallest gang of each (class, GPU type, nodes):
+    /// groups are ordered by class and shape, and a shape by size last, so
+    /// the first of each run.
+    pub(crate) fn reps(&self) -> impl Iterator<Item = &Group<'_>> {
+        let mut last = None;
+        self.groups.iter().filter(move |g| {
+            let key = (g.class, g.shape.gpu_type, g.shape.nodes);
+            let first = last != Some(key);
+            last = Some(key);
+            first
+        })
+    }
+}
+
+/// A FIFO merge of a user's groups.
+#[derive(Debug, Default)]
+struct Stream<'q> {
+    /// (Group index, the rest of the group.)
+    parts: Vec<(usize, Peekable<btree_set::Iter<'q, Entry>>)>,
+}
+
+impl<'q> Stream<'q> {
+    fn new(work: &'q Work<'_>) -> Stream<'q> {
+        Stream { parts: work.groups.iter().enumerate().map(|(i, g)| (i, g.set.iter().peekable())).collect() }
+    }
+
+    /// The part holding the earliest workload, and that workload.
+    fn first(&mut self) -> Option<(usize, Entry)> {
+        let mut best: Option<(usize, Entry)> = None;
+        for (i, (_, p)) in self.parts.iter_mut().enumerate() {
+            if let Some(&&e) = p.peek()
+                && best.is_none_or(|(_, b)| e < b)
+            {
+                best = Some((i, e));
+            }
+        }
+        best
+    }
+
+    fn head(&mut self) -> Option<Entry> {
+        self.first().map(|(_, e)| e)
+    }
+
+    /// The earliest workload and the index of its group.
+    fn pop(&mut self) -> Option<(Entry, usize)> {
+        let (i, e) = self.first()?;
+        let (g, part) = &mut self.parts[i];
+        part.next();
+        Some((e, *g))
+    }
+
+    fn clear(&mut self) {
+        self.parts.clear();
+    }
+}
 
 /// Waiting workloads of one tier, by fair share.
 #[derive(Debug)]
-pub(crate) struct Queue {
+pub(crate) struct Queue<'q> {
     kids: Vec<BTreeSet<(Share, Slot)>>,
     key: Vec<Option<Share>>,
     users: Vec<BTreeSet<UserKey>>,
     ukey: Vec<Option<UserKey>>,
-    lists: Vec<VecDeque<WorkloadId>>,
-    /// Per user: the smallest gang of each shape (GPU type, nodes, class)
-    /// in its list, to tell when none of its workloads can be served.
-    reps: Vec<Vec<WorkloadId>>,
+    lists: Vec<Stream<'q>>,
+    /// Per user: its work, for the smallest gang of each shape (GPU type,
+    /// nodes, class) in its list, to tell when none of it can be served.
+    work: Vec<Option<&'q Work<'q>>>,
 }
 
-impl Queue {
-    /// Builds the queue from `(workload, user)` pairs given in FIFO order.
-    pub(crate) fn build(state: &State, fs: &FairShare, users: &Users, items: &[(WorkloadId, u32)]) -> Queue {
+impl<'q> Queue<'q> {
+    /// Builds the queue from the users' waiting work.
+    pub(crate) fn build(fs: &FairShare, users: &Users, work: &'q [Work<'q>]) -> Queue<'q> {
         let mut q = Queue {
             kids: vec![BTreeSet::new(); fs.slots()],
             key: vec![None; fs.slots()],
             users: vec![BTreeSet::new(); fs.slots()],
             ukey: vec![None; users.len()],
-            lists: vec![VecDeque::new(); users.len()],
-            reps: vec![Vec::new(); users.len()],
+            lists: (0..users.len()).map(|_| Stream::default()).collect(),
+            work: vec![None; users.len()],
         };
-        for &(w, u) in items {
-            q.lists[u as usize].push_back(w);
-            let s = state.spec(w);
-            let reps = &mut q.reps[u as usize];
-            let same = |r: &WorkloadId| {
-                let x = state.spec(*r);
-                (x.gpu_type, x.nodes, x.class) == (s.gpu_type, s.nodes, s.class)
-            };
-            match reps.iter_mut().find(|r| same(r)) {
-                Some(r) if state.spec(*r).gpus > s.gpus => *r = w,
-                Some(_) => {}
-                None => reps.push(w),
-            }
+        for wk in work {
+            q.lists[wk.user as usize] = Stream::new(wk);
+            q.work[wk.user as usize] = Some(wk);
         }
-        for u in 0..users.len() as u32 {
-            if !q.lists[u as usize].is_empty() {
-                q.key_user(state, users, u);
-            }
+        for wk in work {
+            q.key_user(users, wk.user);
         }
-        for u in 0..users.len() as u32 {
-            if q.ukey[u as usize].is_some() {
-                q.attach(fs, users.slot[u as usize]);
+        for wk in work {
+            if q.ukey[wk.user as usize].is_some() {
+                q.attach(fs, users.slot[wk.user as usize]);
             }
         }
         q
     }
 
-    fn key_user(&mut self, state: &State, users: &Users, u: u32) {
-        let w = self.lists[u as usize][0];
-        let k = (Share(users.alloc[u as usize]), (state.spec(w).submit, w), u);
+    /// Keys user `u` by its allocation and its earliest waiting workload
+    /// (if any is left).
+    fn key_user(&mut self, users: &Users, u: u32) {
+        let Some(head) = self.lists[u as usize].head() else { return };
+        let k = (Share(users.alloc[u as usize]), head, u);
         self.users[users.slot[u as usize] as usize].insert(k);
         self.ukey[u as usize] = Some(k);
     }
@@ -93,9 +166,9 @@ impl Queue {
         !self.users[s as usize].is_empty() || !self.kids[s as usize].is_empty()
     }
 
-    /// Takes the best-ranked waiting workload and its user. Call
-    /// [`Queue::done`] after handling it.
-    pub(crate) fn next(&mut self) -> Option<(WorkloadId, u32)> {
+    /// Takes the best-ranked waiting workload, its user and its group (see
+    /// [`Queue::group`]). Call [`Queue::done`] after handling it.
+    pub(crate) fn next(&mut self) -> Option<(WorkloadId, u32, usize)> {
         let mut s = ROOT;
         while self.users[s as usize].is_empty() {
             s = self.kids[s as usize].first()?.1;
@@ -103,14 +176,40 @@ impl Queue {
         let k = self.users[s as usize].pop_first()?;
         let u = k.2;
         self.ukey[u as usize] = None;
-        let w = self.lists[u as usize].pop_front()?;
-        Some((w, u))
+        let ((_, w), g) = self.lists[u as usize].pop()?;
+        Some((w, u, g))
     }
 
-    /// The smallest gang of each shape among the user's workloads (those
-    /// already served included, so a lower bound for those left).
-    pub(crate) fn reps(&self, u: u32) -> &[WorkloadId] {
-        &self.reps[u as usize]
+    /// After user `u`'s workload (just taken) changed nothing, neither an
+    /// allocation nor a key: takes `u`'s next workload (and its group) if
+    /// [`Queue::done`] then [`Queue::next`] would take it. With every slot
+    /// key unchanged the descent from the root reaches `u`'s slot again,
+    /// where `u` comes first if its new key is below every other user's.
+    pub(crate) fn pop_again(&mut self, users: &Users, u: u32) -> Option<(WorkloadId, usize)> {
+        let head = self.lists[u as usize].head()?;
+        let k = (Share(users.alloc[u as usize]), head, u);
+        if self.users[users.slot[u as usize] as usize].first().is_some_and(|f| *f < k) {
+            return None;
+        }
+        let ((_, w), g) = self.lists[u as usize].pop()?;
+        Some((w, g))
+    }
+
+    /// User `u`'s work in this tier.
+    pub(crate) fn work(&self, u: u32) -> &'q Work<'q> {
+        self.work[u as usize].expect("a user with work in this tier")
+    }
+
+    /// Group `g` of user `u`'s work.
+    pub(crate) fn group(&self, u: u32, g: usize) -> &'q Group<'q> {
+        &self.work(u).groups[g]
+    }
+
+    /// The groups of the smallest gang of each shape among the user's
+    /// workloads (those already served included, so a lower bound for those
+    /// left).
+    pub(crate) fn reps(&self, u: u32) -> impl Iterator<Item = &'q Group<'q>> {
+        self.work[u as usize].into_iter().flat_map(|w| w.reps())
     }
 
     /// Drops the rest of user `u`'s workloads from this pass (none of them
@@ -120,34 +219,36 @@ impl Queue {
     }
 
     /// Re-keys user `u` (just served) and the slots above it.
-    pub(crate) fn done(&mut self, state: &State, fs: &FairShare, users: &Users, u: u32) {
-        if !self.lists[u as usize].is_empty() {
-            self.key_user(state, users, u);
-        }
+    pub(crate) fn done(&mut self, fs: &FairShare, users: &Users, u: u32) {
+        self.key_user(users, u);
         self.rekey(fs, users.slot[u as usize]);
     }
 
     /// Re-keys a user whose allocation changed (a victim's user).
-    pub(crate) fn refresh_user(&mut self, state: &State, users: &Users, u: u32) {
+    pub(crate) fn refresh_user(&mut self, users: &Users, u: u32) {
         if let Some(k) = self.ukey[u as usize].take() {
             self.users[users.slot[u as usize] as usize].remove(&k);
-            self.key_user(state, users, u);
+            self.key_user(users, u);
         }
     }
 
     /// Re-keys `slot` and its ancestors after their allocation changed;
-    /// slots left without waiting work leave their parents' sets.
+    /// slots left without waiting work leave their parents' sets. A slot
+    /// whose key is unchanged (compared in the set's own order) stays put.
     pub(crate) fn rekey(&mut self, fs: &FairShare, slot: Slot) {
         let mut s = slot;
         while s != ROOT {
             let p = fs.parent(s);
-            if let Some(k) = self.key[s as usize].take() {
-                self.kids[p as usize].remove(&(k, s));
-            }
-            if self.has_work(s) {
-                let k = Share(fs.value(s));
-                self.kids[p as usize].insert((k, s));
-                self.key[s as usize] = Some(k);
+            let new = self.has_work(s).then(|| Share(fs.value(s)));
+            let old = self.key[s as usize];
+            if old.cmp(&new) != std::cmp::Ordering::Equal {
+                if let Some(k) = old {
+                    self.kids[p as usize].remove(&(k, s));
+                }
+                if let Some(k) = new {
+                    self.kids[p as usize].insert((k, s));
+                }
+                self.key[s as usize] = new;
             }
             s = p;
         }

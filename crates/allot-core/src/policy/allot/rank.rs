@@ -90,7 +90,7 @@ pub(crate) fn ranks(state: &State, fs: &FairShare, users: &Users, budgets: &Budg
         let spec = state.spec(w);
         let Some(tier) = tier_of(state, budgets, spec) else { continue };
         let slot = fs.slot(spec.account);
-        let user = users.of(fs, spec);
+        let user = users.of(state, w);
         let head = *heads.entry((tier, user)).or_insert((submit, w));
         let path =
             paths.entry(slot).or_insert_with(|| fs.path(slot).into_iter().map(|s| (Share(fs.value(s)), s)).collect());

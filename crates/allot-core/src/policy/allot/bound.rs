@@ -1,0 +1,311 @@
+//! Cheap necessary conditions for a victim search to succeed (rules BUD-2,
+//! INT-1, CON-4), so that most searches that find nothing cost a few
+//! comparisons instead of a walk over the candidates in CON-5 order.
+//!
+//! Both are exact as refusals: when one says no, the walk of
+//! [`super::preempt::Victims::search`] would have found nothing either.
+//! * [`Bounds::may_find`]: the walk's first victim must be eligible with no
+//!   victim chosen yet. Candidates are grouped by user (hence slot and
+//!   budget status) and GPU type; within a group only the smallest can
+//!   decide (below).
+//! * [`Bounds::possible`]: every victim the walk can choose is in this set,
+//!   whatever the order and whatever it chose before; if the preemptor does
+//!   not fit with all of them gone, it does not fit with the walk's victims
+//!   gone (placement only gets easier with more free GPUs). The walk then
+//!   visits only these candidates.
+//!
+//! Monotonicity used by both: in the CON-4 comparison ([`swap`]) the
+//! preemptor's side after the swap only rises with what it gains and falls
+//! with what is removed on its side, and the victim's side only falls with
+//! the victim's GPUs and with what is removed on its side. Every step
+//! (subtraction, addition, `max(0)`, division by a positive constant) is
+//! monotone in IEEE arithmetic, so the bounds hold for the computed values,
+//! not only for the real numbers.
+
+use crate::cluster::GpuTypeId;
+use crate::workload::Class;
+
+use super::fairshare::{FairShare, ROOT, Removed, Side, Slot, Users, ngpus, swap};
+use super::preempt::{Cand, Preemptor};
+use super::rank::Tier;
+
+/// What the candidates left offer at best, built on first use in a pass.
+/// A candidate taken later stays counted, which only makes the bounds
+/// looser (they still never refuse a search that would succeed); it is
+/// only left out of [`Bounds::possible`], whose GPUs are given back.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Bounds {
+    built: bool,
+    /// (Over budget, GPU type) of the candidates left.
+    kinds: Vec<(bool, Option<GpuTypeId>)>,
+    /// Candidates left that only CON-4 can make eligible (batch work past
+    /// its slice), grouped by user (hence slot and budget status) and GPU
+    /// type.
+    groups: Vec<Group>,
+    /// (Group, normalised GPUs, candidate) of the members of all groups.
+    members: Vec<(u32, f64, usize)>,
+    /// Candidates left under BUD-2 or INT-1: over budget, in budget.
+    by_status: [Vec<(usize, Option<GpuTypeId>)>; 2],
+    /// (Slot, user, normalised GPUs held) of each user with candidates left.
+    held: Vec<(Slot, u32, f64)>,
+    /// Per slot: the normalised GPUs of all candidates left at or below it.
+    below: Vec<f64>,
+    count: usize,
+    /// Refusals of [`Bounds::may_find`] since allocations last changed:
+    /// (user, tier, GPU type) and the smallest gang refused. The answer
+    /// does not depend on the preemptor's node count or class, and a larger
+    /// gang only ranks worse after the swap, so it is refused too.
+    refused: Vec<(RefusalKey, u32)>,
+    /// Buffers of [`Bounds::build`] and [`Bounds::possible`].
+    held_at: Vec<u32>,
+    first: Vec<u32>,
+    next: Vec<u32>,
+    path: Vec<Slot>,
+    on_path: Vec<f64>,
+    known: Vec<(f64, f64)>,
+    out: Vec<usize>,
+}
+
+const NONE: u32 = u32::MAX;
+
+/// User, tier and GPU type of a refused search.
+type RefusalKey = (u32, Tier, Option<GpuTypeId>);
+
+#[derive(Clone, Debug)]
+struct Group {
+    over: bool,
+    /// Slot and user, with the fewest normalised GPUs of a member.
+    side: Side,
+    gpu: Option<GpuTypeId>,
+    weight: f64,
+}
+
+impl Bounds {
+    /// Notes that a candidate was taken (the refusals no longer hold).
+    pub(crate) fn forget(&mut self) {
+        self.refused.clear();
+    }
+
+    /// Notes that fair-share allocations changed (a start, claim or
+    /// preemption): earlier refusals no longer hold.
+    pub(crate) fn allocations_changed(&mut self) {
+        self.refused.clear();
+    }
+
+    /// Empties the bounds for a new pass, keeping the buffers.
+    pub(crate) fn clear(&mut self) {
+        self.built = false;
+        self.kinds.clear();
+        self.groups.clear();
+        self.members.clear();
+        self.by_status.iter_mut().for_each(Vec::clear);
+        self.held.clear();
+        self.count = 0;
+        self.refused.clear();
+    }
+
+    fn build(&mut self, fs: &FairShare, cands: &[Cand], taken: &[bool], users: usize) {
+        if self.built {
+            return;
+        }
+        self.built = true;
+        let held_at = &mut self.held_at;
+        held_at.clear();
+        held_at.resize(users, NONE);
+        // Per user: its groups (one per GPU type), chained.
+        let (first, next) = (&mut self.first, &mut self.next);
+        first.clear();
+        first.resize(users, NONE);
+        next.clear();
+        for (i, c) in cands.iter().enumerate().filter(|(i, _)| !taken[*i]) {
+            if !self.kinds.contains(&(c.over, c.gpu)) {
+                self.kinds.push((c.over, c.gpu));
+            }
+            self.by_status[usize::from(!c.over)].push((i, c.gpu));
+            let at = &mut held_at[c.side.user as usize];
+            if *at == NONE {
+                *at = self.held.len() as u32;
+                self.held.push((c.side.slot, c.side.user, 0.0));
+            }
+            self.held[*at as usize].2 += c.side.ng;
+            self.count += 1;
+            if !c.slice_ok || c.class != Class::Batch {
+                continue;
+            }
+            let mut g = first[c.side.user as usize];
+            while g != NONE && self.groups[g as usize].gpu != c.gpu {
+                g = next[g as usize];
+            }
+            if g == NONE {
+                g = self.groups.len() as u32;
+                self.groups.push(Group { over: c.over, side: c.side, gpu: c.gpu, weight: c.weight });
+                next.push(first[c.side.user as usize]);
+                first[c.side.user as usize] = g;
+            }
+            let group = &mut self.groups[g as usize];
+            debug_assert_eq!((group.over, group.side.slot, group.weight), (c.over, c.side.slot, c.weight));
+            if c.side.ng < group.side.ng {
+                group.side.ng = c.side.ng;
+            }
+            self.members.push((g, c.side.ng, i));
+        }
+        self.below.clear();
+        self.below.resize(fs.slots(), 0.0);
+        for &(slot, _, ng) in &self.held {
+            let mut x = slot;
+            while x != ROOT {
+                self.below[x as usize] += ng;
+                x = fs.parent(x);
+            }
+        }
+    }
+
+    /// Whether some candidate left is eligible for `p` while no victim is
+    /// chosen yet. BUD-2 and INT-1 need only a candidate of the right
+    /// budget status and GPU type. For CON-4, within a group (same budget
+    /// status, slot, user and GPU type, hence weight) the preemptor's side
+    /// of the swap is the same for every candidate and the victim's side
+    /// only falls as the victim's GPUs grow, so the group's smallest
+    /// candidate decides.
+    pub(crate) fn may_find(
+        &mut self,
+        cands: &[Cand],
+        taken: &[bool],
+        fs: &FairShare,
+        users: &Users,
+        p: &Preemptor,
+    ) -> bool {
+        self.build(fs, cands, taken, users.len());
+        let key = (p.side.user, p.tier, p.spec.gpu_type);
+        if self.refused.iter().any(|(k, g)| *k == key && p.spec.gpus >= *g) {
+            return false;
+        }
+        let found = self.may_find_now(fs, users, p);
+        if !found {
+            match self.refused.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, g)) => *g = (*g).min(p.spec.gpus),
+                None => self.refused.push((key, p.spec.gpus)),
+            }
+        }
+        found
+    }
+
+    fn may_find_now(&self, fs: &FairShare, users: &Users, p: &Preemptor) -> bool {
+        let typed = |g: Option<GpuTypeId>| p.spec.gpu_type.is_none_or(|t| Some(t) == g);
+        let w_over = p.tier == Tier::OverBudget;
+        // BUD-2: an in-budget preemptor may preempt any over-budget candidate.
+        if !w_over && self.kinds.iter().any(|&(over, g)| over && typed(g)) {
+            return true;
+        }
+        // INT-1: every in-budget candidate is batch work past its slice.
+        if p.tier == Tier::Lane && self.kinds.iter().any(|&(over, g)| !over && typed(g)) {
+            return true;
+        }
+        let none = Removed::default();
+        self.groups.iter().filter(|g| g.over == w_over && typed(g.gpu)).any(|g| {
+            let w = Side { ng: ngpus(p.spec.gpus, g.weight), ..p.side };
+            swap(fs, users, w, g.side, &none).strictly_better()
+        })
+    }
+
+    /// The candidates left that the walk for `p` could ever choose (after
+    /// [`Bounds::may_find`]).
+    ///
+    /// A chosen victim is eligible when reached, given the victims chosen
+    /// before it. Those only ever take allocation away: on the victim's
+    /// side, which makes it harder, and on the preemptor's side, at most
+    /// every candidate left there. So a candidate is kept if it is eligible
+    /// with nothing removed on its side and everything removed on the
+    /// preemptor's side; within a CON-4 group that holds up to some size.
+    /// The preemptor's own workloads are never chosen (same account, so the
+    /// same budget status, and CON-4 never swaps a user's own work) except
+    /// under INT-1, and a lane preemptor may take any candidate of its GPU
+    /// type anyway.
+    pub(crate) fn possible(&mut self, fs: &FairShare, users: &Users, p: &Preemptor, taken: &[bool]) -> &[usize] {
+        let typed = |g: Option<GpuTypeId>| p.spec.gpu_type.is_none_or(|t| Some(t) == g);
+        let lane = p.tier == Tier::Lane;
+        let w_over = p.tier == Tier::OverBudget;
+        let out = &mut self.out;
+        out.clear();
+        let left = |i: &usize| !taken[*i];
+        let status = |s: usize| self.by_status[s].iter().filter(|(i, g)| typed(*g) && left(i)).map(|(i, _)| *i);
+        if !w_over {
+            // BUD-2, and INT-1 for lane work.
+            out.extend(status(0));
+            if lane {
+                out.extend(status(1));
+                return out;
+            }
+        }
+        let path = &mut self.path;
+        path.clear();
+        let mut x = p.side.slot;
+        while x != ROOT {
+            path.push(x);
+            x = fs.parent(x);
+        }
+        path.reverse();
+        // Every candidate left below a slot of p's path, except p's own:
+        // the slot's sum less p's user's, which (both sums of at most n
+        // non-negative terms, within n·ε of their exact values) is within
+        // (2n + 1)·ε of the slot's sum from the exact difference; widen by
+        // more than that.
+        let own = match self.held_at.get(p.side.user as usize) {
+            Some(&i) if i != NONE => self.held[i as usize].2,
+            _ => 0.0,
+        };
+        let margin = 8.0 * (self.count as f64 + 2.0) * f64::EPSILON;
+        let on_path = &mut self.on_path;
+        on_path.clear();
+        on_path.extend(path.iter().map(|&x| {
+            let all = self.below[x as usize];
+            (all - own) + all * margin
+        }));
+        let removed_at = |s: Slot| on_path[fs.depth(s) as usize - 1];
+        // Per group, the largest member known to pass and the smallest
+        // known to fail: the check is monotone in the member's size.
+        let known = &mut self.known;
+        known.clear();
+        known.resize(self.groups.len(), (f64::NEG_INFINITY, f64::INFINITY));
+        for &(g, ng, w) in &self.members {
+            let group = &self.groups[g as usize];
+            if group.over != w_over || !typed(group.gpu) || !left(&w) {
+                continue;
+            }
+            let (pass, fail) = &mut known[g as usize];
+            let ok = if ng <= *pass {
+                true
+            } else if ng >= *fail {
+                false
+            } else {
+                let side = Side { ng: ngpus(p.spec.gpus, group.weight), ..p.side };
+                let ok = may_rank_better(fs, users, side, Side { ng, ..group.side }, &removed_at);
+                if ok {
+                    *pass = ng;
+                } else {
+                    *fail = ng;
+                }
+                ok
+            };
+            if ok {
+                out.push(w);
+            }
+        }
+        out
+    }
+}
+
+/// Whether `w` could rank strictly better than `v` after a swap (CON-4)
+/// in which at most `removed_at(a)` is removed from the slot `a` on `w`'s
+/// side and nothing from `w`'s user or on `v`'s side.
+fn may_rank_better(fs: &FairShare, users: &Users, w: Side, v: Side, removed_at: &dyn Fn(Slot) -> f64) -> bool {
+    if let Some((a, b)) = fs.diverge(w.slot, v.slot) {
+        let wa = fs.alloc(a) - removed_at(a);
+        return fs.value_with(a, wa + w.ng) < fs.value_with(b, fs.alloc(b) - v.ng);
+    }
+    if w.user != v.user {
+        let wa = users.alloc[w.user as usize] - 0.0;
+        return wa + w.ng < (users.alloc[v.user as usize] - v.ng).max(0.0);
+    }
+    false
+}
