@@ -153,12 +153,16 @@ impl Cluster {
     }
 
     pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
-        // Names are `<pool>-<index>`; split at the last dash.
-        let (pool, idx) = name.rsplit_once('-')?;
-        let idx: u32 = idx.parse().ok()?;
-        let (pi, p) = self.pools.iter().enumerate().find(|(_, p)| p.name == pool)?;
-        let _ = pi;
-        (idx < p.nodes).then_some(NodeId(p.first_node.0 + idx))
+        // Laid-out names are `<pool>-<index>`: split at the last dash. Nodes
+        // renamed after the layout (an engine's own names) are searched.
+        let laid_out = name.rsplit_once('-').and_then(|(pool, idx)| {
+            let idx: u32 = idx.parse().ok()?;
+            let p = self.pools.iter().find(|p| p.name == pool)?;
+            (idx < p.nodes).then_some(NodeId(p.first_node.0 + idx))
+        });
+        laid_out
+            .filter(|n| self.nodes[n.0 as usize].name == name)
+            .or_else(|| self.nodes.iter().position(|n| n.name == name).map(|i| NodeId(i as u32)))
     }
 
     pub fn gpu_type_by_name(&self, name: &str) -> Option<GpuTypeId> {

@@ -139,7 +139,8 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         ExecutorKind::Local => Arc::new(LocalExecutor::new(ev_tx, &instance, devices)),
         ExecutorKind::None => Arc::new(NullExecutor::new(ev_tx)),
         ExecutorKind::Slurm => {
-            Arc::new(SlurmExecutor::new(ev_tx, &instance, opts.slurm.clone(), opts.data_dir.join("slurm")))
+            let nodes = cfg.cluster.nodes.iter().map(|n| n.name.clone()).collect();
+            Arc::new(SlurmExecutor::new(ev_tx, &instance, opts.slurm.clone(), opts.data_dir.join("slurm"), nodes))
         }
     };
     let now = crate::clock::now();

@@ -26,6 +26,7 @@ static SLURM: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 fn start(f: &Fixture) -> Server {
     let partition = std::env::var("ALLOT_TEST_SLURM_PARTITION").expect(HELP);
     cancel_allot_jobs();
+    resume_drained_nodes();
     Server::start_with(&f.dir, &f.db.url, &["--executor", "slurm", "--slurm-partition", &partition], &[])
 }
 
@@ -148,6 +149,50 @@ async fn slurm_jobs_outliving_a_killed_server_are_stopped_and_requeued() {
     f.finish().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slurm_node_states_reach_allot() {
+    let _one_at_a_time = SLURM.lock().await;
+    let f = Fixture::new(Backend::Sqlite, "slurm-nodes").await;
+    let s = start(&f);
+    let work = script(&f.dir, "work.sh", WORK_SH);
+    let id = submit(
+        &s,
+        &f.admin,
+        &["--account", "org/a", "--gpus", "2", "--nodes", "1", "--checkpoint", "1s", "--", &work, "30"],
+    );
+    let v = s.wait_for(&f.admin, &id, 60, |v| state(v) == "running" && v["attempts"][0]["pid"].is_number()).await;
+    let node = v["attempts"][0]["allocation"][0]["node"].as_str().unwrap().to_string();
+    wait_file(&s.dir.join("data/checkpoints").join(&id).join("n"), 30).await;
+    // An operator drains the node in Slurm: Allot drains it too (MNT-1),
+    // preempting the workload, which resumes on the other node.
+    scontrol_node(&node, &["State=DRAIN", "Reason=allot-test"]);
+    let v = s.wait_for(&f.admin, &id, 60, |v| v["attempts"].as_array().is_some_and(|a| a.len() >= 2)).await;
+    assert!(v["attempts"][0]["signal_reason"].as_str().unwrap().starts_with("MNT-1"), "{v}");
+    assert_eq!(v["attempts"][0]["outcome"], "preempted", "{v}");
+    let v = s.wait_for(&f.admin, &id, 60, |v| v["attempts"][1]["pid"].is_number()).await;
+    assert_ne!(v["attempts"][1]["allocation"][0]["node"], node.as_str(), "restarted elsewhere: {v}");
+    let health = |s: &Server| -> String {
+        let nodes = s.cli_json(&f.admin, &["nodes"]);
+        let n = nodes.as_array().unwrap().iter().find(|n| n["name"] == node.as_str()).unwrap().clone();
+        n["health"].as_str().unwrap().to_string()
+    };
+    assert!(matches!(health(&s).as_str(), "draining" | "drained"), "{}", health(&s));
+    // Back in service in Slurm, back in Allot.
+    scontrol_node(&node, &["State=RESUME"]);
+    for _ in 0..100 {
+        if health(&s) == "up" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(health(&s), "up");
+    let (_, events) = s.http("GET", "/v1/workloads", Some(&f.admin), None).await;
+    assert!(events.is_array());
+    drop(s);
+    cancel_allot_jobs();
+    f.finish().await;
+}
+
 /// Waits until the job has checkpointed once.
 async fn wait_file(path: &std::path::Path, secs: u64) {
     for _ in 0..secs * 10 {
@@ -180,6 +225,26 @@ fn cancel_allot_jobs() {
         std::thread::sleep(Duration::from_millis(200));
     }
     panic!("Slurm jobs of earlier tests would not go away");
+}
+
+/// Returns drained nodes to service (a failed test may leave one drained).
+fn resume_drained_nodes() {
+    let out = std::process::Command::new("sinfo")
+        .args(["--noheader", "--Node", "--states=drain,draining,drained", "--format=%N"])
+        .output()
+        .expect("run sinfo");
+    for node in String::from_utf8_lossy(&out.stdout).lines().map(str::trim).filter(|n| !n.is_empty()) {
+        scontrol_node(node, &["State=RESUME"]);
+    }
+}
+
+fn scontrol_node(node: &str, args: &[&str]) {
+    let out = std::process::Command::new("scontrol")
+        .args(["update", &format!("NodeName={node}")])
+        .args(args)
+        .output()
+        .expect("run scontrol");
+    assert!(out.status.success(), "scontrol update {node} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// What `squeue` says of a job now.

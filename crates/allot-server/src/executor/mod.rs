@@ -74,6 +74,9 @@ pub enum ExecEvent {
     LaunchFailed { key: AttemptKey, error: String },
     /// The process (group leader) exited.
     Exited { key: AttemptKey, status: ExitStatus },
+    /// The engine changed a node's health (Slurm marked it down, drained
+    /// or back in service): applied as that node event (MNT-1/MNT-2).
+    Node { node: String, kind: allot_core::NodeEventKind, why: String },
 }
 
 /// An attempt recorded as holding GPUs when the server last stopped.

@@ -20,6 +20,9 @@
 //!   `Started` (its "pid" is the Slurm job id), a job in a final state is
 //!   `Exited` (success only for `COMPLETED` with exit code 0; otherwise the
 //!   command's exit code where Slurm derived one, else the batch script's).
+//! * Node health: `sinfo` every 2 s; a node Slurm marks down (or not
+//!   responding) fails in Allot (MNT-2), a drained one is drained (MNT-1),
+//!   and it comes back when Slurm returns it to service.
 //! * Jobs are named `allot-<store instance>-<seq>.<attempt>`: a restarted
 //!   server finds the jobs that outlived it by name and stops them.
 
@@ -28,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use allot_core::Cluster;
+use allot_core::{Cluster, NodeEventKind};
 use serde::Deserialize;
 use tokio::process::Command;
 use tokio::sync::mpsc;
@@ -74,15 +77,18 @@ const POLL: Duration = Duration::from_millis(500);
 const MISSING_POLLS: u32 = 10;
 
 impl SlurmExecutor {
-    /// Starts the poller; must be called inside the runtime.
+    /// Starts the pollers of jobs and of `nodes`' health; must be called
+    /// inside the runtime.
     pub fn new(
         events: mpsc::UnboundedSender<ExecEvent>,
         instance: &str,
         opts: SlurmOptions,
         script_dir: PathBuf,
+        nodes: Vec<String>,
     ) -> SlurmExecutor {
         let slots: Slots = Arc::new(Mutex::new(HashMap::new()));
         tokio::spawn(poll(slots.clone(), events.clone()));
+        tokio::spawn(poll_nodes(opts.partition.clone(), nodes, events.clone()));
         SlurmExecutor { events, slots, instance: instance.to_string(), opts, script_dir }
     }
 
@@ -470,6 +476,90 @@ async fn poll(slots: Slots, events: mpsc::UnboundedSender<ExecEvent>) {
     }
 }
 
+/// How often `sinfo` is asked for node states.
+const NODE_POLL: Duration = Duration::from_secs(2);
+
+/// A node's health as far as Allot cares.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SlurmHealth {
+    Up,
+    /// `DRAINING`, `DRAINED`: no new work; what runs is preempted (MNT-1).
+    Drain,
+    /// `DOWN`, `FAIL`, not responding (`*`): what runs is lost (MNT-2).
+    Down,
+}
+
+/// Classifies `sinfo --format=%T` (`idle`, `mixed`, `drained`,
+/// `down*`, `allocated+drain`…).
+pub fn health(state: &str) -> SlurmHealth {
+    let s = state.to_ascii_lowercase();
+    if s.contains("down") || s.contains("fail") || s.ends_with('*') || s.contains("not_responding") {
+        SlurmHealth::Down
+    } else if s.contains("drain") {
+        SlurmHealth::Drain
+    } else {
+        SlurmHealth::Up
+    }
+}
+
+/// The node events that take Allot's view of a node from `from` to `to`.
+pub fn transition(from: SlurmHealth, to: SlurmHealth) -> Vec<NodeEventKind> {
+    use SlurmHealth::*;
+    match (from, to) {
+        (a, b) if a == b => vec![],
+        (_, Down) => vec![NodeEventKind::Fail],
+        (Down, Drain) => vec![NodeEventKind::Repair, NodeEventKind::Drain],
+        (_, Drain) => vec![NodeEventKind::Drain],
+        (Down, Up) => vec![NodeEventKind::Repair],
+        (_, Up) => vec![NodeEventKind::Undrain],
+    }
+}
+
+/// Follows the health Slurm gives Allot's nodes. A node first seen out of
+/// service is taken out in Allot too; from then on every change is sent.
+async fn poll_nodes(partition: Option<String>, nodes: Vec<String>, events: mpsc::UnboundedSender<ExecEvent>) {
+    let mut seen: HashMap<String, SlurmHealth> = HashMap::new();
+    loop {
+        if events.is_closed() {
+            return;
+        }
+        match node_states(partition.as_deref()).await {
+            Ok(states) => {
+                for (name, state) in states.into_iter().filter(|(n, _)| nodes.contains(n)) {
+                    let now = health(&state);
+                    let before = seen.insert(name.clone(), now).unwrap_or(SlurmHealth::Up);
+                    for kind in transition(before, now) {
+                        tracing::info!(node = %name, slurm_state = %state, "Slurm changed the node: {}", kind.as_str());
+                        let why = format!("node state {state}");
+                        let _ = events.send(ExecEvent::Node { node: name.clone(), kind, why });
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, "cannot read Slurm node states"),
+        }
+        tokio::time::sleep(NODE_POLL).await;
+    }
+}
+
+/// `(node, state)` of the partition's nodes (`sinfo --format=%N|%T`).
+async fn node_states(partition: Option<&str>) -> Result<Vec<(String, String)>, String> {
+    let text = sinfo(partition, "%N|%T").await?;
+    Ok(text.lines().filter_map(|l| l.trim().split_once('|')).map(|(n, s)| (n.to_string(), s.to_string())).collect())
+}
+
+async fn sinfo(partition: Option<&str>, format: &str) -> Result<String, String> {
+    let mut cmd = Command::new("sinfo");
+    cmd.args(["--noheader", "--Node"]).arg(format!("--format={format}"));
+    if let Some(p) = partition {
+        cmd.arg(format!("--partition={p}"));
+    }
+    let out = cmd.output().await.map_err(|e| format!("cannot run sinfo: {e} (is Slurm installed?)"))?;
+    if !out.status.success() {
+        return Err(format!("sinfo failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// One node of a Slurm partition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlurmNode {
@@ -479,16 +569,7 @@ pub struct SlurmNode {
 
 /// The partition's nodes and GPU counts (`sinfo`), in natural name order.
 pub async fn nodes(partition: Option<&str>) -> Result<Vec<SlurmNode>, String> {
-    let mut cmd = Command::new("sinfo");
-    cmd.args(["--noheader", "--Node", "--format=%N|%G"]);
-    if let Some(p) = partition {
-        cmd.arg(format!("--partition={p}"));
-    }
-    let out = cmd.output().await.map_err(|e| format!("cannot run sinfo: {e} (is Slurm installed?)"))?;
-    if !out.status.success() {
-        return Err(format!("sinfo failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    let nodes = parse_sinfo(&String::from_utf8_lossy(&out.stdout))?;
+    let nodes = parse_sinfo(&sinfo(partition, "%N|%G").await?)?;
     if nodes.is_empty() {
         return Err(format!(
             "sinfo lists no nodes{}",
@@ -569,6 +650,34 @@ mod tests {
     }
 
     #[test]
+    fn follows_slurm_node_states() {
+        use SlurmHealth::*;
+        let cases = [
+            ("idle", Up),
+            ("mixed", Up),
+            ("allocated", Up),
+            ("completing", Up),
+            ("draining", Drain),
+            ("drained", Drain),
+            ("mixed+drain", Drain),
+            ("down", Down),
+            ("down*", Down),
+            ("idle*", Down),
+            ("fail", Down),
+            ("drained*", Down),
+        ];
+        for (state, want) in cases {
+            assert_eq!(health(state), want, "{state}");
+        }
+        assert!(transition(Up, Up).is_empty());
+        assert_eq!(transition(Up, Drain), [NodeEventKind::Drain]);
+        assert_eq!(transition(Drain, Up), [NodeEventKind::Undrain]);
+        assert_eq!(transition(Drain, Down), [NodeEventKind::Fail]);
+        assert_eq!(transition(Down, Up), [NodeEventKind::Repair]);
+        assert_eq!(transition(Down, Drain), [NodeEventKind::Repair, NodeEventKind::Drain]);
+    }
+
+    #[test]
     fn reads_exit_statuses() {
         let job = |state: &str, exit: i64, derived: i64| SqueueJob {
             job_id: 1,
@@ -626,6 +735,8 @@ mod tests {
         let mut c = Cluster::new("c", types.clone(), vec![spec.clone()]);
         map_nodes(&mut c, &slurm(&[4, 8, 8])).unwrap();
         assert_eq!(c.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["node1", "node2"]);
+        assert_eq!(c.node_by_name("node2"), Some(allot_core::NodeId(1)), "found by its Slurm name");
+        assert_eq!(c.node_by_name("gpu-1"), None, "the laid-out name is gone");
         let mut c = Cluster::new("c", types.clone(), vec![spec.clone()]);
         assert!(map_nodes(&mut c, &slurm(&[4])).unwrap_err().contains("declares 2 nodes but Slurm has 1"));
         let mut c = Cluster::new("c", types, vec![spec]);

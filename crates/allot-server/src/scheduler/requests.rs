@@ -170,7 +170,13 @@ impl Scheduler {
     }
 
     /// Drain, undrain, fail or repair a node, as the simulator's node events.
-    fn node_action(&mut self, name: &str, kind: NodeEventKind, by: &str, now: Time) -> Result<NodeView, Refusal> {
+    pub(crate) fn node_action(
+        &mut self,
+        name: &str,
+        kind: NodeEventKind,
+        by: &str,
+        now: Time,
+    ) -> Result<NodeView, Refusal> {
         let Some(n) = self.state.cluster.node_by_name(name) else {
             return Err(Refusal::NotFound(format!("unknown node {name:?}")));
         };
