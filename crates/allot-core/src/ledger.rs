@@ -8,6 +8,9 @@
 //! * `decayed_ngs`: usage with exponential decay of half-life `h`:
 //!   `U(t+Δ) = U(t)·d + A·(h/ln 2)·(1 − d)`, `d = 2^(−Δ/h)`, where `A` is the
 //!   normalised allocation held over the interval.
+//!
+//! The same decayed usage is kept per member (a user of a leaf account) for
+//! FS-2, which ranks the users of a project by it.
 
 use crate::Time;
 use crate::account::{AccountId, AccountTree};
@@ -24,17 +27,66 @@ pub struct Usage {
     pub last: Time,
 }
 
-/// Per-account usage.
+/// Decayed usage of one member (a user of an account), for FS-2.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemberUsage {
+    /// Raw GPUs held now.
+    pub alloc_gpus: u64,
+    /// Normalised GPUs held now.
+    pub alloc_ngpus: f64,
+    pub decayed_ngs: f64,
+    pub last: Time,
+}
+
+/// Per-account usage, and per-member decayed usage.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ledger {
     pub usage: Vec<Usage>,
+    /// Indexed by the state's member ids.
+    pub members: Vec<MemberUsage>,
     pub budget_period: Time,
     pub half_life: Time,
 }
 
+/// `U(now)` from `U(last)` while holding `alloc` normalised GPUs.
+fn decay(decayed: f64, alloc: f64, last: Time, now: Time, half_life: Time) -> f64 {
+    if now <= last {
+        return decayed;
+    }
+    if half_life == 0 {
+        return 0.0;
+    }
+    let h = half_life as f64;
+    let d = (-((now - last) as f64) / h).exp2();
+    decayed * d + alloc * (h / std::f64::consts::LN_2) * (1.0 - d)
+}
+
 impl Ledger {
     pub fn new(accounts: &AccountTree, budget_period: Time, half_life: Time) -> Ledger {
-        Ledger { usage: vec![Usage::default(); accounts.len()], budget_period, half_life }
+        Ledger { usage: vec![Usage::default(); accounts.len()], members: Vec::new(), budget_period, half_life }
+    }
+
+    /// The decayed usage of member `m` as of `now` (0 for a member never
+    /// charged).
+    pub fn member_decayed_ngs_at(&self, m: usize, now: Time) -> f64 {
+        self.members.get(m).map_or(0.0, |u| decay(u.decayed_ngs, u.alloc_ngpus, u.last, now, self.half_life))
+    }
+
+    /// Changes the allocation of member `m` by `gpus` raw GPUs of weight
+    /// `weight` (negative to release).
+    pub fn change_member(&mut self, m: usize, now: Time, gpus: i64, weight: f64) {
+        if self.members.len() <= m {
+            self.members.resize(m + 1, MemberUsage::default());
+        }
+        let decayed = self.member_decayed_ngs_at(m, now);
+        let u = &mut self.members[m];
+        u.decayed_ngs = decayed;
+        u.last = u.last.max(now);
+        u.alloc_gpus = u.alloc_gpus.checked_add_signed(gpus).expect("member allocation went negative");
+        u.alloc_ngpus += gpus as f64 * weight;
+        if u.alloc_gpus == 0 {
+            u.alloc_ngpus = 0.0;
+        }
     }
 
     fn period_of(&self, t: Time) -> Time {
@@ -76,15 +128,7 @@ impl Ledger {
     /// `at(a, now).decayed_ngs`, without the rest.
     pub fn decayed_ngs_at(&self, a: AccountId, now: Time) -> f64 {
         let u = &self.usage[a.0 as usize];
-        if now <= u.last {
-            return u.decayed_ngs;
-        }
-        if self.half_life == 0 {
-            return 0.0;
-        }
-        let h = self.half_life as f64;
-        let d = (-((now - u.last) as f64) / h).exp2();
-        u.decayed_ngs * d + u.alloc_ngpus * (h / std::f64::consts::LN_2) * (1.0 - d)
+        decay(u.decayed_ngs, u.alloc_ngpus, u.last, now, self.half_life)
     }
 
     /// Changes the allocation of `a` and its ancestors by `gpus` raw GPUs of

@@ -206,6 +206,15 @@ impl State {
         &self.index
     }
 
+    /// Charges `gpus` raw GPUs of weight `weight` (negative to release) to
+    /// `account` and its user `user` at `now`, outside any workload: a live
+    /// scheduler replays its recorded history into the ledger with it.
+    pub fn charge(&mut self, account: AccountId, user: &str, now: Time, gpus: i64, weight: f64) {
+        let m = self.intern_member(account, user);
+        self.ledger.change(&self.accounts, account, now, gpus, weight);
+        self.ledger.change_member(m.0 as usize, now, gpus, weight);
+    }
+
     fn intern_member(&mut self, account: AccountId, user: &str) -> MemberId {
         let by_user = self.member_ids.entry(account).or_default();
         if let Some(m) = by_user.get(user) {
@@ -265,6 +274,7 @@ impl State {
         let gpus = i64::from(alloc.gpus());
         let weight = self.weight_of(&alloc);
         self.ledger.change(&self.accounts, self.specs[i].account, now, gpus, weight);
+        self.ledger.change_member(self.member_of[i].0 as usize, now, gpus, weight);
         self.dequeue(w);
         self.running.insert(w);
         let r = &mut self.runs[i];
@@ -306,6 +316,7 @@ impl State {
         let gpus = alloc.gpus();
         let weight = self.weight_of(&alloc);
         self.ledger.change(&self.accounts, self.specs[i].account, now, -i64::from(gpus), weight);
+        self.ledger.change_member(self.member_of[i].0 as usize, now, -i64::from(gpus), weight);
         self.running.remove(&w);
         let at = self.holding_at(w).expect("a released workload was holding");
         self.holding.remove(at);

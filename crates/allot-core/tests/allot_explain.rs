@@ -79,7 +79,7 @@ fn explains_users_and_fifo_within_a_project() {
     let u2b = sub_wl(&mut state, Wl::new("u2-big2").account("org/p").user("u2").gpus(8).submit(3));
     let why = p.explain(&state, u1, 10);
     assert_eq!(why.rule, Rule::FairUsers, "{why}");
-    assert!(why.detail.contains("user u1 is behind user u2 (holds 4 vs 0 GPUs)"), "{why}");
+    assert!(why.detail.contains("user u1 is behind user u2 (usage+held 4.0 vs 0.0 GPUs)"), "{why}");
     let why = p.explain(&state, u2b, 10);
     assert!(why.detail.contains("1 earlier workloads of user u2 in org/p go first"), "{why}");
     let why = p.explain(&state, u2, 10);

@@ -5,7 +5,7 @@ mod allot_support;
 
 use allot_core::policy::AllotPolicy;
 use allot_core::{Policy, PolicyKind, Rule};
-use allot_support::{charge, held, pass, sub, sub_wl};
+use allot_support::{charge, charge_as, held, pass, sub, sub_wl};
 use allot_testkit::{StateBuilder, Wl};
 
 #[test]
@@ -112,6 +112,25 @@ fn decayed_usage_puts_the_heavier_user_behind() {
     assert_eq!(p.ranking(&state, 400_010), [b, a]);
     assert!(p.fair_share_value(&state, "org/a", 400_010).unwrap() > 0.0);
     assert_eq!(p.fair_share_value(&state, "org/b", 400_010), Some(0.0));
+}
+
+#[test]
+fn decayed_usage_puts_the_heavier_user_of_a_project_behind() {
+    // FS-2 ranks users by the same measure as FS-1: neither user holds GPUs
+    // now, but u1 used 800 GPU-hours in the project recently.
+    let mut state = StateBuilder::new().pool("p", "H100", 1, 8).account("org/p").build();
+    charge_as(&mut state, "org/p", "u1", 8, 0, 800.0);
+    let a = sub_wl(&mut state, Wl::new("a").account("org/p").user("u1").gpus(8).submit(400_000));
+    let b = sub_wl(&mut state, Wl::new("b").account("org/p").user("u2").gpus(8).submit(400_001));
+    let p = AllotPolicy::new();
+    assert_eq!(p.ranking(&state, 400_010), [b, a], "the older submission of the heavier user waits");
+    // Without history (half-life 0) only what is held counts: FIFO between equals.
+    let mut state =
+        StateBuilder::new().pool("p", "H100", 1, 8).account("org/p").contract(|c| c.usage_half_life = 0).build();
+    charge_as(&mut state, "org/p", "u1", 8, 0, 800.0);
+    let a = sub_wl(&mut state, Wl::new("a").account("org/p").user("u1").gpus(8).submit(400_000));
+    let b = sub_wl(&mut state, Wl::new("b").account("org/p").user("u2").gpus(8).submit(400_001));
+    assert_eq!(p.ranking(&state, 400_010), [a, b]);
 }
 
 #[test]

@@ -202,21 +202,23 @@ async fn close_open_attempts(
     Ok(open.len())
 }
 
-/// Charges the ledger with every recorded attempt interval, in time order.
+/// Charges the ledger (accounts and their users) with every recorded
+/// attempt interval, in time order.
 async fn replay_ledger(state: &mut State, store: &Store) -> Result<(), StoreError> {
-    let accounts: BTreeMap<i64, String> =
-        store.all_workloads().await?.into_iter().map(|w| (w.seq, w.account)).collect();
-    let mut changes: Vec<(Time, u8, allot_core::AccountId, i64, f64)> = Vec::new();
-    for a in store.all_attempts().await? {
-        let (Some(end), Some(path)) = (a.end_t, accounts.get(&a.workload)) else { continue };
+    let owners: BTreeMap<i64, (String, String)> =
+        store.all_workloads().await?.into_iter().map(|w| (w.seq, (w.account, w.submitter))).collect();
+    let mut changes: Vec<(Time, u8, allot_core::AccountId, &str, i64, f64)> = Vec::new();
+    let attempts = store.all_attempts().await?;
+    for a in &attempts {
+        let (Some(end), Some((path, user))) = (a.end_t, owners.get(&a.workload)) else { continue };
         let Some(acc) = state.accounts.get(path) else { continue };
-        changes.push((a.start_t as Time, 0, acc, a.gpus, a.weight));
-        changes.push((end as Time, 1, acc, -a.gpus, a.weight));
+        changes.push((a.start_t as Time, 0, acc, user, a.gpus, a.weight));
+        changes.push((end as Time, 1, acc, user, -a.gpus, a.weight));
     }
     // Takes before releases at one instant keep the allocation non-negative.
     changes.sort_by_key(|x| (x.0, x.1));
-    for (t, _, acc, gpus, weight) in changes {
-        state.ledger.change(&state.accounts, acc, t, gpus, weight);
+    for (t, _, acc, user, gpus, weight) in changes {
+        state.charge(acc, user, t, gpus, weight);
     }
     Ok(())
 }

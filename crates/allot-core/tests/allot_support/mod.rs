@@ -98,8 +98,14 @@ pub fn held(state: &State, path: &str) -> u32 {
 
 /// Charges `gpu_hours` of usage to `path` by running a workload from `t0`.
 pub fn charge(state: &mut State, path: &str, gpus: u32, t0: Time, hours: f64) {
+    charge_as(state, path, "u", gpus, t0, hours);
+}
+
+/// [`charge`] as user `user`.
+pub fn charge_as(state: &mut State, path: &str, user: &str, gpus: u32, t0: Time, hours: f64) {
     let secs = (hours * 3600.0 / f64::from(gpus)).round() as Time;
-    let w = sub_wl(state, Wl::new(format!("usage-{path}-{t0}")).account(path).gpus(gpus).submit(t0).work(secs));
+    let wl = Wl::new(format!("usage-{path}-{user}-{t0}")).account(path).user(user).gpus(gpus).submit(t0).work(secs);
+    let w = sub_wl(state, wl);
     let alloc = allot_core::placement::place(&state.cluster, &state.free, state.spec(w), &|_| true).unwrap();
     state.start(w, alloc, t0, Reason::new(Rule::FairShare, "usage"));
     state.finish(w, t0 + secs, Reason::new(Rule::Completed, "usage"));

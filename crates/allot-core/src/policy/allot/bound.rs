@@ -304,8 +304,8 @@ fn may_rank_better(fs: &FairShare, users: &Users, w: Side, v: Side, removed_at: 
         return fs.value_with(a, wa + w.ng) < fs.value_with(b, fs.alloc(b) - v.ng);
     }
     if w.user != v.user {
-        let wa = users.alloc[w.user as usize] - 0.0;
-        return wa + w.ng < (users.alloc[v.user as usize] - v.ng).max(0.0);
+        let wa = users.alloc[w.user as usize];
+        return users.value_with(w.user, wa + w.ng) < users.value_with(v.user, users.alloc[v.user as usize] - v.ng);
     }
     false
 }

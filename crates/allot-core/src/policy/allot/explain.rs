@@ -50,7 +50,7 @@ pub(crate) fn swap_detail(
             s.v_after
         ),
         SwapLevel::Users(a, b) => format!(
-            "{} ranks strictly better after the swap: in {} user {} holds {:.0} -> {:.0} GPUs vs user {} {:.0} -> {:.0}{tail}",
+            "{} ranks strictly better after the swap: in {} user {} usage+held {:.1} -> {:.1} GPUs vs user {} {:.1} -> {:.1}{tail}",
             p.spec.id,
             fs.name(state, p.side.slot),
             pass.users.name[a as usize],
@@ -87,7 +87,8 @@ pub(crate) struct Explainer {
     standing: BTreeMap<WorkloadId, Standing>,
     fs: FairShare,
     user_names: Vec<String>,
-    user_alloc: Vec<f64>,
+    /// FS-2 value (usage + held, normalised GPUs) per user.
+    user_value: Vec<f64>,
 }
 
 /// A cheap fingerprint of what an explanation depends on: time, queues,
@@ -133,8 +134,8 @@ impl Explainer {
             standing.insert(r.w, st);
         }
         let user_names = users.name.iter().map(|n| n.to_string()).collect();
-        let user_alloc = users.alloc.clone();
-        Explainer { outcomes, standing, fs, user_names, user_alloc }
+        let user_value = (0..users.len() as u32).map(|u| users.value(u)).collect();
+        Explainer { outcomes, standing, fs, user_names, user_value }
     }
 
     /// Why pending workload `w` is not running at `now`.
@@ -197,12 +198,12 @@ impl Explainer {
             return Reason::new(
                 Rule::FairUsers,
                 format!(
-                    "in {} user {} is behind user {} (holds {:.0} vs {:.0} GPUs); {capacity}",
+                    "in {} user {} is behind user {} (usage+held {:.1} vs {:.1} GPUs); {capacity}",
                     fs.name(state, st.slot),
                     spec.user,
                     self.user_names[other as usize],
-                    self.user_alloc[st.user as usize],
-                    self.user_alloc[other as usize]
+                    self.user_value[st.user as usize],
+                    self.user_value[other as usize]
                 ),
             );
         }

@@ -17,8 +17,11 @@
 //!   `v = 1` means "exactly at its fair share, now and in the recent past".
 //!   With a half-life of 0 there is no history: `v = A / (e · C)`.
 //!
-//! FS-2: users of one slot are equal; the user holding the fewest normalised
-//! GPUs in that slot goes first, ties by the user's oldest waiting workload.
+//! FS-2: users of one slot are equal; the user with the lowest usage plus
+//! allocation `m(u) + A(u)` (the same measure, per member of the slot: the
+//! ledger's decayed usage of the user's work in that account over `τ`, plus
+//! the normalised GPUs held now) goes first, ties by the user's oldest
+//! waiting workload. With a half-life of 0 it is `A(u)`.
 
 use crate::Time;
 use crate::account::AccountId;
@@ -62,6 +65,9 @@ pub(crate) struct FairShare {
     internal: Vec<bool>,
     cap: f64,
     decay: bool,
+    /// `τ = half_life / ln 2`.
+    tau: f64,
+    now: Time,
 }
 
 /// What FS-1 knows of one slot.
@@ -95,6 +101,8 @@ impl FairShare {
             internal: vec![false; n as usize],
             cap: 0.0,
             decay: state.contract.usage_half_life > 0,
+            tau: state.contract.usage_half_life as f64 / std::f64::consts::LN_2,
+            now,
         };
         for a in tree.ids() {
             let acc = tree.account(a);
@@ -162,7 +170,7 @@ impl FairShare {
         if !self.decay {
             return;
         }
-        let tau = state.contract.usage_half_life as f64 / std::f64::consts::LN_2;
+        let tau = self.tau;
         for a in state.accounts.ids() {
             self.s[a.0 as usize].hist = state.ledger.decayed_ngs_at(a, now) / tau;
         }
@@ -288,6 +296,8 @@ pub(crate) struct Users<'a> {
     pub(crate) name: Vec<&'a str>,
     /// Normalised GPUs held by running workloads of the user in the slot.
     pub(crate) alloc: Vec<f64>,
+    /// The user's decayed usage in the slot over `τ` (0 without decay).
+    hist: Vec<f64>,
 }
 
 const NONE: u32 = u32::MAX;
@@ -315,6 +325,7 @@ impl<'a> Users<'a> {
         u.slot.reserve(more);
         u.name.reserve(more);
         u.alloc.reserve(more);
+        u.hist.reserve(more);
         for h in state.holding() {
             let i = u.intern(state, fs, h.member);
             if h.phase == Phase::Running {
@@ -345,7 +356,18 @@ impl<'a> Users<'a> {
         self.slot.push(fs.slot(account));
         self.name.push(name);
         self.alloc.push(0.0);
+        self.hist.push(if fs.decay { state.ledger.member_decayed_ngs_at(m.0 as usize, fs.now) / fs.tau } else { 0.0 });
         i
+    }
+
+    /// FS-2 value of user `u`: usage plus allocation.
+    pub(crate) fn value(&self, u: u32) -> f64 {
+        self.hist[u as usize] + self.alloc[u as usize]
+    }
+
+    /// FS-2 value of user `u` if it held `alloc` normalised GPUs.
+    pub(crate) fn value_with(&self, u: u32, alloc: f64) -> f64 {
+        self.hist[u as usize] + alloc.max(0.0)
     }
 
     /// The user of a member with pending or holding work.
@@ -456,10 +478,10 @@ pub(crate) fn swap(fs: &FairShare, users: &Users, w: Side, v: Side, removed: &Re
         let vb = users.alloc[v.user as usize] - removed.user(v.user);
         return Swap {
             level: SwapLevel::Users(w.user, v.user),
-            w_before: users.alloc[w.user as usize],
-            w_after: wa + w.ng,
-            v_before: users.alloc[v.user as usize],
-            v_after: (vb - v.ng).max(0.0),
+            w_before: users.value(w.user),
+            w_after: users.value_with(w.user, wa + w.ng),
+            v_before: users.value(v.user),
+            v_after: users.value_with(v.user, vb - v.ng),
         };
     }
     Swap { level: SwapLevel::Fifo, w_before: 0.0, w_after: 0.0, v_before: 0.0, v_after: 0.0 }

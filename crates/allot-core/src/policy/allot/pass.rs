@@ -353,11 +353,11 @@ impl<'a> Pass<'a> {
             Tier::InBudget => Reason::new(
                 Rule::FairShare,
                 format!(
-                    "{} next by fair share (usage/entitlement {:.2}), user {} holds {:.0} GPUs; fits",
+                    "{} next by fair share (usage/entitlement {:.2}), user {} usage+held {:.1} GPUs; fits",
                     self.fs.name(state, slot),
                     self.fs.value(slot),
                     spec.user,
-                    self.users.alloc[u as usize]
+                    self.users.value(u)
                 ),
             ),
             Tier::OverBudget => {

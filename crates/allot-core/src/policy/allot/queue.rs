@@ -142,11 +142,11 @@ impl<'q> Queue<'q> {
         q
     }
 
-    /// Keys user `u` by its allocation and its earliest waiting workload
+    /// Keys user `u` by its FS-2 value and its earliest waiting workload
     /// (if any is left).
     fn key_user(&mut self, users: &Users, u: u32) {
         let Some(head) = self.lists[u as usize].head() else { return };
-        let k = (Share(users.alloc[u as usize]), head, u);
+        let k = (Share(users.value(u)), head, u);
         self.users[users.slot[u as usize] as usize].insert(k);
         self.ukey[u as usize] = Some(k);
     }
@@ -187,7 +187,7 @@ impl<'q> Queue<'q> {
     /// where `u` comes first if its new key is below every other user's.
     pub(crate) fn pop_again(&mut self, users: &Users, u: u32) -> Option<(WorkloadId, usize)> {
         let head = self.lists[u as usize].head()?;
-        let k = (Share(users.alloc[u as usize]), head, u);
+        let k = (Share(users.value(u)), head, u);
         if self.users[users.slot[u as usize] as usize].first().is_some_and(|f| *f < k) {
             return None;
         }

@@ -94,8 +94,7 @@ pub(crate) fn ranks(state: &State, fs: &FairShare, users: &Users, budgets: &Budg
         let head = *heads.entry((tier, user)).or_insert((submit, w));
         let path =
             paths.entry(slot).or_insert_with(|| fs.path(slot).into_iter().map(|s| (Share(fs.value(s)), s)).collect());
-        let rank =
-            Rank { tier, path: path.clone(), user: (Share(users.alloc[user as usize]), head, user), fifo: (submit, w) };
+        let rank = Rank { tier, path: path.clone(), user: (Share(users.value(user)), head, user), fifo: (submit, w) };
         out.push(Ranked { rank, w, slot, user });
     }
     out.sort_by(|a, b| a.rank.cmp(&b.rank));
