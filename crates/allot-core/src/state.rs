@@ -399,6 +399,7 @@ impl State {
     pub fn sanity_check(&self, now: Time) -> Result<(), String> {
         let mut used: Vec<u64> = vec![0; self.cluster.nodes.len()];
         let mut alloc_by_account = vec![0u64; self.accounts.len()];
+        let mut alloc_by_member = vec![0u64; self.members.len()];
         for (i, r) in self.runs.iter().enumerate() {
             let w = WorkloadId(i as u32);
             let spec = &self.specs[i];
@@ -430,6 +431,9 @@ impl State {
                     for x in self.accounts.ancestry(spec.account) {
                         alloc_by_account[x.0 as usize] += u64::from(spec.gpus);
                     }
+                    if let Some(m) = self.member_of.get(i) {
+                        alloc_by_member[m.0 as usize] += u64::from(spec.gpus);
+                    }
                 }
                 (None, false) => {}
                 _ => return Err(format!("workload {} allocation does not match phase {:?}", spec.id, r.phase)),
@@ -453,6 +457,16 @@ impl State {
         for a in self.accounts.ids() {
             if self.ledger.at(a, now).alloc_gpus != alloc_by_account[a.0 as usize] {
                 return Err(format!("ledger allocation of {} does not match", self.accounts.account(a).path));
+            }
+        }
+        for (m, want) in alloc_by_member.iter().enumerate() {
+            let held = self.ledger.members.get(m).map_or(0, |u| u.alloc_gpus);
+            if held != *want {
+                let (a, user) = &self.members[m];
+                return Err(format!(
+                    "ledger allocation of user {user} in {} is {held} GPUs, its workloads hold {want}",
+                    self.accounts.account(*a).path
+                ));
             }
         }
         self.check_index()
