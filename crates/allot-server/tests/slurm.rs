@@ -85,6 +85,26 @@ async fn slurm_failures_and_preemption_follow_the_contract() {
         submit(&s, &f.admin, &["--account", "org/b", "--gpus", "1", "--", "sh", "-c", "echo failing; exit 3"]);
     let failed = s.wait_for(&f.admin, &failing, 60, |v| state(v) == "failed").await;
     assert_eq!(failed["attempts"][0]["exit_code"], 3, "the command's exit code through Slurm: {failed}");
+    // A two-node gang whose second node fails: the first is stopped, and
+    // the code is the failed command's (Slurm's derived code), not srun's.
+    let gang = submit(
+        &s,
+        &f.admin,
+        &[
+            "--account",
+            "org/b",
+            "--gpus",
+            "4",
+            "--nodes",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "if [ \"$ALLOT_NODE_RANK\" = 1 ]; then exit 3; fi; sleep 60",
+        ],
+    );
+    let failed = s.wait_for(&f.admin, &gang, 30, |v| state(v) == "failed").await;
+    assert_eq!(failed["attempts"][0]["exit_code"], 3, "the failed member's code: {failed}");
 
     let work = script(&f.dir, "work.sh", WORK_SH);
     let victim = submit(

@@ -16,10 +16,12 @@
 //! * Preemption (CON-2): `scancel --signal=TERM JOB` (the job's steps, i.e.
 //!   the command on every node); at the end of grace `scancel
 //!   --signal=KILL --full JOB` and `scancel JOB`.
-//! * State: `squeue --json` every poll interval; a job seen running is
+//! * State: every poll interval one `squeue --jobs=<tracked ids>` (text
+//!   output: Slurm 22.05's `--json` ignores filters); a job seen running is
 //!   `Started` (its "pid" is the Slurm job id), a job in a final state is
-//!   `Exited` (success only for `COMPLETED` with exit code 0; otherwise the
-//!   command's exit code where Slurm derived one, else the batch script's).
+//!   `Exited`: success for `COMPLETED`; otherwise the command's exit code
+//!   where Slurm derived one, else the batch script's, read from the full
+//!   `squeue --json` listing only then.
 //! * Node health: `sinfo` every 2 s; a node Slurm marks down (or not
 //!   responding) fails in Allot (MNT-2), a drained one is drained (MNT-1),
 //!   and it comes back when Slurm returns it to service.
@@ -298,14 +300,19 @@ impl Executor for SlurmExecutor {
             if names.is_empty() {
                 return;
             }
-            let live = |jobs: &[SqueueJob]| -> Vec<u64> {
-                jobs.iter().filter(|j| !j.is_final() && names.contains(&j.name)).map(|j| j.job_id).collect()
+            let filter = format!("--name={}", names.join(","));
+            let live = || async {
+                job_states(&filter)
+                    .await
+                    .map(|j| j.into_iter().filter(|(_, st)| !is_final(st)).map(|(id, _)| id).collect())
             };
-            let Ok(jobs) = squeue().await else {
-                tracing::error!("cannot list Slurm jobs: jobs of the previous server may still run");
-                return;
+            let found: Vec<u64> = match live().await {
+                Ok(f) => f,
+                Err(error) => {
+                    tracing::error!(%error, "cannot list Slurm jobs: jobs of the previous server may still run");
+                    return;
+                }
             };
-            let found = live(&jobs);
             if found.is_empty() {
                 return;
             }
@@ -314,11 +321,11 @@ impl Executor for SlurmExecutor {
                 scancel(j, false).await;
             }
             let deadline = Instant::now() + grace;
-            while Instant::now() < deadline && squeue().await.is_ok_and(|j| !live(&j).is_empty()) {
+            while Instant::now() < deadline && live().await.is_ok_and(|l: Vec<u64>| !l.is_empty()) {
                 tokio::time::sleep(POLL).await;
             }
             for _ in 0..60 {
-                let left = squeue().await.map(|j| live(&j)).unwrap_or_default();
+                let left: Vec<u64> = live().await.unwrap_or_default();
                 if left.is_empty() {
                     return;
                 }
@@ -345,8 +352,6 @@ pub struct SqueueJob {
     /// Highest wait status of the job's steps.
     #[serde(default)]
     pub derived_exit_code: i64,
-    #[serde(default)]
-    pub het_job_id: u64,
 }
 
 #[derive(Deserialize)]
@@ -354,37 +359,30 @@ struct Squeue {
     jobs: Vec<SqueueJob>,
 }
 
+/// A job state after which nothing more happens.
+pub fn is_final(state: &str) -> bool {
+    matches!(
+        state,
+        "COMPLETED"
+            | "CANCELLED"
+            | "FAILED"
+            | "TIMEOUT"
+            | "NODE_FAIL"
+            | "PREEMPTED"
+            | "BOOT_FAIL"
+            | "DEADLINE"
+            | "OUT_OF_MEMORY"
+            | "REVOKED"
+            | "SPECIAL_EXIT"
+    )
+}
+
+/// A job state of a job running (or past it) on its nodes.
+pub fn has_started(state: &str) -> bool {
+    matches!(state, "RUNNING" | "COMPLETING" | "SUSPENDED" | "STOPPED" | "SIGNALING" | "STAGE_OUT")
+}
+
 impl SqueueJob {
-    pub fn is_final(&self) -> bool {
-        matches!(
-            self.job_state.as_str(),
-            "COMPLETED"
-                | "CANCELLED"
-                | "FAILED"
-                | "TIMEOUT"
-                | "NODE_FAIL"
-                | "PREEMPTED"
-                | "BOOT_FAIL"
-                | "DEADLINE"
-                | "OUT_OF_MEMORY"
-                | "REVOKED"
-                | "SPECIAL_EXIT"
-        )
-    }
-
-    /// Running (or past it) on its nodes.
-    pub fn has_started(&self) -> bool {
-        matches!(
-            self.job_state.as_str(),
-            "RUNNING" | "COMPLETING" | "SUSPENDED" | "STOPPED" | "SIGNALING" | "STAGE_OUT"
-        )
-    }
-
-    /// The leader of a heterogeneous job, or a plain job.
-    fn is_leader(&self) -> bool {
-        self.het_job_id == 0 || self.het_job_id == self.job_id
-    }
-
     /// How the job ended: success only for `COMPLETED` with code 0; else
     /// the command's code where Slurm derived one, else the batch script's
     /// code or signal (`SIGKILL` when Slurm gives neither, e.g. cancelled).
@@ -408,7 +406,8 @@ fn wait_status(raw: i64) -> (i32, i32) {
     (((raw >> 8) & 0xff) as i32, (raw & 0x7f) as i32)
 }
 
-/// Every job Slurm lists (22.05's `squeue --json` ignores filters).
+/// Every job Slurm lists, with exit codes (22.05's `squeue --json` ignores
+/// filters: only read when a tracked job failed).
 pub async fn squeue() -> Result<Vec<SqueueJob>, String> {
     let out = Command::new("squeue")
         .args(["--json", "--states=all"])
@@ -425,31 +424,73 @@ pub fn parse_squeue(json: &[u8]) -> Result<Vec<SqueueJob>, String> {
     serde_json::from_slice::<Squeue>(json).map(|s| s.jobs).map_err(|e| format!("cannot read squeue --json: {e}"))
 }
 
-/// Reports what Slurm did with the tracked jobs.
+/// `(job id, state)` of the jobs `filter` selects (`--jobs=…`, `--name=…`),
+/// from `squeue`'s text output, which honours filters. Job ids Slurm no
+/// longer knows are left out.
+pub async fn job_states(filter: &str) -> Result<Vec<(u64, String)>, String> {
+    let out = Command::new("squeue")
+        .args(["--noheader", "--states=all", "--format=%A|%T", filter])
+        .output()
+        .await
+        .map_err(|e| format!("cannot run squeue: {e}"))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        if stderr.contains("Invalid job id") {
+            return Ok(Vec::new()); // none of them is known any more
+        }
+        return Err(format!("squeue failed ({}): {}", out.status, stderr.trim()));
+    }
+    Ok(parse_job_states(&String::from_utf8_lossy(&out.stdout)))
+}
+
+pub fn parse_job_states(text: &str) -> Vec<(u64, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let (id, state) = l.trim().split_once('|')?;
+            Some((id.parse().ok()?, state.to_string()))
+        })
+        .collect()
+}
+
+/// Reports what Slurm did with the tracked jobs: one filtered `squeue` per
+/// poll, and the full listing only when a tracked job ended otherwise than
+/// `COMPLETED` (for its exit code).
 async fn poll(slots: Slots, events: mpsc::UnboundedSender<ExecEvent>) {
     loop {
         tokio::time::sleep(POLL).await;
         if events.is_closed() {
             return;
         }
-        let tracked = slots.lock().expect("slurm slots").values().any(|s| s.job.is_some());
-        if !tracked {
+        let ids: Vec<u64> = slots.lock().expect("slurm slots").values().filter_map(|s| s.job).collect();
+        if ids.is_empty() {
             continue;
         }
-        let jobs = match squeue().await {
-            Ok(j) => j,
+        let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+        let states: HashMap<u64, String> = match job_states(&format!("--jobs={}", list.join(","))).await {
+            Ok(s) => s.into_iter().collect(),
             Err(error) => {
                 tracing::warn!(%error, "cannot poll Slurm");
                 continue;
             }
         };
-        let by_id: HashMap<u64, &SqueueJob> = jobs.iter().filter(|j| j.is_leader()).map(|j| (j.job_id, j)).collect();
+        let failed = states.values().any(|st| is_final(st) && st != "COMPLETED");
+        let details: HashMap<u64, ExitStatus> = if failed {
+            match squeue().await {
+                Ok(jobs) => jobs.iter().map(|j| (j.job_id, j.status())).collect(),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read the exit codes of ended jobs");
+                    HashMap::new()
+                }
+            }
+        } else {
+            HashMap::new()
+        };
         let mut out = Vec::new();
         {
             let mut s = slots.lock().expect("slurm slots");
             s.retain(|&key, slot| {
                 let Some(id) = slot.job else { return true };
-                let Some(j) = by_id.get(&id) else {
+                let Some(state) = states.get(&id) else {
                     slot.missing += 1;
                     if slot.missing < MISSING_POLLS {
                         return true;
@@ -459,12 +500,17 @@ async fn poll(slots: Slots, events: mpsc::UnboundedSender<ExecEvent>) {
                     return false;
                 };
                 slot.missing = 0;
-                if (j.has_started() || j.is_final()) && !slot.started {
+                if (has_started(state) || is_final(state)) && !slot.started {
                     slot.started = true;
                     out.push(ExecEvent::Started { key, pid: id as u32 });
                 }
-                if j.is_final() {
-                    out.push(ExecEvent::Exited { key, status: j.status() });
+                if is_final(state) {
+                    let status = if state == "COMPLETED" {
+                        ExitStatus { code: Some(0), signal: None }
+                    } else {
+                        details.get(&id).copied().unwrap_or(ExitStatus { code: None, signal: Some(libc::SIGKILL) })
+                    };
+                    out.push(ExecEvent::Exited { key, status });
                     return false;
                 }
                 true
@@ -685,7 +731,6 @@ mod tests {
             job_state: state.into(),
             exit_code: exit,
             derived_exit_code: derived,
-            het_job_id: 0,
         };
         assert!(job("COMPLETED", 0, 0).status().success());
         // srun's 143 after --kill-on-bad-exit; the task's own code was 3.
@@ -694,7 +739,9 @@ mod tests {
         assert!(!job("CANCELLED", 0, 0).status().success(), "cancelled is never success");
         assert!(!job("NODE_FAIL", 0, 0).status().success());
         let parsed = parse_squeue(br#"{"jobs":[{"job_id":7,"name":"n","job_state":"RUNNING","exit_code":0,"derived_exit_code":0,"het_job_id":0,"other":1}]}"#).unwrap();
-        assert!(parsed[0].has_started() && !parsed[0].is_final());
+        assert!(has_started(&parsed[0].job_state) && !is_final(&parsed[0].job_state));
+        let states = parse_job_states("118|COMPLETED\n119|RUNNING\njunk\n");
+        assert_eq!(states, [(118, "COMPLETED".to_string()), (119, "RUNNING".to_string())]);
     }
 
     #[test]
