@@ -81,6 +81,25 @@ async fn a_multi_node_gang_gets_one_process_per_node_with_its_own_gpus() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workloads_do_not_inherit_the_servers_token() {
+    let f = Fixture::new(Backend::Sqlite, "noleak").await;
+    let envs = [("ALLOT_TOKEN", "allot_operator_secret"), ("ALLOT_LOG", "info"), ("SLURM_JOB_ID", "77")];
+    let s = Server::start_with(&f.dir, &f.db.url, &[], &envs);
+    let id = submit(
+        &s,
+        &f.admin,
+        &["--account", "org/a", "--gpus", "1", "--", "sh", "-c", "env > \"$ALLOT_CHECKPOINT_DIR/env\""],
+    );
+    s.wait_for(&f.admin, &id, 20, |v| state(v) == "finished").await;
+    let env = std::fs::read_to_string(s.dir.join("data/checkpoints").join(&id).join("env")).unwrap();
+    assert!(!env.contains("allot_operator_secret") && !env.contains("ALLOT_LOG="), "{env}");
+    assert!(!env.contains("SLURM_JOB_ID="), "the server's Slurm job context: {env}");
+    assert!(env.contains(&format!("ALLOT_WORKLOAD_ID={id}")), "{env}");
+    drop(s);
+    f.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_with_a_failed_member_stops_and_fails() {
     let f = Fixture::new(Backend::Sqlite, "gangfail").await;
     let s = Server::start(&f.dir, &f.db.url);

@@ -23,12 +23,16 @@ static SLURM: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The fake cluster's config (two nodes of two GPUs: Slurm's have four)
 /// served with the Slurm executor.
+/// (With an operator token in the server's environment, which no job may see.)
 fn start(f: &Fixture) -> Server {
     let partition = std::env::var("ALLOT_TEST_SLURM_PARTITION").expect(HELP);
     cancel_allot_jobs();
     resume_drained_nodes();
-    Server::start_with(&f.dir, &f.db.url, &["--executor", "slurm", "--slurm-partition", &partition], &[])
+    let args = ["--executor", "slurm", "--slurm-partition", &partition];
+    Server::start_with(&f.dir, &f.db.url, &args, &[("ALLOT_TOKEN", SECRET)])
 }
+
+const SECRET: &str = "allot_operator_secret";
 
 fn rank_files(s: &Server, id: &str, n: usize) -> Vec<Vec<String>> {
     let ck = s.dir.join("data/checkpoints").join(id);
@@ -61,6 +65,8 @@ async fn slurm_runs_exactly_where_allot_places() {
         let job = &ranks[0][6];
         assert!(job.parse::<u64>().is_ok(), "ran as a Slurm job: {ranks:?}");
         assert_eq!(done["attempts"][0]["pid"].as_i64().map(|p| p.to_string()).as_deref(), Some(job.as_str()));
+        let env = std::fs::read_to_string(s.dir.join("data/checkpoints").join(id).join("env-0")).unwrap();
+        assert!(!env.contains(SECRET) && env.contains("ALLOT_WORKLOAD_ID="), "no job sees the server's token: {env}");
         for (r, fields) in ranks.iter().enumerate() {
             let want_node = alloc[r]["node"].as_str().unwrap();
             let want_gpus = alloc[r]["gpus"].as_array().unwrap().len();

@@ -4,7 +4,9 @@
 //!
 //! * Each process runs in a new process group (pgid = pid), stdin from
 //!   `/dev/null`, stdout and stderr appended to the attempt's log file.
-//! * Its environment adds `CUDA_VISIBLE_DEVICES` (its own node's GPUs, with
+//! * Its environment is the server's without the server's own `ALLOT_*`
+//!   and `SLURM_*` job context, plus the submission's `env`; it adds
+//!   `CUDA_VISIBLE_DEVICES` (its own node's GPUs, with
 //!   `CUDA_DEVICE_ORDER=PCI_BUS_ID` so that indices mean what `nvidia-smi`
 //!   shows, or UUIDs when the inventory is the hardware's),
 //!   `ALLOT_NODE`, `ALLOT_NODE_RANK`, `ALLOT_NUM_NODES`,
@@ -84,6 +86,9 @@ impl LocalExecutor {
         let node = job.gpus.get(rank);
         let all: Vec<String> = job.gpus.iter().map(|n| format!("{}:{}", n.node, join(&n.indices))).collect();
         let mut cmd = tokio::process::Command::new(program);
+        for k in super::server_only_env(true) {
+            cmd.env_remove(k);
+        }
         cmd.args(&job.command[1..])
             .envs(&job.env)
             .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID")

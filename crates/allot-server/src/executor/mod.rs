@@ -23,6 +23,18 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+/// The server's own environment variables a workload must not inherit: its
+/// `ALLOT_*` settings (an operator's `ALLOT_TOKEN` would hand every workload
+/// the operator's rights; the executors set the workload's own `ALLOT_*`),
+/// and with `slurm_context` the `SLURM_*` job context of a server that runs
+/// inside a Slurm job (but not `SLURM_CONF`, which says where Slurm is).
+pub(crate) fn server_only_env(slurm_context: bool) -> impl Iterator<Item = std::ffi::OsString> {
+    std::env::vars_os().map(|(k, _)| k).filter(move |k| {
+        let k = k.to_string_lossy();
+        k.starts_with("ALLOT_") || (slurm_context && k.starts_with("SLURM_") && k != "SLURM_CONF")
+    })
+}
+
 /// Identifies one attempt of one workload.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AttemptKey {

@@ -101,6 +101,9 @@ impl SlurmExecutor {
     /// The `sbatch` command for an attempt (script already written).
     fn sbatch(&self, job: &Launch, script: &Path) -> Command {
         let mut cmd = Command::new("sbatch");
+        for k in super::server_only_env(false) {
+            cmd.env_remove(k);
+        }
         cmd.arg("--parsable")
             .arg(format!("--job-name={}", self.job_name(job.key)))
             .arg(format!("--output={}", job.log_path.display()))

@@ -59,10 +59,11 @@ echo "rank $r done $n"
 "#;
 
 /// Writes what each node's process was given to `rank-<n>` in the
-/// checkpoint directory.
+/// checkpoint directory, and its whole environment to `env-<n>`.
 pub const RANK_SH: &str = r#"#!/bin/sh
 echo "$ALLOT_NODE|$ALLOT_NODE_RANK|$ALLOT_NUM_NODES|$CUDA_VISIBLE_DEVICES|$ALLOT_GPUS|$CUDA_DEVICE_ORDER|$SLURM_JOB_ID" \
   > "$ALLOT_CHECKPOINT_DIR/rank-$ALLOT_NODE_RANK"
+env > "$ALLOT_CHECKPOINT_DIR/env-$ALLOT_NODE_RANK"
 "#;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
