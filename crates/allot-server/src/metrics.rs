@@ -2,9 +2,12 @@
 //! DESIGN.md §3 as gauges and counters per account and class, the queue
 //! length and the scheduling-pass latency.
 //!
-//! Counters count since this server process started (Prometheus handles
-//! the reset at a restart); gauges are refreshed by the scheduler task.
+//! Counters count over the store's whole history: at start they are
+//! restored from the recorded workloads and attempts ([`Metrics::restore`]),
+//! so a restart does not reset them. Gauges are refreshed by the scheduler
+//! task; the pass-latency histogram counts since this process started.
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -13,6 +16,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use crate::store::{AttemptRow, WorkloadRow};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AccountClass {
@@ -131,6 +136,48 @@ impl Metrics {
         r.register("account_used_gpu_hours", "Used this budget period (NGH)", m.used_gpu_hours.clone());
         r.register("account_fair_share", "FS-1 usage / entitlement (1 = at fair share)", m.fair_share.clone());
         Metrics { registry: r, ..m }
+    }
+
+    /// Sets the counters (and the queue-time histogram) to what the store
+    /// recorded: called once at start, after recovery, before serving.
+    pub fn restore(&self, workloads: &[WorkloadRow], attempts: &[AttemptRow]) {
+        let mut first_start: HashMap<i64, i64> = HashMap::new();
+        let by_seq: HashMap<i64, &WorkloadRow> = workloads.iter().map(|w| (w.seq, w)).collect();
+        for a in attempts {
+            let Some(w) = by_seq.get(&a.workload) else { continue };
+            let ac = labels(&w.account, &w.class);
+            self.starts.get_or_create(&ac).inc();
+            if a.signal_t.is_some() {
+                self.preemptions.get_or_create(&ac).inc();
+            }
+            if let Some(end) = a.end_t {
+                let gpus = a.gpus.max(0) as u64;
+                let assigned = (end - a.start_t).max(0) as u64 * gpus;
+                let useful = a.kept_s.unwrap_or(0).max(0) as u64 * gpus;
+                self.assigned_gpu_seconds.get_or_create(&ac).inc_by(assigned);
+                self.useful_gpu_seconds.get_or_create(&ac).inc_by(useful);
+                self.lost_gpu_seconds.get_or_create(&ac).inc_by(assigned.saturating_sub(useful));
+            }
+            let first = first_start.entry(a.workload).or_insert(a.start_t);
+            *first = (*first).min(a.start_t);
+        }
+        for w in workloads {
+            let ac = labels(&w.account, &w.class);
+            self.submissions.get_or_create(&ac).inc();
+            let ended = match w.state.as_str() {
+                "finished" => Some(&self.completed),
+                "failed" => Some(&self.failed),
+                "cancelled" => Some(&self.cancelled),
+                _ => None,
+            };
+            if let Some(c) = ended {
+                c.get_or_create(&ac).inc();
+            }
+            if let Some(t) = first_start.get(&w.seq) {
+                let waited = (t - w.submit_t).max(0) as f64;
+                self.queue_time.get_or_create(&ClassLabel { class: w.class.clone() }).observe(waited);
+            }
+        }
     }
 
     /// The text exposition.

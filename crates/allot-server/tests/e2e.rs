@@ -188,6 +188,16 @@ async fn crash_restart(backend: Backend) {
         assert!(marker.contains("sigterm"), "the survivor was signalled before being requeued: {marker:?}");
     }
     assert_ledger_matches_attempts(&s, &f.admin).await;
+    // Counters count the store's whole history, not since the restart.
+    let (_, metrics) = s.http("GET", "/metrics", Some(&f.admin), None).await;
+    let metrics = metrics.as_str().expect("text").to_string();
+    for line in [
+        "allot_submissions_total{account=\"org/a\",class=\"batch\"} 13",
+        "allot_completed_workloads_total{account=\"org/a\",class=\"batch\"} 13",
+        "allot_completed_workloads_total{account=\"org/b\",class=\"batch\"} 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    }
     drop(s);
     f.finish().await;
 }
