@@ -25,7 +25,7 @@
 use crate::cluster::GpuTypeId;
 use crate::workload::Class;
 
-use super::fairshare::{FairShare, ROOT, Removed, Side, Slot, Users, ngpus, swap};
+use super::fairshare::{FairShare, ROOT, Removed, Side, Slot, Users, better_after_swap, ngpus};
 use super::preempt::{Cand, Preemptor};
 use super::rank::Tier;
 
@@ -42,8 +42,19 @@ pub(crate) struct Bounds {
     /// its slice), grouped by user (hence slot and budget status) and GPU
     /// type.
     groups: Vec<Group>,
-    /// (Group, normalised GPUs, candidate) of the members of all groups.
+    /// Per slot: its groups, chained through `group_next`.
+    group_first: Vec<u32>,
+    group_next: Vec<u32>,
+    /// The groups merged per slot, budget status and GPU type (hence
+    /// weight), each with the fewest normalised GPUs of a member; chained
+    /// per slot through `kind_next` from `kind_first`.
+    by_slot: Vec<Group>,
+    kind_first: Vec<u32>,
+    kind_next: Vec<u32>,
+    /// (Group, normalised GPUs, candidate) of the members of all groups,
+    /// by group and then size; group `g`'s are at `starts[g]..starts[g + 1]`.
     members: Vec<(u32, f64, usize)>,
+    starts: Vec<usize>,
     /// Candidates left under BUD-2 or INT-1: over budget, in budget.
     by_status: [Vec<(usize, Option<GpuTypeId>)>; 2],
     /// (Slot, user, normalised GPUs held) of each user with candidates left.
@@ -62,7 +73,6 @@ pub(crate) struct Bounds {
     next: Vec<u32>,
     path: Vec<Slot>,
     on_path: Vec<f64>,
-    known: Vec<(f64, f64)>,
     out: Vec<usize>,
 }
 
@@ -97,6 +107,7 @@ impl Bounds {
         self.built = false;
         self.kinds.clear();
         self.groups.clear();
+        self.by_slot.clear();
         self.members.clear();
         self.by_status.iter_mut().for_each(Vec::clear);
         self.held.clear();
@@ -149,6 +160,14 @@ impl Bounds {
             }
             self.members.push((g, c.side.ng, i));
         }
+        self.members.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        self.starts.clear();
+        self.starts.push(0);
+        for g in 0..self.groups.len() as u32 {
+            let at = self.starts.last().copied().unwrap_or(0);
+            self.starts.push(at + self.members[at..].iter().take_while(|m| m.0 == g).count());
+        }
+        self.merge_by_slot(fs.slots());
         self.below.clear();
         self.below.resize(fs.slots(), 0.0);
         for &(slot, _, ng) in &self.held {
@@ -156,6 +175,37 @@ impl Bounds {
             while x != ROOT {
                 self.below[x as usize] += ng;
                 x = fs.parent(x);
+            }
+        }
+    }
+
+    /// Chains the groups per slot and merges them per slot and kind.
+    fn merge_by_slot(&mut self, slots: usize) {
+        for v in [&mut self.group_first, &mut self.kind_first] {
+            v.clear();
+            v.resize(slots, NONE);
+        }
+        self.group_next.clear();
+        self.kind_next.clear();
+        for (g, group) in self.groups.iter().enumerate() {
+            let s = group.side.slot as usize;
+            self.group_next.push(self.group_first[s]);
+            self.group_first[s] = g as u32;
+            let mut k = self.kind_first[s];
+            while k != NONE && (self.by_slot[k as usize].over, self.by_slot[k as usize].gpu) != (group.over, group.gpu)
+            {
+                k = self.kind_next[k as usize];
+            }
+            if k == NONE {
+                self.kind_next.push(self.kind_first[s]);
+                self.kind_first[s] = self.by_slot.len() as u32;
+                self.by_slot.push(group.clone());
+            } else {
+                let merged = &mut self.by_slot[k as usize];
+                debug_assert_eq!(merged.weight, group.weight, "one weight per GPU type");
+                if group.side.ng < merged.side.ng {
+                    merged.side.ng = group.side.ng;
+                }
             }
         }
     }
@@ -202,10 +252,25 @@ impl Bounds {
             return true;
         }
         let none = Removed::default();
-        self.groups.iter().filter(|g| g.over == w_over && typed(g.gpu)).any(|g| {
+        let kind = |g: &Group| g.over == w_over && typed(g.gpu);
+        let better = |g: &Group| {
             let w = Side { ng: ngpus(p.spec.gpus, g.weight), ..p.side };
-            swap(fs, users, w, g.side, &none).strictly_better()
+            better_after_swap(fs, users, w, g.side, &none)
+        };
+        // A group in another slot is compared at the level where the two
+        // slots diverge, whatever its user, so per slot and kind the
+        // smallest group decides. In p's own slot users are compared.
+        self.by_slot.iter().filter(|g| g.side.slot != p.side.slot && kind(g)).any(better)
+            || self.groups_in(p.side.slot).filter(|g| kind(g)).any(better)
+    }
+
+    /// The groups of one slot.
+    fn groups_in(&self, s: Slot) -> impl Iterator<Item = &Group> {
+        let live = |g: &u32| *g != NONE;
+        std::iter::successors(Some(self.group_first[s as usize]).filter(live), move |&g| {
+            Some(self.group_next[g as usize]).filter(live)
         })
+        .map(|g| &self.groups[g as usize])
     }
 
     /// The candidates left that the walk for `p` could ever choose (after
@@ -262,34 +327,17 @@ impl Bounds {
             (all - own) + all * margin
         }));
         let removed_at = |s: Slot| on_path[fs.depth(s) as usize - 1];
-        // Per group, the largest member known to pass and the smallest
-        // known to fail: the check is monotone in the member's size.
-        let known = &mut self.known;
-        known.clear();
-        known.resize(self.groups.len(), (f64::NEG_INFINITY, f64::INFINITY));
-        for &(g, ng, w) in &self.members {
-            let group = &self.groups[g as usize];
-            if group.over != w_over || !typed(group.gpu) || !left(&w) {
+        // Per group, the check is monotone in the member's size: it holds
+        // for the smallest members up to some size, found by bisection.
+        for (g, group) in self.groups.iter().enumerate() {
+            if group.over != w_over || !typed(group.gpu) {
                 continue;
             }
-            let (pass, fail) = &mut known[g as usize];
-            let ok = if ng <= *pass {
-                true
-            } else if ng >= *fail {
-                false
-            } else {
-                let side = Side { ng: ngpus(p.spec.gpus, group.weight), ..p.side };
-                let ok = may_rank_better(fs, users, side, Side { ng, ..group.side }, &removed_at);
-                if ok {
-                    *pass = ng;
-                } else {
-                    *fail = ng;
-                }
-                ok
-            };
-            if ok {
-                out.push(w);
-            }
+            let side = Side { ng: ngpus(p.spec.gpus, group.weight), ..p.side };
+            let members = &self.members[self.starts[g]..self.starts[g + 1]];
+            let n = members
+                .partition_point(|m| may_rank_better(fs, users, side, Side { ng: m.1, ..group.side }, &removed_at));
+            out.extend(members[..n].iter().map(|m| m.2).filter(left));
         }
         out
     }

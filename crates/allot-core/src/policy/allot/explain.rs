@@ -53,10 +53,10 @@ pub(crate) fn swap_detail(
             "{} ranks strictly better after the swap: in {} user {} usage+held {:.1} -> {:.1} GPUs vs user {} {:.1} -> {:.1}{tail}",
             p.spec.id,
             fs.name(state, p.side.slot),
-            pass.users.name[a as usize],
+            pass.users.name(state, a),
             s.w_before,
             s.w_after,
-            pass.users.name[b as usize],
+            pass.users.name(state, b),
             s.v_before,
             s.v_after
         ),
@@ -133,7 +133,7 @@ impl Explainer {
             user_run.1 += 1;
             standing.insert(r.w, st);
         }
-        let user_names = users.name.iter().map(|n| n.to_string()).collect();
+        let user_names = (0..users.len() as u32).map(|u| users.name(state, u).to_string()).collect();
         let user_value = (0..users.len() as u32).map(|u| users.value(u)).collect();
         Explainer { outcomes, standing, fs, user_names, user_value }
     }

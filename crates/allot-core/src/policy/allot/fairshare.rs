@@ -26,7 +26,7 @@
 use crate::Time;
 use crate::account::AccountId;
 use crate::pending::MemberId;
-use crate::state::State;
+use crate::state::{Holding, State};
 use crate::workload::{Phase, WorkloadId};
 
 /// A position in the fair-share tree: an account id, or `n + id` for the
@@ -87,18 +87,35 @@ pub(crate) fn ngpus(gpus: u32, weight: f64) -> f64 {
     f64::from(gpus) * weight
 }
 
+/// The tables of a [`FairShare`], kept from one pass to the next.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FairShareBuffers {
+    s: Vec<SlotShare>,
+    internal: Vec<bool>,
+}
+
 impl FairShare {
     /// Values as of `now`: demand from the queues, history from the ledger,
     /// allocation from the running (not stopping) workloads.
     pub(crate) fn new(state: &State, now: Time) -> FairShare {
+        FairShare::reuse(state, now, FairShareBuffers::default())
+    }
+
+    /// As [`FairShare::new`], in the tables of an earlier pass.
+    pub(crate) fn reuse(state: &State, now: Time, buffers: FairShareBuffers) -> FairShare {
         let tree = &state.accounts;
         let n = tree.len() as u32;
         let size = 2 * n as usize;
         let blank = SlotShare { parent: ROOT, depth: 0, share: 1.0, demand: false, ent: 0.0, hist: 0.0, alloc: 0.0 };
+        let FairShareBuffers { mut s, mut internal } = buffers;
+        s.clear();
+        s.resize(size, blank);
+        internal.clear();
+        internal.resize(n as usize, false);
         let mut fs = FairShare {
             n,
-            s: vec![blank; size],
-            internal: vec![false; n as usize],
+            s,
+            internal,
             cap: 0.0,
             decay: state.contract.usage_half_life > 0,
             tau: state.contract.usage_half_life as f64 / std::f64::consts::LN_2,
@@ -125,6 +142,11 @@ impl FairShare {
             }
         }
         fs
+    }
+
+    /// The tables, for the next pass.
+    pub(crate) fn into_buffers(self) -> FairShareBuffers {
+        FairShareBuffers { s: self.s, internal: self.internal }
     }
 
     fn init_demand(&mut self, state: &State) {
@@ -287,13 +309,12 @@ impl FairShare {
 /// Users of each leaf slot (FS-2) for one pass: the members (see
 /// [`MemberId`]) with pending or holding work, numbered densely.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Users<'a> {
+pub(crate) struct Users {
     /// Per member id: its number in this pass, or `NONE`.
     index: Vec<u32>,
     /// Member of each user.
     member: Vec<MemberId>,
     pub(crate) slot: Vec<Slot>,
-    pub(crate) name: Vec<&'a str>,
     /// Normalised GPUs held by running workloads of the user in the slot.
     pub(crate) alloc: Vec<f64>,
     /// The user's decayed usage in the slot over `τ` (0 without decay).
@@ -302,62 +323,71 @@ pub(crate) struct Users<'a> {
 
 const NONE: u32 = u32::MAX;
 
-impl<'a> Users<'a> {
+impl Users {
     /// Numbers the members with pending and holding workloads and sums what
     /// running ones hold.
-    pub(crate) fn new(state: &'a State, fs: &FairShare) -> Users<'a> {
-        Users::with_index(state, fs, Vec::new())
+    pub(crate) fn new(state: &State, fs: &FairShare) -> Users {
+        Users::reuse(state, fs, Users::default(), |_| true)
     }
 
-    /// As [`Users::new`], numbering through `index`, a table that holds
-    /// `NONE` everywhere (as left by [`Users::into_index`]), so that a pass
-    /// costs the members it sees, not every member known.
-    pub(crate) fn with_index(state: &'a State, fs: &FairShare, mut index: Vec<u32>) -> Users<'a> {
-        if index.len() < state.member_count() {
-            index.resize(state.member_count(), NONE);
+    /// As [`Users::new`], in the tables of `old` as left by
+    /// [`Users::into_buffers`] (its numbering `NONE` everywhere), so that a
+    /// pass costs the members it sees, not every member known, and
+    /// allocates nothing new. Of the members only holding GPUs, only those
+    /// of the workloads `wanted` are numbered (a pass only ever looks at
+    /// the users of waiting work and of candidate victims); each numbered
+    /// user's allocation sums all its running workloads, in holding order
+    /// either way.
+    pub(crate) fn reuse(state: &State, fs: &FairShare, old: Users, wanted: impl Fn(&Holding) -> bool) -> Users {
+        let mut u = old;
+        if u.index.len() < state.member_count() {
+            u.index.resize(state.member_count(), NONE);
         }
-        let mut u = Users { index, ..Users::default() };
         for (m, _) in state.pending_index().members() {
             u.intern(state, fs, m);
         }
-        let more = state.holding().len();
-        u.member.reserve(more);
-        u.slot.reserve(more);
-        u.name.reserve(more);
-        u.alloc.reserve(more);
-        u.hist.reserve(more);
+        for h in state.holding().iter().filter(|h| wanted(h)) {
+            u.intern(state, fs, h.member);
+        }
         for h in state.holding() {
-            let i = u.intern(state, fs, h.member);
-            if h.phase == Phase::Running {
+            let i = u.index[h.member.0 as usize];
+            if i != NONE && h.phase == Phase::Running {
                 u.alloc[i as usize] += ngpus(h.gpus, h.weight);
             }
         }
         u
     }
 
-    /// The numbering table, set back to `NONE` everywhere.
-    pub(crate) fn into_index(self) -> Vec<u32> {
-        let mut index = self.index;
-        for m in self.member {
-            index[m.0 as usize] = NONE;
+    /// The tables emptied, the numbering set back to `NONE` everywhere.
+    pub(crate) fn into_buffers(mut self) -> Users {
+        for m in &self.member {
+            self.index[m.0 as usize] = NONE;
         }
-        index
+        self.member.clear();
+        self.slot.clear();
+        self.alloc.clear();
+        self.hist.clear();
+        self
     }
 
-    fn intern(&mut self, state: &'a State, fs: &FairShare, m: MemberId) -> u32 {
+    fn intern(&mut self, state: &State, fs: &FairShare, m: MemberId) -> u32 {
         let i = self.index[m.0 as usize];
         if i != NONE {
             return i;
         }
         let i = self.slot.len() as u32;
-        let (account, name) = state.member_info(m);
+        let (account, _) = state.member_info(m);
         self.index[m.0 as usize] = i;
         self.member.push(m);
         self.slot.push(fs.slot(account));
-        self.name.push(name);
         self.alloc.push(0.0);
         self.hist.push(if fs.decay { state.ledger.member_decayed_ngs_at(m.0 as usize, fs.now) / fs.tau } else { 0.0 });
         i
+    }
+
+    /// The user's name.
+    pub(crate) fn name<'s>(&self, state: &'s State, u: u32) -> &'s str {
+        state.member_info(self.member[u as usize]).1
     }
 
     /// FS-2 value of user `u`: usage plus allocation.
@@ -440,17 +470,6 @@ pub(crate) enum SwapLevel {
     Fifo,
 }
 
-impl Swap {
-    /// CON-4: the preemptor ranks strictly better after the swap. Within one
-    /// user of one slot nothing is gained by swapping, so never there.
-    pub(crate) fn strictly_better(&self) -> bool {
-        match self.level {
-            SwapLevel::Fifo => false,
-            _ => self.w_after < self.v_after,
-        }
-    }
-}
-
 /// One side of a swap: a workload's slot, user and normalised GPUs.
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct Side {
@@ -462,27 +481,38 @@ pub(crate) struct Side {
 /// Compares preemptor `w` (gaining `w.ng`) with victim `v` (losing `v.ng`
 /// on top of `removed`) at the level where they diverge (CON-4).
 pub(crate) fn swap(fs: &FairShare, users: &Users, w: Side, v: Side, removed: &Removed) -> Swap {
+    let (level, w_after, v_after) = after_swap(fs, users, w, v, removed);
+    let (w_before, v_before) = match level {
+        SwapLevel::Slots(a, b) => (fs.value(a), fs.value(b)),
+        SwapLevel::Users(x, y) => (users.value(x), users.value(y)),
+        SwapLevel::Fifo => (0.0, 0.0),
+    };
+    Swap { level, w_before, w_after, v_before, v_after }
+}
+
+/// CON-4: the preemptor ranks strictly better after the swap ([`swap`]
+/// without the values before it). Within one user of one slot nothing is
+/// gained by swapping, so never there.
+pub(crate) fn better_after_swap(fs: &FairShare, users: &Users, w: Side, v: Side, removed: &Removed) -> bool {
+    let (level, w_after, v_after) = after_swap(fs, users, w, v, removed);
+    level != SwapLevel::Fifo && w_after < v_after
+}
+
+/// The level of [`swap`] and the two values after the swap.
+fn after_swap(fs: &FairShare, users: &Users, w: Side, v: Side, removed: &Removed) -> (SwapLevel, f64, f64) {
     if let Some((a, b)) = fs.diverge(w.slot, v.slot) {
         let wa = fs.alloc(a) - removed.slot(a);
         let vb = fs.alloc(b) - removed.slot(b);
-        return Swap {
-            level: SwapLevel::Slots(a, b),
-            w_before: fs.value(a),
-            w_after: fs.value_with(a, wa + w.ng),
-            v_before: fs.value(b),
-            v_after: fs.value_with(b, vb - v.ng),
-        };
+        return (SwapLevel::Slots(a, b), fs.value_with(a, wa + w.ng), fs.value_with(b, vb - v.ng));
     }
     if w.user != v.user {
         let wa = users.alloc[w.user as usize] - removed.user(w.user);
         let vb = users.alloc[v.user as usize] - removed.user(v.user);
-        return Swap {
-            level: SwapLevel::Users(w.user, v.user),
-            w_before: users.value(w.user),
-            w_after: users.value_with(w.user, wa + w.ng),
-            v_before: users.value(v.user),
-            v_after: users.value_with(v.user, vb - v.ng),
-        };
+        return (
+            SwapLevel::Users(w.user, v.user),
+            users.value_with(w.user, wa + w.ng),
+            users.value_with(v.user, vb - v.ng),
+        );
     }
-    Swap { level: SwapLevel::Fifo, w_before: 0.0, w_after: 0.0, v_before: 0.0, v_after: 0.0 }
+    (SwapLevel::Fifo, 0.0, 0.0)
 }

@@ -37,9 +37,9 @@ use crate::workload::{Class, Phase, WorkloadId, WorkloadSpec};
 
 use super::budget::{self, Budgets};
 use super::contract::{lane_reject, service_cap, service_cap_for};
-use super::fairshare::{FairShare, Side, Users, ngpus};
-use super::preempt::{Buffers, Found, Preemptor, SearchFails, Victims, any_for, any_of_type};
-use super::queue::{Queue, Work};
+use super::fairshare::{FairShare, FairShareBuffers, Side, Users, ngpus};
+use super::preempt::{Buffers, Found, Preemptor, SearchFails, Victims, any_for, any_of_type, candidate};
+use super::queue::{Queue, QueueBuffers, Work};
 use super::rank::Tier;
 use super::waiting::Waiting;
 
@@ -73,8 +73,14 @@ pub(crate) enum Probe {
 /// left empty) before use, so no data crosses from one pass to the next.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Scratch {
-    users_index: Vec<u32>,
+    fs: FairShareBuffers,
+    users: Users,
+    search_fails: SearchFails,
+    svc: Vec<u32>,
+    free: Option<FreeMap>,
+    hyp: Option<FreeMap>,
     victims: Buffers,
+    queue: QueueBuffers,
 }
 
 /// The working state of one pass.
@@ -82,7 +88,7 @@ pub(crate) struct Pass<'a> {
     pub(crate) state: &'a State,
     pub(crate) now: Time,
     pub(crate) fs: FairShare,
-    pub(crate) users: Users<'a>,
+    pub(crate) users: Users,
     pub(crate) budgets: Budgets,
     free: FreeMap,
     /// Free GPUs plus those of stopping workloads not yet claimed.
@@ -91,6 +97,7 @@ pub(crate) struct Pass<'a> {
     hyp_fails: FailCache,
     search_fails: SearchFails,
     victims: Victims,
+    queue: QueueBuffers,
     /// Service GPUs held per account subtree (SVC-2).
     svc: Vec<u32>,
     pub(crate) out: Vec<Decision>,
@@ -122,12 +129,22 @@ impl<'a> Pass<'a> {
     /// As [`Pass::new`], with buffers left by an earlier pass;
     /// [`Pass::finish`] gives them back.
     pub(crate) fn with_scratch(state: &'a State, now: Time, probe: Probe, scratch: Scratch) -> Pass<'a> {
-        let fs = FairShare::new(state, now);
-        let users = Users::with_index(state, &fs, scratch.users_index);
+        let Scratch { fs, users, mut search_fails, mut svc, free, hyp, victims, queue } = scratch;
+        let fs = FairShare::reuse(state, now, fs);
         let budgets = Budgets::new(state, now);
-        let victims = Victims::new(state, now, &fs, &users, &budgets, scratch.victims);
-        let mut hyp = state.free.clone();
-        let mut svc = vec![0u32; state.accounts.len()];
+        let users = Users::reuse(state, &fs, users, |h| candidate(state, now, &budgets, h).is_some());
+        let victims = Victims::new(state, now, &fs, &users, &budgets, victims);
+        let copy = |m: Option<FreeMap>| match m {
+            Some(mut m) => {
+                m.copy_from(&state.free);
+                m
+            }
+            None => state.free.clone(),
+        };
+        let (free, mut hyp) = (copy(free), copy(hyp));
+        search_fails.clear();
+        svc.clear();
+        svc.resize(state.accounts.len(), 0);
         for h in state.holding() {
             if h.phase == Phase::Stopping {
                 hyp.give(&state.cluster, state.run(h.w).alloc.as_ref().expect("stopping workload holds GPUs"));
@@ -144,12 +161,13 @@ impl<'a> Pass<'a> {
             fs,
             users,
             budgets,
-            free: state.free.clone(),
+            free,
             hyp,
             fails: FailCache::default(),
             hyp_fails: FailCache::default(),
-            search_fails: SearchFails::default(),
+            search_fails,
             victims,
+            queue,
             svc,
             out: Vec::new(),
             probe,
@@ -182,7 +200,7 @@ impl<'a> Pass<'a> {
     /// Serves one tier in fair-share order until it is empty or nothing
     /// more can be done.
     fn serve(&mut self, tier: Tier, work: &[Work]) {
-        let mut q = Queue::build(&self.fs, &self.users, work);
+        let mut q = Queue::build(&self.fs, &self.users, work, std::mem::take(&mut self.queue));
         while let Some((w, u, g)) = q.next() {
             if self.probe == Probe::All {
                 let outcome = self.consider(w, u, tier, &mut q);
@@ -195,6 +213,7 @@ impl<'a> Pass<'a> {
                 break;
             }
         }
+        self.queue = q.into_buffers();
     }
 
     /// Handles workload `w` (of group `g`) of user `u`, just taken, and while
@@ -230,7 +249,16 @@ impl<'a> Pass<'a> {
 
     /// The decisions, and the buffers for the next pass.
     pub(crate) fn finish(self) -> (Vec<Decision>, Scratch) {
-        let scratch = Scratch { users_index: self.users.into_index(), victims: self.victims.into_buffers() };
+        let scratch = Scratch {
+            fs: self.fs.into_buffers(),
+            users: self.users.into_buffers(),
+            search_fails: self.search_fails,
+            svc: self.svc,
+            free: Some(self.free),
+            hyp: Some(self.hyp),
+            victims: self.victims.into_buffers(),
+            queue: self.queue,
+        };
         (self.out, scratch)
     }
 

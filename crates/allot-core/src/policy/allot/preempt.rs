@@ -32,12 +32,12 @@ use crate::Time;
 use crate::cluster::GpuTypeId;
 use crate::decision::Rule;
 use crate::placement::{Allocation, FreeMap, find};
-use crate::state::State;
+use crate::state::{Holding, State};
 use crate::workload::{Class, Phase, WorkloadId, WorkloadSpec};
 
 use super::bound::Bounds;
 use super::budget::Budgets;
-use super::fairshare::{FairShare, Removed, Share, Side, Slot, Users, ngpus, swap};
+use super::fairshare::{FairShare, Removed, Share, Side, Slot, Users, better_after_swap, ngpus};
 use super::rank::Tier;
 
 /// A running workload that may be preempted in this pass.
@@ -81,6 +81,11 @@ pub(crate) struct Buffers {
     bounds: Bounds,
     room: Option<FreeMap>,
     order: Vec<usize>,
+    pos: Vec<u32>,
+    keys: Vec<VictimKey>,
+    cands: Vec<Cand>,
+    taken: Vec<bool>,
+    left_by_type: Vec<usize>,
 }
 
 /// The candidates of one pass.
@@ -98,6 +103,21 @@ pub(crate) struct Victims {
     /// Scratch free map and order of searches.
     room: FreeMap,
     order: Vec<usize>,
+    /// Per candidate: its place in CON-5 order (filled on first use).
+    pos: Vec<u32>,
+}
+
+/// Whether a workload holding GPUs is a candidate victim at `now`, and if
+/// so whether it is over budget and past its slice: running (not stopping),
+/// not a service (SVC-1), and over budget or past its slice; in-budget
+/// interactive work is never preempted for fair share (INT-1).
+pub(crate) fn candidate(state: &State, now: Time, budgets: &Budgets, h: &Holding) -> Option<(bool, bool)> {
+    if h.phase != Phase::Running || h.class == Class::Service {
+        return None;
+    }
+    let over = budgets.over(h.account);
+    let slice_ok = now.saturating_sub(h.started) >= state.contract.min_slice.get(h.class);
+    (over || (slice_ok && h.class != Class::Interactive)).then_some((over, slice_ok))
 }
 
 impl Victims {
@@ -110,19 +130,13 @@ impl Victims {
         budgets: &Budgets,
         buffers: Buffers,
     ) -> Victims {
-        let mut keyed: Vec<(VictimKey, Cand)> = Vec::with_capacity(state.holding().len());
+        let Buffers { mut bounds, room, order, mut pos, mut keys, mut cands, mut taken, mut left_by_type } = buffers;
+        keys.clear();
+        cands.clear();
         // FS-1 values of the slots seen (no allocation changes here).
         let mut values: Vec<(Slot, f64)> = Vec::new();
         for h in state.holding() {
-            if h.phase != Phase::Running || h.class == Class::Service {
-                continue;
-            }
-            let over = budgets.over(h.account);
-            let slice_ok = now.saturating_sub(h.started) >= state.contract.min_slice.get(h.class);
-            // In-budget interactive work is never preempted for fair share (INT-1).
-            if !over && (!slice_ok || h.class == Class::Interactive) {
-                continue;
-            }
+            let Some((over, slice_ok)) = candidate(state, now, budgets, h) else { continue };
             let slot = fs.slot(h.account);
             let side = Side { slot, user: users.of_member(h.member), ng: ngpus(h.gpus, h.weight) };
             let lost = h.unsaved_progress(now) * u64::from(h.gpus);
@@ -133,27 +147,37 @@ impl Victims {
                     fs.value(slot)
                 }
             };
-            let key = (!over, Reverse(Share(value)), lost, h.gpus, h.w);
-            let cand = Cand { w: h.w, side, over, class: h.class, slice_ok, gpu: Some(h.gpu), weight: h.weight };
-            keyed.push((key, cand));
+            keys.push((!over, Reverse(Share(value)), lost, h.gpus, h.w));
+            cands.push(Cand { w: h.w, side, over, class: h.class, slice_ok, gpu: Some(h.gpu), weight: h.weight });
         }
-        let (keys, cands): (Vec<VictimKey>, Vec<Cand>) = keyed.into_iter().unzip();
         let left = cands.len();
-        let mut left_by_type = vec![0; state.cluster.gpu_types.len()];
+        left_by_type.clear();
+        left_by_type.resize(state.cluster.gpu_types.len(), 0);
         for c in &cands {
             if let Some(g) = c.gpu {
                 left_by_type[g.0 as usize] += 1;
             }
         }
-        let Buffers { mut bounds, room, order } = buffers;
         bounds.clear();
+        pos.clear();
+        taken.clear();
+        taken.resize(left, false);
         let room = room.unwrap_or_else(|| state.free.clone());
-        Victims { taken: vec![false; left], cands, keys, left, left_by_type, bounds, room, order }
+        Victims { taken, cands, keys, left, left_by_type, bounds, room, order, pos }
     }
 
     /// The buffers, for the next pass.
     pub(crate) fn into_buffers(self) -> Buffers {
-        Buffers { bounds: self.bounds, room: Some(self.room), order: self.order }
+        Buffers {
+            bounds: self.bounds,
+            room: Some(self.room),
+            order: self.order,
+            pos: self.pos,
+            keys: self.keys,
+            cands: self.cands,
+            taken: self.taken,
+            left_by_type: self.left_by_type,
+        }
     }
 
     /// Candidates not yet taken by an earlier preemptor of this pass.
@@ -184,8 +208,8 @@ impl Victims {
         match Self::before_swap(p, c)? {
             Some(rule) => Some(rule),
             None => {
-                let s = swap(fs, users, Side { ng: ngpus(p.spec.gpus, c.weight), ..p.side }, c.side, removed);
-                s.strictly_better().then_some(Rule::NoPingPong)
+                let w = Side { ng: ngpus(p.spec.gpus, c.weight), ..p.side };
+                better_after_swap(fs, users, w, c.side, removed).then_some(Rule::NoPingPong)
             }
         }
     }
@@ -229,6 +253,20 @@ impl Victims {
             chosen.push((i, rule));
         }
         chosen
+    }
+
+    /// Fills `pos` with every candidate's place in CON-5 order (once per
+    /// pass: the keys are distinct and do not change within a pass).
+    fn rank_all(&mut self) {
+        if self.pos.len() == self.cands.len() {
+            return;
+        }
+        let mut all: Vec<usize> = (0..self.cands.len()).collect();
+        all.sort_unstable_by_key(|&i| self.keys[i]);
+        self.pos.resize(self.cands.len(), 0);
+        for (place, &i) in all.iter().enumerate() {
+            self.pos[i] = place as u32;
+        }
     }
 
     /// `hyp` with the GPUs of the chosen candidates given back.
@@ -276,7 +314,8 @@ impl Victims {
         }
         let refused = !may || find(&state.cluster, &self.room, p.spec, &|_| true).is_none();
         if !refused {
-            order.sort_unstable_by_key(|&i| self.keys[i]);
+            self.rank_all();
+            order.sort_unstable_by_key(|&i| self.pos[i]);
         }
         // Debug builds check both refusals, and the walk over the possible
         // candidates only, against the walk over all of them.

@@ -61,47 +61,57 @@ impl Work<'_> {
     }
 }
 
-/// A FIFO merge of a user's groups.
-#[derive(Debug, Default)]
-struct Stream<'q> {
-    /// (Group index, the rest of the group.)
-    parts: Vec<(usize, Peekable<btree_set::Iter<'q, Entry>>)>,
+/// A FIFO merge of a user's groups: a range of the queue's parts.
+#[derive(Copy, Clone, Debug, Default)]
+struct Stream {
+    start: usize,
+    end: usize,
 }
 
-impl<'q> Stream<'q> {
-    fn new(work: &'q Work<'_>) -> Stream<'q> {
-        Stream { parts: work.groups.iter().enumerate().map(|(i, g)| (i, g.set.iter().peekable())).collect() }
-    }
+/// One group of a user's work being merged: (group index, the rest of the
+/// group).
+type Part<'q> = (usize, Peekable<btree_set::Iter<'q, Entry>>);
 
+impl Stream {
     /// The part holding the earliest workload, and that workload.
-    fn first(&mut self) -> Option<(usize, Entry)> {
+    fn first(self, parts: &mut [Part<'_>]) -> Option<(usize, Entry)> {
         let mut best: Option<(usize, Entry)> = None;
-        for (i, (_, p)) in self.parts.iter_mut().enumerate() {
+        for (i, (_, p)) in parts[self.start..self.end].iter_mut().enumerate() {
             if let Some(&&e) = p.peek()
                 && best.is_none_or(|(_, b)| e < b)
             {
-                best = Some((i, e));
+                best = Some((self.start + i, e));
             }
         }
         best
     }
 
-    fn head(&mut self) -> Option<Entry> {
-        self.first().map(|(_, e)| e)
+    fn head(self, parts: &mut [Part<'_>]) -> Option<Entry> {
+        self.first(parts).map(|(_, e)| e)
     }
 
     /// The earliest workload and the index of its group.
-    fn pop(&mut self) -> Option<(Entry, usize)> {
-        let (i, e) = self.first()?;
-        let (g, part) = &mut self.parts[i];
+    fn pop(self, parts: &mut [Part<'_>]) -> Option<(Entry, usize)> {
+        let (i, e) = self.first(parts)?;
+        let (g, part) = &mut parts[i];
         part.next();
         Some((e, *g))
     }
-
-    fn clear(&mut self) {
-        self.parts.clear();
-    }
 }
+
+/// Buffers of a [`Queue`] kept from one tier and pass to the next: every
+/// set empty and every key `None` between uses.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct QueueBuffers {
+    kids: Vec<BTreeSet<(Share, Slot)>>,
+    key: Vec<Option<Share>>,
+    users: Vec<BTreeSet<UserKey>>,
+    ukey: Vec<Option<UserKey>>,
+    /// Per user: its index in the tier's work, or `NONE`.
+    at: Vec<u32>,
+}
+
+const NONE: u32 = u32::MAX;
 
 /// Waiting workloads of one tier, by fair share.
 #[derive(Debug)]
@@ -110,26 +120,37 @@ pub(crate) struct Queue<'q> {
     key: Vec<Option<Share>>,
     users: Vec<BTreeSet<UserKey>>,
     ukey: Vec<Option<UserKey>>,
-    lists: Vec<Stream<'q>>,
-    /// Per user: its work, for the smallest gang of each shape (GPU type,
+    /// Per user: its index in `work` and `lists`, or `NONE`.
+    at: Vec<u32>,
+    /// Per user with work (as `work`): its merge.
+    lists: Vec<Stream>,
+    parts: Vec<Part<'q>>,
+    /// The users' work, for the smallest gang of each shape (GPU type,
     /// nodes, class) in its list, to tell when none of it can be served.
-    work: Vec<Option<&'q Work<'q>>>,
+    work: &'q [Work<'q>],
 }
 
 impl<'q> Queue<'q> {
-    /// Builds the queue from the users' waiting work.
-    pub(crate) fn build(fs: &FairShare, users: &Users, work: &'q [Work<'q>]) -> Queue<'q> {
-        let mut q = Queue {
-            kids: vec![BTreeSet::new(); fs.slots()],
-            key: vec![None; fs.slots()],
-            users: vec![BTreeSet::new(); fs.slots()],
-            ukey: vec![None; users.len()],
-            lists: (0..users.len()).map(|_| Stream::default()).collect(),
-            work: vec![None; users.len()],
-        };
-        for wk in work {
-            q.lists[wk.user as usize] = Stream::new(wk);
-            q.work[wk.user as usize] = Some(wk);
+    /// Builds the queue from the users' waiting work, in the buffers of an
+    /// earlier queue ([`Queue::into_buffers`]).
+    pub(crate) fn build(fs: &FairShare, users: &Users, work: &'q [Work<'q>], b: QueueBuffers) -> Queue<'q> {
+        let QueueBuffers { mut kids, mut key, users: mut sets, mut ukey, mut at } = b;
+        if kids.len() < fs.slots() {
+            kids.resize_with(fs.slots(), BTreeSet::new);
+            key.resize(fs.slots(), None);
+            sets.resize_with(fs.slots(), BTreeSet::new);
+        }
+        if ukey.len() < users.len() {
+            ukey.resize(users.len(), None);
+            at.resize(users.len(), NONE);
+        }
+        let mut q =
+            Queue { kids, key, users: sets, ukey, at, lists: Vec::with_capacity(work.len()), parts: Vec::new(), work };
+        for (i, wk) in work.iter().enumerate() {
+            q.at[wk.user as usize] = i as u32;
+            let start = q.parts.len();
+            q.parts.extend(wk.groups.iter().enumerate().map(|(i, g)| (i, g.set.iter().peekable())));
+            q.lists.push(Stream { start, end: q.parts.len() });
         }
         for wk in work {
             q.key_user(users, wk.user);
@@ -142,10 +163,30 @@ impl<'q> Queue<'q> {
         q
     }
 
+    /// The buffers, emptied, for the next queue.
+    pub(crate) fn into_buffers(self) -> QueueBuffers {
+        let Queue { mut kids, mut key, mut users, mut ukey, mut at, work, .. } = self;
+        // Most sets are empty already (clearing one frees nothing).
+        kids.iter_mut().filter(|s| !s.is_empty()).for_each(BTreeSet::clear);
+        users.iter_mut().filter(|s| !s.is_empty()).for_each(BTreeSet::clear);
+        key.fill(None);
+        for wk in work {
+            ukey[wk.user as usize] = None;
+            at[wk.user as usize] = NONE;
+        }
+        QueueBuffers { kids, key, users, ukey, at }
+    }
+
+    /// User `u`'s merge.
+    fn list(&self, u: u32) -> Stream {
+        let i = self.at[u as usize];
+        if i == NONE { Stream::default() } else { self.lists[i as usize] }
+    }
+
     /// Keys user `u` by its FS-2 value and its earliest waiting workload
     /// (if any is left).
     fn key_user(&mut self, users: &Users, u: u32) {
-        let Some(head) = self.lists[u as usize].head() else { return };
+        let Some(head) = self.list(u).head(&mut self.parts) else { return };
         let k = (Share(users.value(u)), head, u);
         self.users[users.slot[u as usize] as usize].insert(k);
         self.ukey[u as usize] = Some(k);
@@ -176,7 +217,7 @@ impl<'q> Queue<'q> {
         let k = self.users[s as usize].pop_first()?;
         let u = k.2;
         self.ukey[u as usize] = None;
-        let ((_, w), g) = self.lists[u as usize].pop()?;
+        let ((_, w), g) = self.list(u).pop(&mut self.parts)?;
         Some((w, u, g))
     }
 
@@ -186,18 +227,20 @@ impl<'q> Queue<'q> {
     /// key unchanged the descent from the root reaches `u`'s slot again,
     /// where `u` comes first if its new key is below every other user's.
     pub(crate) fn pop_again(&mut self, users: &Users, u: u32) -> Option<(WorkloadId, usize)> {
-        let head = self.lists[u as usize].head()?;
+        let head = self.list(u).head(&mut self.parts)?;
         let k = (Share(users.value(u)), head, u);
         if self.users[users.slot[u as usize] as usize].first().is_some_and(|f| *f < k) {
             return None;
         }
-        let ((_, w), g) = self.lists[u as usize].pop()?;
+        let ((_, w), g) = self.list(u).pop(&mut self.parts)?;
         Some((w, g))
     }
 
     /// User `u`'s work in this tier.
     pub(crate) fn work(&self, u: u32) -> &'q Work<'q> {
-        self.work[u as usize].expect("a user with work in this tier")
+        let i = self.at[u as usize];
+        assert_ne!(i, NONE, "a user with work in this tier");
+        &self.work[i as usize]
     }
 
     /// Group `g` of user `u`'s work.
@@ -209,13 +252,19 @@ impl<'q> Queue<'q> {
     /// workloads (those already served included, so a lower bound for those
     /// left).
     pub(crate) fn reps(&self, u: u32) -> impl Iterator<Item = &'q Group<'q>> {
-        self.work[u as usize].into_iter().flat_map(|w| w.reps())
+        let i = self.at[u as usize];
+        let work = self.work;
+        (i != NONE).then(|| &work[i as usize]).into_iter().flat_map(|w| w.reps())
     }
 
     /// Drops the rest of user `u`'s workloads from this pass (none of them
     /// can be served). Call [`Queue::done`] afterwards as usual.
     pub(crate) fn drop_user(&mut self, u: u32) {
-        self.lists[u as usize].clear();
+        let i = self.at[u as usize];
+        if i != NONE {
+            let l = &mut self.lists[i as usize];
+            l.end = l.start;
+        }
     }
 
     /// Re-keys user `u` (just served) and the slots above it.
