@@ -38,6 +38,11 @@ pub struct SimArgs {
     /// Write one JSON line per scheduling event (single policy only).
     #[arg(long)]
     log: Option<PathBuf>,
+    /// Check every state invariant (free maps, ledger, queues) after each
+    /// step and stop at the first broken one: slower; for verifying a
+    /// policy change on a trace.
+    #[arg(long)]
+    check_invariants: bool,
 }
 
 pub(crate) fn parse_policies(list: &str) -> Result<Vec<PolicyKind>> {
@@ -92,7 +97,7 @@ pub fn run(a: SimArgs) -> Result<()> {
         None => None,
     };
     let inputs = load_inputs(&a.config, &a.trace, a.events.as_ref())?;
-    let opts = SimOptions { until, check_invariants: false, keep_log: a.log.is_some() };
+    let opts = SimOptions { until, check_invariants: a.check_invariants, keep_log: a.log.is_some() };
     let runs: Vec<(allot_core::State, SimOutput, Report)> = std::thread::scope(|s| {
         let handles: Vec<_> = kinds
             .iter()

@@ -87,6 +87,19 @@ fn bad_input_is_a_clear_error_with_a_non_zero_exit() {
 }
 
 #[test]
+fn checking_invariants_changes_nothing() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["sim", "--config", "examples/cluster.toml", "--trace", "examples/trace.csv"];
+        args.extend(["--events", "examples/events.csv", "--policy", "priority,allot", "--until", "2d"]);
+        args.extend(extra);
+        let out = allot(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    assert_eq!(run(&["--check-invariants"]), run(&[]), "the same report with every invariant checked");
+}
+
+#[test]
 fn example_run_writes_every_output() {
     let dir = tmpdir("example");
     let (json, csv, log) = (dir.join("r.json"), dir.join("w.csv"), dir.join("e.jsonl"));
