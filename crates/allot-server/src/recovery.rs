@@ -43,6 +43,9 @@ pub struct Recovered {
     pub workloads: Vec<(WorkloadSpec, Live, RunFacts)>,
     /// Survivors that were found and stopped (for logs and tests).
     pub closed_attempts: usize,
+    /// Every recorded workload and attempt, as read once after the
+    /// survivors were closed (the metrics are restored from them).
+    pub history: (Vec<WorkloadRow>, Vec<AttemptRow>),
 }
 
 /// What past attempts leave in a workload's run.
@@ -80,10 +83,12 @@ pub async fn recover(
 
     let live_rows = store.live_workloads().await?;
     let closed = close_open_attempts(store, exec, &live_rows, cfg.contract.grace, now).await?;
-    replay_ledger(&mut state, store).await?;
+    let all_workloads = store.all_workloads().await?;
+    let all_attempts = store.all_attempts().await?;
+    replay_ledger(&mut state, &all_workloads, &all_attempts);
 
-    let mut attempts: BTreeMap<i64, Vec<AttemptRow>> = BTreeMap::new();
-    for a in store.all_attempts().await? {
+    let mut attempts: BTreeMap<i64, Vec<&AttemptRow>> = BTreeMap::new();
+    for a in &all_attempts {
         attempts.entry(a.workload).or_default().push(a);
     }
     let mut out = Vec::new();
@@ -111,7 +116,14 @@ pub async fn recover(
         }
     }
     store.apply(&ops).await?;
-    Ok(Recovered { state, overrides, base_accounts: base, workloads: out, closed_attempts: closed })
+    Ok(Recovered {
+        state,
+        overrides,
+        base_accounts: base,
+        workloads: out,
+        closed_attempts: closed,
+        history: (all_workloads, all_attempts),
+    })
 }
 
 async fn replay_node_events(state: &mut State, store: &Store) -> Result<(), StoreError> {
@@ -204,13 +216,12 @@ async fn close_open_attempts(
 
 /// Charges the ledger (accounts and their users) with every recorded
 /// attempt interval, in time order.
-async fn replay_ledger(state: &mut State, store: &Store) -> Result<(), StoreError> {
-    let owners: BTreeMap<i64, (String, String)> =
-        store.all_workloads().await?.into_iter().map(|w| (w.seq, (w.account, w.submitter))).collect();
+fn replay_ledger(state: &mut State, workloads: &[WorkloadRow], attempts: &[AttemptRow]) {
+    let owners: BTreeMap<i64, (&str, &str)> =
+        workloads.iter().map(|w| (w.seq, (w.account.as_str(), w.submitter.as_str()))).collect();
     let mut changes: Vec<(Time, u8, allot_core::AccountId, &str, i64, f64)> = Vec::new();
-    let attempts = store.all_attempts().await?;
-    for a in &attempts {
-        let (Some(end), Some((path, user))) = (a.end_t, owners.get(&a.workload)) else { continue };
+    for a in attempts {
+        let (Some(end), Some(&(path, user))) = (a.end_t, owners.get(&a.workload)) else { continue };
         let Some(acc) = state.accounts.get(path) else { continue };
         changes.push((a.start_t as Time, 0, acc, user, a.gpus, a.weight));
         changes.push((end as Time, 1, acc, user, -a.gpus, a.weight));
@@ -220,10 +231,9 @@ async fn replay_ledger(state: &mut State, store: &Store) -> Result<(), StoreErro
     for (t, _, acc, user, gpus, weight) in changes {
         state.charge(acc, user, t, gpus, weight);
     }
-    Ok(())
 }
 
-fn facts(list: &[AttemptRow]) -> RunFacts {
+fn facts(list: &[&AttemptRow]) -> RunFacts {
     let mut f = RunFacts { attempts: list.len() as u32, ..Default::default() };
     for a in list {
         f.kept_s += a.kept_s.unwrap_or(0).max(0) as Time;

@@ -146,7 +146,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let now = crate::clock::now();
     let rec = recover(&cfg, &store, exec.as_ref(), now).await?;
     let metrics = Arc::new(Metrics::new());
-    metrics.restore(&store.all_workloads().await?, &store.all_attempts().await?);
+    metrics.restore(&rec.history.0, &rec.history.1);
     let template = allot_core::State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
     let catalog = Catalog::new(template, kind);
     let paths = Paths { data_dir: opts.data_dir.clone() };
