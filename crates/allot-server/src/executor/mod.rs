@@ -87,8 +87,9 @@ pub enum ExecEvent {
     /// The process (group leader) exited.
     Exited { key: AttemptKey, status: ExitStatus },
     /// The engine changed a node's health (Slurm marked it down, drained
-    /// or back in service): applied as that node event (MNT-1/MNT-2).
-    Node { node: String, kind: allot_core::NodeEventKind, why: String },
+    /// or back in service): applied as that node event (MNT-1/MNT-2),
+    /// recorded with `by` as its principal.
+    Node { node: String, kind: allot_core::NodeEventKind, by: String },
 }
 
 /// An attempt recorded as holding GPUs when the server last stopped.

@@ -28,7 +28,7 @@
 //! * Jobs are named `allot-<store instance>-<seq>.<attempt>`: a restarted
 //!   server finds the jobs that outlived it by name and stops them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -567,6 +567,7 @@ pub fn transition(from: SlurmHealth, to: SlurmHealth) -> Vec<NodeEventKind> {
 /// Follows the health Slurm gives Allot's nodes. A node first seen out of
 /// service is taken out in Allot too; from then on every change is sent.
 async fn poll_nodes(partition: Option<String>, nodes: Vec<String>, events: mpsc::UnboundedSender<ExecEvent>) {
+    let nodes: HashSet<String> = nodes.into_iter().collect();
     let mut seen: HashMap<String, SlurmHealth> = HashMap::new();
     loop {
         if events.is_closed() {
@@ -579,8 +580,8 @@ async fn poll_nodes(partition: Option<String>, nodes: Vec<String>, events: mpsc:
                     let before = seen.insert(name.clone(), now).unwrap_or(SlurmHealth::Up);
                     for kind in transition(before, now) {
                         tracing::info!(node = %name, slurm_state = %state, "Slurm changed the node: {}", kind.as_str());
-                        let why = format!("node state {state}");
-                        let _ = events.send(ExecEvent::Node { node: name.clone(), kind, why });
+                        let by = format!("slurm: node state {state}");
+                        let _ = events.send(ExecEvent::Node { node: name.clone(), kind, by });
                     }
                 }
             }

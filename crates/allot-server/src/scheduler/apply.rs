@@ -154,8 +154,8 @@ impl Scheduler {
             }
             ExecEvent::LaunchFailed { key, error } => self.ended(key, None, Some(error), now),
             ExecEvent::Exited { key, status } => self.ended(key, Some(status), None, now),
-            ExecEvent::Node { node, kind, why } => {
-                if let Err(e) = self.node_action(&node, kind, &format!("slurm: {why}"), now) {
+            ExecEvent::Node { node, kind, by } => {
+                if let Err(e) = self.node_action(&node, kind, &by, now) {
                     tracing::warn!(node, error = ?e, "cannot apply the engine's node state");
                 }
             }
