@@ -1,44 +1,81 @@
 #!/usr/bin/env bash
-# Starts the local PostgreSQL cluster for the store tests and prints the URL:
-#   eval "$(.ci/postgres.sh)"   # sets ALLOT_TEST_PG_URL
-# Installs PostgreSQL only when it is missing; creates the role and the test
-# database idempotently. Diagnostics go to stderr; any failure is fatal.
+# A private PostgreSQL for the store tests, never the host's own clusters:
+#   eval "$(.ci/postgres.sh)"        # start (or reuse) it; sets ALLOT_TEST_PG_URL, ALLOT_TEST_PG_CTL
+#   .ci/postgres.sh stop [--purge]   # stop it (by its PID file); --purge deletes it
+# A throwaway cluster made with initdb under this checkout's private state
+# directory (.ci/lib.sh), run as the postgres user on a free loopback port
+# with its socket in that directory, a random password, and nothing
+# registered under /etc/postgresql. A later run of the same checkout reuses
+# it. Installs PostgreSQL from Debian's packages only when it is missing.
+# Diagnostics go to stderr; any failure is fatal.
 set -euo pipefail
-log() { echo "postgres.sh: $*" >&2; }
+. "$(dirname "$0")/lib.sh"
 
-if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
-  log "PostgreSQL is not installed: installing it"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update >&2
-  apt-get install -y postgresql >&2
-fi
-version=$(ls /usr/lib/postgresql | sort -V | tail -1)
-[ -n "$version" ] || { log "no PostgreSQL version under /usr/lib/postgresql"; exit 1; }
-if ! pg_lsclusters -h | awk '{print $1, $2}' | grep -qx "$version main"; then
-  log "creating cluster $version/main"
-  pg_createcluster "$version" main >&2
-fi
-if ! pg_lsclusters -h | awk -v v="$version" '$1 == v && $2 == "main" {print $4}' | grep -qx online; then
-  log "starting cluster $version/main"
-  pg_ctlcluster "$version" main start >&2
-fi
-port=$(pg_lsclusters -h | awk -v v="$version" '$1 == v && $2 == "main" {print $3}')
-for _ in $(seq 1 50); do
-  pg_isready -q -h 127.0.0.1 -p "$port" && break
-  sleep 0.2
-done
-pg_isready -h 127.0.0.1 -p "$port" >&2 || { log "PostgreSQL does not accept connections on port $port"; exit 1; }
+PG=$CI_STATE/postgres
+DATA=$PG/data
+cmd=${1:-start}
 
-role=allot_test
-password=allot_test
-db=allot_test
-psql_admin() { runuser -u postgres -- psql -v ON_ERROR_STOP=1 -q -p "$port" "$@"; }
-if [ "$(psql_admin -tAc "SELECT 1 FROM pg_roles WHERE rolname = '$role'")" != 1 ]; then
-  log "creating role $role"
-  psql_admin -c "CREATE ROLE $role LOGIN CREATEDB PASSWORD '$password'" >&2
+pg_bin() {
+  local v
+  v=$(ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -1)
+  [ -n "$v" ] && [ -x "/usr/lib/postgresql/$v/bin/postgres" ] || return 1
+  echo "/usr/lib/postgresql/$v/bin"
+}
+as_pg() { runuser -u postgres -- "$@"; }
+
+if [ "$cmd" = stop ]; then
+  if [ -s "$DATA/postmaster.pid" ] && bin=$(pg_bin); then
+    ci_log "stopping the private PostgreSQL ($DATA)"
+    as_pg "$bin/pg_ctl" -D "$DATA" -m fast -w stop >&2 || true
+  fi
+  if [ "${2:-}" = --purge ]; then rm -rf "$PG"; fi
+  exit 0
 fi
-if [ "$(psql_admin -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'")" != 1 ]; then
-  log "creating database $db"
-  psql_admin -c "CREATE DATABASE $db OWNER $role" >&2
+[ "$cmd" = start ] || ci_die "usage: $0 [start | stop [--purge]]"
+[ "$(id -u)" = 0 ] || ci_die "must run as root (the cluster runs as the postgres user)"
+
+bin=$(pg_bin) || { ci_apt_install postgresql; bin=$(pg_bin) || ci_die "no PostgreSQL under /usr/lib/postgresql"; }
+id postgres >/dev/null 2>&1 || ci_die "the postgres user does not exist (the postgresql package creates it)"
+ci_state_dir
+
+if [ ! -s "$DATA/PG_VERSION" ]; then
+  ci_log "creating a private cluster in $DATA"
+  rm -rf "$PG"
+  mkdir -p "$PG/run"
+  head -c 18 /dev/urandom | base64 | tr '+/' '-_' > "$PG/password"
+  chmod 600 "$PG/password"
+  install -m 600 -o postgres "$PG/password" "$PG/pwfile"
+  chown postgres "$PG" "$PG/run"
+  chmod 700 "$PG"
+  as_pg "$bin/initdb" -D "$DATA" -U allot --pwfile="$PG/pwfile" --auth=scram-sha-256 -E UTF8 >&2
+  rm -f "$PG/pwfile"
+  echo "include_if_exists = 'allot-ci.conf'" >> "$DATA/postgresql.conf"
 fi
-echo "export ALLOT_TEST_PG_URL=postgres://$role:$password@127.0.0.1:$port/$db"
+password=$(cat "$PG/password")
+
+if ci_pid_alive "$DATA/postmaster.pid" && [ -s "$PG/port" ] \
+   && "$bin/pg_isready" -q -h 127.0.0.1 -p "$(cat "$PG/port")"; then
+  ci_log "reusing the private cluster on port $(cat "$PG/port")"
+else
+  port=$(ci_free_ports 1)
+  cat > "$DATA/allot-ci.conf" <<EOF
+# written by Allot's .ci/postgres.sh at each start
+port = $port
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$PG/run'
+fsync = on
+EOF
+  chown postgres "$DATA/allot-ci.conf"
+  echo "$port" > "$PG/port"
+  ci_log "starting the private cluster on 127.0.0.1:$port"
+  as_pg "$bin/pg_ctl" -D "$DATA" -l "$PG/log" -w -t 60 start >&2 \
+    || { tail -20 "$PG/log" >&2; ci_die "PostgreSQL did not start"; }
+fi
+port=$(cat "$PG/port")
+export PGPASSWORD=$password
+psql_admin() { psql -v ON_ERROR_STOP=1 -q -h 127.0.0.1 -p "$port" -U allot -d postgres "$@"; }
+if [ "$(psql_admin -tAc "SELECT 1 FROM pg_database WHERE datname = 'allot_test'")" != 1 ]; then
+  psql_admin -c "CREATE DATABASE allot_test" >&2
+fi
+echo "export ALLOT_TEST_PG_URL=postgres://allot:$password@127.0.0.1:$port/allot_test"
+echo "export ALLOT_TEST_PG_CTL='runuser -u postgres -- $bin/pg_ctl -D $DATA -w'"

@@ -1,36 +1,109 @@
 #!/usr/bin/env bash
-# Starts a real Slurm 22.05 cluster on loopback for the Slurm executor tests
-# and prints what they need:
-#   eval "$(.ci/slurm.sh)"   # sets ALLOT_TEST_SLURM_PARTITION
+# A private Slurm 22.05 cluster on loopback for the Slurm executor tests,
+# never the host's own Slurm:
+#   eval "$(.ci/slurm.sh)"         # start (or reuse) it; sets SLURM_CONF, ALLOT_TEST_SLURM_PARTITION
+#   .ci/slurm.sh stop [--purge]    # cancel its jobs, stop its daemons by PID; --purge deletes it
 # Two fake nodes (node1, node2) of 4 fake GPUs each, all on 127.0.0.1: one
-# slurmd per node (`slurmd -N`), munge for auth, no accounting database.
-# Installs the Debian packages when missing (as root). Reuses a cluster this
-# script started before when it is healthy. Diagnostics go to stderr; any
-# failure is fatal.
+# slurmd per node (`slurmd -N`), a private munged with its own key and
+# socket, no accounting database. Everything, config included, lives under
+# this checkout's private state directory (.ci/lib.sh); every client and
+# daemon reads SLURM_CONF / `-f` from there, ports are free ones chosen at
+# start, and daemons are stopped by the PID files this script recorded.
+# Installs the Debian packages when missing (as root); creates no key or
+# user where one exists. Diagnostics go to stderr; any failure is fatal.
 set -euo pipefail
-log() { echo "slurm.sh: $*" >&2; }
+. "$(dirname "$0")/lib.sh"
 
 NODES=2
 GPUS=4
-BASE=${ALLOT_SLURM_BASE:-/tmp/allot-slurm}
-CONF_DIR=/etc/slurm
 PARTITION=allot
+BASE=$CI_STATE/slurm
+export SLURM_CONF=$BASE/etc/slurm.conf
+cmd=${1:-start}
 
-[ "$(id -u)" = 0 ] || { log "must run as root (slurmd runs as root)"; exit 1; }
+daemon_pidfiles() { echo "$BASE/run/slurmctld.pid"; ls "$BASE"/run/slurmd-*.pid 2>/dev/null || true; }
+
+# Cancels this cluster's jobs (only this cluster's: SLURM_CONF is ours).
+cancel_jobs() {
+  ci_pid_alive "$BASE/run/slurmctld.pid" || return 0
+  local ids _
+  ids=$(squeue -h -o %i 2>/dev/null || true)
+  [ -n "$ids" ] && echo "$ids" | xargs -r scancel --full >/dev/null 2>&1 || true
+  for _ in $(seq 50); do [ -z "$(squeue -h -o %i 2>/dev/null || true)" ] && break; sleep 0.2; done
+}
+
+stop_cluster() {
+  cancel_jobs
+  # slurmd first (they take their job steps with them), then slurmctld.
+  mapfile -t slurmds < <(ls "$BASE"/run/slurmd-*.pid 2>/dev/null || true)
+  ci_stop_pidfiles "${slurmds[@]}"
+  ci_stop_pidfiles "$BASE/run/slurmctld.pid"
+  ci_stop_pidfiles "$BASE/run/munged.pid"
+}
+
+if [ "$cmd" = stop ]; then
+  [ -d "$BASE" ] || exit 0
+  ci_log "stopping the private Slurm cluster ($BASE)"
+  stop_cluster
+  if [ "${2:-}" = --purge ]; then rm -rf "$BASE"; fi
+  exit 0
+fi
+[ "$cmd" = start ] || ci_die "usage: $0 [start | stop [--purge]]"
+[ "$(id -u)" = 0 ] || ci_die "must run as root (slurmd runs as root)"
 
 ready() {
-  [ -s "$BASE/run/slurmctld.pid" ] && kill -0 "$(cat "$BASE/run/slurmctld.pid")" 2>/dev/null || return 1
+  ci_pid_alive "$BASE/run/slurmctld.pid" && ci_pid_alive "$BASE/run/munged.pid" || return 1
   [ "$(sinfo -h -N -p "$PARTITION" -t idle,mixed,allocated -o '%N' 2>/dev/null | sort -u | wc -l)" -ge "$NODES" ]
 }
 
-# The cluster's slurm.conf.
-conf() {
-  cat <<EOF
+if [ -s "$SLURM_CONF" ] && ready; then
+  ci_log "reusing the private cluster ($BASE)"
+  echo "export SLURM_CONF=$SLURM_CONF"
+  echo "export ALLOT_TEST_SLURM_PARTITION=$PARTITION"
+  exit 0
+fi
+
+ci_apt_install slurmctld slurmd slurm-client munge
+id slurm >/dev/null 2>&1 || ci_die "the slurm user does not exist (the slurmctld package creates it)"
+id munge >/dev/null 2>&1 || ci_die "the munge user does not exist (the munge package creates it)"
+ci_state_dir
+# Whatever an earlier run of this checkout left (stale or unhealthy).
+[ -d "$BASE" ] && stop_cluster
+
+mkdir -p "$BASE"/{etc,state,log,spool,run,dev}
+chown -R slurm:slurm "$BASE/state" "$BASE/log"
+chmod 755 "$BASE" "$BASE/log" "$BASE/etc"
+
+# A private munged: its own key, socket, PID and log, under $BASE/munge
+# (the socket's directories must be searchable by all; the key's is private).
+M=$BASE/munge
+mkdir -p "$M/key" "$M/run"
+if [ ! -s "$M/key/munge.key" ]; then
+  mungekey --create --keyfile="$M/key/munge.key" >&2
+fi
+chown -R munge:munge "$M"
+chmod 755 "$M" "$M/run"
+chmod 700 "$M/key"
+chmod 400 "$M/key/munge.key"
+runuser -u munge -- /usr/sbin/munged --socket="$M/run/munge.socket" --key-file="$M/key/munge.key" \
+  --pid-file="$M/run/munged.pid" --log-file="$M/munged.log" --seed-file="$M/munged.seed"
+for _ in $(seq 50); do [ -s "$M/run/munged.pid" ] && break; sleep 0.1; done
+cp "$M/run/munged.pid" "$BASE/run/munged.pid"
+for _ in $(seq 50); do munge -S "$M/run/munge.socket" -n >/dev/null 2>&1 && break; sleep 0.1; done
+munge -S "$M/run/munge.socket" -n | unmunge -S "$M/run/munge.socket" >/dev/null \
+  || ci_die "the private munged does not work ($M/munged.log)"
+
+read -r ctld_port node_ports <<<"$(ci_free_ports $((NODES + 1)))"
+read -r -a node_ports <<<"$node_ports"
+
+cat > "$SLURM_CONF" <<EOF
+# Allot's private test cluster ($CI_ROOT); written by .ci/slurm.sh
 ClusterName=allot-test
 SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort=6817
+SlurmctldPort=$ctld_port
 SlurmUser=slurm
 AuthType=auth/munge
+AuthInfo=socket=$M/run/munge.socket
 CredType=cred/munge
 StateSaveLocation=$BASE/state
 SlurmctldPidFile=$BASE/run/slurmctld.pid
@@ -66,85 +139,35 @@ PriorityType=priority/basic
 MpiDefault=none
 NodeName=DEFAULT CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=8000 Gres=gpu:fake:$GPUS State=UNKNOWN
 EOF
-  for i in $(seq 1 $NODES); do
-    echo "NodeName=node$i NodeHostname=node$i NodeAddr=127.0.0.1 Port=$((17000 + i))"
-  done
-  echo "PartitionName=$PARTITION Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
-}
-
-if ready && [ "$(conf)" = "$(cat "$CONF_DIR/slurm.conf" 2>/dev/null)" ]; then
-  log "reusing the running cluster ($BASE)"
-  echo "export ALLOT_TEST_SLURM_PARTITION=$PARTITION"
-  exit 0
-fi
-
-pkgs=(slurmctld slurmd slurm-client munge)
-missing=()
-installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
-for p in "${pkgs[@]}"; do installed "$p" || missing+=("$p"); done
-if [ ${#missing[@]} -gt 0 ]; then
-  log "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update >&2
-  # Keep the packages' init scripts from starting daemons with their default config.
-  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-  chmod +x /usr/sbin/policy-rc.d
-  apt-get install -y --no-install-recommends "${missing[@]}" >&2
-  rm -f /usr/sbin/policy-rc.d
-fi
-
-# Stop what an earlier run of this script left (a stale or unhealthy cluster).
-for f in "$BASE"/run/slurmd-*.pid "$BASE/run/slurmctld.pid"; do
-  [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+for i in $(seq 1 $NODES); do
+  echo "NodeName=node$i NodeHostname=node$i NodeAddr=127.0.0.1 Port=${node_ports[$((i - 1))]}" >> "$SLURM_CONF"
 done
-for _ in $(seq 50); do pgrep -x slurmd >/dev/null || pgrep -x slurmctld >/dev/null || break; sleep 0.2; done
-pkill -KILL -x slurmd 2>/dev/null || true
-pkill -KILL -x slurmctld 2>/dev/null || true
-
-mkdir -p "$BASE"/{state,log,spool,run,dev} "$CONF_DIR"
-chown -R slurm:slurm "$BASE/state" "$BASE/log"
-chmod 755 "$BASE" "$BASE/log"
-
-if [ ! -s /etc/munge/munge.key ]; then
-  mungekey --create --keyfile=/etc/munge/munge.key
-  chown munge:munge /etc/munge/munge.key
-  chmod 400 /etc/munge/munge.key
-fi
-mkdir -p /run/munge /var/lib/munge /var/log/munge
-chown munge:munge /run/munge /var/lib/munge /var/log/munge
-chmod 755 /run/munge
-if ! munge -n >/dev/null 2>&1; then
-  log "starting munged"
-  runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid
-  for _ in $(seq 50); do munge -n >/dev/null 2>&1 && break; sleep 0.1; done
-fi
-munge -n | unmunge >/dev/null || { log "munge does not work"; exit 1; }
-
-conf > "$CONF_DIR/slurm.conf"
+echo "PartitionName=$PARTITION Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO" \
+  >> "$SLURM_CONF"
 # Slurm 22.05 drops file-less GPUs: each fake GPU is a placeholder character
 # device (1:3, the same as /dev/null), so jobs get CUDA_VISIBLE_DEVICES.
 for g in $(seq 0 $((GPUS - 1))); do
   [ -c "$BASE/dev/nvidia$g" ] || mknod "$BASE/dev/nvidia$g" c 1 3
 done
-cat > "$CONF_DIR/gres.conf" <<EOF
+cat > "$BASE/etc/gres.conf" <<EOF
 AutoDetect=off
 NodeName=node[1-$NODES] Name=gpu Type=fake File=$BASE/dev/nvidia[0-$((GPUS - 1))]
 EOF
-chmod 644 "$CONF_DIR/slurm.conf" "$CONF_DIR/gres.conf"
+chmod 644 "$SLURM_CONF" "$BASE/etc/gres.conf"
 
-log "starting slurmctld and $NODES slurmd"
-slurmctld -c
+ci_log "starting slurmctld (port $ctld_port) and $NODES slurmd (ports ${node_ports[*]})"
+slurmctld -f "$SLURM_CONF" -c
 for _ in $(seq 50); do [ -s "$BASE/run/slurmctld.pid" ] && break; sleep 0.1; done
 for i in $(seq 1 $NODES); do
   mkdir -p "$BASE/spool/node$i"
-  slurmd -N "node$i"
+  slurmd -f "$SLURM_CONF" -N "node$i"
 done
 for _ in $(seq 300); do
   ready && break
-  kill -0 "$(cat "$BASE/run/slurmctld.pid" 2>/dev/null || echo 999999)" 2>/dev/null \
-    || { log "slurmctld died:"; tail -20 "$BASE/log/slurmctld.log" >&2; exit 1; }
+  ci_pid_alive "$BASE/run/slurmctld.pid" || { tail -20 "$BASE/log/slurmctld.log" >&2; ci_die "slurmctld died"; }
   sleep 0.2
 done
-ready || { sinfo -N -l >&2; log "the nodes did not become idle"; exit 1; }
-log "cluster up: $(sinfo -h -N -p "$PARTITION" -o '%N %T %G' | tr '\n' ' ')"
+ready || { sinfo -N -l >&2; ci_die "the nodes did not become idle"; }
+ci_log "cluster up: $(sinfo -h -N -p "$PARTITION" -o '%N %T %G' | tr '\n' ' ')"
+echo "export SLURM_CONF=$SLURM_CONF"
 echo "export ALLOT_TEST_SLURM_PARTITION=$PARTITION"

@@ -14,22 +14,38 @@ use std::time::Duration;
 use serde_json::Value;
 use support::{Backend, Fixture, RANK_SH, Server, WORK_SH, script, state, submit};
 
-const HELP: &str = "ALLOT_TEST_SLURM_PARTITION is not set: the Slurm executor tests need a Slurm cluster. \
-    Run `eval \"$(sudo .ci/slurm.sh)\"` (installs Slurm from Debian's packages if needed and starts a two-node \
-    cluster on loopback), or set ALLOT_TEST_SLURM_PARTITION to a partition of a cluster whose nodes have GPUs";
+const HELP: &str = "SLURM_CONF or ALLOT_TEST_SLURM_PARTITION is not set: the Slurm executor tests run only \
+    against the private cluster `.ci/slurm.sh` starts (two fake nodes on free loopback ports, its own config, munge \
+    and state directory; the host's Slurm is never touched). Run `eval \"$(sudo .ci/slurm.sh)\"` first";
 
 /// Each test's server owns the Slurm nodes: one test at a time.
 static SLURM: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// The private cluster of `.ci/slurm.sh`, and nothing else: the tests
+/// drain and resume nodes and run jobs, which they must never do on a
+/// cluster people use.
+fn private_cluster() -> String {
+    let (Ok(conf), Ok(partition)) = (std::env::var("SLURM_CONF"), std::env::var("ALLOT_TEST_SLURM_PARTITION")) else {
+        panic!("{HELP}")
+    };
+    let text = std::fs::read_to_string(&conf).unwrap_or_else(|e| panic!("cannot read SLURM_CONF={conf}: {e}"));
+    assert!(
+        text.starts_with("# Allot's private test cluster"),
+        "SLURM_CONF={conf} is not a cluster .ci/slurm.sh made: the Slurm tests refuse to run on it"
+    );
+    partition
+}
+
 /// The fake cluster's config (two nodes of two GPUs: Slurm's have four)
-/// served with the Slurm executor.
+/// served with the Slurm executor, and the guard that cleans up after the
+/// test, whatever its outcome.
 /// (With an operator token in the server's environment, which no job may see.)
-fn start(f: &Fixture) -> Server {
-    let partition = std::env::var("ALLOT_TEST_SLURM_PARTITION").expect(HELP);
-    cancel_allot_jobs();
-    resume_drained_nodes();
+async fn start(f: &Fixture) -> (Server, Own) {
+    let partition = private_cluster();
     let args = ["--executor", "slurm", "--slurm-partition", &partition];
-    Server::start_with(&f.dir, &f.db.url, &args, &[("ALLOT_TOKEN", SECRET)])
+    let s = Server::start_with(&f.dir, &f.db.url, &args, &[("ALLOT_TOKEN", SECRET)]);
+    let own = Own { comment: format!("allot-store={}", store_instance(&f.db.url).await), drained: Vec::new() };
+    (s, own)
 }
 
 const SECRET: &str = "allot_operator_secret";
@@ -48,7 +64,7 @@ fn rank_files(s: &Server, id: &str, n: usize) -> Vec<Vec<String>> {
 async fn slurm_runs_exactly_where_allot_places() {
     let _one_at_a_time = SLURM.lock().await;
     let f = Fixture::new(Backend::Sqlite, "slurm-place").await;
-    let s = start(&f);
+    let (s, mut own) = start(&f).await;
     let nodes = s.cli_json(&f.admin, &["nodes"]);
     let names: Vec<&str> = nodes.as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["node1", "node2"], "Allot's nodes take Slurm's names");
@@ -78,7 +94,7 @@ async fn slurm_runs_exactly_where_allot_places() {
         }
     }
     drop(s);
-    cancel_allot_jobs();
+    own.clean();
     f.finish().await;
 }
 
@@ -86,7 +102,7 @@ async fn slurm_runs_exactly_where_allot_places() {
 async fn slurm_failures_and_preemption_follow_the_contract() {
     let _one_at_a_time = SLURM.lock().await;
     let f = Fixture::new(Backend::Sqlite, "slurm-preempt").await;
-    let s = start(&f);
+    let (s, mut own) = start(&f).await;
     let failing =
         submit(&s, &f.admin, &["--account", "org/b", "--gpus", "1", "--", "sh", "-c", "echo failing; exit 3"]);
     let failed = s.wait_for(&f.admin, &failing, 60, |v| state(v) == "failed").await;
@@ -109,7 +125,7 @@ async fn slurm_failures_and_preemption_follow_the_contract() {
             "if [ \"$ALLOT_NODE_RANK\" = 1 ]; then exit 3; fi; sleep 60",
         ],
     );
-    let failed = s.wait_for(&f.admin, &gang, 30, |v| state(v) == "failed").await;
+    let failed = wait_slurm(&s, &f.admin, &gang, 30, |v| state(v) == "failed").await;
     assert_eq!(failed["attempts"][0]["exit_code"], 3, "the failed member's code: {failed}");
 
     let work = script(&f.dir, "work.sh", WORK_SH);
@@ -142,7 +158,7 @@ async fn slurm_failures_and_preemption_follow_the_contract() {
     assert!(log.contains("resumed from"), "the second attempt resumed from the checkpoint: {log}");
     assert!(!ck.join("DOUBLE").exists(), "never two attempts at once");
     drop(s);
-    cancel_allot_jobs();
+    own.clean();
     f.finish().await;
 }
 
@@ -150,7 +166,7 @@ async fn slurm_failures_and_preemption_follow_the_contract() {
 async fn slurm_jobs_outliving_a_killed_server_are_stopped_and_requeued() {
     let _one_at_a_time = SLURM.lock().await;
     let f = Fixture::new(Backend::Sqlite, "slurm-crash").await;
-    let mut s = start(&f);
+    let (mut s, mut own) = start(&f).await;
     let work = script(&f.dir, "work.sh", WORK_SH);
     let id = submit(
         &s,
@@ -162,16 +178,28 @@ async fn slurm_jobs_outliving_a_killed_server_are_stopped_and_requeued() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     s.kill9();
     assert!(slurm_job_state(job).as_deref() == Some("RUNNING"), "the Slurm job outlived the server");
+    // Another user's job with exactly the survivor's name: not Allot's to stop.
+    let name = job_name(job).expect("the survivor's name");
+    let foreign = Foreign::submit(&name);
     s.restart();
-    let done = s.wait_for(&f.admin, &id, 90, |v| state(v) == "finished").await;
+    let done = wait_slurm(&s, &f.admin, &id, 90, |v| state(v) == "finished").await;
     assert_eq!(done["attempts"][0]["outcome"], "lost", "{done}");
     assert_ne!(slurm_job_state(job).as_deref(), Some("RUNNING"), "the old job was stopped");
+    assert_eq!(
+        slurm_job_state(foreign.0).as_deref(),
+        Some("RUNNING"),
+        "the foreign job of the same name survived recovery\n{}",
+        s.log()
+    );
+    assert!(s.log().contains("is not its own: left alone"), "recovery said why it left the job alone");
     let ck = s.dir.join("data/checkpoints").join(&id);
     let marker = std::fs::read_to_string(ck.join("marker")).unwrap_or_default();
     assert!(marker.contains("sigterm"), "the survivor was signalled before being requeued: {marker:?}");
     assert!(!ck.join("DOUBLE").exists(), "never two attempts at once");
     drop(s);
-    cancel_allot_jobs();
+    own.clean();
+    assert_eq!(slurm_job_state(foreign.0).as_deref(), Some("RUNNING"), "the foreign job survived the clean-up");
+    drop(foreign);
     f.finish().await;
 }
 
@@ -179,7 +207,7 @@ async fn slurm_jobs_outliving_a_killed_server_are_stopped_and_requeued() {
 async fn slurm_node_states_reach_allot() {
     let _one_at_a_time = SLURM.lock().await;
     let f = Fixture::new(Backend::Sqlite, "slurm-nodes").await;
-    let s = start(&f);
+    let (s, mut own) = start(&f).await;
     let work = script(&f.dir, "work.sh", WORK_SH);
     let id = submit(
         &s,
@@ -191,7 +219,7 @@ async fn slurm_node_states_reach_allot() {
     wait_file(&s.dir.join("data/checkpoints").join(&id).join("n"), 30).await;
     // An operator drains the node in Slurm: Allot drains it too (MNT-1),
     // preempting the workload, which resumes on the other node.
-    scontrol_node(&node, &["State=DRAIN", "Reason=allot-test"]);
+    own.drain(&node);
     let v = s.wait_for(&f.admin, &id, 60, |v| v["attempts"].as_array().is_some_and(|a| a.len() >= 2)).await;
     assert!(v["attempts"][0]["signal_reason"].as_str().unwrap().starts_with("MNT-1"), "{v}");
     assert_eq!(v["attempts"][0]["outcome"], "preempted", "{v}");
@@ -204,7 +232,7 @@ async fn slurm_node_states_reach_allot() {
     };
     assert!(matches!(health(&s).as_str(), "draining" | "drained"), "{}", health(&s));
     // Back in service in Slurm, back in Allot.
-    scontrol_node(&node, &["State=RESUME"]);
+    own.resume(&node);
     for _ in 0..100 {
         if health(&s) == "up" {
             break;
@@ -215,7 +243,7 @@ async fn slurm_node_states_reach_allot() {
     let (_, events) = s.http("GET", "/v1/workloads", Some(&f.admin), None).await;
     assert!(events.is_array());
     drop(s);
-    cancel_allot_jobs();
+    own.clean();
     f.finish().await;
 }
 
@@ -230,38 +258,161 @@ async fn wait_file(path: &std::path::Path, secs: u64) {
     panic!("{} did not appear within {secs} s", path.display());
 }
 
-/// Cancels what earlier tests' servers left in Slurm (a stopped server
-/// leaves its jobs to its next start) and waits until they are gone.
-fn cancel_allot_jobs() {
-    for _ in 0..100 {
-        let out = std::process::Command::new("squeue").args(["--json", "--states=all"]).output().expect("run squeue");
-        let v: Value = serde_json::from_slice(&out.stdout).expect("squeue --json");
-        let live: Vec<String> = v["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|j| j["name"].as_str().is_some_and(|n| n.starts_with("allot-")))
-            .filter(|j| matches!(j["job_state"].as_str(), Some("PENDING" | "RUNNING" | "COMPLETING" | "CONFIGURING")))
-            .map(|j| j["job_id"].to_string())
-            .collect();
-        if live.is_empty() {
-            return;
-        }
-        let _ = std::process::Command::new("scancel").args(&live).output();
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    panic!("Slurm jobs of earlier tests would not go away");
+/// The store's id (its jobs carry it in their name and comment).
+async fn store_instance(url: &str) -> String {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let mut c = sqlx::AnyConnection::connect(url).await.expect("open the test store");
+    let id: String = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'instance'")
+        .fetch_one(&mut c)
+        .await
+        .expect("the server recorded its store id");
+    let _ = c.close().await;
+    id
 }
 
-/// Returns drained nodes to service (a failed test may leave one drained).
-fn resume_drained_nodes() {
-    let out = std::process::Command::new("sinfo")
-        .args(["--noheader", "--Node", "--states=drain,draining,drained", "--format=%N"])
-        .output()
-        .expect("run sinfo");
-    for node in String::from_utf8_lossy(&out.stdout).lines().map(str::trim).filter(|n| !n.is_empty()) {
+/// What one test did to the cluster, undone when it ends (also when it
+/// fails, so one failure never cascades into the next test): its own jobs
+/// (submitted by this user with its store's comment) cancelled, the nodes
+/// it drained resumed. Nothing else on the cluster is touched.
+struct Own {
+    comment: String,
+    drained: Vec<String>,
+}
+
+impl Own {
+    fn drain(&mut self, node: &str) {
+        self.drained.push(node.to_string());
+        scontrol_node(node, &["State=DRAIN", "Reason=allot-test"]);
+    }
+
+    fn resume(&mut self, node: &str) {
+        self.drained.retain(|n| n != node);
         scontrol_node(node, &["State=RESUME"]);
     }
+
+    /// This test's jobs that have not ended.
+    fn live_jobs(&self) -> Vec<String> {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::geteuid() }.to_string();
+        let out = std::process::Command::new("squeue")
+            .args(["--noheader", "--states=PENDING,RUNNING,COMPLETING,CONFIGURING", "--format=%A|%U|%k"])
+            .output()
+            .expect("run squeue");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.trim().splitn(3, '|');
+                let (id, user, comment) = (f.next()?, f.next()?, f.next()?);
+                (user == uid && comment == self.comment).then(|| id.to_string())
+            })
+            .collect()
+    }
+
+    /// Cancels this test's jobs and waits until they are gone; resumes
+    /// what it drained. Panics (outside a panic) if they will not go.
+    fn clean(&mut self) {
+        for node in std::mem::take(&mut self.drained) {
+            scontrol_node(node.as_str(), &["State=RESUME"]);
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let live = self.live_jobs();
+            if live.is_empty() {
+                return;
+            }
+            if std::time::Instant::now() > deadline {
+                let msg = format!("this test's Slurm jobs {live:?} would not go away:\n{}", squeue_all());
+                if std::thread::panicking() {
+                    eprintln!("{msg}");
+                    return;
+                }
+                panic!("{msg}");
+            }
+            let _ = std::process::Command::new("scancel").args(&live).output();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Own {
+    fn drop(&mut self) {
+        self.clean();
+    }
+}
+
+/// A job of another user (`nobody`), cancelled by its id when dropped.
+struct Foreign(i64);
+
+impl Foreign {
+    fn submit(name: &str) -> Foreign {
+        let out = std::process::Command::new("runuser")
+            .args(["-u", "nobody", "--", "sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null"])
+            .arg(format!("--job-name={name}"))
+            .args(["--gres=gpu:1", "--wrap=sleep 600"])
+            .output()
+            .expect("run sbatch as nobody");
+        assert!(out.status.success(), "sbatch as nobody: {}", String::from_utf8_lossy(&out.stderr));
+        let id: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("a job id");
+        for _ in 0..100 {
+            if slurm_job_state(id).as_deref() == Some("RUNNING") {
+                return Foreign(id);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the foreign job {id} did not start:\n{}", squeue_all());
+    }
+}
+
+impl Drop for Foreign {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("scancel").arg(self.0.to_string()).output();
+    }
+}
+
+/// `wait_for` that prints what Slurm says when the deadline passes.
+async fn wait_slurm(s: &Server, token: &str, id: &str, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        let (code, v) = s.http("GET", &format!("/v1/workloads/{id}"), Some(token), None).await;
+        if code == 200 && pred(&v) {
+            return v;
+        }
+        if std::time::Instant::now() > deadline {
+            let jobs: Vec<String> = v["attempts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a["pid"].as_i64())
+                .map(|j| {
+                    let out = std::process::Command::new("scontrol").args(["show", "job", &j.to_string()]).output();
+                    out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
+                })
+                .collect();
+            panic!(
+                "workload {id} did not reach the expected state in {secs} s\n--- allot ---\n{v}\n--- squeue ---\n{}\n\
+                 --- its jobs ---\n{}\n--- server log ---\n{}",
+                squeue_all(),
+                jobs.join("\n"),
+                s.log()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn squeue_all() -> String {
+    let out = std::process::Command::new("squeue").args(["--states=all", "--format=%A %j %T %u %k %R %M"]).output();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
+}
+
+/// The job's name.
+fn job_name(job: i64) -> Option<String> {
+    let out = std::process::Command::new("squeue")
+        .args(["--noheader", "--states=all", "--format=%j", &format!("--jobs={job}")])
+        .output()
+        .ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|n| !n.is_empty())
 }
 
 fn scontrol_node(node: &str, args: &[&str]) {

@@ -25,8 +25,17 @@
 //! * Node health: `sinfo` every 2 s; a node Slurm marks down (or not
 //!   responding) fails in Allot (MNT-2), a drained one is drained (MNT-1),
 //!   and it comes back when Slurm returns it to service.
-//! * Jobs are named `allot-<store instance>-<seq>.<attempt>`: a restarted
-//!   server finds the jobs that outlived it by name and stops them.
+//! * Environment: `sbatch` runs with the server's own environment (less
+//!   its `ALLOT_*` variables), never the workload's: the workload's `env`
+//!   and Allot's `ALLOT_*` variables are set by `env` on the task's command
+//!   line inside the batch script, so nothing a submitter writes can steer
+//!   `sbatch` or `srun` (sbatch(1): environment options apply unless the
+//!   command line overrides them).
+//! * Ownership: jobs are named `allot-<store instance>-<seq>.<attempt>` and
+//!   carry `--comment=allot-store=<store instance>`. A restarted server
+//!   finds the jobs that outlived it by name and stops only those that are
+//!   also its own by submitting user and comment: a job of the same name
+//!   that another user (or another store) submitted is left alone.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -106,6 +115,7 @@ impl SlurmExecutor {
         }
         cmd.arg("--parsable")
             .arg(format!("--job-name={}", self.job_name(job.key)))
+            .arg(format!("--comment={}", job_comment(&self.instance)))
             .arg(format!("--output={}", job.log_path.display()))
             .arg("--open-mode=append")
             .arg("--export=ALL");
@@ -133,18 +143,26 @@ impl SlurmExecutor {
                     .args(&self.opts.sbatch_args);
             }
         }
-        let all: Vec<String> = job.gpus.iter().map(|n| format!("{}:{}", n.node, n.indices.len())).collect();
-        cmd.arg(script)
-            .envs(&job.env)
-            .env("ALLOT_WORKLOAD_ID", &job.workload_id)
-            .env("ALLOT_CHECKPOINT_DIR", &job.checkpoint_dir)
-            .env("ALLOT_ATTEMPT", job.key.attempt.to_string())
-            .env("ALLOT_NUM_NODES", job.gpus.len().to_string())
-            .env("ALLOT_GPUS", all.join(";"))
-            .env("ALLOT_TAG", format!("{}#{}.{}", self.instance, job.key.seq, job.key.attempt))
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(false);
+        cmd.arg(script).stdin(std::process::Stdio::null()).kill_on_drop(false);
         cmd
+    }
+
+    /// What the task's command sees besides Slurm's own variables: the
+    /// workload's `env`, then Allot's (which win).
+    fn task_env(&self, job: &Launch) -> Vec<(String, String)> {
+        let all: Vec<String> = job.gpus.iter().map(|n| format!("{}:{}", n.node, n.indices.len())).collect();
+        let allot = [
+            ("ALLOT_WORKLOAD_ID", job.workload_id.clone()),
+            ("ALLOT_CHECKPOINT_DIR", job.checkpoint_dir.display().to_string()),
+            ("ALLOT_ATTEMPT", job.key.attempt.to_string()),
+            ("ALLOT_NUM_NODES", job.gpus.len().to_string()),
+            ("ALLOT_GPUS", all.join(";")),
+            ("ALLOT_TAG", format!("{}#{}.{}", self.instance, job.key.seq, job.key.attempt)),
+        ];
+        let mut env: Vec<(String, String)> = job.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        env.retain(|(k, _)| !allot.iter().any(|(a, _)| a == k));
+        env.extend(allot.into_iter().map(|(k, v)| (k.to_string(), v)));
+        env
     }
 
     fn write_script(&self, job: &Launch) -> Result<PathBuf, String> {
@@ -155,7 +173,8 @@ impl SlurmExecutor {
             std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
         let path = self.script_dir.join(format!("{}.{}.sh", job.key.seq, job.key.attempt));
-        std::fs::write(&path, batch_script(job)).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(&path, batch_script(job, &self.task_env(job)))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         Ok(path)
     }
 
@@ -182,6 +201,11 @@ fn job_name(instance: &str, key: AttemptKey) -> String {
     format!("allot-{instance}-{}.{}", key.seq, key.attempt)
 }
 
+/// The comment every job of this store carries (`squeue --format=%k`).
+fn job_comment(instance: &str) -> String {
+    format!("allot-store={instance}")
+}
+
 /// Quotes a word for `/bin/sh`.
 fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -193,13 +217,19 @@ fn uniform(job: &Launch) -> Option<usize> {
     job.gpus.iter().all(|n| n.indices.len() == first).then_some(first)
 }
 
-/// Runs the command on every node of the job (one task each).
-fn batch_script(job: &Launch) -> String {
+/// Runs the command on every node of the job (one task each), with `env`
+/// setting the task's variables: they reach the command only, never
+/// `sbatch` or `srun`.
+fn batch_script(job: &Launch, env: &[(String, String)]) -> String {
     let het = match uniform(job) {
         Some(_) => String::new(),
         None => format!(" --het-group=0-{}", job.gpus.len() - 1),
     };
-    let words: Vec<String> = job.command.iter().map(|w| sh_quote(w)).collect();
+    let words: Vec<String> = std::iter::once("/usr/bin/env".to_string())
+        .chain(env.iter().map(|(k, v)| format!("{k}={v}")))
+        .chain(job.command.iter().cloned())
+        .map(|w| sh_quote(&w))
+        .collect();
     format!(
         "#!/bin/sh\n# allot workload {} attempt {}: one task per node\n\
          exec srun{het} --kill-on-bad-exit=1 /bin/sh -c \
@@ -304,8 +334,11 @@ impl Executor for SlurmExecutor {
                 return;
             }
             let filter = format!("--name={}", names.join(","));
+            let comment = job_comment(&self.instance);
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            let uid = unsafe { libc::geteuid() };
             let live = || async {
-                job_states(&filter)
+                owned_jobs(&filter, uid, &comment)
                     .await
                     .map(|j| j.into_iter().filter(|(_, st)| !is_final(st)).map(|(id, _)| id).collect())
             };
@@ -444,6 +477,43 @@ pub async fn job_states(filter: &str) -> Result<Vec<(u64, String)>, String> {
         return Err(format!("squeue failed ({}): {}", out.status, stderr.trim()));
     }
     Ok(parse_job_states(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// `(job id, state)` of the jobs `filter` selects that this server owns:
+/// submitted by `uid` with `comment`. Others of the same name are logged
+/// and left alone.
+async fn owned_jobs(filter: &str, uid: u32, comment: &str) -> Result<Vec<(u64, String)>, String> {
+    let out = Command::new("squeue")
+        .args(["--noheader", "--states=all", "--format=%A|%T|%U|%k", filter])
+        .output()
+        .await
+        .map_err(|e| format!("cannot run squeue: {e}"))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(format!("squeue failed ({}): {}", out.status, stderr.trim()));
+    }
+    let (mine, foreign) = split_owned(&String::from_utf8_lossy(&out.stdout), uid, comment);
+    for (id, user, c) in foreign {
+        tracing::warn!(job = id, user = %user, comment = %c, "a Slurm job with this store's job name is not its own: left alone");
+    }
+    Ok(mine)
+}
+
+/// Splits `ID|STATE|UID|COMMENT` lines into this server's jobs and the
+/// others (id, user, comment).
+pub fn split_owned(text: &str, uid: u32, comment: &str) -> (Vec<(u64, String)>, Vec<(u64, String, String)>) {
+    let (mut mine, mut foreign) = (Vec::new(), Vec::new());
+    for line in text.lines() {
+        let mut f = line.trim().splitn(4, '|');
+        let (Some(id), Some(state), Some(user), Some(c)) = (f.next(), f.next(), f.next(), f.next()) else { continue };
+        let Ok(id) = id.parse::<u64>() else { continue };
+        if user.parse::<u32>() == Ok(uid) && c == comment {
+            mine.push((id, state.to_string()));
+        } else {
+            foreign.push((id, user.to_string(), c.to_string()));
+        }
+    }
+    (mine, foreign)
 }
 
 pub fn parse_job_states(text: &str) -> Vec<(u64, String)> {
@@ -762,11 +832,57 @@ mod tests {
             checkpoint_dir: "/ck".into(),
             log_path: "/log".into(),
         };
-        let s = batch_script(&job);
+        let env = [("A".to_string(), "x y".to_string())];
+        let s = batch_script(&job, &env);
         assert!(s.contains("srun --het-group=0-1 --kill-on-bad-exit=1"), "{s}");
-        assert!(s.ends_with("allot-task 'echo' 'it'\\''s $HOME'\n"), "{s}");
+        assert!(s.ends_with("allot-task '/usr/bin/env' 'A=x y' 'echo' 'it'\\''s $HOME'\n"), "{s}");
         let even = Launch { gpus: vec![job.gpus[0].clone(), job.gpus[0].clone()], ..job };
-        assert!(batch_script(&even).contains("exec srun --kill-on-bad-exit=1"), "a plain job when even");
+        assert!(batch_script(&even, &env).contains("exec srun --kill-on-bad-exit=1"), "a plain job when even");
+    }
+
+    /// Finding: a submission's `env` reached `sbatch`'s own environment,
+    /// where `SBATCH_*` / `SLURM_*` override what Allot decided.
+    #[test]
+    fn the_workload_env_never_reaches_sbatch() {
+        let exec = SlurmExecutor {
+            events: mpsc::unbounded_channel().0,
+            slots: Slots::default(),
+            instance: "store1".into(),
+            opts: SlurmOptions::default(),
+            script_dir: "/scripts".into(),
+        };
+        let env = [("SBATCH_QOS", "high"), ("SBATCH_EXCLUSIVE", "1"), ("SLURM_CONF", "/evil"), ("MY_VAR", "v")];
+        let job = Launch {
+            key: AttemptKey { seq: 3, attempt: 1 },
+            workload_id: "3".into(),
+            command: vec!["train".into()],
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            gpus: vec![super::super::NodeGpus { node: "node1".into(), indices: vec![0] }],
+            checkpoint_dir: "/ck".into(),
+            log_path: "/log".into(),
+        };
+        let cmd = exec.sbatch(&job, Path::new("/scripts/3.1.sh"));
+        for (k, v) in cmd.as_std().get_envs() {
+            let k = k.to_string_lossy();
+            assert!(!env.iter().any(|(n, _)| *n == k) || v.is_none(), "the workload's {k} is in sbatch's environment");
+        }
+        let args: Vec<String> = cmd.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(args.contains(&"--comment=allot-store=store1".to_string()), "{args:?}");
+        let task = exec.task_env(&job);
+        assert!(task.contains(&("MY_VAR".into(), "v".into())), "the command still gets its env: {task:?}");
+        assert!(task.iter().any(|(k, v)| k == "ALLOT_TAG" && v == "store1#3.1"), "{task:?}");
+        let script = batch_script(&job, &task);
+        let task_part = script.split_once("allot-task '/usr/bin/env' ").map(|(_, t)| t).unwrap_or_default();
+        assert!(task_part.contains("'SBATCH_EXCLUSIVE=1'"), "set on the task only: {script}");
+    }
+
+    #[test]
+    fn only_jobs_of_this_user_and_store_are_its_own() {
+        let text = "11|RUNNING|0|allot-store=s1\n12|RUNNING|1000|allot-store=s1\n13|PENDING|0|(null)\n\
+                    14|RUNNING|0|allot-store=s2\njunk\n";
+        let (mine, foreign) = split_owned(text, 0, "allot-store=s1");
+        assert_eq!(mine, [(11, "RUNNING".to_string())]);
+        assert_eq!(foreign.iter().map(|f| f.0).collect::<Vec<_>>(), [12, 13, 14]);
     }
 
     #[test]

@@ -73,8 +73,8 @@ pub enum Backend {
 }
 
 pub const PG_HELP: &str = "ALLOT_TEST_PG_URL is not set: the PostgreSQL store tests need a PostgreSQL server. \
-    Run `eval \"$(.ci/postgres.sh)\"` (starts the local cluster and creates a test role and database), or set \
-    ALLOT_TEST_PG_URL=postgres://USER:PASSWORD@HOST:PORT/DB for a role that may CREATE DATABASE";
+    Run `eval \"$(sudo .ci/postgres.sh)\"` (starts a private throwaway cluster on a free loopback port, never the \
+    host's own), or set ALLOT_TEST_PG_URL=postgres://USER:PASSWORD@HOST:PORT/DB for a role that may CREATE DATABASE";
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 

@@ -1,0 +1,108 @@
+# Shared by the .ci service scripts (sourced, not run).
+#
+# Every service the tests use is the run's own: it lives under one private
+# state directory per checkout, listens on free loopback ports chosen at
+# start, and is stopped by the PIDs the scripts recorded, never by name.
+# Nothing under /etc is written; a host's own Slurm, munge or PostgreSQL is
+# never read, changed or stopped.
+
+CI_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# One state directory per checkout (a hash of its path), in /tmp so that the
+# service users (postgres, slurm, munge) can reach it.
+CI_STATE=${ALLOT_CI_STATE:-/tmp/allot-ci-$(printf %s "$CI_ROOT" | sha1sum | cut -c1-12)}
+
+ci_log() { echo "$(basename "$0"): $*" >&2; }
+ci_die() { ci_log "$*"; exit 1; }
+
+# Creates the state directory, or checks that an existing one is this
+# checkout's (it records the checkout it belongs to).
+ci_state_dir() {
+  if [ -e "$CI_STATE/owner" ]; then
+    [ "$(cat "$CI_STATE/owner")" = "$CI_ROOT" ] \
+      || ci_die "$CI_STATE belongs to $(cat "$CI_STATE/owner"), not to $CI_ROOT: set ALLOT_CI_STATE"
+  else
+    mkdir -p "$CI_STATE"
+    chmod 755 "$CI_STATE"
+    echo "$CI_ROOT" > "$CI_STATE/owner"
+  fi
+}
+
+# N free TCP ports on 127.0.0.1 (bound and released at once; nothing else
+# on this machine is asked to move).
+ci_free_ports() {
+  python3 - "$1" <<'EOF'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+EOF
+}
+
+# Is something listening on 127.0.0.1:PORT?
+ci_port_busy() {
+  python3 - "$1" <<'EOF'
+import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(0)
+sys.exit(1)
+EOF
+}
+
+ci_installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
+
+# Installs the missing Debian packages among "$@". The packages' init
+# scripts are kept from starting daemons with their default config by a
+# policy-rc.d that is written only when the host has none, and removed only
+# when this function wrote it.
+ci_apt_install() {
+  local missing=() p
+  for p in "$@"; do ci_installed "$p" || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  [ "$(id -u)" = 0 ] || ci_die "must run as root to install ${missing[*]}"
+  ci_log "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update >&2
+  local ours=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\n# written by Allot'"'"'s test scripts for one apt-get install\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    ours=1
+  fi
+  local rc=0
+  apt-get install -y --no-install-recommends "${missing[@]}" >&2 || rc=$?
+  [ $ours = 1 ] && rm -f /usr/sbin/policy-rc.d
+  [ $rc = 0 ] || ci_die "apt-get install ${missing[*]} failed"
+}
+
+# Is the process in the PID file alive?
+ci_pid_alive() { [ -s "$1" ] && kill -0 "$(head -1 "$1")" 2>/dev/null; }
+
+# SIGTERM to the PIDs of the given PID files, up to 10 s, then SIGKILL.
+ci_stop_pidfiles() {
+  local f pid pids=()
+  for f in "$@"; do
+    [ -s "$f" ] || continue
+    pid=$(head -1 "$f")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$pid")
+    fi
+  done
+  local _ alive
+  for _ in $(seq 100); do
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do
+    kill -0 "$pid" 2>/dev/null && { ci_log "SIGKILL $pid"; kill -KILL "$pid" 2>/dev/null || true; }
+  done
+  rm -f "$@"
+}
