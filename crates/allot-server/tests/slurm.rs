@@ -125,7 +125,9 @@ async fn slurm_failures_and_preemption_follow_the_contract() {
             "if [ \"$ALLOT_NODE_RANK\" = 1 ]; then exit 3; fi; sleep 60",
         ],
     );
+    let submitted = std::time::Instant::now();
     let failed = wait_slurm(&s, &f.admin, &gang, 30, |v| state(v) == "failed").await;
+    eprintln!("the gang failed {:.1} s after its submission", submitted.elapsed().as_secs_f64());
     assert_eq!(failed["attempts"][0]["exit_code"], 3, "the failed member's code: {failed}");
 
     let work = script(&f.dir, "work.sh", WORK_SH);

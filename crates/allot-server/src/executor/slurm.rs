@@ -493,15 +493,23 @@ async fn owned_jobs(filter: &str, uid: u32, comment: &str) -> Result<Vec<(u64, S
         return Err(format!("squeue failed ({}): {}", out.status, stderr.trim()));
     }
     let (mine, foreign) = split_owned(&String::from_utf8_lossy(&out.stdout), uid, comment);
-    for (id, user, c) in foreign {
-        tracing::warn!(job = id, user = %user, comment = %c, "a Slurm job with this store's job name is not its own: left alone");
+    for j in foreign {
+        tracing::warn!(job = j.id, user = %j.user, comment = %j.comment, "a Slurm job with this store's job name is not its own: left alone");
     }
     Ok(mine)
 }
 
-/// Splits `ID|STATE|UID|COMMENT` lines into this server's jobs and the
-/// others (id, user, comment).
-pub fn split_owned(text: &str, uid: u32, comment: &str) -> (Vec<(u64, String)>, Vec<(u64, String, String)>) {
+/// A job that is not this server's, as `squeue` lists it.
+#[derive(Debug)]
+pub struct ForeignJob {
+    pub id: u64,
+    pub user: String,
+    pub comment: String,
+}
+
+/// Splits `ID|STATE|UID|COMMENT` lines into this server's jobs `(id,
+/// state)` and the others.
+pub fn split_owned(text: &str, uid: u32, comment: &str) -> (Vec<(u64, String)>, Vec<ForeignJob>) {
     let (mut mine, mut foreign) = (Vec::new(), Vec::new());
     for line in text.lines() {
         let mut f = line.trim().splitn(4, '|');
@@ -510,7 +518,7 @@ pub fn split_owned(text: &str, uid: u32, comment: &str) -> (Vec<(u64, String)>, 
         if user.parse::<u32>() == Ok(uid) && c == comment {
             mine.push((id, state.to_string()));
         } else {
-            foreign.push((id, user.to_string(), c.to_string()));
+            foreign.push(ForeignJob { id, user: user.to_string(), comment: c.to_string() });
         }
     }
     (mine, foreign)
@@ -882,7 +890,7 @@ mod tests {
                     14|RUNNING|0|allot-store=s2\njunk\n";
         let (mine, foreign) = split_owned(text, 0, "allot-store=s1");
         assert_eq!(mine, [(11, "RUNNING".to_string())]);
-        assert_eq!(foreign.iter().map(|f| f.0).collect::<Vec<_>>(), [12, 13, 14]);
+        assert_eq!(foreign.iter().map(|f| f.id).collect::<Vec<_>>(), [12, 13, 14]);
     }
 
     #[test]
