@@ -1,0 +1,192 @@
+//! The Slurm executor: what the scheduler calls (launch, signal, kill,
+//! survivors) and the tracked attempts the job poller reports on.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use super::health::poll_nodes;
+use super::jobs::{POLL, Slot, Slots, is_final, owned_jobs, poll, scancel};
+use super::launch::{job_comment, job_name, sbatch_command, write_script};
+use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, Launch, Survivor};
+
+/// `allot serve --executor slurm` options.
+#[derive(Clone, Debug, Default)]
+pub struct SlurmOptions {
+    /// The partition Allot's nodes are in (default: Slurm's default).
+    pub partition: Option<String>,
+    /// More `sbatch` options for every node's component (e.g.
+    /// `--mem-per-gpu=100G`).
+    pub sbatch_args: Vec<String>,
+}
+
+pub struct SlurmExecutor {
+    events: mpsc::UnboundedSender<ExecEvent>,
+    slots: Slots,
+    instance: String,
+    opts: SlurmOptions,
+    /// Where batch scripts are written.
+    script_dir: PathBuf,
+}
+
+impl SlurmExecutor {
+    /// Starts the pollers of jobs and of `nodes`' health; must be called
+    /// inside the runtime.
+    pub fn new(
+        events: mpsc::UnboundedSender<ExecEvent>,
+        instance: &str,
+        opts: SlurmOptions,
+        script_dir: PathBuf,
+        nodes: Vec<String>,
+    ) -> SlurmExecutor {
+        let slots: Slots = Arc::new(Mutex::new(HashMap::new()));
+        tokio::spawn(poll(slots.clone(), events.clone()));
+        tokio::spawn(poll_nodes(opts.partition.clone(), nodes, events.clone()));
+        SlurmExecutor { events, slots, instance: instance.to_string(), opts, script_dir }
+    }
+
+    fn job_name(&self, key: AttemptKey) -> String {
+        job_name(&self.instance, key)
+    }
+
+    /// Runs `scancel` for the attempt's job now if its id is known, else
+    /// when `sbatch` answers.
+    fn stop(&self, key: AttemptKey, kill: bool) {
+        let job = {
+            let mut slots = self.slots.lock().expect("slurm slots");
+            let Some(slot) = slots.get_mut(&key) else { return };
+            if kill {
+                slot.kill = true;
+            } else {
+                slot.term = true;
+            }
+            slot.job
+        };
+        if let Some(job) = job {
+            tokio::spawn(scancel(job, kill));
+        }
+    }
+}
+
+impl Executor for SlurmExecutor {
+    fn name(&self) -> &'static str {
+        "slurm"
+    }
+
+    fn launch(&self, job: Launch) {
+        let key = job.key;
+        let fail = |error: String| {
+            tracing::warn!(workload = %job.workload_id, attempt = key.attempt, %error, "sbatch failed");
+            let _ = self.events.send(ExecEvent::LaunchFailed { key, error });
+        };
+        if job.command.is_empty() {
+            return fail("empty command".into());
+        }
+        let script = match write_script(&self.script_dir, &self.instance, &job) {
+            Ok(p) => p,
+            Err(e) => return fail(e),
+        };
+        self.slots.lock().expect("slurm slots").insert(key, Slot::default());
+        let mut cmd = sbatch_command(&self.instance, &self.opts, &job, &script);
+        let (slots, events, workload) = (self.slots.clone(), self.events.clone(), job.workload_id.clone());
+        tokio::spawn(async move {
+            let submitted = match cmd.output().await {
+                Ok(o) if o.status.success() => {
+                    let out = String::from_utf8_lossy(&o.stdout);
+                    // `--parsable` prints `JOBID` or `JOBID;CLUSTER`.
+                    out.trim()
+                        .split(';')
+                        .next()
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .ok_or(format!("sbatch printed {:?}, not a job id", out.trim()))
+                }
+                Ok(o) => Err(format!("sbatch failed ({}): {}", o.status, String::from_utf8_lossy(&o.stderr).trim())),
+                Err(e) => Err(format!("cannot run sbatch: {e}")),
+            };
+            let pending = {
+                let mut s = slots.lock().expect("slurm slots");
+                match (&submitted, s.get_mut(&key)) {
+                    (Ok(id), Some(slot)) => {
+                        slot.job = Some(*id);
+                        Some((*id, slot.term, slot.kill))
+                    }
+                    _ => {
+                        s.remove(&key);
+                        None
+                    }
+                }
+            };
+            match (submitted, pending) {
+                (Ok(id), Some((_, term, kill))) => {
+                    tracing::info!(workload = %workload, attempt = key.attempt, job = id, "submitted to slurm");
+                    if term || kill {
+                        scancel(id, kill).await;
+                    }
+                }
+                (Ok(id), None) => scancel(id, true).await,
+                (Err(error), _) => {
+                    tracing::warn!(workload = %workload, attempt = key.attempt, %error, "sbatch failed");
+                    let _ = events.send(ExecEvent::LaunchFailed { key, error });
+                }
+            }
+        });
+    }
+
+    fn signal(&self, key: AttemptKey) {
+        self.stop(key, false);
+    }
+
+    fn kill(&self, key: AttemptKey) {
+        self.stop(key, true);
+    }
+
+    fn terminate_survivors(&self, survivors: Vec<Survivor>, grace: Duration) -> BoxFuture<'_, ()> {
+        let names: Vec<String> = survivors.iter().map(|s| self.job_name(s.key)).collect();
+        Box::pin(async move {
+            if names.is_empty() {
+                return;
+            }
+            let filter = format!("--name={}", names.join(","));
+            let comment = job_comment(&self.instance);
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            let uid = unsafe { libc::geteuid() };
+            let live = || async {
+                owned_jobs(&filter, uid, &comment)
+                    .await
+                    .map(|j| j.into_iter().filter(|(_, st)| !is_final(st)).map(|(id, _)| id).collect())
+            };
+            let found: Vec<u64> = match live().await {
+                Ok(f) => f,
+                Err(error) => {
+                    tracing::error!(%error, "cannot list Slurm jobs: jobs of the previous server may still run");
+                    return;
+                }
+            };
+            if found.is_empty() {
+                return;
+            }
+            tracing::warn!(jobs = ?found, "stopping Slurm jobs that outlived the previous server");
+            for &j in &found {
+                scancel(j, false).await;
+            }
+            let deadline = Instant::now() + grace;
+            while Instant::now() < deadline && live().await.is_ok_and(|l: Vec<u64>| !l.is_empty()) {
+                tokio::time::sleep(POLL).await;
+            }
+            for _ in 0..60 {
+                let left: Vec<u64> = live().await.unwrap_or_default();
+                if left.is_empty() {
+                    return;
+                }
+                for &j in &left {
+                    scancel(j, true).await;
+                }
+                tokio::time::sleep(POLL).await;
+            }
+            tracing::error!("Slurm jobs of a previous server are still not ended after 30 s");
+        })
+    }
+}

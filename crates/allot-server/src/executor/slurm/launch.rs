@@ -1,0 +1,182 @@
+//! Launching an attempt: its batch script (the command on every node, one
+//! task each, with the task's environment set on its command line) and the
+//! `sbatch` command that places it exactly where Allot chose.
+
+use std::path::{Path, PathBuf};
+
+use tokio::process::Command;
+
+use super::SlurmOptions;
+use crate::executor::{AttemptKey, Launch};
+
+/// The `sbatch` command for an attempt (script already written).
+pub(super) fn sbatch_command(instance: &str, opts: &SlurmOptions, job: &Launch, script: &Path) -> Command {
+    let mut cmd = Command::new("sbatch");
+    for k in crate::executor::server_only_env(false) {
+        cmd.env_remove(k);
+    }
+    cmd.arg("--parsable")
+        .arg(format!("--job-name={}", job_name(instance, job.key)))
+        .arg(format!("--comment={}", job_comment(instance)))
+        .arg(format!("--output={}", job.log_path.display()))
+        .arg("--open-mode=append")
+        .arg("--export=ALL");
+    let partition = opts.partition.as_ref().map(|p| format!("--partition={p}"));
+    if let Some(per_node) = uniform(job) {
+        // The same GPU count everywhere: one plain job (Slurm's main
+        // scheduler starts it at once).
+        let nodes: Vec<&str> = job.gpus.iter().map(|n| n.node.as_str()).collect();
+        cmd.args(&partition)
+            .arg(format!("--nodelist={}", nodes.join(",")))
+            .arg(format!("--nodes={}", nodes.len()))
+            .arg("--ntasks-per-node=1")
+            .arg(format!("--gres=gpu:{per_node}"))
+            .args(&opts.sbatch_args);
+    } else {
+        // One heterogeneous-job component per node, each exact.
+        for (i, n) in job.gpus.iter().enumerate() {
+            if i > 0 {
+                cmd.arg(":");
+            }
+            cmd.args(&partition)
+                .arg(format!("--nodelist={}", n.node))
+                .args(["--nodes=1", "--ntasks=1"])
+                .arg(format!("--gres=gpu:{}", n.indices.len()))
+                .args(&opts.sbatch_args);
+        }
+    }
+    cmd.arg(script).stdin(std::process::Stdio::null()).kill_on_drop(false);
+    cmd
+}
+
+/// What the task's command sees besides Slurm's own variables: the
+/// workload's `env`, then Allot's (which win).
+pub(super) fn task_env(instance: &str, job: &Launch) -> Vec<(String, String)> {
+    let all: Vec<String> = job.gpus.iter().map(|n| format!("{}:{}", n.node, n.indices.len())).collect();
+    let allot = [
+        ("ALLOT_WORKLOAD_ID", job.workload_id.clone()),
+        ("ALLOT_CHECKPOINT_DIR", job.checkpoint_dir.display().to_string()),
+        ("ALLOT_ATTEMPT", job.key.attempt.to_string()),
+        ("ALLOT_NUM_NODES", job.gpus.len().to_string()),
+        ("ALLOT_GPUS", all.join(";")),
+        ("ALLOT_TAG", format!("{}#{}.{}", instance, job.key.seq, job.key.attempt)),
+    ];
+    let mut env: Vec<(String, String)> = job.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    env.retain(|(k, _)| !allot.iter().any(|(a, _)| a == k));
+    env.extend(allot.into_iter().map(|(k, v)| (k.to_string(), v)));
+    env
+}
+
+/// Writes the attempt's batch script (and makes its directories).
+pub(super) fn write_script(script_dir: &Path, instance: &str, job: &Launch) -> Result<PathBuf, String> {
+    for dir in [script_dir, job.checkpoint_dir.as_path()] {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    if let Some(dir) = job.log_path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let path = script_dir.join(format!("{}.{}.sh", job.key.seq, job.key.attempt));
+    std::fs::write(&path, batch_script(job, &task_env(instance, job)))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+pub(super) fn job_name(instance: &str, key: AttemptKey) -> String {
+    format!("allot-{instance}-{}.{}", key.seq, key.attempt)
+}
+
+/// The comment every job of this store carries (`squeue --format=%k`).
+pub(super) fn job_comment(instance: &str) -> String {
+    format!("allot-store={instance}")
+}
+
+/// Quotes a word for `/bin/sh`.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The GPUs per node when every node of the allocation has the same count.
+fn uniform(job: &Launch) -> Option<usize> {
+    let first = job.gpus.first()?.indices.len();
+    job.gpus.iter().all(|n| n.indices.len() == first).then_some(first)
+}
+
+/// Runs the command on every node of the job (one task each), with `env`
+/// setting the task's variables: they reach the command only, never
+/// `sbatch` or `srun`.
+fn batch_script(job: &Launch, env: &[(String, String)]) -> String {
+    let het = match uniform(job) {
+        Some(_) => String::new(),
+        None => format!(" --het-group=0-{}", job.gpus.len() - 1),
+    };
+    let words: Vec<String> = std::iter::once("/usr/bin/env".to_string())
+        .chain(env.iter().map(|(k, v)| format!("{k}={v}")))
+        .chain(job.command.iter().cloned())
+        .map(|w| sh_quote(&w))
+        .collect();
+    format!(
+        "#!/bin/sh\n# allot workload {} attempt {}: one task per node\n\
+         exec srun{het} --kill-on-bad-exit=1 /bin/sh -c \
+         'ALLOT_NODE=\"$SLURMD_NODENAME\" ALLOT_NODE_RANK=\"$SLURM_NODEID\" exec \"$@\"' allot-task {}\n",
+        job.workload_id,
+        job.key.attempt,
+        words.join(" ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::NodeGpus;
+
+    #[test]
+    fn writes_a_script_that_quotes_the_command() {
+        let job = Launch {
+            key: AttemptKey { seq: 3, attempt: 2 },
+            workload_id: "3".into(),
+            command: vec!["echo".into(), "it's $HOME".into()],
+            env: Default::default(),
+            gpus: vec![
+                NodeGpus { node: "node1".into(), indices: vec![0, 1] },
+                NodeGpus { node: "node2".into(), indices: vec![0] },
+            ],
+            checkpoint_dir: "/ck".into(),
+            log_path: "/log".into(),
+        };
+        let env = [("A".to_string(), "x y".to_string())];
+        let s = batch_script(&job, &env);
+        assert!(s.contains("srun --het-group=0-1 --kill-on-bad-exit=1"), "{s}");
+        assert!(s.ends_with("allot-task '/usr/bin/env' 'A=x y' 'echo' 'it'\\''s $HOME'\n"), "{s}");
+        let even = Launch { gpus: vec![job.gpus[0].clone(), job.gpus[0].clone()], ..job };
+        assert!(batch_script(&even, &env).contains("exec srun --kill-on-bad-exit=1"), "a plain job when even");
+    }
+
+    /// Finding: a submission's `env` reached `sbatch`'s own environment,
+    /// where `SBATCH_*` / `SLURM_*` override what Allot decided.
+    #[test]
+    fn the_workload_env_never_reaches_sbatch() {
+        let env = [("SBATCH_QOS", "high"), ("SBATCH_EXCLUSIVE", "1"), ("SLURM_CONF", "/evil"), ("MY_VAR", "v")];
+        let job = Launch {
+            key: AttemptKey { seq: 3, attempt: 1 },
+            workload_id: "3".into(),
+            command: vec!["train".into()],
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            gpus: vec![NodeGpus { node: "node1".into(), indices: vec![0] }],
+            checkpoint_dir: "/ck".into(),
+            log_path: "/log".into(),
+        };
+        let cmd = sbatch_command("store1", &SlurmOptions::default(), &job, Path::new("/scripts/3.1.sh"));
+        for (k, v) in cmd.as_std().get_envs() {
+            let k = k.to_string_lossy();
+            assert!(!env.iter().any(|(n, _)| *n == k) || v.is_none(), "the workload's {k} is in sbatch's environment");
+        }
+        let args: Vec<String> = cmd.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(args.contains(&"--comment=allot-store=store1".to_string()), "{args:?}");
+        let task = task_env("store1", &job);
+        assert!(task.contains(&("MY_VAR".into(), "v".into())), "the command still gets its env: {task:?}");
+        assert!(task.iter().any(|(k, v)| k == "ALLOT_TAG" && v == "store1#3.1"), "{task:?}");
+        let script = batch_script(&job, &task);
+        let task_part = script.split_once("allot-task '/usr/bin/env' ").map(|(_, t)| t).unwrap_or_default();
+        assert!(task_part.contains("'SBATCH_EXCLUSIVE=1'"), "set on the task only: {script}");
+    }
+}
