@@ -22,16 +22,29 @@ slurm() { SLURM_CONF=$CONF "$@"; }
 pg_version() { ls /usr/lib/postgresql | sort -V | tail -1; }
 decoy_psql() { runuser -u postgres -- psql -X -q -tA -p "$(cat "$D/pg.port")" -d postgres -c "$1"; }
 
+# A process's start time and whether it runs (a zombie, or a PID reused by
+# another process, is not the same daemon).
+proc_facts() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || { echo "gone"; return; }
+  stat=${stat##*) }
+  set -- $stat
+  [ "$1" = Z ] && { echo "zombie"; return; }
+  echo "started-at ${20}"
+}
+
 # What must not change, one line per fact.
 snapshot() {
   local f
-  for f in "$D"/pids/*.pid; do echo "pid $(basename "$f" .pid) $(cat "$f") alive=$(kill -0 "$(cat "$f")" 2>/dev/null && echo y || echo n)"; done
+  for f in "$D"/pids/*.pid; do echo "pid $(basename "$f" .pid) $(cat "$f") $(proc_facts "$(cat "$f")")"; done
   for f in /etc/slurm/* /etc/munge/munge.key /etc/postgresql/"$(pg_version)"/$PGNAME/*; do
     [ -f "$f" ] && echo "file $f $(sha256sum < "$f" | cut -c1-64)"
   done
   echo "job $(cat "$D/job") $(slurm squeue -h -j "$(cat "$D/job")" -o %T 2>&1)"
   echo "node decoy2 $(slurm sinfo -h -N -n decoy2 -o %T 2>&1)"
   echo "postmaster $(head -1 /var/lib/postgresql/"$(pg_version)"/$PGNAME/postmaster.pid 2>&1)"
+  # Every registered cluster (the decoy's and any other): same ports, same status.
+  pg_lsclusters -h | awk '{print "cluster", $1, $2, $3, $4}'
   echo "roles $(decoy_psql 'SELECT string_agg(rolname, $$,$$ ORDER BY rolname) FROM pg_roles')"
   echo "databases $(decoy_psql 'SELECT string_agg(datname, $$,$$ ORDER BY datname) FROM pg_database')"
 }
@@ -57,9 +70,10 @@ start() {
     chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key
     mkdir -p /run/munge /var/lib/munge /var/log/munge
     chown munge:munge /run/munge /var/lib/munge /var/log/munge
-    runuser -u munge -- /usr/sbin/munged --pid-file="$D/munged.pid"
-    for _ in $(seq 50); do [ -s "$D/munged.pid" ] && munge -n >/dev/null 2>&1 && break; sleep 0.1; done
-    cp "$D/munged.pid" "$D/pids/munged.pid"
+    install -d -o munge -g munge "$D/munge"
+    runuser -u munge -- /usr/sbin/munged --pid-file="$D/munge/munged.pid"
+    for _ in $(seq 50); do [ -s "$D/munge/munged.pid" ] && munge -n >/dev/null 2>&1 && break; sleep 0.1; done
+    cp "$D/munge/munged.pid" "$D/pids/munged.pid"
   fi
   munge -n | unmunge >/dev/null || ci_die "the decoy's munge does not work"
 
