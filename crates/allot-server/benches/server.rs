@@ -151,6 +151,8 @@ async fn run_backend(label: &str, db: String, n: usize) {
         data_dir: d.join("data"),
         gpu_inventory: GpuInventory::Config,
         slurm: Default::default(),
+        standby: false,
+        lease: Default::default(),
     };
     let running = allot_server::start(&opts).await.expect("start the server");
     let url = format!("http://{}", running.addr);

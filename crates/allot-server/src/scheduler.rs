@@ -16,6 +16,14 @@
 //!   is requeued while it has retries left. Once signalled, any exit means
 //!   "stopped": the workload is requeued (CON-3) or, when cancelled, ends.
 //!
+//! The store may fail (down, busy, full, read-only): a step whose writes
+//! could not be committed keeps them, in order, with the executor commands
+//! they allow, and no pass runs until they are committed (retried every
+//! [`RETRY`]); requests that need a write are answered "unavailable" in the
+//! meantime. Only a lost lease ends the task ([`StoreError::is_fenced`]):
+//! another server owns the store. Executor commands also wait while the
+//! lease is not surely held ([`crate::store::Fence::fresh`]).
+//!
 //! A pass runs when something changed, at the policy's wake-ups
 //! (`Policy::next_wakeup`) and, for periodic policies, every
 //! `scheduling_interval` while work waits. Messages that arrive together are
@@ -163,7 +171,12 @@ pub struct Scheduler {
     pub(crate) signals: Vec<AttemptKey>,
     pub(crate) kills: Vec<AttemptKey>,
     last_gauges: Option<std::time::Instant>,
+    /// Since when the step's writes could not be committed.
+    pub(crate) outage: Option<std::time::Instant>,
 }
+
+/// How often uncommitted writes (or commands held for the lease) are retried.
+const RETRY: Duration = Duration::from_millis(250);
 
 impl Scheduler {
     #[expect(clippy::too_many_arguments, reason = "assembled once by recovery")]
@@ -197,6 +210,7 @@ impl Scheduler {
             signals: Vec::new(),
             kills: Vec::new(),
             last_gauges: None,
+            outage: None,
         }
     }
 
@@ -217,8 +231,8 @@ impl Scheduler {
         self.now
     }
 
-    /// Runs until every sender of `rx` is gone. A store failure is fatal:
-    /// the state may be ahead of the store, and a restart rebuilds it.
+    /// Runs until every sender of `rx` is gone or the lease is lost (the
+    /// only error: another server owns the store).
     pub async fn run(
         mut self,
         mut rx: mpsc::Receiver<Msg>,
@@ -226,7 +240,10 @@ impl Scheduler {
     ) -> Result<(), StoreError> {
         self.step().await?;
         loop {
-            let wait = self.next_deadline().map(clock::until);
+            let mut wait = self.next_deadline().map(clock::until);
+            if self.held() {
+                wait = Some(wait.map_or(RETRY, |w| w.min(RETRY)));
+            }
             tokio::select! {
                 m = rx.recv() => match m {
                     Some(m) => self.handle(m).await?,
@@ -247,7 +264,7 @@ impl Scheduler {
             }
             self.step().await?;
         }
-        self.flush().await
+        self.flush().await.map(drop)
     }
 
     /// Timers, one pass if due, then the commit and the executor commands.
@@ -258,11 +275,16 @@ impl Scheduler {
         if woke {
             self.wake = None;
         }
-        if (self.dirty || woke) && !self.state.pending.is_empty() {
+        let held = self.held();
+        if held {
+            // The pass runs once the earlier writes are committed.
+            self.dirty |= woke;
+        } else {
+            if (self.dirty || woke) && !self.state.pending.is_empty() {
+                self.pass(now);
+            }
             self.dirty = false;
-            self.pass(now);
         }
-        self.dirty = false;
         self.flush().await?;
         if cfg!(debug_assertions)
             && let Err(e) = self.state.sanity_check(now)
@@ -312,11 +334,41 @@ impl Scheduler {
         }
     }
 
-    /// Commits the step's writes, then tells the executor.
-    pub(crate) async fn flush(&mut self) -> Result<(), StoreError> {
+    /// Writes or commands of an earlier step are still waiting (the store
+    /// is unavailable or the lease is being renewed): no pass runs.
+    pub(crate) fn held(&self) -> bool {
+        self.outage.is_some() || self.has_commands() && !self.store.fence.fresh()
+    }
+
+    fn has_commands(&self) -> bool {
+        !(self.launches.is_empty() && self.signals.is_empty() && self.kills.is_empty())
+    }
+
+    /// Commits the step's writes, then tells the executor. When the store
+    /// fails, everything is kept for the next try; `Ok(false)`: not done.
+    pub(crate) async fn flush(&mut self) -> Result<bool, StoreError> {
         if !self.ops.is_empty() {
-            let ops = std::mem::take(&mut self.ops);
-            self.store.apply(&ops).await?;
+            match self.store.apply(&self.ops).await {
+                Ok(()) => self.ops.clear(),
+                Err(e) if e.is_fenced() => return Err(e),
+                Err(e) => {
+                    if self.outage.is_none() {
+                        tracing::error!(error = %e, pending_writes = self.ops.len(), "the store is unavailable; scheduling paused until it is back");
+                        self.outage = Some(std::time::Instant::now());
+                    }
+                    return Ok(false);
+                }
+            }
+            if let Some(since) = self.outage.take() {
+                tracing::info!(after_s = since.elapsed().as_secs_f64(), "the store is back; scheduling resumed");
+            }
+        }
+        if self.has_commands() && !self.store.fence.fresh() {
+            if let Some(why) = self.store.fence.lost() {
+                return Err(StoreError::new("act on the store's decisions", crate::store::StoreFailure::Fenced(why)));
+            }
+            // Not renewed in time: nothing is launched until it is.
+            return Ok(false);
         }
         for job in std::mem::take(&mut self.launches) {
             self.exec.launch(job);
@@ -327,7 +379,7 @@ impl Scheduler {
         for key in std::mem::take(&mut self.kills) {
             self.exec.kill(key);
         }
-        Ok(())
+        Ok(true)
     }
 
     fn refresh_gauges(&mut self, now: Time) {

@@ -18,7 +18,8 @@ use crate::executor::{Executor, NullExecutor};
 use crate::metrics::Metrics;
 use crate::recovery::{RecoveryError, recover, restore_run};
 use crate::scheduler::{Paths, Scheduler};
-use crate::store::{Store, StoreError};
+use crate::store::lease::{self, FileLock, LeaseConfig, LeaseHolder, Takeover};
+use crate::store::{Backend, Store, StoreError};
 use crate::submission::Catalog;
 
 /// Which executor runs the workloads.
@@ -59,6 +60,11 @@ pub struct ServeOptions {
     pub gpu_inventory: GpuInventory,
     /// Partition and sbatch options (Slurm executor).
     pub slurm: SlurmOptions,
+    /// Wait for the store's lease instead of refusing to start while
+    /// another server holds it.
+    pub standby: bool,
+    /// Lease timing.
+    pub lease: LeaseConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +87,15 @@ pub enum ServerError {
     Scheduler(String),
     #[error("{0}")]
     Inventory(String),
+    #[error(
+        "another server is serving this store: {0}. Stop it first, or start this one with --standby to take over \
+         when it stops"
+    )]
+    Held(String),
+    #[error("cannot lock {path}: {source}")]
+    Lock { path: PathBuf, source: std::io::Error },
+    #[error("stopped serving: {0}")]
+    Lease(StoreError),
 }
 
 /// A started server.
@@ -89,6 +104,10 @@ pub struct Running {
     shutdown: oneshot::Sender<()>,
     http: JoinHandle<Result<(), std::io::Error>>,
     scheduler: JoinHandle<Result<(), StoreError>>,
+    lease: JoinHandle<StoreError>,
+    store: Store,
+    /// SQLite: the kernel lock behind the lease, held until the process ends.
+    _lock: Option<FileLock>,
 }
 
 impl Running {
@@ -98,6 +117,10 @@ impl Running {
         let _ = self.shutdown.send(());
         self.http.await.map_err(|e| ServerError::Scheduler(e.to_string()))?.map_err(ServerError::Http)?;
         self.scheduler.await.map_err(|e| ServerError::Scheduler(e.to_string()))??;
+        self.lease.abort();
+        if let Err(e) = self.store.release_lease().await {
+            tracing::warn!(error = %e, "could not release the lease; a standby takes over when it expires");
+        }
         Ok(())
     }
 
@@ -106,6 +129,7 @@ impl Running {
         tokio::select! {
             r = &mut self.http => r.map_err(|e| ServerError::Scheduler(e.to_string()))?.map_err(ServerError::Http),
             r = &mut self.scheduler => Ok(r.map_err(|e| ServerError::Scheduler(e.to_string()))??),
+            r = &mut self.lease => Err(ServerError::Lease(r.map_err(|e| ServerError::Scheduler(e.to_string()))?)),
         }
     }
 }
@@ -132,8 +156,10 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     };
     std::fs::create_dir_all(&opts.data_dir)
         .map_err(|source| ServerError::DataDir { path: opts.data_dir.clone(), source })?;
-    let store = Store::open(&opts.db).await?;
-    let instance = store.instance_id().await?;
+    // The lease first: a second server stops here, before anything is touched.
+    let lock = lock_sqlite(opts).await?;
+    let (store, instance) = crate::store::instance::open_for_serve(&opts.db, &opts.data_dir).await?;
+    take_lease(&store, opts, lock.is_some()).await?;
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let exec: Arc<dyn Executor> = match opts.executor {
         ExecutorKind::Local => Arc::new(LocalExecutor::new(ev_tx, &instance, devices)),
@@ -185,6 +211,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         .map_err(|source| ServerError::Listen { addr: opts.listen, source })?;
     let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: opts.listen, source })?;
     let scheduler = tokio::spawn(sched.run(rx, ev_rx));
+    let lease = tokio::spawn(lease::keep(store.clone(), opts.lease));
     let (shutdown, stop) = oneshot::channel::<()>();
     let http = tokio::spawn(async move {
         axum::serve(listener, router(app))
@@ -194,7 +221,77 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
             .await
     });
     tracing::info!(%addr, "listening");
-    Ok(Running { addr, shutdown, http, scheduler })
+    Ok(Running { addr, shutdown, http, scheduler, lease, store, _lock: lock })
+}
+
+/// SQLite: the lock on `<db>.lock` (the holder is alive while it is held),
+/// waited for with `--standby`, else a held lock refuses the start naming
+/// the holder. None for PostgreSQL.
+async fn lock_sqlite(opts: &ServeOptions) -> Result<Option<FileLock>, ServerError> {
+    let (backend, url) = crate::store::normalize_url(&opts.db).map_err(|m| ServerError::Held(m.to_string()))?;
+    if backend != Backend::Sqlite {
+        return Ok(None);
+    }
+    let file = crate::store::instance::sqlite_file(&url);
+    let path = PathBuf::from(format!("{}.lock", file.display()));
+    let mut logged = false;
+    loop {
+        match FileLock::try_lock(&path) {
+            Ok(Some(lock)) => return Ok(Some(lock)),
+            Ok(None) => {}
+            Err(source) => return Err(ServerError::Lock { path, source }),
+        }
+        let holder = match Store::connect(&opts.db, false).await {
+            Ok(s) => {
+                let row = s.lease().await.map(|r| r.describe());
+                s.close().await;
+                row.unwrap_or_else(|e| format!("a process holding {} ({e})", path.display()))
+            }
+            Err(e) => format!("a process holding {} ({e})", path.display()),
+        };
+        if !opts.standby {
+            return Err(ServerError::Held(holder));
+        }
+        if !logged {
+            tracing::info!(holder = %holder, "standing by: another server is serving this store");
+            logged = true;
+        }
+        tokio::time::sleep(opts.lease.retry).await;
+    }
+}
+
+/// Takes the store's lease (SQLite: at once, the file lock says the last
+/// holder is gone); with `--standby`, waits until the holder's lease expires.
+async fn take_lease(store: &Store, opts: &ServeOptions, locked: bool) -> Result<(), ServerError> {
+    let me = LeaseHolder::this_process(&opts.listen.to_string());
+    let mut logged = false;
+    let mut takeover = if locked { Takeover::Any } else { Takeover::IfExpired };
+    loop {
+        match store.try_acquire_lease(&me, &opts.lease, takeover).await {
+            Ok(Ok(_epoch)) => return Ok(()),
+            Ok(Err(row))
+                if row.holder.host == me.host
+                    && !lease::pid_alive(row.holder.pid)
+                    && takeover != Takeover::Epoch(row.epoch) =>
+            {
+                tracing::info!(holder = %row.describe(), "the lease's holder ran on this host and is gone: taking over");
+                takeover = Takeover::Epoch(row.epoch);
+                continue;
+            }
+            Ok(Err(row)) if !opts.standby => return Err(ServerError::Held(row.describe())),
+            Ok(Err(row)) => {
+                if !logged {
+                    tracing::info!(holder = %row.describe(), "standing by: another server is serving this store");
+                    logged = true;
+                }
+            }
+            Err(e) if opts.standby && e.is_unavailable() => {
+                tracing::warn!(error = %e, "standing by: cannot read the store's lease; trying again");
+            }
+            Err(e) => return Err(e.into()),
+        }
+        tokio::time::sleep(opts.lease.retry).await;
+    }
 }
 
 /// The inventory the local executor hands out: the config's, compared

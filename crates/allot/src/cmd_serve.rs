@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use allot_server::auth::{Role, TokenSpec, create_token};
-use allot_server::store::Store;
+use allot_server::store::{LeaseConfig, Store};
 use allot_server::{ExecutorKind, GpuInventory, ServeOptions, SlurmOptions};
 use anyhow::{Context, Result};
 
@@ -15,6 +15,14 @@ fn parse_executor(s: &str) -> Result<ExecutorKind, String> {
 
 fn parse_inventory(s: &str) -> Result<GpuInventory, String> {
     GpuInventory::parse(s).ok_or_else(|| format!("unknown GPU inventory {s:?} (config, hardware)"))
+}
+
+/// `500ms`, or whole units as in the config (`15s`, `1m`).
+fn parse_lease_time(s: &str) -> Result<std::time::Duration, String> {
+    if let Some(ms) = s.strip_suffix("ms") {
+        return ms.trim().parse().map(std::time::Duration::from_millis).map_err(|_| format!("bad duration {s:?}"));
+    }
+    allot_trace::duration::parse_duration(s).map(std::time::Duration::from_secs)
 }
 
 fn parse_role(s: &str) -> Result<Role, String> {
@@ -52,10 +60,29 @@ pub struct ServeArgs {
     /// Slurm executor: one more sbatch option for every node of a job (repeatable), e.g. --slurm-sbatch-arg=--mem-per-gpu=64G.
     #[arg(long = "slurm-sbatch-arg", allow_hyphen_values = true)]
     slurm_sbatch_args: Vec<String>,
+    /// Wait as a hot standby while another server holds the store's lease, and take over (through the normal
+    /// recovery) when its lease expires or it stops. Without it, a start on a served store is refused.
+    #[arg(long)]
+    standby: bool,
+    /// How long the lease lasts after each renewal; a standby takes over this long after the active server's last
+    /// renewal (measured by the database's clock).
+    #[arg(long, value_parser = parse_lease_time, default_value = "15s")]
+    lease_duration: std::time::Duration,
+    /// The active server stops acting (no launch, signal or kill) once it has not renewed its lease for this
+    /// long, and exits; must be below --lease-duration.
+    #[arg(long, value_parser = parse_lease_time, default_value = "10s")]
+    lease_renew_deadline: std::time::Duration,
+    /// How often the lease is renewed, and how often a standby tries to take it; must be below
+    /// --lease-renew-deadline.
+    #[arg(long, value_parser = parse_lease_time, default_value = "2s")]
+    lease_retry: std::time::Duration,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
     init_logs();
+    let lease =
+        LeaseConfig { duration: a.lease_duration, renew_deadline: a.lease_renew_deadline, retry: a.lease_retry };
+    lease.check().map_err(anyhow::Error::msg)?;
     let opts = ServeOptions {
         config: a.config,
         db: a.db,
@@ -65,12 +92,14 @@ pub fn run(a: ServeArgs) -> Result<()> {
         data_dir: a.data_dir,
         gpu_inventory: a.gpu_inventory,
         slurm: SlurmOptions { partition: a.slurm_partition, sbatch_args: a.slurm_sbatch_args },
+        standby: a.standby,
+        lease,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("failed to start the runtime")?;
     rt.block_on(allot_server::serve(&opts)).context("allot serve failed")
 }
 
-fn init_logs() {
+pub(crate) fn init_logs() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("ALLOT_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();

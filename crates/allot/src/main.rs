@@ -2,6 +2,7 @@
 
 mod cmd_client;
 mod cmd_compare;
+mod cmd_db;
 mod cmd_serve;
 mod cmd_sim;
 mod cmd_trace;
@@ -31,6 +32,9 @@ enum Command {
     Compare(cmd_compare::CompareArgs),
     /// Run the live scheduler: HTTP API, store and executor.
     Serve(cmd_serve::ServeArgs),
+    /// Create a store explicitly (`allot serve` refuses to replace a missing or emptied one).
+    #[command(subcommand)]
+    Db(cmd_db::DbCommand),
     /// Create API tokens.
     #[command(subcommand)]
     Token(cmd_serve::TokenCommand),
@@ -45,6 +49,7 @@ fn main() -> std::process::ExitCode {
         Command::Trace(c) => cmd_trace::run(c),
         Command::Compare(a) => cmd_compare::run(a),
         Command::Serve(a) => cmd_serve::run(a),
+        Command::Db(c) => cmd_db::run(c),
         Command::Token(c) => cmd_serve::run_token(c),
         Command::Client(c) => cmd_client::run(c),
     };

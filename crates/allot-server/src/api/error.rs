@@ -48,13 +48,19 @@ impl ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
         tracing::error!(error = %e, "store error");
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        // An outage (down, busy, full, read-only, lease lost) is temporary: 503.
+        let status =
+            if e.is_unavailable() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::INTERNAL_SERVER_ERROR };
+        ApiError::new(status, e.to_string())
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut r = (self.status, Json(ErrorBody { error: self.error, field: self.field })).into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            r.headers_mut().insert(axum::http::header::RETRY_AFTER, "1".parse().expect("valid header"));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             r.headers_mut().insert(axum::http::header::WWW_AUTHENTICATE, "Bearer".parse().expect("valid header"));
         }

@@ -20,9 +20,12 @@ impl Scheduler {
                 self.add(spec, live);
             }
             Msg::Cancel { seq, by, reply } => {
+                if let Some(busy) = self.unavailable() {
+                    let _ = reply.send(Err(busy));
+                    return Ok(());
+                }
                 let r = self.cancel(seq, &by, now);
-                self.flush().await?;
-                let _ = reply.send(r);
+                let _ = reply.send(self.committed(r).await?);
             }
             Msg::Explain { seq, reply } => {
                 let _ = reply.send(self.explain(seq, now));
@@ -42,16 +45,45 @@ impl Scheduler {
                 );
             }
             Msg::SetAccount { path, field, value, by, reply } => {
+                if let Some(busy) = self.unavailable() {
+                    let _ = reply.send(Err(busy));
+                    return Ok(());
+                }
                 let r = self.set_account(&path, field, value, &by, now).await?;
                 let _ = reply.send(r);
             }
             Msg::Node { name, kind, by, reply } => {
+                if let Some(busy) = self.unavailable() {
+                    let _ = reply.send(Err(busy));
+                    return Ok(());
+                }
                 let r = self.node_action(&name, kind, &by, now);
-                self.flush().await?;
-                let _ = reply.send(r);
+                let _ = reply.send(self.committed(r).await?);
             }
         }
         Ok(())
+    }
+
+    /// A change cannot be accepted now: earlier writes wait for the store.
+    fn unavailable(&self) -> Option<Refusal> {
+        self.outage.map(|since| {
+            Refusal::Unavailable(format!(
+                "the store is unavailable (for {} s); the scheduler is paused, try again",
+                since.elapsed().as_secs()
+            ))
+        })
+    }
+
+    /// A change's answer once its writes are committed; "unavailable" when
+    /// they could not be yet (they are kept and committed when the store is
+    /// back, so a retry finds the change made).
+    async fn committed<T>(&mut self, r: Result<T, Refusal>) -> Result<Result<T, Refusal>, StoreError> {
+        if self.flush().await? || self.ops.is_empty() {
+            return Ok(r);
+        }
+        Ok(Err(self
+            .unavailable()
+            .unwrap_or_else(|| Refusal::Unavailable("the store is unavailable; try again".into()))))
     }
 
     fn cancel(&mut self, seq: i64, by: &str, now: Time) -> Result<String, Refusal> {
@@ -160,7 +192,14 @@ impl Scheduler {
         let before = serde_json::json!({"budget_gpu_hours": a.budget_gpu_hours, "share": a.share});
         let b = tree.account(id);
         let after = serde_json::json!({"budget_gpu_hours": b.budget_gpu_hours, "share": b.share});
-        self.store.set_override(path, field.as_str(), value, by, now as i64, &before, &after).await?;
+        match self.store.set_override(path, field.as_str(), value, by, now as i64, &before, &after).await {
+            Ok(()) => {}
+            Err(e) if e.is_fenced() => return Err(e),
+            Err(e) => {
+                tracing::warn!(account = path, error = %e, "account change not recorded");
+                return Ok(Err(Refusal::Unavailable(format!("the change could not be recorded: {e}"))));
+            }
+        }
         tracing::info!(account = path, principal = by, %before, %after, "account {} changed", field.as_str());
         self.overrides = overrides;
         self.state.accounts = tree;

@@ -20,7 +20,7 @@ fn token_row(r: &AnyRow) -> Result<TokenRow, sqlx::Error> {
 impl Store {
     /// Stores a token and its grants; `Ok(false)` when the name is taken.
     pub async fn insert_token(&self, t: &TokenRow, grants: &[String]) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await.ctx("begin creating a token")?;
+        let mut tx = self.begin_write("begin creating a token").await?;
         let taken: Option<String> = sqlx::query_scalar("SELECT name FROM tokens WHERE name = $1")
             .bind(&t.name)
             .fetch_optional(&mut *tx)
@@ -102,7 +102,7 @@ impl Store {
 
     /// Deletes a token and its grants; `Ok(false)` when there is none.
     pub async fn delete_token(&self, name: &str, by: &str, t: i64) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await.ctx("begin revoking a token")?;
+        let mut tx = self.begin_write("begin revoking a token").await?;
         sqlx::query("DELETE FROM grants WHERE principal = $1")
             .bind(name)
             .execute(&mut *tx)
@@ -162,7 +162,7 @@ impl Store {
         before: &serde_json::Value,
         after: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await.ctx("begin an account change")?;
+        let mut tx = self.begin_write("begin an account change").await?;
         let exists: Option<String> = sqlx::query_scalar("SELECT path FROM account_overrides WHERE path = $1")
             .bind(path)
             .fetch_optional(&mut *tx)

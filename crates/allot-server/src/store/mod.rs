@@ -9,14 +9,20 @@
 //! rebuilds its state from here at startup (`crate::recovery`).
 
 mod auth;
+pub mod instance;
+pub mod lease;
 mod rows;
 mod workloads;
 
+use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::{AnyPool, Executor};
+use sqlx::{Any, AnyPool, Executor};
+
+pub use lease::{Fence, LeaseConfig, LeaseHolder};
 
 pub use rows::{
     AttemptRow, AuditRow, NewWorkload, NodeEventRow, Op, OverrideRow, TokenRow, WorkloadFilter, WorkloadRow,
@@ -38,13 +44,83 @@ impl Backend {
     }
 }
 
-/// A store failure: what was being done and the database error.
+/// A store failure: what was being done and why.
 #[derive(Debug, thiserror::Error)]
 #[error("store: cannot {what}: {source}")]
 pub struct StoreError {
     pub what: String,
     #[source]
-    pub source: sqlx::Error,
+    pub source: StoreFailure,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreFailure {
+    /// The database refused or could not be reached.
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+    /// This server no longer holds the store's lease: another server took
+    /// over (its epoch is newer), or the lease could not be renewed in time.
+    #[error("this server no longer holds the store's lease ({0})")]
+    Fenced(String),
+    /// The store is not the one this server was serving (the database file
+    /// was deleted or replaced), or it cannot be used at all.
+    #[error("{0}")]
+    Lost(String),
+}
+
+impl StoreError {
+    pub(crate) fn new(what: &str, source: StoreFailure) -> StoreError {
+        StoreError { what: what.to_string(), source }
+    }
+
+    /// The lease is gone: this server must stop scheduling.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self.source, StoreFailure::Fenced(_) | StoreFailure::Lost(_))
+    }
+
+    /// A failure that may go away by itself (the database is down, busy,
+    /// full or read-only): the API answers 503 and the scheduler retries.
+    pub fn is_unavailable(&self) -> bool {
+        match &self.source {
+            StoreFailure::Fenced(_) | StoreFailure::Lost(_) => true,
+            StoreFailure::Db(e) => transient(e),
+        }
+    }
+}
+
+/// Database errors an outage causes (as opposed to a bad query or row).
+fn transient(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(d) => {
+            let code = d.code().unwrap_or_default();
+            // SQLite primary codes (the low byte of extended codes): BUSY,
+            // LOCKED, READONLY, IOERR, CORRUPT, FULL, CANTOPEN, PROTOCOL.
+            if let Ok(n) = code.parse::<i32>() {
+                return matches!(n & 0xff, 5 | 6 | 8 | 10 | 11 | 13 | 14 | 15);
+            }
+            // PostgreSQL: connection exception, insufficient resources,
+            // operator intervention, system error, serialization failure.
+            ["08", "53", "57", "58", "40"].iter().any(|c| code.starts_with(c))
+        }
+        _ => false,
+    }
+}
+
+/// SQLITE_BUSY / SQLITE_LOCKED: another connection holds the write lock.
+fn busy(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(d) => {
+            d.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|n| matches!(n & 0xff, 5 | 6))
+        }
+        _ => false,
+    }
 }
 
 pub(crate) trait Ctx<T> {
@@ -53,19 +129,29 @@ pub(crate) trait Ctx<T> {
 
 impl<T> Ctx<T> for Result<T, sqlx::Error> {
     fn ctx(self, what: &str) -> Result<T, StoreError> {
-        self.map_err(|source| StoreError { what: what.to_string(), source })
+        self.map_err(|source| StoreError { what: what.to_string(), source: StoreFailure::Db(source) })
     }
 }
 
 /// Migrations per backend: (version, SQL).
-const SQLITE_MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/sqlite/0001_init.sql"))];
-const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/postgres/0001_init.sql"))];
+const SQLITE_MIGRATIONS: &[(i64, &str)] =
+    &[(1, include_str!("migrations/sqlite/0001_init.sql")), (3, include_str!("migrations/sqlite/0003_lease.sql"))];
+const POSTGRES_MIGRATIONS: &[(i64, &str)] =
+    &[(1, include_str!("migrations/postgres/0001_init.sql")), (3, include_str!("migrations/postgres/0003_lease.sql"))];
+
+/// How often a write that found the SQLite write lock taken (after
+/// `busy_timeout`) is tried again before the error is returned.
+const BUSY_RETRIES: u32 = 3;
 
 /// A connection pool to the store.
 #[derive(Clone, Debug)]
 pub struct Store {
     pub(crate) pool: AnyPool,
     pub backend: Backend,
+    /// The SQLite database file (None for PostgreSQL).
+    pub sqlite_path: Option<PathBuf>,
+    /// The lease epoch every write of a serving process is checked against.
+    pub(crate) fence: Arc<Fence>,
 }
 
 /// Normalises a `--db` value: `sqlite://PATH` (created if missing),
@@ -94,24 +180,34 @@ pub fn normalize_url(url: &str) -> Result<(Backend, String), String> {
 impl Store {
     /// Connects, creating a SQLite file if needed, and runs the migrations.
     pub async fn open(url: &str) -> Result<Store, StoreError> {
-        let (backend, url) = normalize_url(url).map_err(|m| StoreError {
-            what: "open the database".into(),
-            source: sqlx::Error::Configuration(m.into()),
-        })?;
+        Store::connect(url, true).await
+    }
+
+    /// Connects and runs the migrations; `create`: a missing SQLite file is
+    /// created (else it is an error).
+    pub(crate) async fn connect(url: &str, create: bool) -> Result<Store, StoreError> {
+        let bad_url =
+            |m: String| StoreError::new("open the database", StoreFailure::Db(sqlx::Error::Configuration(m.into())));
+        let (backend, url) = normalize_url(url).map_err(bad_url)?;
+        let url = if create { url } else { url.replace("mode=rwc", "mode=rw") };
         sqlx::any::install_default_drivers();
         let opts = AnyConnectOptions::from_str(&url).ctx("parse the database url")?;
         let max = if backend == Backend::Sqlite { 4 } else { 8 };
         let pool = AnyPoolOptions::new()
             .max_connections(max)
-            .acquire_timeout(Duration::from_secs(30))
+            // A store outage answers 503 within seconds, not after 30 s.
+            .acquire_timeout(Duration::from_secs(5))
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
                     if backend == Backend::Sqlite {
                         // WAL for concurrent readers; FULL so a commit survives a
-                        // crash of the machine, not only of the server.
+                        // crash of the machine, not only of the server. No memory
+                        // map of the database file: a full disk or a truncated
+                        // file is then an error (SQLITE_FULL / IOERR), never SIGBUS.
                         conn.execute("PRAGMA journal_mode = WAL").await?;
                         conn.execute("PRAGMA synchronous = FULL").await?;
-                        conn.execute("PRAGMA busy_timeout = 10000").await?;
+                        conn.execute("PRAGMA busy_timeout = 5000").await?;
+                        conn.execute("PRAGMA mmap_size = 0").await?;
                         conn.execute("PRAGMA foreign_keys = ON").await?;
                     }
                     Ok(())
@@ -120,27 +216,72 @@ impl Store {
             .connect_with(opts)
             .await
             .ctx("connect to the database")?;
-        let store = Store { pool, backend };
+        let sqlite_path = (backend == Backend::Sqlite).then(|| instance::sqlite_file(&url));
+        let store = Store { pool, backend, sqlite_path, fence: Arc::new(Fence::default()) };
         store.migrate().await?;
         Ok(store)
     }
 
+    /// Begins a write transaction of this process: on SQLite with `BEGIN
+    /// IMMEDIATE` (the write lock is taken first, so a read-then-write never
+    /// fails half-way with SQLITE_BUSY), retried a bounded number of times
+    /// when the lock stays taken; then, when this process serves the store,
+    /// checks that it still holds the lease ([`Fence`]).
+    pub(crate) async fn begin_write(&self, what: &str) -> Result<WriteTx, StoreError> {
+        self.fence.check_local(what)?;
+        let begin = match self.backend {
+            Backend::Sqlite => "BEGIN IMMEDIATE",
+            Backend::Postgres => "BEGIN",
+        };
+        let mut delay = Duration::from_millis(20);
+        let mut tries = 0;
+        let mut tx = loop {
+            let mut conn = self.pool.acquire().await.ctx(what)?;
+            match sqlx::query(begin).execute(&mut *conn).await {
+                Ok(_) => break WriteTx { conn, done: false },
+                Err(e) => {
+                    // Whatever state it is in, this connection is not reused.
+                    conn.close_on_drop();
+                    if !(busy(&e) && tries < BUSY_RETRIES) {
+                        return Err(StoreError::new(what, StoreFailure::Db(e)));
+                    }
+                }
+            }
+            tries += 1;
+            tracing::warn!(what, tries, "the store is busy; trying again");
+            tokio::time::sleep(delay).await;
+            delay *= 4;
+        };
+        lease::check_fence(self, &mut tx, what).await?;
+        Ok(tx)
+    }
+
     /// Applies the migrations not yet recorded in `allot_schema`.
     async fn migrate(&self) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await.ctx("begin the migration")?;
+        let mut tx = match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Backend::Postgres => self.pool.begin().await,
+        }
+        .ctx("begin the migration")?;
+        if self.backend == Backend::Postgres {
+            // Two servers starting at once migrate one after the other.
+            sqlx::query("SELECT pg_advisory_xact_lock(7446)").execute(&mut *tx).await.ctx("lock the schema")?;
+        }
         sqlx::query("CREATE TABLE IF NOT EXISTS allot_schema (version BIGINT PRIMARY KEY, applied_t BIGINT NOT NULL)")
             .execute(&mut *tx)
             .await
             .ctx("create the schema table")?;
-        let have: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM allot_schema")
-            .fetch_one(&mut *tx)
+        let have: Vec<i64> = sqlx::query_scalar("SELECT version FROM allot_schema")
+            .fetch_all(&mut *tx)
             .await
             .ctx("read the schema version")?;
         let list = match self.backend {
             Backend::Sqlite => SQLITE_MIGRATIONS,
             Backend::Postgres => POSTGRES_MIGRATIONS,
         };
-        for (version, sql) in list.iter().filter(|(v, _)| *v > have.unwrap_or(0)) {
+        // Every migration not yet recorded (not only those above the highest):
+        // versions may be added out of order.
+        for (version, sql) in list.iter().filter(|(v, _)| !have.contains(v)) {
             for stmt in statements(sql) {
                 sqlx::query(stmt).execute(&mut *tx).await.ctx(&format!("run migration {version}"))?;
             }
@@ -154,34 +295,48 @@ impl Store {
         tx.commit().await.ctx("commit the migration")
     }
 
-    /// This store's identity: a random id made when it was created. Processes
-    /// started for it carry it, so a restarted server finds them whatever
-    /// its data directory or URL spelling.
-    pub async fn instance_id(&self) -> Result<String, StoreError> {
-        let fresh = crate::auth::new_token().replace("allot_", "");
-        let mut tx = self.pool.begin().await.ctx("begin reading the store id")?;
-        let have: Option<String> = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'instance'")
-            .fetch_optional(&mut *tx)
-            .await
-            .ctx("read the store id")?;
-        let id = match have {
-            Some(id) => id,
-            None => {
-                sqlx::query("INSERT INTO meta (key, value) VALUES ('instance', $1)")
-                    .bind(&fresh[..16])
-                    .execute(&mut *tx)
-                    .await
-                    .ctx("record the store id")?;
-                fresh[..16].to_string()
-            }
-        };
-        tx.commit().await.ctx("commit the store id")?;
-        Ok(id)
-    }
-
     /// Closes the pool (waits for connections to be returned).
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// A write transaction begun and ended with plain `BEGIN` / `COMMIT`
+/// statements, so that a failed commit (a full disk) cannot leave a pooled
+/// connection that believes it is still in a transaction: a transaction
+/// that is not committed closes its connection (which rolls it back).
+pub(crate) struct WriteTx {
+    conn: sqlx::pool::PoolConnection<Any>,
+    done: bool,
+}
+
+impl WriteTx {
+    pub(crate) async fn commit(mut self) -> Result<(), sqlx::Error> {
+        sqlx::query("COMMIT").execute(&mut *self.conn).await?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for WriteTx {
+    type Target = sqlx::AnyConnection;
+
+    fn deref(&self) -> &sqlx::AnyConnection {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut sqlx::AnyConnection {
+        &mut self.conn
+    }
+}
+
+impl Drop for WriteTx {
+    fn drop(&mut self) {
+        if !self.done {
+            self.conn.close_on_drop();
+        }
     }
 }
 
@@ -210,8 +365,10 @@ mod tests {
 
     #[test]
     fn migration_files_split_into_statements() {
-        let n = statements(SQLITE_MIGRATIONS[0].1).count();
-        assert_eq!(n, statements(POSTGRES_MIGRATIONS[0].1).count());
-        assert!(n >= 9, "{n}");
+        for (s, p) in SQLITE_MIGRATIONS.iter().zip(POSTGRES_MIGRATIONS) {
+            assert_eq!(s.0, p.0);
+            assert_eq!(statements(s.1).count(), statements(p.1).count(), "migration {}", s.0);
+        }
+        assert!(statements(SQLITE_MIGRATIONS[0].1).count() >= 9);
     }
 }

@@ -68,7 +68,8 @@ impl Store {
                    checkpoint_s, util, priority, preemptible, name, command, env, retries, state) \
                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'pending') \
                    RETURNING seq";
-        sqlx::query_scalar(sql)
+        let mut tx = self.begin_write("insert the workload").await?;
+        let seq = sqlx::query_scalar(sql)
             .bind(w.submit_t)
             .bind(&w.account)
             .bind(&w.submitter)
@@ -85,9 +86,11 @@ impl Store {
             .bind(&w.command)
             .bind(&w.env)
             .bind(w.retries)
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *tx)
             .await
-            .ctx("insert the workload")
+            .ctx("insert the workload")?;
+        tx.commit().await.ctx("commit the workload")?;
+        Ok(seq)
     }
 
     pub async fn workload(&self, seq: i64) -> Result<Option<WorkloadRow>, StoreError> {
@@ -193,7 +196,7 @@ impl Store {
         if ops.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin().await.ctx("begin a scheduling step")?;
+        let mut tx = self.begin_write("begin a scheduling step").await?;
         for op in ops {
             op_query(op).execute(&mut *tx).await.ctx("record a scheduling step")?;
         }
@@ -217,8 +220,9 @@ fn op_query(op: &Op) -> Query<'_> {
         }
         Op::CancelRequested { seq } => sqlx::query("UPDATE workloads SET cancel_requested = 1 WHERE seq = $1").bind(*seq),
         Op::AttemptStart { row: a } => sqlx::query(
+            // A step retried after a commit whose answer was lost adds nothing twice.
             "INSERT INTO attempts (workload, attempt, alloc, gpus, weight, state, start_t, start_reason, log_path) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (workload, attempt) DO NOTHING",
         )
         .bind(a.workload)
         .bind(a.attempt)
