@@ -328,10 +328,18 @@ async fn assert_ledger(url: &str, token: &str, db: &str) {
     }
 }
 
-fn pg_or_panic(backend: Backend) {
-    if backend == Backend::Postgres && std::env::var_os("ALLOT_TEST_PG_URL").is_none() {
+/// PostgreSQL cases share the server one case restarts: they run while
+/// it is up (read), the restart case alone (write).
+static PG: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+async fn pg_or_panic(backend: Backend) -> Option<tokio::sync::RwLockReadGuard<'static, ()>> {
+    if backend != Backend::Postgres {
+        return None;
+    }
+    if std::env::var_os("ALLOT_TEST_PG_URL").is_none() {
         panic!("{}", support::PG_HELP);
     }
+    Some(PG.read().await)
 }
 
 both_stores!(second_server_refused_sqlite, second_server_refused_postgres, second_server_refused);
@@ -340,7 +348,7 @@ both_stores!(second_server_refused_sqlite, second_server_refused_postgres, secon
 /// server that holds it, and touches nothing: the first server's running
 /// workload keeps its attempt and the first server goes on scheduling.
 async fn second_server_refused(backend: Backend) {
-    pg_or_panic(backend);
+    let _pg = pg_or_panic(backend).await;
     let f = Fixture::new(backend, "second").await;
     let work = script(&f.dir, "work.sh", WORK_SH);
     let mut a = Proc::spawn(&f.dir, &f.db.url, "first", &LEASE);
@@ -397,7 +405,7 @@ both_stores!(kill9_restart_under_load_sqlite, kill9_restart_under_load_postgres,
 /// submissions, then a restart on the same store: nothing acknowledged is
 /// lost, nothing ran twice, the ledger equals the attempts.
 async fn kill9_restart_under_load(backend: Backend) {
-    pg_or_panic(backend);
+    let _pg = pg_or_panic(backend).await;
     let f = Fixture::new(backend, "kill9").await;
     let work = script(&f.dir, "work.sh", WORK_SH);
     let mut a = Proc::spawn(&f.dir, &f.db.url, "active", &LEASE);
@@ -430,7 +438,7 @@ async fn kill9_restart_under_load(backend: Backend) {
 /// the standby takes over through recovery; the failover times are printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill9_standby_takes_over_postgres() {
-    pg_or_panic(Backend::Postgres);
+    let _pg = pg_or_panic(Backend::Postgres).await;
     let f = Fixture::new(Backend::Postgres, "standby").await;
     let work = script(&f.dir, "work.sh", WORK_SH);
     let mut active = Proc::spawn(&f.dir, &f.db.url, "server-0", &LEASE);
@@ -478,7 +486,7 @@ async fn wait_log(p: &Proc, what: &str, secs: u64) {
 /// stops, saying why; nothing ran twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_server_is_fenced_postgres() {
-    pg_or_panic(Backend::Postgres);
+    let _pg = pg_or_panic(Backend::Postgres).await;
     let f = Fixture::new(Backend::Postgres, "paused").await;
     let work = script(&f.dir, "work.sh", WORK_SH);
     let mut old = Proc::spawn(&f.dir, &f.db.url, "old", &LEASE);
@@ -517,7 +525,10 @@ async fn paused_server_is_fenced_postgres() {
 /// it is back. Needs ALLOT_TEST_PG_CTL (a pg_ctl command prefix).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_restart_under_load() {
-    pg_or_panic(Backend::Postgres);
+    if std::env::var_os("ALLOT_TEST_PG_URL").is_none() {
+        panic!("{}", support::PG_HELP);
+    }
+    let _alone = PG.write().await;
     let ctl = std::env::var("ALLOT_TEST_PG_CTL").unwrap_or_else(|_| {
         panic!(
             "ALLOT_TEST_PG_CTL is not set: this test restarts PostgreSQL and needs a pg_ctl command prefix for the \
