@@ -228,10 +228,10 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
 /// waited for with `--standby`, else a held lock refuses the start naming
 /// the holder. None for PostgreSQL.
 async fn lock_sqlite(opts: &ServeOptions) -> Result<Option<FileLock>, ServerError> {
-    let (backend, url) = crate::store::normalize_url(&opts.db).map_err(|m| ServerError::Held(m.to_string()))?;
-    if backend != Backend::Sqlite {
+    // A bad url is reported by the open that follows.
+    let Ok((Backend::Sqlite, url)) = crate::store::normalize_url(&opts.db) else {
         return Ok(None);
-    }
+    };
     let file = crate::store::instance::sqlite_file(&url);
     let path = PathBuf::from(format!("{}.lock", file.display()));
     let mut logged = false;
