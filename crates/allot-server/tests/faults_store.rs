@@ -794,3 +794,62 @@ async fn sqlite_file_deleted_while_serving() {
     drop(c);
     f.finish().await;
 }
+
+both_stores!(writes_are_fenced_by_the_epoch_sqlite, writes_are_fenced_by_the_epoch_postgres, writes_are_fenced);
+
+/// Once another process took the lease over, every write of the old holder
+/// fails in the database (the epoch check), whatever its clock says; the
+/// new holder's writes go through.
+async fn writes_are_fenced(backend: Backend) {
+    use allot_server::store::lease::{LeaseConfig, LeaseHolder, Takeover};
+    let _pg = pg_or_panic(backend).await;
+    let f = Fixture::new(backend, "fence").await;
+    let cfg = LeaseConfig::default();
+    let old = Store::open(&f.db.url).await.expect("open");
+    let me = LeaseHolder { host: "old-host".into(), pid: 1, listen: "127.0.0.1:1".into() };
+    let first = old.try_acquire_lease(&me, &cfg, Takeover::IfExpired).await.unwrap().expect("free lease");
+    let row = |n: i64| allot_server::store::NewWorkload {
+        submit_t: n,
+        account: "org/a".into(),
+        submitter: "ann".into(),
+        class: "batch".into(),
+        gpus: 1,
+        nodes: 0,
+        gpu_type: None,
+        work_s: 1,
+        checkpoint_s: 0,
+        util: 1.0,
+        priority: "normal".into(),
+        preemptible: false,
+        name: None,
+        command: "[\"true\"]".into(),
+        env: "{}".into(),
+        retries: 0,
+    };
+    old.insert_workload(&row(1)).await.expect("the holder writes");
+
+    let new = Store::open(&f.db.url).await.expect("open");
+    let other = LeaseHolder { host: "new-host".into(), pid: 2, listen: "127.0.0.1:2".into() };
+    let held = new.try_acquire_lease(&other, &cfg, Takeover::IfExpired).await.unwrap();
+    assert_eq!(held.map_err(|r| r.holder), Err(me.clone()), "a live lease is not taken");
+    let second = new.try_acquire_lease(&other, &cfg, Takeover::Epoch(first)).await.unwrap().expect("takeover");
+    assert_eq!(second, first + 1);
+
+    let e = old.insert_workload(&row(2)).await.expect_err("the old holder is fenced");
+    assert!(e.is_fenced() && e.is_unavailable(), "{e}");
+    assert!(e.to_string().contains("superseded"), "{e}");
+    let ops = [allot_server::store::Op::Failures { seq: 1, failures: 1 }];
+    assert!(old.apply(&ops).await.expect_err("every later write too").is_fenced());
+    assert!(!old.renew_lease(&cfg).await.unwrap(), "nor can it renew");
+    new.insert_workload(&row(3)).await.expect("the new holder writes");
+    let all = new.all_workloads().await.unwrap();
+    assert_eq!(
+        all.iter().map(|w| w.submit_t).collect::<Vec<_>>(),
+        [1, 3],
+        "nothing of the old holder after the takeover"
+    );
+    assert_eq!(new.lease().await.unwrap().holder, other);
+    old.close().await;
+    new.close().await;
+    f.finish().await;
+}

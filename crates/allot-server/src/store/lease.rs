@@ -3,10 +3,15 @@
 //! The store's `lease` row names the active server (host, pid, listen
 //! address, since when) and carries a fencing **epoch**, raised by one at
 //! every takeover. Every write of a serving process begins by checking that
-//! the row still has its epoch (`FOR SHARE` on PostgreSQL, so a takeover
-//! waits for writes in flight and every later write of the old server
-//! fails), so a paused or partitioned server can never write after another
-//! took over: the fence is in the database, not in the old server's clock.
+//! the row still has its epoch, so a paused or partitioned server can never
+//! write after another took over: the fence is in the database, not in the
+//! old server's clock. On PostgreSQL the check runs under the shared side
+//! of a transaction-scoped advisory lock whose exclusive side the takeover
+//! holds while it raises the epoch: a takeover waits for the writes in
+//! flight, and every write that begins after it sees the new epoch (read
+//! committed: the check's snapshot is taken after the lock). An advisory
+//! lock writes nothing, where `FOR SHARE` on the row would rewrite it for
+//! every transaction. On SQLite writes are serialised anyway.
 //!
 //! Expiry uses the database's clock (`clock_timestamp()` on PostgreSQL):
 //! the holder renews every `retry` and stops acting (no executor command)
@@ -220,6 +225,23 @@ impl Fence {
     }
 }
 
+/// The advisory lock a takeover holds exclusively and every fenced write shares (PostgreSQL).
+const PG_LEASE_LOCK: i64 = 7447;
+
+/// How a write transaction begins. PostgreSQL, when serving: in one round
+/// trip, `BEGIN`, the shared lease lock, then the epoch check (its row is
+/// there while the epoch is this process's; see [`check_fence`]).
+pub(crate) fn begin_sql(backend: Backend, epoch: i64) -> String {
+    match backend {
+        Backend::Sqlite => "BEGIN IMMEDIATE".into(),
+        Backend::Postgres if epoch > 0 => format!(
+            "BEGIN; SELECT 1 AS locked FROM (SELECT pg_advisory_xact_lock_shared({PG_LEASE_LOCK})) AS l; \
+             SELECT epoch FROM lease WHERE id = 1 AND epoch = {epoch}"
+        ),
+        Backend::Postgres => "BEGIN".into(),
+    }
+}
+
 /// Milliseconds of the database's clock, as SQL.
 fn db_now(b: Backend) -> &'static str {
     match b {
@@ -228,19 +250,30 @@ fn db_now(b: Backend) -> &'static str {
     }
 }
 
-/// The first statement of every write of a serving process: the lease row
-/// must still carry this process's epoch.
-pub(crate) async fn check_fence(store: &Store, tx: &mut WriteTx, what: &str) -> Result<(), StoreError> {
+/// The start of every write of a serving process: the lease row must still
+/// carry this process's epoch. `begin_rows`: rows [`begin_sql`] returned
+/// (PostgreSQL checked the epoch there).
+pub(crate) async fn check_fence(
+    store: &Store,
+    tx: &mut WriteTx,
+    begin_rows: usize,
+    what: &str,
+) -> Result<(), StoreError> {
     let epoch = store.fence.epoch();
     if epoch == 0 {
         return Ok(());
     }
-    let sql = match store.backend {
-        Backend::Postgres => "SELECT epoch FROM lease WHERE id = 1 AND epoch = $1 FOR SHARE",
-        Backend::Sqlite => "SELECT epoch FROM lease WHERE id = 1 AND epoch = $1",
+    let held = match store.backend {
+        // The lock's row and the lease row.
+        Backend::Postgres => begin_rows == 2,
+        Backend::Sqlite => sqlx::query_scalar::<_, i64>("SELECT epoch FROM lease WHERE id = 1 AND epoch = $1")
+            .bind(epoch)
+            .fetch_optional(&mut **tx)
+            .await
+            .ctx(what)?
+            .is_some(),
     };
-    let got: Option<i64> = sqlx::query_scalar(sql).bind(epoch).fetch_optional(&mut **tx).await.ctx(what)?;
-    if got.is_none() {
+    if !held {
         let why = format!("lease epoch {epoch} was superseded: another server took over the store");
         store.fence.lose(why.clone());
         return Err(StoreError::new(what, StoreFailure::Fenced(why)));
@@ -304,16 +337,27 @@ impl Store {
             "UPDATE lease SET epoch = epoch + 1, host = $1, pid = $2, listen = $3, since_ms = {now}, \
              renewed_ms = {now}, expires_ms = {now} + $4 WHERE id = 1 AND epoch = $5"
         );
+        let mut conn = self.pool.acquire().await.ctx("take the lease")?;
+        let mut tx = sqlx::Connection::begin(&mut *conn).await.ctx("take the lease")?;
+        if self.backend == Backend::Postgres {
+            // Waits for the old holder's writes in flight; later ones see the new epoch.
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(PG_LEASE_LOCK)
+                .execute(&mut *tx)
+                .await
+                .ctx("lock the lease")?;
+        }
         let n = sqlx::query(&sql)
             .bind(&me.host)
             .bind(me.pid)
             .bind(&me.listen)
             .bind(cfg.duration.as_millis() as i64)
             .bind(row.epoch)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .ctx("take the lease")?
             .rows_affected();
+        tx.commit().await.ctx("commit the lease")?;
         if n != 1 {
             // Another candidate was faster.
             return Ok(Err(self.lease().await?));

@@ -229,16 +229,13 @@ impl Store {
     /// checks that it still holds the lease ([`Fence`]).
     pub(crate) async fn begin_write(&self, what: &str) -> Result<WriteTx, StoreError> {
         self.fence.check_local(what)?;
-        let begin = match self.backend {
-            Backend::Sqlite => "BEGIN IMMEDIATE",
-            Backend::Postgres => "BEGIN",
-        };
+        let begin = lease::begin_sql(self.backend, self.fence.epoch());
         let mut delay = Duration::from_millis(20);
         let mut tries = 0;
-        let mut tx = loop {
+        let (mut tx, rows) = loop {
             let mut conn = self.pool.acquire().await.ctx(what)?;
-            match sqlx::query(begin).execute(&mut *conn).await {
-                Ok(_) => break WriteTx { conn, done: false },
+            match conn.fetch_all(begin.as_str()).await {
+                Ok(rows) => break (WriteTx { conn, done: false }, rows.len()),
                 Err(e) => {
                     // Whatever state it is in, this connection is not reused.
                     conn.close_on_drop();
@@ -252,7 +249,7 @@ impl Store {
             tokio::time::sleep(delay).await;
             delay *= 4;
         };
-        lease::check_fence(self, &mut tx, what).await?;
+        lease::check_fence(self, &mut tx, rows, what).await?;
         Ok(tx)
     }
 
