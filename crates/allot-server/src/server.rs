@@ -241,22 +241,27 @@ async fn lock_sqlite(opts: &ServeOptions) -> Result<Option<FileLock>, ServerErro
             Ok(None) => {}
             Err(source) => return Err(ServerError::Lock { path, source }),
         }
-        let holder = match Store::connect(&opts.db, false).await {
-            Ok(s) => {
-                let row = s.lease().await.map(|r| r.describe());
-                s.close().await;
-                row.unwrap_or_else(|e| format!("a process holding {} ({e})", path.display()))
-            }
-            Err(e) => format!("a process holding {} ({e})", path.display()),
-        };
         if !opts.standby {
-            return Err(ServerError::Held(holder));
+            return Err(ServerError::Held(sqlite_holder(&opts.db, &path).await));
         }
         if !logged {
+            let holder = sqlite_holder(&opts.db, &path).await;
             tracing::info!(holder = %holder, "standing by: another server is serving this store");
             logged = true;
         }
         tokio::time::sleep(opts.lease.retry).await;
+    }
+}
+
+/// Who holds a SQLite store's lock, as its lease row says.
+async fn sqlite_holder(db: &str, lock: &std::path::Path) -> String {
+    match Store::connect(db, false).await {
+        Ok(s) => {
+            let row = s.lease().await.map(|r| r.describe());
+            s.close().await;
+            row.unwrap_or_else(|e| format!("a process holding {} ({e})", lock.display()))
+        }
+        Err(e) => format!("a process holding {} ({e})", lock.display()),
     }
 }
 

@@ -853,3 +853,34 @@ async fn writes_are_fenced(backend: Backend) {
     new.close().await;
     f.finish().await;
 }
+
+/// A standby on SQLite waits for the file lock: a graceful stop of the
+/// active server (which releases its lease) and a kill -9 both hand over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standby_takes_over_sqlite() {
+    let f = Fixture::new(Backend::Sqlite, "standby-sqlite").await;
+    let work = script(&f.dir, "work.sh", WORK_SH);
+    let standby_args: Vec<&str> = LEASE.iter().copied().chain(["--standby"]).collect();
+    let mut active = Proc::spawn(&f.dir, &f.db.url, "server-0", &LEASE);
+    active.wait_serving(30).await;
+    let mut acked = Vec::new();
+    for (round, how) in [(1, libc::SIGTERM), (2, libc::SIGKILL)] {
+        let mut standby = Proc::spawn(&f.dir, &f.db.url, &format!("server-{round}"), &standby_args);
+        wait_log(&standby, "standing by", 20).await;
+        let tally = load(vec![active.url()], &f.admin, &work, 100, 4, 30).await.expect("load");
+        tally.check(100, &active.log());
+        acked.extend(tally.acked);
+        active.signal(how);
+        let status = active.wait_exit(20).await;
+        let took = standby.wait_serving(30).await;
+        println!(
+            "failover: SQLite standby, signal {how}, serving {:.2} s after the old server exited ({status})",
+            took.as_secs_f64()
+        );
+        active = standby;
+    }
+    assert_eq!(verdict(&f.db.url, &acked, &f.dir.join("data")).await, CLEAN);
+    assert_ledger(&active.url(), &f.admin, &f.db.url).await;
+    drop(active);
+    f.finish().await;
+}
