@@ -1,5 +1,5 @@
 //! The charts of the comparison report, built from the runs' [`Series`] and
-//! [`Report`]s. Every chart has a stable id (`chart-…`) and shows one line
+//! [`Report`](allot_sim::report::Report)s. Every chart has a stable id (`chart-…`) and shows one line
 //! or bar per policy, in a colour that is the same for a policy everywhere.
 
 use crate::PolicyRun;

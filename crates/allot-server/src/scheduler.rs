@@ -19,7 +19,7 @@
 //! The store may fail (down, busy, full, read-only): a step whose writes
 //! could not be committed keeps them, in order, with the executor commands
 //! they allow, and no pass runs until they are committed (retried every
-//! [`RETRY`]); requests that need a write are answered "unavailable" in the
+//! `RETRY`); requests that need a write are answered "unavailable" in the
 //! meantime. Only a lost lease ends the task ([`StoreError::is_fenced`]):
 //! another server owns the store. Executor commands also wait while the
 //! lease is not surely held ([`crate::store::Fence::fresh`]).

@@ -5,7 +5,7 @@
 //! and `[[accounts]]` are required. Defaults are documented in
 //! `docs/config.md`. Errors name the file, the line (from the TOML span where
 //! there is one) and the dotted key, e.g.
-//! `cluster.toml:14: key `cluster.pools[1].name`: …`.
+//! ``cluster.toml:14: key `cluster.pools[1].name`: …``.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;

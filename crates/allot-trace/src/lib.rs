@@ -3,7 +3,7 @@
 //! * [`config`]: the cluster + accounts + contract TOML (DESIGN.md §4);
 //! * [`trace`]: workload traces in CSV or JSON Lines;
 //! * [`events`]: node event files (fail / repair / drain / undrain);
-//! * [`write`]: writing traces and configs back out;
+//! * [`write`](mod@write): writing traces and configs back out;
 //! * [`import`]: importers for public GPU-cluster traces;
 //! * [`generate`]: synthetic workload generators.
 

@@ -29,7 +29,7 @@ pub struct ExportArgs {
     /// The server's store: sqlite://PATH or postgres://…
     #[arg(long, default_value = "sqlite://allot.db")]
     db: String,
-    /// Trace to write (CSV); node events go next to it as <stem>.events.csv.
+    /// Trace to write (CSV); node events go next to it as `<stem>.events.csv`.
     #[arg(long)]
     out: std::path::PathBuf,
 }

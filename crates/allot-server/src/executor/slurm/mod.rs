@@ -37,11 +37,11 @@
 //!   also its own by submitting user and comment: a job of the same name
 //!   that another user (or another store) submitted is left alone.
 //!
-//! One module per concern: [`executor`] (the [`Executor`](super::Executor)
-//! itself), [`launch`] (the batch script and the `sbatch` command),
-//! [`jobs`] (`squeue` polling, exit codes, `scancel`, which jobs are this
-//! store's), [`health`] (`sinfo` node states as node events) and
-//! [`inventory`] (the partition's nodes as the config's).
+//! One module per concern: `executor` (the [`Executor`](super::Executor)
+//! itself), `launch` (the batch script and the `sbatch` command), `jobs`
+//! (`squeue` polling, exit codes, `scancel`, which jobs are this store's),
+//! `health` (`sinfo` node states as node events) and `inventory` (the
+//! partition's nodes as the config's).
 
 mod executor;
 mod health;
