@@ -57,6 +57,7 @@ rules! {
     ServiceCap => "SVC-2", "an account's service GPUs are capped";
     Drain => "MNT-1", "a drain preempts the node's workloads under the contract, then takes it out of service";
     Failure => "MNT-2", "a node failure stops its workloads at once; they are requeued";
+    LaunchFailure => "MNT-3", "a launch that fails outside the workload requeues it without spending a retry; 3 such failures in a row on a node drain it";
     Completed => "ENG-1", "a workload that completed its work releases its GPUs";
 }
 

@@ -153,6 +153,7 @@ async fn run_backend(label: &str, db: String, n: usize) {
         slurm: Default::default(),
         standby: false,
         lease: Default::default(),
+        allow_uncontained: false,
     };
     let running = allot_server::start(&opts).await.expect("start the server");
     let url = format!("http://{}", running.addr);

@@ -170,6 +170,8 @@ pub struct Scheduler {
     pub(crate) launches: Vec<Launch>,
     pub(crate) signals: Vec<AttemptKey>,
     pub(crate) kills: Vec<AttemptKey>,
+    /// Launch failures in a row outside the workloads, per node (MNT-3).
+    pub(crate) launch_failures: BTreeMap<allot_core::NodeId, u32>,
     last_gauges: Option<std::time::Instant>,
     /// Since when the step's writes could not be committed.
     pub(crate) outage: Option<std::time::Instant>,
@@ -209,6 +211,7 @@ impl Scheduler {
             launches: Vec::new(),
             signals: Vec::new(),
             kills: Vec::new(),
+            launch_failures: BTreeMap::new(),
             last_gauges: None,
             outage: None,
         }

@@ -65,6 +65,9 @@ pub struct ServeOptions {
     pub standby: bool,
     /// Lease timing.
     pub lease: LeaseConfig,
+    /// Local executor: run without cgroups where none can be made
+    /// (`--allow-uncontained`; see `executor::local`).
+    pub allow_uncontained: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +99,11 @@ pub enum ServerError {
     Lock { path: PathBuf, source: std::io::Error },
     #[error("stopped serving: {0}")]
     Lease(StoreError),
+    #[error(
+        "the local executor cannot contain workloads: {0}; run as a user that may create cgroups, \
+         or pass --allow-uncontained to accept that a workload's processes can escape stop, kill and restart"
+    )]
+    Containment(#[source] crate::executor::cgroup::CgroupError),
 }
 
 /// A started server.
@@ -162,7 +170,11 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     take_lease(&store, opts, lock.is_some()).await?;
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let exec: Arc<dyn Executor> = match opts.executor {
-        ExecutorKind::Local => Arc::new(LocalExecutor::new(ev_tx, &instance, devices)),
+        ExecutorKind::Local => {
+            let contain = crate::executor::cgroup::for_server(&instance, opts.allow_uncontained)
+                .map_err(ServerError::Containment)?;
+            Arc::new(LocalExecutor::new(ev_tx, &instance, devices, contain))
+        }
         ExecutorKind::None => Arc::new(NullExecutor::new(ev_tx)),
         ExecutorKind::Slurm => {
             let nodes = cfg.cluster.nodes.iter().map(|n| n.name.clone()).collect();

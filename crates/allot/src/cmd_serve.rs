@@ -40,7 +40,7 @@ pub struct ServeArgs {
     /// Address of the HTTP API.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// local: run workloads as process groups on this host; slurm: run them as Slurm jobs where Allot places them;
+    /// local: run workloads on this host, each attempt in a cgroup of its own; slurm: run them as Slurm jobs where Allot places them;
     /// none: decide and record only.
     #[arg(long, value_parser = parse_executor, default_value = "local")]
     executor: ExecutorKind,
@@ -76,6 +76,12 @@ pub struct ServeArgs {
     /// --lease-renew-deadline.
     #[arg(long, value_parser = parse_lease_time, default_value = "2s")]
     lease_retry: std::time::Duration,
+    /// Local executor: start even where no cgroup can be made (an unprivileged server). Workloads then run as
+    /// process groups only: a process that leaves its group (setsid) escapes stop and kill, keeps running after
+    /// its attempt ended and its GPUs were given to another workload, and a restarted server finds it only by
+    /// its ALLOT_TAG environment variable, which it can drop.
+    #[arg(long)]
+    allow_uncontained: bool,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
@@ -94,6 +100,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         slurm: SlurmOptions { partition: a.slurm_partition, sbatch_args: a.slurm_sbatch_args },
         standby: a.standby,
         lease,
+        allow_uncontained: a.allow_uncontained,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("failed to start the runtime")?;
     rt.block_on(allot_server::serve(&opts)).context("allot serve failed")

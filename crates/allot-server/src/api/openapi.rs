@@ -80,7 +80,7 @@ pub fn document() -> Value {
                 "Attempt": obj(json!({
                     "attempt": i, "state": s, "allocation": list("NodeGpus"), "start_t": i, "start_reason": s,
                     "signal_t": oi, "signal_reason": os, "end_t": oi,
-                    "outcome": {"type": ["string", "null"], "enum": ["finished", "failed", "preempted", "cancelled", "node-failed", "lost", null]},
+                    "outcome": {"type": ["string", "null"], "enum": ["finished", "failed", "preempted", "cancelled", "node-failed", "lost", "launch-failed", null]},
                     "exit_code": oi, "kept_s": oi, "pid": oi, "log_path": s
                 }), &["attempt", "state"]),
                 "WorkloadDetail": obj(json!({"workload": {"$ref": "#/components/schemas/Workload"}, "attempts": list("Attempt"), "why": os}), &["workload", "attempts"]),

@@ -1,9 +1,23 @@
-//! The local executor: each attempt is one child process group per node of
-//! its allocation, all on this host (a multi-node allocation is emulated
-//! the way `srun` launches one task per node).
+//! The local executor: each attempt is one child process per node of its
+//! allocation, all on this host (a multi-node allocation is emulated the
+//! way `srun` launches one task per node).
 //!
-//! * Each process runs in a new process group (pgid = pid), stdin from
-//!   `/dev/null`, stdout and stderr appended to the attempt's log file.
+//! * Contained (the default): each attempt runs in a cgroup of its own
+//!   ([`super::cgroup`]), joined before `exec`, so that every process it
+//!   starts (`setsid`, double forks, whatever it does to its environment)
+//!   is in it. The attempt ends, and its GPUs are released, only once the
+//!   group is empty; stop signals every process in the group, kill writes
+//!   `cgroup.kill`; a restarted server kills what is left in its groups.
+//!   Where the v1 devices controller is mounted, each node's processes may
+//!   open only that node's `/dev/nvidia*` GPUs.
+//! * Uncontained (`allot serve --allow-uncontained`, where no cgroup can be
+//!   made): each node's process leads a process group of its own, which is
+//!   all that stop and kill reach; a process that leaves its group
+//!   (`setsid`) escapes them, and a restarted server finds survivors only
+//!   by `ALLOT_TAG`, which a process can drop.
+//! * Each process has stdin from `/dev/null`, stdout and stderr appended to
+//!   the attempt's log file (created 0600, its directories and the
+//!   checkpoint directory 0700: private to the server's user).
 //! * Its environment is the server's without the server's own `ALLOT_*`
 //!   and `SLURM_*` job context, plus the submission's `env`; it adds
 //!   `CUDA_VISIBLE_DEVICES` (its own node's GPUs, with
@@ -13,17 +27,20 @@
 //!   `ALLOT_WORKLOAD_ID`, `ALLOT_CHECKPOINT_DIR` (the same directory for
 //!   every attempt), `ALLOT_ATTEMPT`, `ALLOT_GPUS` (`node:i,j;node:k`, the
 //!   whole allocation) and `ALLOT_TAG`, a marker naming the store (its
-//!   random instance id) and the attempt, by which a restarted server finds
-//!   processes that outlived it.
-//! * The attempt ends when every node's process has exited; its status is
-//!   the first failure's (any other node's process is then killed: a gang
-//!   with a dead member cannot go on), else success.
-//! * Preemption (CON-2): SIGTERM to every group; the scheduler sends SIGKILL
-//!   when the grace period is over. When a process exits, whatever is left
-//!   of its group is killed.
+//!   random instance id) and the attempt.
+//! * Its status is the first failing node process's (the rest of the
+//!   attempt is then killed: a gang with a dead member cannot go on), else
+//!   success.
+//! * Preemption (CON-2): SIGTERM to every process; the scheduler sends
+//!   SIGKILL when the grace period is over.
+//! * A launch that fails is reported with whose fault it is
+//!   ([`super::LaunchFault`]): a command that cannot be run is the workload's;
+//!   no cgroup, log file or checkpoint directory, or a spawn error such as
+//!   EMFILE, is the infrastructure's (MNT-3).
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -33,24 +50,49 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::cgroup::{AttemptGroup, Containment};
 use super::inventory::DeviceMap;
-use super::{AttemptKey, BoxFuture, ExecEvent, Executor, ExitStatus, Launch, NodeGpus, Survivor};
+use super::{AttemptKey, BoxFuture, ExecEvent, Executor, ExitStatus, Launch, LaunchError, NodeGpus, Survivor};
+
+/// How often an attempt's cgroup is checked for emptiness once its node
+/// processes have exited.
+const EMPTY_POLL: Duration = Duration::from_millis(100);
+
+/// A live attempt: its node processes' groups and, contained, its cgroup.
+#[derive(Clone)]
+struct Running {
+    pgids: Vec<i32>,
+    group: Option<Arc<AttemptGroup>>,
+}
 
 pub struct LocalExecutor {
     events: mpsc::UnboundedSender<ExecEvent>,
-    /// Process groups of each live attempt (one per node).
-    groups: Arc<Mutex<HashMap<AttemptKey, Vec<i32>>>>,
+    live: Arc<Mutex<HashMap<AttemptKey, Running>>>,
     /// Identifies this store's processes (`ALLOT_TAG` prefix).
     instance: String,
     /// How GPUs are named to CUDA (empty: by index).
     devices: DeviceMap,
+    /// `None`: uncontained (`--allow-uncontained`).
+    contain: Option<Arc<Containment>>,
 }
 
 impl LocalExecutor {
     /// `instance` identifies the store: processes are tagged with it.
     /// `devices` names each node's GPUs to CUDA (see `inventory`).
-    pub fn new(events: mpsc::UnboundedSender<ExecEvent>, instance: &str, devices: DeviceMap) -> LocalExecutor {
-        LocalExecutor { events, groups: Arc::new(Mutex::new(HashMap::new())), instance: instance.to_string(), devices }
+    /// `contain`: the cgroups attempts run in (`None`: uncontained).
+    pub fn new(
+        events: mpsc::UnboundedSender<ExecEvent>,
+        instance: &str,
+        devices: DeviceMap,
+        contain: Option<Containment>,
+    ) -> LocalExecutor {
+        LocalExecutor {
+            events,
+            live: Arc::new(Mutex::new(HashMap::new())),
+            instance: instance.to_string(),
+            devices,
+            contain: contain.map(Arc::new),
+        }
     }
 
     fn tag(&self, key: AttemptKey) -> String {
@@ -64,24 +106,42 @@ impl LocalExecutor {
         n.indices.iter().map(|&i| name(i)).collect::<Vec<_>>().join(",")
     }
 
-    fn open_log(job: &Launch) -> Result<File, String> {
-        fs::create_dir_all(&job.checkpoint_dir)
-            .map_err(|e| format!("cannot create {}: {e}", job.checkpoint_dir.display()))?;
+    /// The checkpoint directory and the log file, private to the server's
+    /// user (0700 directories, a 0600 file).
+    fn open_log(job: &Launch) -> Result<File, LaunchError> {
+        let private = |dir: &Path| {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| LaunchError::infrastructure(format!("cannot create {}: {e}", dir.display())))
+        };
+        private(&job.checkpoint_dir)?;
         if let Some(dir) = job.log_path.parent() {
-            fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            private(dir)?;
         }
         OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(&job.log_path)
-            .map_err(|e| format!("cannot open {}: {e}", job.log_path.display()))
+            .map_err(|e| LaunchError::infrastructure(format!("cannot open {}: {e}", job.log_path.display())))
     }
 
     /// Starts the process of node `rank` (a gang of one node when the
-    /// allocation is empty).
-    fn spawn(&self, job: &Launch, rank: usize, log: &File) -> Result<tokio::process::Child, String> {
-        let program = job.command.first().ok_or("empty command")?;
-        let reopen = || log.try_clone().map_err(|e| format!("cannot open {}: {e}", job.log_path.display()));
+    /// allocation is empty), in `group` when contained.
+    fn spawn(
+        &self,
+        job: &Launch,
+        rank: usize,
+        log: &File,
+        group: Option<&Arc<AttemptGroup>>,
+    ) -> Result<tokio::process::Child, LaunchError> {
+        let program = job.command.first().ok_or_else(|| LaunchError::workload("empty command"))?;
+        let reopen = || {
+            log.try_clone()
+                .map_err(|e| LaunchError::infrastructure(format!("cannot open {}: {e}", job.log_path.display())))
+        };
         let (out, err) = (reopen()?, reopen()?);
         let node = job.gpus.get(rank);
         let all: Vec<String> = job.gpus.iter().map(|n| format!("{}:{}", n.node, join(&n.indices))).collect();
@@ -106,36 +166,97 @@ impl LocalExecutor {
             .stderr(err)
             .process_group(0)
             .kill_on_drop(false);
-        cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}"))
+        if let Some(g) = group {
+            let g = g.clone();
+            // SAFETY: the hook only makes system calls (`AttemptGroup::join`).
+            unsafe {
+                cmd.pre_exec(move || g.join(rank));
+            }
+        }
+        let spawned = cmd.spawn().map_err(|e| spawn_error(program, &e));
+        spawned.map_err(|e| match node {
+            Some(n) => e.on(&n.node),
+            None => e,
+        })
     }
 
     /// Starts every node's process, or none: a failure kills (and reaps)
     /// those already started.
-    fn spawn_all(&self, job: &Launch) -> Result<Vec<tokio::process::Child>, String> {
+    fn spawn_all(&self, job: &Launch) -> Result<(Vec<tokio::process::Child>, Running), LaunchError> {
         let log = Self::open_log(job)?;
+        let group = match &self.contain {
+            Some(c) => {
+                let mut own: Vec<Vec<u32>> = job.gpus.iter().map(|n| n.indices.clone()).collect();
+                if own.is_empty() {
+                    own.push(Vec::new());
+                }
+                let name = format!("{}.{}", job.key.seq, job.key.attempt);
+                let g = c
+                    .create(&name, &own)
+                    .map_err(|e| LaunchError::infrastructure(format!("cannot make the attempt's cgroup: {e}")))?;
+                Some(Arc::new(g))
+            }
+            None => None,
+        };
         let mut children = Vec::with_capacity(job.gpus.len().max(1));
         for rank in 0..job.gpus.len().max(1) {
-            match self.spawn(job, rank, &log) {
+            match self.spawn(job, rank, &log, group.as_ref()) {
                 Ok(c) => children.push(c),
                 Err(e) => {
-                    for mut c in children {
-                        if let Some(pid) = c.id() {
-                            killpg(pid as i32, libc::SIGKILL);
-                        }
-                        tokio::spawn(async move { c.wait().await });
-                    }
+                    abandon(children, group);
                     return Err(e);
                 }
             }
         }
-        Ok(children)
+        let pgids = children.iter().filter_map(|c| c.id()).map(|p| p as i32).collect();
+        Ok((children, Running { pgids, group }))
     }
 
-    fn send_groups(&self, key: AttemptKey, sig: i32) {
-        let pgids = self.groups.lock().expect("process groups").get(&key).cloned().unwrap_or_default();
-        for pgid in pgids {
-            killpg(pgid, sig);
+    fn running(&self, key: AttemptKey) -> Option<Running> {
+        self.live.lock().expect("live attempts").get(&key).cloned()
+    }
+}
+
+/// Kills and reaps the processes of an attempt that could not start whole,
+/// then removes its cgroup.
+fn abandon(children: Vec<tokio::process::Child>, group: Option<Arc<AttemptGroup>>) {
+    for c in &children {
+        if let Some(pid) = c.id() {
+            killpg(pid as i32, libc::SIGKILL);
         }
+    }
+    if let Some(g) = &group {
+        g.kill();
+    }
+    tokio::spawn(async move {
+        for mut c in children {
+            let _ = c.wait().await;
+        }
+        if let Some(g) = group {
+            g.wait_empty(EMPTY_POLL).await;
+            g.remove();
+        }
+    });
+}
+
+/// Whose fault a spawn error is: a program that cannot be run is the
+/// workload's; anything else (EMFILE, ENOMEM, EAGAIN, a cgroup that cannot
+/// be joined) is the infrastructure's.
+fn spawn_error(program: &str, e: &std::io::Error) -> LaunchError {
+    let message = format!("cannot start {program:?}: {e}");
+    match e.raw_os_error() {
+        Some(
+            libc::ENOENT
+            | libc::EACCES
+            | libc::ENOEXEC
+            | libc::ENOTDIR
+            | libc::EISDIR
+            | libc::ELOOP
+            | libc::ENAMETOOLONG
+            | libc::E2BIG
+            | libc::ETXTBSY,
+        ) => LaunchError::workload(message),
+        _ => LaunchError::infrastructure(message),
     }
 }
 
@@ -161,30 +282,33 @@ fn kill(pid: i32, sig: i32) {
     }
 }
 
-/// Waits for every node's process; the first failure kills the others.
-async fn wait_gang(children: Vec<tokio::process::Child>) -> ExitStatus {
+/// Waits for every node's process. Uncontained, what a process left in its
+/// process group is killed when it exits; the first failure kills the
+/// other nodes' processes (contained: the whole cgroup).
+async fn wait_gang(children: Vec<tokio::process::Child>, group: Option<&AttemptGroup>) -> ExitStatus {
     let mut pids = Vec::with_capacity(children.len());
     let mut set = JoinSet::new();
     for mut child in children {
         let pid = child.id().map_or(0, |p| p as i32);
         pids.push(pid);
         set.spawn(async move {
-            let status = match child.wait().await {
-                Ok(s) => ExitStatus { code: s.code(), signal: s.signal() },
-                Err(_) => ExitStatus { code: None, signal: None },
-            };
-            // Whatever the process left behind in its group goes too.
-            killpg(pid, libc::SIGKILL);
-            status
+            match child.wait().await {
+                Ok(s) => (pid, ExitStatus { code: s.code(), signal: s.signal() }),
+                Err(_) => (pid, ExitStatus { code: None, signal: None }),
+            }
         });
     }
     let mut first_failure = None;
     while let Some(done) = set.join_next().await {
-        let status = done.unwrap_or(ExitStatus { code: None, signal: None });
+        let (pid, status) = done.unwrap_or((0, ExitStatus { code: None, signal: None }));
+        if group.is_none() {
+            killpg(pid, libc::SIGKILL);
+        }
         if !status.success() && first_failure.is_none() {
             first_failure = Some(status);
-            for &pid in &pids {
-                killpg(pid, libc::SIGKILL);
+            match group {
+                Some(g) => g.kill(),
+                None => pids.iter().for_each(|&p| killpg(p, libc::SIGKILL)),
             }
         }
     }
@@ -198,67 +322,126 @@ impl Executor for LocalExecutor {
 
     fn launch(&self, job: Launch) {
         let key = job.key;
-        let children = match self.spawn_all(&job) {
+        let (children, running) = match self.spawn_all(&job) {
             Ok(c) => c,
             Err(error) => {
-                tracing::warn!(workload = %job.workload_id, attempt = key.attempt, %error, "launch failed");
+                tracing::warn!(workload = %job.workload_id, attempt = key.attempt, error = %error.message,
+                    fault = ?error.fault, node = ?error.node, "launch failed");
                 let _ = self.events.send(ExecEvent::LaunchFailed { key, error });
                 return;
             }
         };
-        let pids: Vec<i32> = children.iter().filter_map(|c| c.id()).map(|p| p as i32).collect();
-        self.groups.lock().expect("process groups").insert(key, pids.clone());
-        let _ = self.events.send(ExecEvent::Started { key, pid: pids[0] as u32 });
-        tracing::info!(workload = %job.workload_id, attempt = key.attempt, pid = pids[0], nodes = pids.len(), "started");
-        let (events, groups) = (self.events.clone(), self.groups.clone());
+        let first = running.pgids.first().copied().unwrap_or(0);
+        self.live.lock().expect("live attempts").insert(key, running.clone());
+        let _ = self.events.send(ExecEvent::Started { key, pid: first as u32 });
+        tracing::info!(workload = %job.workload_id, attempt = key.attempt, pid = first, nodes = children.len(),
+            cgroup = ?running.group.as_ref().map(|g| g.path().display().to_string()), "started");
+        let (events, live) = (self.events.clone(), self.live.clone());
         tokio::spawn(async move {
-            let status = wait_gang(children).await;
-            groups.lock().expect("process groups").remove(&key);
+            let status = wait_gang(children, running.group.as_deref()).await;
+            if let Some(g) = &running.group {
+                // Whatever the node processes started keeps the attempt
+                // (and its GPUs) until it is gone.
+                if g.populated() {
+                    tracing::info!(
+                        workload = key.seq,
+                        attempt = key.attempt,
+                        processes = g.pids().len(),
+                        "node processes exited; waiting for the rest of the attempt's cgroup"
+                    );
+                }
+                g.wait_empty(EMPTY_POLL).await;
+                g.remove();
+            }
+            live.lock().expect("live attempts").remove(&key);
             let _ = events.send(ExecEvent::Exited { key, status });
         });
     }
 
     fn signal(&self, key: AttemptKey) {
-        self.send_groups(key, libc::SIGTERM);
+        match self.running(key) {
+            Some(Running { group: Some(g), .. }) => g.signal(libc::SIGTERM),
+            Some(r) => r.pgids.iter().for_each(|&p| killpg(p, libc::SIGTERM)),
+            None => {}
+        }
     }
 
     fn kill(&self, key: AttemptKey) {
-        self.send_groups(key, libc::SIGKILL);
+        match self.running(key) {
+            Some(Running { group: Some(g), .. }) => g.kill(),
+            Some(r) => r.pgids.iter().for_each(|&p| killpg(p, libc::SIGKILL)),
+            None => {}
+        }
     }
 
     fn terminate_survivors(&self, survivors: Vec<Survivor>, grace: Duration) -> BoxFuture<'_, ()> {
         let tags: Vec<String> = survivors.iter().map(|s| self.tag(s.key)).collect();
         Box::pin(async move {
-            if tags.is_empty() {
-                return;
+            if let Some(c) = &self.contain {
+                stop_groups(c.existing(), grace).await;
             }
-            let found = tagged_processes(&tags);
-            if found.is_empty() {
-                return;
+            if !tags.is_empty() {
+                stop_tagged(&tags, grace).await;
             }
-            tracing::warn!(processes = found.len(), "stopping processes that outlived the previous server");
-            for &pid in &found {
-                killpg(pid, libc::SIGTERM);
-                kill(pid, libc::SIGTERM);
-            }
-            let deadline = Instant::now() + grace;
-            while Instant::now() < deadline && !tagged_processes(&tags).is_empty() {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            for _ in 0..100 {
-                let left = tagged_processes(&tags);
-                if left.is_empty() {
-                    return;
-                }
-                for &pid in &left {
-                    killpg(pid, libc::SIGKILL);
-                    kill(pid, libc::SIGKILL);
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            tracing::error!("processes of a previous server survived SIGKILL for 10 s");
         })
     }
+}
+
+/// Stops every process in `groups` (SIGTERM, `grace`, `cgroup.kill`), waits
+/// until they are empty and removes them.
+async fn stop_groups(groups: Vec<AttemptGroup>, grace: Duration) {
+    let live: Vec<&AttemptGroup> = groups.iter().filter(|g| g.populated()).collect();
+    if !live.is_empty() {
+        let processes: usize = live.iter().map(|g| g.pids().len()).sum();
+        tracing::warn!(groups = live.len(), processes, "stopping processes left in the previous server's cgroups");
+        live.iter().for_each(|g| g.signal(libc::SIGTERM));
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline && live.iter().any(|g| g.populated()) {
+            tokio::time::sleep(EMPTY_POLL).await;
+        }
+        for _ in 0..100 {
+            let left: Vec<&&AttemptGroup> = live.iter().filter(|g| g.populated()).collect();
+            if left.is_empty() {
+                break;
+            }
+            left.iter().for_each(|g| g.kill());
+            tokio::time::sleep(EMPTY_POLL).await;
+        }
+        if let Some(g) = live.iter().find(|g| g.populated()) {
+            tracing::error!(group = %g.path().display(), "processes of a previous server survived cgroup.kill for 10 s");
+        }
+    }
+    groups.iter().filter(|g| !g.populated()).for_each(AttemptGroup::remove);
+}
+
+/// Stops processes found by `ALLOT_TAG` (what an uncontained server's
+/// attempts left).
+async fn stop_tagged(tags: &[String], grace: Duration) {
+    let found = tagged_processes(tags);
+    if found.is_empty() {
+        return;
+    }
+    tracing::warn!(processes = found.len(), "stopping processes that outlived the previous server");
+    for &pid in &found {
+        killpg(pid, libc::SIGTERM);
+        kill(pid, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && !tagged_processes(tags).is_empty() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for _ in 0..100 {
+        let left = tagged_processes(tags);
+        if left.is_empty() {
+            return;
+        }
+        for &pid in &left {
+            killpg(pid, libc::SIGKILL);
+            kill(pid, libc::SIGKILL);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tracing::error!("processes of a previous server survived SIGKILL for 10 s");
 }
 
 /// Live (not zombie) processes whose environment carries one of `tags` as

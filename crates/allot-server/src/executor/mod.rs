@@ -2,15 +2,17 @@
 //! only by messages: commands go in through [`Executor`] (never blocking),
 //! and what happened comes back as [`ExecEvent`]s on a channel.
 //!
-//! * [`local::LocalExecutor`]: one child process group per node of an
-//!   allocation, on this host; [`inventory`] reads the host's GPUs, to
-//!   compare with the config's or to be the inventory.
+//! * [`local::LocalExecutor`]: one child process per node of an
+//!   allocation, on this host, each attempt in its own cgroup
+//!   ([`cgroup`]); [`inventory`] reads the host's GPUs, to compare with the
+//!   config's or to be the inventory.
 //! * [`slurm::SlurmExecutor`]: Allot decides, a Slurm cluster runs: one
 //!   `sbatch` per attempt on exactly the nodes and GPU counts chosen.
 //! * [`NullExecutor`] (`--executor none`): decides and records, runs
 //!   nothing; workloads hold their GPUs until cancelled (benchmarks, dry
 //!   runs of a policy on live submissions).
 
+pub mod cgroup;
 pub mod inventory;
 pub mod local;
 pub mod slurm;
@@ -77,14 +79,53 @@ impl ExitStatus {
     }
 }
 
+/// Whose fault a launch failure is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LaunchFault {
+    /// The workload's own: its command cannot be run (not found, not
+    /// executable). It fails like a non-zero exit and spends a retry.
+    Workload,
+    /// Outside the workload: no cgroup, log file or checkpoint directory,
+    /// a spawn error such as EMFILE, an executor error. It is requeued
+    /// without spending a retry, and counts against the node (MNT-3).
+    Infrastructure,
+}
+
+/// Why an attempt could not start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchError {
+    pub fault: LaunchFault,
+    /// The node whose launch failed; `None`: the allocation as a whole.
+    pub node: Option<String>,
+    pub message: String,
+}
+
+impl LaunchError {
+    pub fn workload(message: impl Into<String>) -> LaunchError {
+        LaunchError { fault: LaunchFault::Workload, node: None, message: message.into() }
+    }
+
+    pub fn infrastructure(message: impl Into<String>) -> LaunchError {
+        LaunchError { fault: LaunchFault::Infrastructure, node: None, message: message.into() }
+    }
+
+    /// The same error, blamed on one node.
+    pub fn on(mut self, node: &str) -> LaunchError {
+        self.node = Some(node.to_string());
+        self
+    }
+}
+
 /// What an executor reports.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExecEvent {
     /// The attempt's process runs (its pid is also its process group).
     Started { key: AttemptKey, pid: u32 },
-    /// The process could not be started.
-    LaunchFailed { key: AttemptKey, error: String },
-    /// The process (group leader) exited.
+    /// The attempt could not be started.
+    LaunchFailed { key: AttemptKey, error: LaunchError },
+    /// The attempt is over: its first node's process exited, or with the
+    /// local executor contained, every process of its cgroup is gone; the
+    /// status is the first failing node process's, else success.
     Exited { key: AttemptKey, status: ExitStatus },
     /// The engine changed a node's health (Slurm marked it down, drained
     /// or back in service): applied as that node event (MNT-1/MNT-2),
@@ -108,10 +149,10 @@ pub trait Executor: Send + Sync {
     /// Starts an attempt; reports `Started` or `LaunchFailed`, later `Exited`.
     fn launch(&self, job: Launch);
 
-    /// Asks the attempt to stop (SIGTERM to its process group).
+    /// Asks the attempt to stop (SIGTERM to each of its processes).
     fn signal(&self, key: AttemptKey);
 
-    /// Stops the attempt now (SIGKILL to its process group).
+    /// Stops the attempt now (SIGKILL to each of its processes).
     fn kill(&self, key: AttemptKey);
 
     /// At startup: makes sure no process of these attempts is left running

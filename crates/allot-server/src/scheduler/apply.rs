@@ -6,13 +6,19 @@ use std::time::Instant;
 
 use allot_core::placement::full_mask;
 use allot_core::workload::saved;
-use allot_core::{Action, Allocation, Class, Decision, Health, NodeId, Phase, Reason, Rule, Time, WorkloadId};
+use allot_core::{
+    Action, Allocation, Class, Decision, Health, NodeEventKind, NodeId, Phase, Reason, Rule, Time, WorkloadId,
+};
 
 use super::Scheduler;
-use crate::executor::{AttemptKey, ExecEvent, ExitStatus, Launch, NodeGpus};
+use crate::executor::{AttemptKey, ExecEvent, ExitStatus, Launch, LaunchError, LaunchFault, NodeGpus};
 use crate::metrics::{ClassLabel, labels};
 use crate::store::{AttemptRow, Op};
 use crate::views::NodeGpusView;
+
+/// MNT-3: launch failures in a row outside the workloads that take a node
+/// out of service.
+pub(crate) const LAUNCH_FAILURES_TO_DRAIN: u32 = 3;
 
 impl Scheduler {
     pub(crate) fn key(&self, w: WorkloadId) -> AttemptKey {
@@ -151,14 +157,84 @@ impl Scheduler {
         match e {
             ExecEvent::Started { key, pid } => {
                 self.ops.push(Op::AttemptRunning { seq: key.seq, attempt: key.attempt, pid: i64::from(pid) });
+                for n in self.attempt_nodes(key) {
+                    self.launch_failures.remove(&n);
+                }
             }
-            ExecEvent::LaunchFailed { key, error } => self.ended(key, None, Some(error), now),
+            ExecEvent::LaunchFailed { key, error } => match error.fault {
+                LaunchFault::Workload => self.ended(key, None, Some(error.message), now),
+                LaunchFault::Infrastructure => self.launch_failed(key, error, now),
+            },
             ExecEvent::Exited { key, status } => self.ended(key, Some(status), None, now),
             ExecEvent::Node { node, kind, by } => {
                 if let Err(e) = self.node_action(&node, kind, &by, now) {
                     tracing::warn!(node, error = ?e, "cannot apply the engine's node state");
                 }
             }
+        }
+    }
+
+    /// The nodes of a current attempt (none when it is stale).
+    fn attempt_nodes(&self, key: AttemptKey) -> Vec<NodeId> {
+        let Some(&w) = self.by_seq.get(&key.seq) else { return Vec::new() };
+        if self.live[w.0 as usize].attempt != key.attempt {
+            return Vec::new();
+        }
+        self.state.run(w).alloc.as_ref().map(|a| a.nodes().collect()).unwrap_or_default()
+    }
+
+    /// MNT-3: an attempt that could not start for a reason outside the
+    /// workload is closed as `launch-failed` and its workload requeued
+    /// without spending a retry (a cancelled or signalled one stops as it
+    /// would have); the launch counts against its nodes.
+    fn launch_failed(&mut self, key: AttemptKey, error: LaunchError, now: Time) {
+        let Some(&w) = self.by_seq.get(&key.seq) else { return };
+        if self.live[w.0 as usize].attempt != key.attempt || !self.state.run(w).phase.holds_gpus() {
+            return; // stale
+        }
+        let nodes = self.attempt_nodes(key);
+        let how = format!("could not start: {}", error.message);
+        if self.state.run(w).phase == Phase::Stopping {
+            self.stopped(w, now, None, &how);
+        } else {
+            let reason = Reason::new(Rule::LaunchFailure, format!("{how}; requeued without spending a retry"));
+            tracing::warn!(workload = key.seq, attempt = key.attempt, %reason, "launch failed outside the workload");
+            let o = self.state.stop(w, now, reason.clone());
+            let gpus = u64::from(self.state.spec(w).gpus);
+            self.close_attempt(w, now, "launch-failed", None, o.useful_gpu_s / gpus.max(1), o.assigned_gpu_s);
+            self.keep_some_work(w);
+            self.ops.push(Op::WorkloadState {
+                seq: key.seq,
+                state: "pending",
+                reason: reason.to_string(),
+                end_t: None,
+            });
+        }
+        self.after_release(&nodes, now);
+        let blamed = match error.node.as_deref().and_then(|n| self.state.cluster.node_by_name(n)) {
+            Some(n) => vec![n],
+            None => nodes,
+        };
+        for n in blamed {
+            self.count_launch_failure(n, &error.message, now);
+        }
+    }
+
+    /// MNT-3: the [`LAUNCH_FAILURES_TO_DRAIN`]th launch failure in a row on
+    /// a node drains it, as an operator's drain does (MNT-1).
+    fn count_launch_failure(&mut self, n: NodeId, error: &str, now: Time) {
+        let count = self.launch_failures.entry(n).or_insert(0);
+        *count += 1;
+        let count = *count;
+        if count < LAUNCH_FAILURES_TO_DRAIN || self.state.health[n.0 as usize] != Health::Up {
+            return;
+        }
+        self.launch_failures.remove(&n);
+        let name = self.state.cluster.node(n).name.clone();
+        let by = format!("{}: MNT-3: {count} launches in a row failed on {name} (last: {error})", self.exec.name());
+        tracing::warn!(node = %name, principal = %by, "taking the node out of service");
+        if let Err(e) = self.node_action(&name, NodeEventKind::Drain, &by, now) {
+            tracing::error!(node = %name, error = ?e, "cannot drain the node");
         }
     }
 

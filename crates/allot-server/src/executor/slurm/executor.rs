@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use super::health::poll_nodes;
 use super::jobs::{POLL, Slot, Slots, is_final, owned_jobs, poll, scancel};
 use super::launch::{job_comment, job_name, sbatch_command, write_script};
-use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, Launch, Survivor};
+use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, Launch, LaunchError, Survivor};
 
 /// `allot serve --executor slurm` options.
 #[derive(Clone, Debug, Default)]
@@ -78,16 +78,16 @@ impl Executor for SlurmExecutor {
 
     fn launch(&self, job: Launch) {
         let key = job.key;
-        let fail = |error: String| {
-            tracing::warn!(workload = %job.workload_id, attempt = key.attempt, %error, "sbatch failed");
+        let fail = |error: LaunchError| {
+            tracing::warn!(workload = %job.workload_id, attempt = key.attempt, error = %error.message, "sbatch failed");
             let _ = self.events.send(ExecEvent::LaunchFailed { key, error });
         };
         if job.command.is_empty() {
-            return fail("empty command".into());
+            return fail(LaunchError::workload("empty command"));
         }
         let script = match write_script(&self.script_dir, &self.instance, &job) {
             Ok(p) => p,
-            Err(e) => return fail(e),
+            Err(e) => return fail(LaunchError::infrastructure(e)),
         };
         self.slots.lock().expect("slurm slots").insert(key, Slot::default());
         let mut cmd = sbatch_command(&self.instance, &self.opts, &job, &script);
@@ -129,7 +129,7 @@ impl Executor for SlurmExecutor {
                 (Ok(id), None) => scancel(id, true).await,
                 (Err(error), _) => {
                     tracing::warn!(workload = %workload, attempt = key.attempt, %error, "sbatch failed");
-                    let _ = events.send(ExecEvent::LaunchFailed { key, error });
+                    let _ = events.send(ExecEvent::LaunchFailed { key, error: LaunchError::infrastructure(error) });
                 }
             }
         });
