@@ -1,7 +1,9 @@
 //! The local executor through the real `allot serve` (SQLite): multi-node
 //! gangs get one process per node with that node's GPUs, a gang with a
 //! failed member stops, and `--gpu-inventory hardware` builds the inventory
-//! from `nvidia-smi` (a fake one here) or refuses to start, saying why.
+//! from `nvidia-smi` (a fake one here) or refuses to start, saying why; a
+//! server that cannot make cgroups refuses to start unless
+//! `--allow-uncontained`.
 
 mod support;
 
@@ -164,5 +166,66 @@ async fn the_hardware_inventory_refuses_to_start_without_a_driver_or_with_a_mult
     let b200 = ONE_HOST.replace("H100 = 2.0", "B200 = 2.0");
     let err = serve(&b200, &smi);
     assert!(err.contains("names none of the config's GPU types (A100, B200)"), "{err}");
+    f.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_make_cgroups_runs_uncontained_only_when_told() {
+    let f = Fixture::new(Backend::Sqlite, "uncontained").await;
+    // An unprivileged user owns the store and the data directory, and may
+    // not create cgroups.
+    for e in std::fs::read_dir(&f.dir).unwrap().flatten() {
+        std::os::unix::fs::chown(e.path(), Some(65534), Some(65534)).unwrap();
+    }
+    std::os::unix::fs::chown(&f.dir, Some(65534), Some(65534)).unwrap();
+    std::fs::write(f.dir.join("cluster.toml"), support::CONFIG).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let serve = |extra: &[&str]| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(allot_bin())
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--config"])
+            .arg(f.dir.join("cluster.toml"))
+            .args(["--db", &f.db.url, "--data-dir"])
+            .arg(f.dir.join("data"))
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .current_dir(&f.dir);
+        c
+    };
+    let log = f.dir.join("refused.log");
+    let mut child = serve(&[]).stderr(std::fs::File::create(&log).unwrap()).spawn().expect("start allot serve");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("an unprivileged server must refuse to start:\n{}", std::fs::read_to_string(&log).unwrap());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("cannot contain workloads") && err.contains("--allow-uncontained"), "{err}");
+
+    let log = f.dir.join("uncontained.log");
+    let mut child = serve(&["--allow-uncontained"])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start allot serve");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(child.try_wait().unwrap().is_none(), "allot serve --allow-uncontained exited:\n{text}");
+        assert!(std::time::Instant::now() < deadline, "not listening within 30 s:\n{text}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("running UNCONTAINED"), "the weaker guarantee is said at startup:\n{text}");
     f.finish().await;
 }

@@ -381,3 +381,21 @@ async fn launch_failures_spend_no_retry_and_three_drain_the_node() {
     remove_parent_groups(&f.db.url).await;
     f.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_cannot_run_is_the_workloads_own_failure() {
+    let f = Fixture::new(Backend::Sqlite, "badcmd").await;
+    std::fs::write(f.dir.join("cluster.toml"), ONE_GPU).unwrap();
+    let s = Server::start(&f.dir, &f.db.url);
+    let args = ["--account", "org/a", "--gpus", "1", "--retries", "1", "--", "/nonexistent/program"];
+    let id = submit(&s, &f.admin, &args);
+    let v = s.wait_for(&f.admin, &id, 20, |v| state(v) == "failed").await;
+    assert_eq!(v["workload"]["failures"], 2, "each attempt spent a retry: {v}");
+    let outcomes: Vec<&str> = v["attempts"].as_array().unwrap().iter().map(|a| a["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes, ["failed", "failed"], "{v}");
+    let nodes = s.cli_json(&f.admin, &["nodes"]);
+    assert_eq!(nodes[0]["health"], "up", "the node is not blamed for the workload's command: {nodes}");
+    drop(s);
+    remove_parent_groups(&f.db.url).await;
+    f.finish().await;
+}

@@ -429,6 +429,18 @@ mod tests {
     }
 
     #[test]
+    fn a_mount_that_is_no_cgroup2_hierarchy_is_refused() {
+        let none = Containment::new(&Mounts::default(), "x").unwrap_err();
+        assert!(matches!(none, CgroupError::NoCgroup2), "{none}");
+        let dir = std::env::temp_dir().join(format!("allot-cgroup-unit-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let plain = Mounts { unified: Some(dir.clone()), devices_v1: None };
+        let err = Containment::new(&plain, "x").unwrap_err();
+        assert!(err.to_string().contains("has no cgroup.kill"), "{err}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn device_rules_deny_other_gpus_and_keep_the_rest() {
         let rules = device_rules(&[1, 3]);
         assert_eq!(rules[0], ("devices.deny", "a".to_string()), "deny by default first");
