@@ -391,7 +391,8 @@ async fn a_command_that_cannot_run_is_the_workloads_own_failure() {
     let id = submit(&s, &f.admin, &args);
     let v = s.wait_for(&f.admin, &id, 20, |v| state(v) == "failed").await;
     assert_eq!(v["workload"]["failures"], 2, "each attempt spent a retry: {v}");
-    let outcomes: Vec<&str> = v["attempts"].as_array().unwrap().iter().map(|a| a["outcome"].as_str().unwrap()).collect();
+    let outcomes: Vec<&str> =
+        v["attempts"].as_array().unwrap().iter().map(|a| a["outcome"].as_str().unwrap()).collect();
     assert_eq!(outcomes, ["failed", "failed"], "{v}");
     let nodes = s.cli_json(&f.admin, &["nodes"]);
     assert_eq!(nodes[0]["health"], "up", "the node is not blamed for the workload's command: {nodes}");
