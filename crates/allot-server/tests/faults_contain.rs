@@ -2,10 +2,11 @@
 //! serve` (SQLite), as root:
 //!
 //! * processes that escape their process group (`setsid -f`, a double fork
-//!   into a new session, `env -u ALLOT_TAG setsid`) keep their attempt and
-//!   its GPU until they are gone: a workload waiting for that GPU does not
-//!   start while one lives; cancel kills them; after kill -9 of the server,
-//!   the restarted server finds them by cgroup and kills them;
+//!   into a new session, `env -u ALLOT_TAG setsid`) cannot keep a GPU: when
+//!   the workload's own process exits, what it left behind is killed, and
+//!   the attempt ends (its GPU goes to the next workload) only once they
+//!   are gone; cancel kills them; after kill -9 of the server, the
+//!   restarted server finds them by cgroup and kills them;
 //! * an attempt may open only its own GPU's device (v1 devices controller);
 //! * a launch that fails outside the workload (its log file cannot be
 //!   opened) spends no retry, and three in a row drain the node (MNT-3);
@@ -43,7 +44,8 @@ min_slice = { batch = "0s", interactive = "0s", service = "0s" }
 "#;
 
 /// Starts a `sleep` that escapes its process group the way `$1` says,
-/// writes its pid to `escaped-<attempt>` and exits 0 at once.
+/// writes its pid to `escaped-<attempt>`, then exits 0 at once (`$2` =
+/// `exit`) or sleeps itself (`stay`).
 const ESCAPE_SH: &str = r#"#!/bin/sh
 ck="$ALLOT_CHECKPOINT_DIR"
 out="$ck/escaped-$ALLOT_ATTEMPT"
@@ -54,6 +56,10 @@ case "$1" in
   *) echo "unknown escape $1" >&2; exit 9 ;;
 esac
 echo $$ > "$ck/leader-$ALLOT_ATTEMPT"
+[ "$2" = stay ] && exec sleep 1000
+# Exit once the escaped process has written its pid.
+i=0
+while [ ! -s "$out" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 exit 0
 "#;
 
@@ -200,22 +206,14 @@ async fn escape_case(kind: &str) {
     let check = script(&f.dir, "check.sh", CHECK_SH);
     let log = |s: &Server| s.log();
 
-    // 1. The escaper's leader exits 0; its escaped sleep keeps the GPU.
-    let e1 = submit(&s, &f.admin, &["--account", "org/a", "--gpus", "1", "--", &esc, kind]);
+    // 1. The escaper's leader exits 0: what it left behind is killed, and
+    // only then does the attempt end and the GPU go to the next workload.
+    let e1 = submit(&s, &f.admin, &["--account", "org/a", "--gpus", "1", "--", &esc, kind, "exit"]);
     let ck1 = data.join("checkpoints").join(&e1);
-    let p1 = wait_until(20, "the escaped process wrote its pid", || read_pid(&ck1.join("escaped-1")), || log(&s));
-    let leader = wait_until(20, "the leader wrote its pid", || read_pid(&ck1.join("leader-1")), || log(&s));
-    wait_until(20, "the leader exited", || (!alive(leader)).then_some(()), || format!("leader {leader}"));
     let pidfile = ck1.join("escaped-1").display().to_string();
     let w2 = submit(&s, &f.admin, &["--account", "org/a", "--gpus", "1", "--", &check, &pidfile]);
-    // The escaper's attempt still holds the GPU: the second workload waits.
-    let v = detail(&s, &f.admin, &e1).await;
-    assert_eq!(state(&v), "running", "{kind}: the attempt ended while pid {p1} lives: {v}\n{}", s.log());
-    assert!(alive(p1), "{kind}: the escaped process {p1} died by itself");
-
-    // 2. Cancel kills every process of the attempt before it ends.
-    s.cli_ok(&f.admin, &["cancel", &e1]);
-    let v = s.wait_for(&f.admin, &e1, 20, |v| state(v) == "cancelled").await;
+    let v = s.wait_for(&f.admin, &e1, 20, |v| state(v) == "finished").await;
+    let p1 = read_pid(&ck1.join("escaped-1")).unwrap_or_else(|| panic!("{kind}: the escaped process ran: {v}"));
     assert!(!alive(p1), "{kind}: the attempt ended but escaped pid {p1} lives: {v}");
     s.wait_for(&f.admin, &w2, 20, |v| state(v) == "finished").await;
     let ck2 = data.join("checkpoints").join(&w2);
@@ -223,9 +221,17 @@ async fn escape_case(kind: &str) {
     let overlap = std::fs::read_to_string(ck2.join("overlap")).unwrap_or_default();
     assert_eq!(overlap, "", "{kind}: the next workload got the GPU while the escaped process ran");
 
+    // 2. Cancel kills every process of the attempt before it ends.
+    let e2 = submit(&s, &f.admin, &["--account", "org/a", "--gpus", "1", "--", &esc, kind, "stay"]);
+    let ck = data.join("checkpoints").join(&e2);
+    let p2 = wait_until(20, "the escaped process wrote its pid", || read_pid(&ck.join("escaped-1")), || log(&s));
+    s.cli_ok(&f.admin, &["cancel", &e2]);
+    let v = s.wait_for(&f.admin, &e2, 20, |v| state(v) == "cancelled").await;
+    assert!(!alive(p2), "{kind}: the attempt ended but escaped pid {p2} lives: {v}");
+
     // 3. kill -9 of the server: the escaped process survives it; the
     // restarted server finds it by its cgroup and kills it.
-    let e3 = submit(&s, &f.admin, &["--account", "org/a", "--gpus", "1", "--", &esc, kind]);
+    let e3 = submit(&s, &f.admin, &["--account", "org/a", "--gpus", "1", "--", &esc, kind, "stay"]);
     let ck3 = data.join("checkpoints").join(&e3);
     let p3 = wait_until(20, "the third escaper's pid", || read_pid(&ck3.join("escaped-1")), || log(&s));
     s.wait_for(&f.admin, &e3, 20, |v| state(v) == "running").await;
@@ -245,7 +251,7 @@ async fn escape_case(kind: &str) {
     s.cli_ok(&f.admin, &["cancel", &e3]);
     s.wait_for(&f.admin, &e3, 20, |v| state(v) == "cancelled").await;
 
-    let doubles = double_allocations(&s, &f.admin, &[&e1, &w2, &e3]).await;
+    let doubles = double_allocations(&s, &f.admin, &[&e1, &w2, &e2, &e3]).await;
     assert!(doubles.is_empty(), "{kind}: GPU double allocations: {doubles:?}");
     let left: Vec<_> = escaped_pids(&data).into_iter().filter(|(_, p)| alive(*p)).collect();
     assert!(left.is_empty(), "{kind}: escaped processes alive at the end: {left:?}");
@@ -255,12 +261,12 @@ async fn escape_case(kind: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_setsid_process_keeps_its_attempt_until_it_is_killed() {
+async fn a_setsid_process_cannot_keep_a_gpu() {
     escape_case("setsid").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_double_forked_daemon_keeps_its_attempt_until_it_is_killed() {
+async fn a_double_forked_daemon_cannot_keep_a_gpu() {
     escape_case("double-fork").await;
 }
 

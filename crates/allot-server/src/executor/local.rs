@@ -5,9 +5,12 @@
 //! * Contained (the default): each attempt runs in a cgroup of its own
 //!   ([`super::cgroup`]), joined before `exec`, so that every process it
 //!   starts (`setsid`, double forks, whatever it does to its environment)
-//!   is in it. The attempt ends, and its GPUs are released, only once the
-//!   group is empty; stop signals every process in the group, kill writes
-//!   `cgroup.kill`; a restarted server kills what is left in its groups.
+//!   is in it. When the node processes have exited, whatever they left
+//!   behind is killed (as Slurm and Kubernetes do when a job's or a
+//!   container's main process ends), and the attempt ends, and its GPUs are
+//!   released, only once the group is empty; stop signals every process in
+//!   the group, kill writes `cgroup.kill`; a restarted server kills what is
+//!   left in its groups.
 //!   Where the v1 devices controller is mounted, each node's processes may
 //!   open only that node's `/dev/nvidia*` GPUs.
 //! * Uncontained (`allot serve --allow-uncontained`, where no cgroup can be
@@ -340,15 +343,16 @@ impl Executor for LocalExecutor {
         tokio::spawn(async move {
             let status = wait_gang(children, running.group.as_deref()).await;
             if let Some(g) = &running.group {
-                // Whatever the node processes started keeps the attempt
-                // (and its GPUs) until it is gone.
+                // Whatever the node processes left behind dies with them;
+                // the attempt (and its GPUs) ends once it is gone.
                 if g.populated() {
                     tracing::info!(
                         workload = key.seq,
                         attempt = key.attempt,
                         processes = g.pids().len(),
-                        "node processes exited; waiting for the rest of the attempt's cgroup"
+                        "node processes exited: killing what they left in the attempt's cgroup"
                     );
+                    g.kill();
                 }
                 g.wait_empty(EMPTY_POLL).await;
                 g.remove();
