@@ -135,23 +135,6 @@ impl Drop for Reap {
     }
 }
 
-/// Removes the server's (empty) parent cgroups, named after the store.
-async fn remove_parent_groups(db: &str) {
-    use sqlx::Connection;
-    sqlx::any::install_default_drivers();
-    let Ok(mut c) = sqlx::AnyConnection::connect(db).await else { return };
-    let id: Option<String> =
-        sqlx::query_scalar("SELECT value FROM meta WHERE key = 'instance'").fetch_optional(&mut c).await.ok().flatten();
-    let _ = c.close().await;
-    let Some(id) = id else { return };
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    for line in mountinfo.lines().filter(|l| l.contains(" - cgroup")) {
-        if let Some(point) = line.split(' ').nth(4) {
-            let _ = std::fs::remove_dir(Path::new(point).join(format!("allot-{id}")));
-        }
-    }
-}
-
 /// The v1 devices controller's mount point, if any.
 fn devices_mount() -> Option<PathBuf> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
@@ -256,7 +239,6 @@ async fn escape_case(kind: &str) {
     let left: Vec<_> = escaped_pids(&data).into_iter().filter(|(_, p)| alive(*p)).collect();
     assert!(left.is_empty(), "{kind}: escaped processes alive at the end: {left:?}");
     drop(s);
-    remove_parent_groups(&f.db.url).await;
     f.finish().await;
 }
 
@@ -322,7 +304,6 @@ async fn an_attempt_may_open_only_its_own_gpu_device() {
     assert!(mine.contains("No such device or address"), "own GPU {own}: {mine}");
     assert!(theirs.contains("Operation not permitted"), "other GPU {other}: {theirs}");
     drop(s);
-    remove_parent_groups(&f.db.url).await;
     f.finish().await;
 }
 
@@ -384,7 +365,6 @@ async fn launch_failures_spend_no_retry_and_three_drain_the_node() {
     assert_eq!(mode(&ck.join("..")), 0o700, "checkpoints directory");
     assert_eq!(mode(&logs.join("attempt-4.log")), 0o600, "log file");
     drop(s);
-    remove_parent_groups(&f.db.url).await;
     f.finish().await;
 }
 
@@ -403,6 +383,5 @@ async fn a_command_that_cannot_run_is_the_workloads_own_failure() {
     let nodes = s.cli_json(&f.admin, &["nodes"]);
     assert_eq!(nodes[0]["health"], "up", "the node is not blamed for the workload's command: {nodes}");
     drop(s);
-    remove_parent_groups(&f.db.url).await;
     f.finish().await;
 }

@@ -399,6 +399,7 @@ impl Fixture {
     }
 
     pub async fn finish(self) {
+        remove_store_cgroups(&self.db.url).await;
         self.db.drop_db().await;
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -418,4 +419,48 @@ macro_rules! both_stores {
             $body($crate::support::Backend::Postgres).await;
         }
     };
+}
+
+/// Kills what is left in the cgroups of this test's store (a killed
+/// server leaves its workloads running in them) and removes the groups:
+/// `allot-<store id>` under every cgroup mount, and nothing else.
+pub async fn remove_store_cgroups(db: &str) {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let Ok(mut c) = sqlx::AnyConnection::connect(db).await else { return };
+    let id: Option<String> =
+        sqlx::query_scalar("SELECT value FROM meta WHERE key = 'instance'").fetch_optional(&mut c).await.ok().flatten();
+    let _ = c.close().await;
+    let Some(id) = id else { return };
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    // cgroup2 first (it can kill); then the v1 controllers' copies.
+    let mut mounts: Vec<&str> = mountinfo.lines().filter(|l| l.contains(" - cgroup")).collect();
+    mounts.sort_by_key(|l| !l.contains(" - cgroup2 "));
+    for line in mounts {
+        if let Some(point) = line.split(' ').nth(4) {
+            let root = Path::new(point).join(format!("allot-{id}"));
+            if root.is_dir() {
+                remove_group(&root);
+            }
+        }
+    }
+}
+
+/// Depth first: kills a cgroup2 group's processes, waits (bounded) until
+/// it is empty, then removes it.
+fn remove_group(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_group(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+    for _ in 0..50 {
+        if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
