@@ -154,6 +154,7 @@ async fn run_backend(label: &str, db: String, n: usize) {
         standby: false,
         lease: Default::default(),
         allow_uncontained: false,
+        edge: Default::default(),
     };
     let running = allot_server::start(&opts).await.expect("start the server");
     let url = format!("http://{}", running.addr);

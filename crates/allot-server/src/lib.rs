@@ -6,7 +6,8 @@
 //! * [`store`]: SQLite (default) or PostgreSQL, written before any decision
 //!   is acted on; [`recovery`] rebuilds the state from it at startup;
 //! * [`executor`]: the trait and the local process-group executor;
-//! * [`api`]: the JSON HTTP API under `/v1` with its OpenAPI document;
+//! * [`api`]: the JSON HTTP API under `/v1` with its OpenAPI document,
+//!   served by [`listener`] within its connection and time limits;
 //!   [`auth`]: bearer tokens and roles; [`metrics`]: Prometheus;
 //! * [`export`]: the recorded history as a simulator trace;
 //! * [`client`]: the HTTP client behind the `allot` CLI commands.
@@ -22,6 +23,7 @@ pub mod client;
 pub mod clock;
 pub mod executor;
 pub mod export;
+pub mod listener;
 pub mod metrics;
 pub mod recovery;
 pub mod scheduler;
@@ -33,4 +35,5 @@ pub mod views;
 pub use executor::inventory::GpuInventory;
 pub use executor::slurm::SlurmOptions;
 pub use export::{ExportError, ExportSummary, export_trace};
+pub use listener::EdgeOptions;
 pub use server::{ExecutorKind, Running, ServeOptions, ServerError, serve, start};

@@ -50,13 +50,15 @@ use crate::views::{AccountView, NodeView};
 /// A request to the scheduler task.
 #[derive(Debug)]
 pub enum Msg {
-    /// A submission, already committed to the store.
+    /// A submission, already committed to the store; `accepted` is
+    /// answered once the state has it.
     Submitted {
         seq: i64,
         spec: WorkloadSpec,
         command: Vec<String>,
         env: BTreeMap<String, String>,
         retries: i64,
+        accepted: oneshot::Sender<()>,
     },
     /// Cancel a workload (the API checked who may).
     Cancel {

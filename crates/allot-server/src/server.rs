@@ -9,12 +9,13 @@ use allot_core::PolicyKind;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::api::{AppState, router};
+use crate::api::{AppState, Limits, router};
 use crate::auth::Authenticator;
 use crate::executor::inventory::{self, DeviceMap, GpuInventory};
 use crate::executor::local::LocalExecutor;
 use crate::executor::slurm::{self, SlurmExecutor, SlurmOptions};
 use crate::executor::{Executor, NullExecutor};
+use crate::listener::{EdgeError, EdgeOptions};
 use crate::metrics::Metrics;
 use crate::recovery::{RecoveryError, recover, restore_run};
 use crate::scheduler::{Paths, Scheduler};
@@ -68,6 +69,8 @@ pub struct ServeOptions {
     /// Local executor: run without cgroups where none can be made
     /// (`--allow-uncontained`; see `executor::local`).
     pub allow_uncontained: bool,
+    /// Connection, timeout and in-flight limits of the HTTP listener.
+    pub edge: EdgeOptions,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +107,8 @@ pub enum ServerError {
          or pass --allow-uncontained to accept that a workload's processes can escape stop, kill and restart"
     )]
     Containment(#[source] crate::executor::cgroup::CgroupError),
+    #[error(transparent)]
+    Edge(#[from] EdgeError),
 }
 
 /// A started server.
@@ -153,6 +158,7 @@ pub fn policy_kind(name: &str) -> Result<PolicyKind, ServerError> {
 pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let mut cfg = allot_trace::config::load_config(&opts.config)?;
     let kind = policy_kind(&opts.policy)?;
+    let max_connections = crate::listener::check(&opts.edge)?;
     let devices = match opts.executor {
         ExecutorKind::Local => gpu_inventory(&mut cfg.cluster, opts.gpu_inventory)?,
         ExecutorKind::Slurm => {
@@ -216,8 +222,15 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         "recovered"
     );
     let (tx, rx) = mpsc::channel(4096);
-    let app =
-        Arc::new(AppState { store: store.clone(), auth: Authenticator::new(store.clone()), catalog, tx, metrics });
+    let limits = Arc::new(Limits::new(opts.edge.body_timeout, opts.edge.request_timeout, opts.edge.max_in_flight));
+    let app = Arc::new(AppState {
+        store: store.clone(),
+        auth: Authenticator::new(store.clone()),
+        catalog,
+        tx,
+        metrics,
+        limits,
+    });
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
         .map_err(|source| ServerError::Listen { addr: opts.listen, source })?;
@@ -225,13 +238,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let scheduler = tokio::spawn(sched.run(rx, ev_rx));
     let lease = tokio::spawn(lease::keep(store.clone(), opts.lease));
     let (shutdown, stop) = oneshot::channel::<()>();
-    let http = tokio::spawn(async move {
-        axum::serve(listener, router(app))
-            .with_graceful_shutdown(async move {
-                let _ = stop.await;
-            })
-            .await
-    });
+    let http = tokio::spawn(crate::listener::serve(listener, router(app), opts.edge.clone(), max_connections, stop));
     tracing::info!(%addr, "listening");
     Ok(Running { addr, shutdown, http, scheduler, lease, store, _lock: lock })
 }

@@ -3,10 +3,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use allot_server::auth::{Role, TokenSpec, create_token};
 use allot_server::store::{LeaseConfig, Store};
-use allot_server::{ExecutorKind, GpuInventory, ServeOptions, SlurmOptions};
+use allot_server::{EdgeOptions, ExecutorKind, GpuInventory, ServeOptions, SlurmOptions};
 use anyhow::{Context, Result};
 
 fn parse_executor(s: &str) -> Result<ExecutorKind, String> {
@@ -18,7 +19,7 @@ fn parse_inventory(s: &str) -> Result<GpuInventory, String> {
 }
 
 /// `500ms`, or whole units as in the config (`15s`, `1m`).
-fn parse_lease_time(s: &str) -> Result<std::time::Duration, String> {
+fn parse_time(s: &str) -> Result<std::time::Duration, String> {
     if let Some(ms) = s.strip_suffix("ms") {
         return ms.trim().parse().map(std::time::Duration::from_millis).map_err(|_| format!("bad duration {s:?}"));
     }
@@ -66,15 +67,15 @@ pub struct ServeArgs {
     standby: bool,
     /// How long the lease lasts after each renewal; a standby takes over this long after the active server's last
     /// renewal (measured by the database's clock).
-    #[arg(long, value_parser = parse_lease_time, default_value = "15s")]
+    #[arg(long, value_parser = parse_time, default_value = "15s")]
     lease_duration: std::time::Duration,
     /// The active server stops acting (no launch, signal or kill) once it has not renewed its lease for this
     /// long, and exits; must be below --lease-duration.
-    #[arg(long, value_parser = parse_lease_time, default_value = "10s")]
+    #[arg(long, value_parser = parse_time, default_value = "10s")]
     lease_renew_deadline: std::time::Duration,
     /// How often the lease is renewed, and how often a standby tries to take it; must be below
     /// --lease-renew-deadline.
-    #[arg(long, value_parser = parse_lease_time, default_value = "2s")]
+    #[arg(long, value_parser = parse_time, default_value = "2s")]
     lease_retry: std::time::Duration,
     /// Local executor: start even where no cgroup can be made (an unprivileged server). Workloads then run as
     /// process groups only: a process that leaves its group (setsid) escapes stop and kill, keeps running after
@@ -82,6 +83,23 @@ pub struct ServeArgs {
     /// its ALLOT_TAG environment variable, which it can drop.
     #[arg(long)]
     allow_uncontained: bool,
+    /// Open client connections at most (default: the file descriptor limit less an eighth, at least 256, kept for
+    /// the store, logs and workloads; at most 16384). Checked against RLIMIT_NOFILE at start.
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Time a client has to send a request head, counted from when the server waits for it (a new connection or an
+    /// idle keep-alive one): also the keep-alive idle timeout.
+    #[arg(long, value_parser = parse_time, default_value = "10s")]
+    header_timeout: Duration,
+    /// Time a client has to send a request body.
+    #[arg(long, value_parser = parse_time, default_value = "30s")]
+    body_timeout: Duration,
+    /// Time a request may take from its head to its answer (503 past it).
+    #[arg(long, value_parser = parse_time, default_value = "60s")]
+    request_timeout: Duration,
+    /// Requests handled at once; more are answered 503 with Retry-After at once.
+    #[arg(long, default_value_t = 256)]
+    max_in_flight: usize,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
@@ -101,6 +119,13 @@ pub fn run(a: ServeArgs) -> Result<()> {
         standby: a.standby,
         lease,
         allow_uncontained: a.allow_uncontained,
+        edge: EdgeOptions {
+            max_connections: a.max_connections,
+            header_timeout: a.header_timeout,
+            body_timeout: a.body_timeout,
+            request_timeout: a.request_timeout,
+            max_in_flight: a.max_in_flight,
+        },
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("failed to start the runtime")?;
     rt.block_on(allot_server::serve(&opts)).context("allot serve failed")

@@ -4,20 +4,24 @@
 
 mod admin;
 mod error;
+pub mod extract;
+pub mod limits;
 pub mod openapi;
 mod workloads;
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request};
+use axum::extract::{DefaultBodyLimit, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
+use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::{get, patch, post};
-use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot};
 
 pub use error::ApiError;
+pub use extract::{Body, parse_json};
+pub use limits::Limits;
 
 use crate::auth::{Authenticator, Principal};
 use crate::metrics::Metrics;
@@ -35,12 +39,15 @@ pub struct AppState {
     pub catalog: Arc<Catalog>,
     pub tx: mpsc::Sender<Msg>,
     pub metrics: Arc<Metrics>,
+    pub limits: Arc<Limits>,
 }
 
 pub type App = Arc<AppState>;
 
-/// The router.
+/// The router, inside the edge's limits (`limits`): the error shape
+/// outermost, then the head limits, then the in-flight limit and timeout.
 pub fn router(app: App) -> Router {
+    let limits = app.limits.clone();
     Router::new()
         .route("/v1/health", get(admin::health))
         .route("/v1/openapi.json", get(openapi::serve))
@@ -59,6 +66,9 @@ pub fn router(app: App) -> Router {
         .fallback(|| async { ApiError::not_found("no such endpoint (see /v1/openapi.json)") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(app)
+        .layer(from_fn_with_state(limits, limits::in_flight))
+        .layer(from_fn(limits::head_limits))
+        .layer(from_fn(limits::shape_errors))
 }
 
 /// The authenticated caller.
@@ -84,44 +94,6 @@ impl FromRequestParts<App> for Auth {
             None => Err(ApiError::unauthorized("unknown or revoked token")),
         }
     }
-}
-
-/// A JSON body whose errors name the field (400), read within the body
-/// limit (also 400: a bad request like any other, and nothing is stored).
-pub struct Body<T>(pub T);
-
-impl<T: DeserializeOwned> FromRequest<App> for Body<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, app: &App) -> Result<Body<T>, ApiError> {
-        let bytes = axum::body::Bytes::from_request(req, app).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::bad_request(format!("request body larger than the limit of {MAX_BODY_BYTES} bytes"))
-            } else {
-                ApiError::bad_request(format!("cannot read the request body: {e}"))
-            }
-        })?;
-        parse_json(&bytes).map(Body)
-    }
-}
-
-/// Parses JSON, naming the field of the first error.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        let msg = inner.to_string();
-        // An unknown key is named in the message, not in the path.
-        let unknown = msg.strip_prefix("unknown field `").and_then(|r| r.split('`').next()).map(str::to_string);
-        let field = match (unknown, path.as_str()) {
-            (Some(k), ".") => Some(k),
-            (_, ".") => None,
-            (_, p) => Some(p.to_string()),
-        };
-        let what = if inner.is_syntax() || inner.is_eof() { "malformed json" } else { "invalid request" };
-        ApiError { status: StatusCode::BAD_REQUEST, error: format!("{what}: {msg}"), field }
-    })
 }
 
 /// Sends a request to the scheduler task and waits for its answer.

@@ -2,13 +2,17 @@
 
 use std::collections::HashMap;
 
+use allot_core::WorkloadSpec;
 use axum::Json;
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::extract::{Query, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::oneshot;
 
+use super::extract::{IdempotencyKey, Path};
 use super::{ApiError, App, Auth, Body, ask};
 use crate::scheduler::Msg;
-use crate::store::{AttemptRow, WorkloadFilter, WorkloadRow};
+use crate::store::{AttemptRow, Idempotency, Inserted, NewWorkload, WorkloadFilter, WorkloadRow};
 use crate::views::{AttemptView, NodeGpusView, SubmitRequest, WorkloadDetail, WorkloadView};
 
 pub(crate) const STATES: [&str; 7] = ["pending", "running", "stopping", "finished", "failed", "cancelled", "rejected"];
@@ -56,12 +60,14 @@ pub fn attempt_view(a: &AttemptRow) -> AttemptView {
 }
 
 /// `POST /v1/workloads`: checked, authorised, committed, then handed to the
-/// scheduler; 201 once the store has it.
+/// scheduler; 201 once the commit is durable and the scheduler has it.
+/// With an `Idempotency-Key`, a retry returns the key's workload.
 pub async fn submit(
     State(app): State<App>,
     Auth(who): Auth,
+    IdempotencyKey(key): IdempotencyKey,
     Body(req): Body<SubmitRequest>,
-) -> Result<(StatusCode, Json<WorkloadView>), ApiError> {
+) -> Result<Response, ApiError> {
     let now = crate::clock::now();
     let (row, spec) = app.catalog.check(&req, &who.name, now).map_err(|e| ApiError::field(e.field, e.message))?;
     if !who.can_submit(&row.account) {
@@ -72,11 +78,64 @@ pub async fn submit(
             row.account
         )));
     }
-    let seq = app.store.insert_workload(&row).await?;
-    let msg = Msg::Submitted { seq, spec, command: req.command.clone(), env: req.env.clone(), retries: row.retries };
-    // Committed: a scheduler that is gone picks it up at the next start.
-    let _ = app.tx.send(msg).await;
-    let stored = WorkloadRow {
+    let key = key.map(|key| Idempotency {
+        principal: who.name.clone(),
+        key,
+        request_hash: crate::auth::hash_token(&serde_json::to_string(&req).unwrap_or_default()),
+    });
+    // The commit and the hand-off run in a task of their own: a client that
+    // goes away drops this handler, never a committed workload's hand-off.
+    let handoff = tokio::spawn(commit(app.clone(), row.clone(), spec, req, key));
+    let inserted = handoff.await.map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    match inserted {
+        Inserted::New(seq) => {
+            tracing::info!(workload = seq, account = %row.account, principal = %who.name, "submitted");
+            Ok((StatusCode::CREATED, Json(workload_view(&new_row(seq, row)))).into_response())
+        }
+        Inserted::Replayed(seq) => {
+            let stored =
+                app.store.workload(seq).await?.ok_or_else(|| ApiError::not_found(format!("no workload {seq}")))?;
+            tracing::info!(workload = seq, principal = %who.name, "submission replayed for its idempotency key");
+            let mut r = (StatusCode::CREATED, Json(workload_view(&stored))).into_response();
+            r.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+            Ok(r)
+        }
+        Inserted::KeyReused { workload } => Err(ApiError {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            error: format!("this key was used for another request (workload {workload}); use a new key"),
+            field: Some("Idempotency-Key".into()),
+        }),
+        Inserted::InProgress => Err(ApiError {
+            status: StatusCode::CONFLICT,
+            error: "a request with this key is still being committed; retry".into(),
+            field: Some("Idempotency-Key".into()),
+        }),
+    }
+}
+
+/// Commits a submission, then waits until the scheduler has it. A
+/// scheduler that is gone recovers it from the store at the next start.
+async fn commit(
+    app: App,
+    row: NewWorkload,
+    spec: WorkloadSpec,
+    req: SubmitRequest,
+    key: Option<Idempotency>,
+) -> Result<Inserted, ApiError> {
+    let inserted = app.store.submit_workload(&row, key.as_ref()).await?;
+    if let Inserted::New(seq) = inserted {
+        let (accepted, ack) = oneshot::channel();
+        let msg = Msg::Submitted { seq, spec, command: req.command, env: req.env, retries: row.retries, accepted };
+        if app.tx.send(msg).await.is_err() || ack.await.is_err() {
+            tracing::warn!(workload = seq, "committed while the scheduler stops: it runs after the next start");
+        }
+    }
+    Ok(inserted)
+}
+
+/// The stored row of a new submission.
+fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
+    WorkloadRow {
         seq,
         submit_t: row.submit_t,
         account: row.account,
@@ -99,9 +158,7 @@ pub async fn submit(
         state: "pending".into(),
         reason: None,
         end_t: None,
-    };
-    tracing::info!(workload = seq, account = %stored.account, principal = %who.name, "submitted");
-    Ok((StatusCode::CREATED, Json(workload_view(&stored))))
+    }
 }
 
 /// `GET /v1/workloads?account=&state=&user=&class=&limit=`

@@ -11,13 +11,14 @@ impl Scheduler {
     pub(crate) async fn handle(&mut self, m: Msg) -> Result<(), StoreError> {
         let now = self.tick_now();
         match m {
-            Msg::Submitted { seq, mut spec, command, env, retries } => {
+            Msg::Submitted { seq, mut spec, command, env, retries, accepted } => {
                 spec.id = seq.to_string();
                 let labels =
                     crate::metrics::labels(&self.state.accounts.account(spec.account).path, spec.class.as_str());
                 self.metrics.submissions.get_or_create(&labels).inc();
                 let live = Live { seq, command, env, retries, failures: 0, cancel: false, attempt: 0 };
                 self.add(spec, live);
+                let _ = accepted.send(());
             }
             Msg::Cancel { seq, by, reply } => {
                 if let Some(busy) = self.unavailable() {

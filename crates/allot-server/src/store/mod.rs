@@ -27,6 +27,7 @@ pub use lease::{Fence, LeaseConfig, LeaseHolder};
 pub use rows::{
     AttemptRow, AuditRow, NewWorkload, NodeEventRow, Op, OverrideRow, TokenRow, WorkloadFilter, WorkloadRow,
 };
+pub use workloads::{Idempotency, Inserted};
 
 /// Which database a store talks to.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -134,10 +135,16 @@ impl<T> Ctx<T> for Result<T, sqlx::Error> {
 }
 
 /// Migrations per backend: (version, SQL).
-const SQLITE_MIGRATIONS: &[(i64, &str)] =
-    &[(1, include_str!("migrations/sqlite/0001_init.sql")), (3, include_str!("migrations/sqlite/0003_lease.sql"))];
-const POSTGRES_MIGRATIONS: &[(i64, &str)] =
-    &[(1, include_str!("migrations/postgres/0001_init.sql")), (3, include_str!("migrations/postgres/0003_lease.sql"))];
+const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("migrations/sqlite/0001_init.sql")),
+    (2, include_str!("migrations/sqlite/0002_idempotency.sql")),
+    (3, include_str!("migrations/sqlite/0003_lease.sql")),
+];
+const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("migrations/postgres/0001_init.sql")),
+    (2, include_str!("migrations/postgres/0002_idempotency.sql")),
+    (3, include_str!("migrations/postgres/0003_lease.sql")),
+];
 
 /// How often a write that found the SQLite write lock taken (after
 /// `busy_timeout`) is tried again before the error is returned.

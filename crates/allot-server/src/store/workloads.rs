@@ -13,6 +13,52 @@ const WORKLOAD_COLS: &str = "seq, submit_t, account, submitter, class, gpus, nod
 const ATTEMPT_COLS: &str = "workload, attempt, alloc, gpus, weight, state, start_t, start_reason, signal_t, \
      signal_reason, end_t, outcome, exit_code, kept_s, pid, log_path";
 
+/// A submission's `Idempotency-Key`, scoped to its principal, with a hash
+/// of the request it came with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Idempotency {
+    pub principal: String,
+    pub key: String,
+    pub request_hash: String,
+}
+
+/// What [`Store::submit_workload`] did.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Inserted {
+    /// A new workload, committed.
+    New(i64),
+    /// The key's earlier submission of the same request.
+    Replayed(i64),
+    /// The key was used by this principal for another request.
+    KeyReused { workload: i64 },
+    /// The key's first submission has not committed yet.
+    InProgress,
+}
+
+fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64, sqlx::any::AnyArguments<'_>> {
+    sqlx::query_scalar(
+        "INSERT INTO workloads (submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
+         util, priority, preemptible, name, command, env, retries, state) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'pending') RETURNING seq",
+    )
+    .bind(w.submit_t)
+    .bind(&w.account)
+    .bind(&w.submitter)
+    .bind(&w.class)
+    .bind(w.gpus)
+    .bind(w.nodes)
+    .bind(&w.gpu_type)
+    .bind(w.work_s)
+    .bind(w.checkpoint_s)
+    .bind(w.util)
+    .bind(&w.priority)
+    .bind(i64::from(w.preemptible))
+    .bind(&w.name)
+    .bind(&w.command)
+    .bind(&w.env)
+    .bind(w.retries)
+}
+
 fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
     Ok(WorkloadRow {
         seq: r.try_get("seq")?,
@@ -62,35 +108,70 @@ fn attempt_row(r: &AnyRow) -> Result<AttemptRow, sqlx::Error> {
 }
 
 impl Store {
-    /// Inserts a submission (committed when this returns) and returns its seq.
+    /// Inserts a submission without a key; see [`Store::submit_workload`].
     pub async fn insert_workload(&self, w: &NewWorkload) -> Result<i64, StoreError> {
-        let sql = "INSERT INTO workloads (submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, \
-                   checkpoint_s, util, priority, preemptible, name, command, env, retries, state) \
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'pending') \
-                   RETURNING seq";
+        match self.submit_workload(w, None).await? {
+            Inserted::New(seq) | Inserted::Replayed(seq) | Inserted::KeyReused { workload: seq } => Ok(seq),
+            Inserted::InProgress => Err(sqlx::Error::RowNotFound).ctx("insert the workload"),
+        }
+    }
+
+    /// Inserts a submission and returns its seq once the commit is durable
+    /// (the insert's result is read to its end inside a transaction whose
+    /// commit is awaited: a failing commit is an error, never a seq).
+    ///
+    /// With a key, a submission the same principal already made under it
+    /// is returned instead ([`Inserted::Replayed`], or
+    /// [`Inserted::KeyReused`] when the request differs); the key is
+    /// committed with the workload, so retries find it after a restart.
+    pub async fn submit_workload(&self, w: &NewWorkload, key: Option<&Idempotency>) -> Result<Inserted, StoreError> {
+        if let Some(k) = key
+            && let Some(found) = self.idempotent(k).await?
+        {
+            return Ok(found);
+        }
         let mut tx = self.begin_write("insert the workload").await?;
-        let seq = sqlx::query_scalar(sql)
+        let seqs: Vec<i64> = insert_query(w).fetch_all(&mut *tx).await.ctx("insert the workload")?;
+        let Some(&seq) = seqs.first() else {
+            return Err(sqlx::Error::RowNotFound).ctx("read the new workload's seq");
+        };
+        if let Some(k) = key {
+            let added = sqlx::query(
+                "INSERT INTO idempotency_keys (principal, key, request_hash, workload, created_t) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            )
+            .bind(&k.principal)
+            .bind(&k.key)
+            .bind(&k.request_hash)
+            .bind(seq)
             .bind(w.submit_t)
-            .bind(&w.account)
-            .bind(&w.submitter)
-            .bind(&w.class)
-            .bind(w.gpus)
-            .bind(w.nodes)
-            .bind(&w.gpu_type)
-            .bind(w.work_s)
-            .bind(w.checkpoint_s)
-            .bind(w.util)
-            .bind(&w.priority)
-            .bind(i64::from(w.preemptible))
-            .bind(&w.name)
-            .bind(&w.command)
-            .bind(&w.env)
-            .bind(w.retries)
-            .fetch_one(&mut *tx)
+            .execute(&mut *tx)
             .await
-            .ctx("insert the workload")?;
+            .ctx("record the idempotency key")?
+            .rows_affected();
+            if added == 0 {
+                // The same key committed meanwhile: that submission wins
+                // (dropping the transaction rolls this one back).
+                drop(tx);
+                return Ok(self.idempotent(k).await?.unwrap_or(Inserted::InProgress));
+            }
+        }
         tx.commit().await.ctx("commit the workload")?;
-        Ok(seq)
+        Ok(Inserted::New(seq))
+    }
+
+    /// What a key already names, if anything.
+    async fn idempotent(&self, k: &Idempotency) -> Result<Option<Inserted>, StoreError> {
+        let row = sqlx::query("SELECT request_hash, workload FROM idempotency_keys WHERE principal = $1 AND key = $2")
+            .bind(&k.principal)
+            .bind(&k.key)
+            .fetch_optional(&self.pool)
+            .await
+            .ctx("read the idempotency key")?;
+        let Some(row) = row else { return Ok(None) };
+        let hash: String = row.try_get("request_hash").ctx("decode the idempotency key")?;
+        let workload: i64 = row.try_get("workload").ctx("decode the idempotency key")?;
+        Ok(Some(if hash == k.request_hash { Inserted::Replayed(workload) } else { Inserted::KeyReused { workload } }))
     }
 
     pub async fn workload(&self, seq: i64) -> Result<Option<WorkloadRow>, StoreError> {
