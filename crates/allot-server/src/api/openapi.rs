@@ -18,12 +18,40 @@ fn op(summary: &str, roles: &str, body: Option<&str>, ok: (&str, &str)) -> Value
             "401": {"$ref": "#/components/responses/Error"},
             "403": {"$ref": "#/components/responses/Error"},
             "404": {"$ref": "#/components/responses/Error"},
-            "409": {"$ref": "#/components/responses/Error"}
+            "409": {"$ref": "#/components/responses/Error"},
+            "default": {"$ref": "#/components/responses/Error"}
         }
     });
     if let Some(b) = body {
         o["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{b}")}}}});
+        o["responses"]["408"] = json!({"$ref": "#/components/responses/Error"});
+        o["responses"]["415"] = json!({"$ref": "#/components/responses/Error"});
     }
+    o
+}
+
+/// The error answers any request may get from the edge (docs/server.md,
+/// "Limits"): 405, 414, 431, 503 and the rest, all `Error`.
+fn edge_errors() -> Value {
+    json!({"$ref": "#/components/responses/Error"})
+}
+
+/// `POST /v1/workloads`: the common operation, plus the idempotency key.
+fn submit_op() -> Value {
+    let mut o = op(
+        "submit a workload (201 once committed and accepted by the scheduler)",
+        "admin; manager inside the scope; researcher to granted projects",
+        Some("SubmitRequest"),
+        ("201", "Workload"),
+    );
+    o["parameters"] = json!([{
+        "name": "Idempotency-Key", "in": "header", "required": false,
+        "schema": {"type": "string", "minLength": 1, "maxLength": super::extract::MAX_IDEMPOTENCY_KEY, "pattern": "^[!-~][ -~]*$"},
+        "description": "the same key from the same principal returns the key's workload (201 with Idempotent-Replayed: true) \
+                        instead of creating another; reused with another request: 422"
+    }]);
+    o["responses"]["201"]["headers"] = json!({"Idempotent-Replayed": {"description": "true when the key's earlier workload is returned", "schema": {"type": "string"}}});
+    o["responses"]["422"] = json!({"$ref": "#/components/responses/Error"});
     o
 }
 
@@ -47,7 +75,7 @@ pub fn document() -> Value {
     json!({
         "openapi": "3.1.0",
         "info": {"title": "Allot", "version": env!("CARGO_PKG_VERSION"),
-                 "description": "GPU-time budgets, hierarchical fair share and a time-slicing contract. Errors are {\"error\", \"field\"}."},
+                 "description": "GPU-time budgets, hierarchical fair share and a time-slicing contract. Every error is {\"error\", \"field\"}; request bodies are application/json (else 415)."},
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "responses": {"Error": {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}},
@@ -107,11 +135,11 @@ pub fn document() -> Value {
             }
         },
         "paths": {
-            "/v1/health": {"get": {"summary": "liveness", "responses": {"200": {"description": "ok"}}}},
-            "/v1/openapi.json": {"get": {"summary": "this document", "responses": {"200": {"description": "ok"}}}},
+            "/v1/health": {"get": {"summary": "liveness", "responses": {"200": {"description": "ok", "content": {"application/json": {}}}, "default": edge_errors()}}},
+            "/v1/openapi.json": {"get": {"summary": "this document", "responses": {"200": {"description": "ok", "content": {"application/json": {}}}, "default": edge_errors()}}},
             "/v1/whoami": {"get": op("the caller's principal", "any", None, ("200", "Principal"))},
             "/v1/workloads": {
-                "post": op("submit a workload (committed before 201)", "admin; manager inside the scope; researcher to granted projects", Some("SubmitRequest"), ("201", "Workload")),
+                "post": submit_op(),
                 "get": {"parameters": [
                             {"name": "account", "in": "query", "schema": s, "description": "subtree"},
                             {"name": "state", "in": "query", "schema": s, "description": "comma-separated states"},
@@ -120,7 +148,9 @@ pub fn document() -> Value {
                             {"name": "limit", "in": "query", "schema": i}],
                         "summary": "list workloads the caller sees, newest first",
                         "security": [{"bearer": []}],
-                        "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/WorkloadList"}}}}}}
+                        "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/WorkloadList"}}}},
+                                      "400": {"$ref": "#/components/responses/Error"}, "401": {"$ref": "#/components/responses/Error"},
+                                      "default": edge_errors()}}
             },
             "/v1/workloads/{id}": {"parameters": [path_param("id")],
                 "get": op("a workload, its attempts and why it is pending or was stopped", "whoever sees its account", None, ("200", "WorkloadDetail"))},
@@ -137,9 +167,14 @@ pub fn document() -> Value {
                 "get": op("tokens (never their secrets)", "admin", None, ("200", "TokenList")),
                 "post": op("create a token; its text is shown once", "admin", Some("TokenRequest"), ("201", "TokenCreated"))},
             "/v1/tokens/{name}": {"parameters": [path_param("name")],
-                "delete": {"summary": "revoke a token", "security": [{"bearer": []}], "responses": {"204": {"description": "revoked"}}}},
+                "delete": {"summary": "revoke a token", "security": [{"bearer": []}],
+                           "responses": {"204": {"description": "revoked"}, "401": {"$ref": "#/components/responses/Error"},
+                                         "403": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"},
+                                         "default": edge_errors()}}},
             "/v1/audit": {"get": op("budget, share and token changes: who, when, before, after", "admin", None, ("200", "AuditList"))},
-            "/metrics": {"get": {"summary": "Prometheus text exposition", "security": [{"bearer": []}], "responses": {"200": {"description": "metrics"}}}}
+            "/metrics": {"get": {"summary": "Prometheus text exposition", "security": [{"bearer": []}],
+                                 "responses": {"200": {"description": "metrics", "content": {"application/openmetrics-text": {}}},
+                                               "401": {"$ref": "#/components/responses/Error"}, "default": edge_errors()}}}
         }
     })
 }
