@@ -12,8 +12,9 @@
 # own temp dir and stops it by PID. schemathesis is installed from PyPI into
 # a private venv under the cache dir ($ALLOT_CACHE, default ~/.cache/allot).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-log() { echo "schemathesis.sh: $*" >&2; }
+. "$(dirname "$0")/lib.sh"
+cd "$CI_ROOT"
+log() { ci_log "$*"; }
 
 version=4.32.5
 examples=${ALLOT_ST_EXAMPLES:-100}
@@ -54,16 +55,16 @@ interactive_max_gpus = 4
 EOF
 db="sqlite://$tmp/allot.db"
 token=$("$bin" token create --db "$db" --role admin --name root 2>/dev/null)
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(ci_free_ports 1)
 ALLOT_LOG=warn "$bin" serve --config "$tmp/cluster.toml" --db "$db" --listen "127.0.0.1:$port" \
   --executor none --data-dir "$tmp/data" 2>"$tmp/server.log" &
 pid=$!
 for _ in $(seq 1 100); do
   curl -fsS "http://127.0.0.1:$port/v1/health" >/dev/null 2>&1 && break
-  kill -0 "$pid" 2>/dev/null || { log "allot serve exited:"; cat "$tmp/server.log" >&2; exit 1; }
+  kill -0 "$pid" 2>/dev/null || { cat "$tmp/server.log" >&2; ci_die "allot serve exited"; }
   sleep 0.1
 done
-curl -fsS "http://127.0.0.1:$port/v1/health" >/dev/null || { log "allot serve does not answer"; exit 1; }
+curl -fsS "http://127.0.0.1:$port/v1/health" >/dev/null || ci_die "allot serve does not answer"
 
 log "running $examples examples per operation against 127.0.0.1:$port (server pid $pid)"
 status=0
