@@ -497,3 +497,35 @@ async fn no_201_without_a_durable_row() {
     drop(s);
     f.finish().await;
 }
+
+/// Finding 4, the slow client: a body that never arrives is 408 in the
+/// JSON shape after `--body-timeout`, and a connection that sends nothing is
+/// closed after `--header-timeout` (read with a 10 s bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_silent_clients_are_timed_out() {
+    use std::io::Read;
+    let f = Fixture::new(Backend::Sqlite, "timeouts").await;
+    let s = start(&f, &["--executor", "none", "--body-timeout", "1s", "--header-timeout", "2s"]);
+    let addr = s.url.trim_start_matches("http://").to_string();
+    let mut slow = TcpStream::connect(&addr).expect("connect");
+    slow.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let head = format!(
+        "POST /v1/workloads HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n{{",
+        f.admin
+    );
+    slow.write_all(head.as_bytes()).expect("send");
+    let mut answer = vec![0; 4096];
+    let n = slow.read(&mut answer).unwrap_or_else(|e| panic!("no answer to a stalled body within 10 s: {e}"));
+    let answer = String::from_utf8_lossy(&answer[..n]).to_string();
+    assert!(answer.starts_with("HTTP/1.1 408") && answer.contains(r#"{"error":"#), "{answer}");
+
+    let mut silent = TcpStream::connect(&addr).expect("connect");
+    silent.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let mut buf = [0u8; 64];
+    match silent.read(&mut buf) {
+        Ok(0) => {}
+        other => panic!("a silent connection is still open after 10 s (or got data): {other:?}"),
+    }
+    f.finish().await;
+}
