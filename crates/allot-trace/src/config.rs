@@ -157,6 +157,17 @@ impl Ctx<'_> {
     }
 
     /// A TOML syntax or type error: line from its span, key found at that span.
+    /// What is wrong where the TOML parser stopped without saying (it does
+    /// so for control characters, in comments for instance).
+    fn unexplained(&self, e: &toml::de::Error) -> String {
+        let at = e.span().map_or(0, |s| s.start);
+        match self.text.get(at..).and_then(|t| t.chars().next()) {
+            Some(c) if c.is_control() => format!("control character {:?} is not allowed here", c),
+            Some(c) => format!("invalid toml at {c:?}"),
+            None => "invalid toml at the end of the file".to_string(),
+        }
+    }
+
     fn toml_error(&self, e: &toml::de::Error) -> FormatError {
         let message = e
             .message()
@@ -167,6 +178,7 @@ impl Ctx<'_> {
             .join("; ")
             .replace("unknown field", "unknown key")
             .replace("missing field", "missing key");
+        let message = if message.is_empty() { self.unexplained(e) } else { message };
         let mut out = FormatError::new(FormatKind::Config, self.file, message);
         let missing = e.message().strip_prefix("missing field `").and_then(|r| r.split('`').next());
         match (e.span(), missing) {

@@ -148,3 +148,12 @@ proptest! {
         }
     }
 }
+
+/// Found by the config fuzzer: a NUL byte in a comment gave an error with
+/// an empty message.
+#[test]
+fn a_control_character_in_a_comment_is_named() {
+    let e = parse_config("# a comment\u{0} with a NUL\n[cluster]\nname = \"x\"\n", "nul.toml").expect_err("invalid");
+    assert_eq!(e.line, Some(1), "{e}");
+    assert!(e.message.contains("control character"), "{e}");
+}
