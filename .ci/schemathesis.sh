@@ -68,13 +68,14 @@ curl -fsS "http://127.0.0.1:$port/v1/health" >/dev/null || ci_die "allot serve d
 
 log "running $examples examples per operation against 127.0.0.1:$port (server pid $pid)"
 status=0
-"$venv/bin/st" run "http://127.0.0.1:$port/v1/openapi.json" \
+# From the temp dir: schemathesis keeps a cache in its working directory.
+(cd "$tmp" && "$venv/bin/st" run "http://127.0.0.1:$port/v1/openapi.json" \
   --header "Authorization: Bearer $token" \
   --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,unsupported_method \
   --phases examples,coverage,fuzzing,stateful --max-examples "$examples" --seed 1 --no-shrink \
   --workers 1 --request-timeout 10 \
   --exclude-method DELETE \
-  --report junit --report-dir "$tmp/report" || status=$?
+  --report junit --report-dir "$tmp/report") || status=$?
 if ! kill -0 "$pid" 2>/dev/null; then
   log "allot serve died during the run:"; cat "$tmp/server.log" >&2; exit 1
 fi
