@@ -16,9 +16,9 @@
 //!   own, lower limits answer in JSON (`api::limits`).
 //!
 //! A [`Halt`] (the store lost a write) ends the loop at once with an error,
-//! which stops the server. On shutdown the loop stops accepting, asks every connection to close
-//! after its current request and waits for them, bounded by
-//! [`SHUTDOWN_GRACE`].
+//! which stops the server. On shutdown the loop stops accepting, asks every
+//! connection to close after its current request and waits for them, at
+//! most `SHUTDOWN_GRACE` (10 s).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
