@@ -15,9 +15,7 @@
 //! * request heads are buffered up to [`MAX_HEAD_BUFFER`] bytes; the API's
 //!   own, lower limits answer in JSON (`api::limits`).
 //!
-//! A [`Halt`] (the store lost a write) ends the loop at once with an error,
-//! which stops the server. On shutdown the loop stops accepting, asks every
-//! connection to close after its current request and waits for them, at
+//! On shutdown the loop stops accepting, asks every connection to close after its current request and waits for them, at
 //! most `SHUTDOWN_GRACE` (10 s).
 
 use std::collections::HashMap;
@@ -44,38 +42,6 @@ pub const MIN_RESERVE: u64 = 256;
 const EVICT_GRACE: Duration = Duration::from_secs(1);
 /// How long shutdown waits for connections to finish their requests.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// A request to stop serving at once because the store lost writes (an I/O
-/// error on commit). Like PostgreSQL after a failed fsync, retrying is not
-/// safe: later commits may be acknowledged yet absent after a restart, so
-/// the server stops and the next start recovers from what is on disk.
-#[derive(Debug, Default)]
-pub struct Halt {
-    halted: AtomicBool,
-    reason: Mutex<String>,
-    notify: tokio::sync::Notify,
-}
-
-impl Halt {
-    pub fn trigger(&self, reason: String) {
-        if !self.halted.swap(true, Ordering::AcqRel) {
-            tracing::error!(reason = %reason, "the store lost a write: stopping so that a restart recovers from disk");
-            *self.reason.lock().expect("halt lock") = reason;
-            self.notify.notify_one();
-        }
-    }
-
-    pub fn is_halted(&self) -> bool {
-        self.halted.load(Ordering::Acquire)
-    }
-
-    async fn wait(&self) -> String {
-        if !self.is_halted() {
-            self.notify.notified().await;
-        }
-        self.reason.lock().expect("halt lock").clone()
-    }
-}
 
 /// Limits of the HTTP edge (`allot serve` flags).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -258,7 +224,6 @@ pub(crate) async fn serve(
     router: Router,
     opts: EdgeOptions,
     max_connections: usize,
-    halt: Arc<Halt>,
     mut stop: oneshot::Receiver<()>,
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(max_connections));
@@ -284,7 +249,6 @@ pub(crate) async fn serve(
                 }
             },
             _ = &mut stop => break,
-            reason = halt.wait() => return Err(std::io::Error::other(format!("stopped: {reason}"))),
         };
         let permit = match slots.clone().try_acquire_owned() {
             Ok(p) => {

@@ -223,7 +223,6 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     );
     let (tx, rx) = mpsc::channel(4096);
     let limits = Arc::new(Limits::new(opts.edge.body_timeout, opts.edge.request_timeout, opts.edge.max_in_flight));
-    let halt = Arc::new(crate::listener::Halt::default());
     let app = Arc::new(AppState {
         store: store.clone(),
         auth: Authenticator::new(store.clone()),
@@ -231,7 +230,6 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         tx,
         metrics,
         limits,
-        halt: halt.clone(),
     });
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
@@ -240,8 +238,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let scheduler = tokio::spawn(sched.run(rx, ev_rx));
     let lease = tokio::spawn(lease::keep(store.clone(), opts.lease));
     let (shutdown, stop) = oneshot::channel::<()>();
-    let http =
-        tokio::spawn(crate::listener::serve(listener, router(app), opts.edge.clone(), max_connections, halt, stop));
+    let http = tokio::spawn(crate::listener::serve(listener, router(app), opts.edge.clone(), max_connections, stop));
     tracing::info!(%addr, "listening");
     Ok(Running { addr, shutdown, http, scheduler, lease, store, _lock: lock })
 }

@@ -479,8 +479,7 @@ async fn no_201_without_a_durable_row() {
         refused += r;
     }
     println!("store made read-only 3 times: {} submissions acknowledged, {refused} refused", acked.len());
-    // The server stops when the store loses a write; a new one reads the
-    // same store.
+    // Should the server have stopped, a new one reads the same store.
     if call(&s.url, "GET", "/v1/health", None, &[], None).await.is_err() {
         s.restart();
     }

@@ -40,8 +40,6 @@ pub struct AppState {
     pub tx: mpsc::Sender<Msg>,
     pub metrics: Arc<Metrics>,
     pub limits: Arc<Limits>,
-    /// Stops the server when the store lost a write.
-    pub halt: Arc<crate::listener::Halt>,
 }
 
 pub type App = Arc<AppState>;

@@ -122,22 +122,7 @@ async fn commit(
     req: SubmitRequest,
     key: Option<Idempotency>,
 ) -> Result<Inserted, ApiError> {
-    if app.halt.is_halted() {
-        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the store failed; the server is stopping"));
-    }
-    let inserted = match app.store.submit_workload(&row, key.as_ref()).await {
-        Ok(i) => i,
-        Err(e) => {
-            if e.lost_writes() {
-                app.halt.trigger(e.to_string());
-            }
-            return Err(e.into());
-        }
-    };
-    if app.halt.is_halted() {
-        // Committed after the store failed: it may not survive the restart.
-        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the store failed; the server is stopping"));
-    }
+    let inserted = app.store.submit_workload(&row, key.as_ref()).await?;
     if let Inserted::New(seq) = inserted {
         let (accepted, ack) = oneshot::channel();
         let msg = Msg::Submitted { seq, spec, command: req.command, env: req.env, retries: row.retries, accepted };

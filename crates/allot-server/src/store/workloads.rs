@@ -5,7 +5,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::rows::{AttemptRow, NewWorkload, NodeEventRow, Op, WorkloadFilter, WorkloadRow};
-use super::{Ctx, Store, StoreError, StoreFailure};
+use super::{Ctx, Store, StoreError};
 
 const WORKLOAD_COLS: &str = "seq, submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
      util, priority, preemptible, name, command, env, retries, failures, cancel_requested, state, reason, end_t";
@@ -33,19 +33,6 @@ pub enum Inserted {
     KeyReused { workload: i64 },
     /// The key's first submission has not committed yet.
     InProgress,
-}
-
-impl StoreError {
-    /// An I/O error or corruption reported by SQLite: writes may have been
-    /// lost below the database, and later commits may not survive a
-    /// restart (observed: after a WAL write failed with EPERM, commits that
-    /// succeeded were absent once the WAL was recovered).
-    pub fn lost_writes(&self) -> bool {
-        let StoreFailure::Db(sqlx::Error::Database(e)) = &self.source else { return false };
-        let code = e.code().and_then(|c| c.parse::<i64>().ok());
-        // SQLITE_IOERR (10) and SQLITE_CORRUPT (11), with their extended codes.
-        e.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() && code.is_some_and(|c| matches!(c & 0xff, 10 | 11))
-    }
 }
 
 fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64, sqlx::any::AnyArguments<'_>> {
