@@ -7,7 +7,7 @@ use sqlx::any::AnyRow;
 use super::rows::{AttemptRow, NewWorkload, NodeEventRow, Op, WorkloadFilter, WorkloadRow};
 use super::{Ctx, Store, StoreError};
 
-const WORKLOAD_COLS: &str = "seq, submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
+const WORKLOAD_COLS: &str = "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
      util, priority, preemptible, name, command, env, retries, failures, cancel_requested, state, reason, end_t";
 
 const ATTEMPT_COLS: &str = "workload, attempt, alloc, gpus, weight, state, start_t, start_reason, signal_t, \
@@ -16,6 +16,7 @@ const ATTEMPT_COLS: &str = "workload, attempt, alloc, gpus, weight, state, start
 fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
     Ok(WorkloadRow {
         seq: r.try_get("seq")?,
+        owner: r.try_get("owner")?,
         submit_t: r.try_get("submit_t")?,
         account: r.try_get("account")?,
         submitter: r.try_get("submitter")?,
@@ -65,8 +66,8 @@ impl Store {
     /// Inserts a submission (committed when this returns) and returns its seq.
     pub async fn insert_workload(&self, w: &NewWorkload) -> Result<i64, StoreError> {
         let sql = "INSERT INTO workloads (submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, \
-                   checkpoint_s, util, priority, preemptible, name, command, env, retries, state) \
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'pending') \
+                   checkpoint_s, util, priority, preemptible, name, command, env, retries, owner, state) \
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 'pending') \
                    RETURNING seq";
         let mut tx = self.begin_write("insert the workload").await?;
         let seq = sqlx::query_scalar(sql)
@@ -86,6 +87,7 @@ impl Store {
             .bind(&w.command)
             .bind(&w.env)
             .bind(w.retries)
+            .bind(&w.owner)
             .fetch_one(&mut *tx)
             .await
             .ctx("insert the workload")?;
