@@ -9,7 +9,8 @@ use allot_core::{AccountId, AccountSpec, AccountTree, State, Time};
 
 use crate::views::AccountView;
 
-/// Budget and share overrides by path: `Some(None)` removes the value.
+/// Budget and share overrides by path: `Some(v)` replaces the config's
+/// value, `None` returns to it (`PATCH … null`, `allot budget set … default`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Overrides {
     pub budget: BTreeMap<String, Option<f64>>,
@@ -38,18 +39,19 @@ pub fn base_specs(tree: &AccountTree) -> Vec<AccountSpec> {
 /// sorted set of paths, which overrides never change.
 pub fn build_tree(base: &[AccountSpec], o: &Overrides) -> Result<AccountTree, allot_core::AccountTreeError> {
     let mut specs: Vec<AccountSpec> = base.to_vec();
-    let paths = o.budget.keys().chain(o.share.keys());
-    for p in paths {
+    let set = o.budget.iter().chain(&o.share).filter(|(_, v)| v.is_some());
+    let paths: Vec<String> = set.map(|(p, _)| p.clone()).collect();
+    for p in &paths {
         if !specs.iter().any(|s| &s.path == p) {
             specs.push(AccountSpec { path: p.clone(), ..Default::default() });
         }
     }
     for s in &mut specs {
-        if let Some(b) = o.budget.get(&s.path) {
-            s.budget_gpu_hours = *b;
+        if let Some(Some(b)) = o.budget.get(&s.path) {
+            s.budget_gpu_hours = Some(*b);
         }
-        if let Some(v) = o.share.get(&s.path) {
-            s.share = *v;
+        if let Some(Some(v)) = o.share.get(&s.path) {
+            s.share = Some(*v);
         }
     }
     AccountTree::build(&specs)
@@ -106,5 +108,26 @@ fn view(
         pending: pending[id.0 as usize],
         running: running[id.0 as usize],
         period_start_t: state.ledger.period_start(now) as i64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn null_returns_to_the_config() {
+        let base = vec![AccountSpec { path: "org/a".into(), budget_gpu_hours: Some(10.0), ..Default::default() }];
+        let budget = |o: &Overrides| {
+            let t = build_tree(&base, o).unwrap();
+            t.account(t.get("org/a").unwrap()).budget_gpu_hours
+        };
+        let mut o = Overrides::default();
+        o.budget.insert("org/a".into(), Some(5.0));
+        assert_eq!(budget(&o), Some(5.0), "override");
+        o.budget.insert("org/a".into(), None);
+        assert_eq!(budget(&o), Some(10.0), "null: the config's value, not no budget");
+        o.share.insert("org/new".into(), None);
+        assert!(build_tree(&base, &o).unwrap().get("org/new").is_none(), "a null adds no account");
     }
 }

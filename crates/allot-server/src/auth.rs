@@ -8,7 +8,15 @@
 //!   inside it (not of the scope account itself, which its own manager or an
 //!   admin sets);
 //! * `researcher`: submits to and sees the projects granted to them (a grant
-//!   covers the account's subtree), cancels only their own workloads.
+//!   covers the account's subtree), cancels only their own workloads;
+//! * `metrics`: a scrape token: reads `/metrics` with every account's
+//!   series and sees no account or workload anywhere else.
+//!
+//! A workload is owned by the token that submitted it, by the token's id
+//! (random, made with the token), not by its name: a token created later
+//! under a revoked token's name owns nothing of the old one's. Principals
+//! see nothing outside their grants, and what they cannot see is answered
+//! exactly like what does not exist.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -26,17 +34,24 @@ pub enum Role {
     Admin,
     Manager,
     Researcher,
+    Metrics,
 }
 
 impl Role {
-    pub const ALL: [Role; 3] = [Role::Admin, Role::Manager, Role::Researcher];
+    pub const ALL: [Role; 4] = [Role::Admin, Role::Manager, Role::Researcher, Role::Metrics];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Admin => "admin",
             Role::Manager => "manager",
             Role::Researcher => "researcher",
+            Role::Metrics => "metrics",
         }
+    }
+
+    /// The role names, for messages: `admin, manager, researcher, metrics`.
+    pub fn names() -> String {
+        Role::ALL.map(Role::as_str).join(", ")
     }
 
     pub fn parse(s: &str) -> Option<Role> {
@@ -53,6 +68,9 @@ pub struct Principal {
     pub scope: Option<String>,
     /// Projects granted to a researcher.
     pub projects: Vec<String>,
+    /// The token's stable identity: what owns its workloads.
+    #[serde(skip)]
+    pub token_id: String,
 }
 
 /// Whether `path` is `root` or lies below it.
@@ -67,6 +85,7 @@ impl Principal {
             Role::Admin => None,
             Role::Manager => Some(self.scope.iter().cloned().collect()),
             Role::Researcher => Some(self.projects.clone()),
+            Role::Metrics => Some(Vec::new()),
         }
     }
 
@@ -79,12 +98,19 @@ impl Principal {
     }
 
     /// Cancel: admins anything, managers inside their subtree, researchers
-    /// their own workloads in projects they still see.
-    pub fn can_cancel(&self, account: &str, submitter: &str) -> bool {
+    /// the workloads their own token submitted (`owner`: its token id) in
+    /// projects they still see.
+    pub fn can_cancel(&self, account: &str, owner: Option<&str>) -> bool {
         match self.role {
             Role::Admin | Role::Manager => self.can_see(account),
-            Role::Researcher => submitter == self.name && self.can_see(account),
+            Role::Researcher => owner == Some(self.token_id.as_str()) && self.can_see(account),
+            Role::Metrics => false,
         }
+    }
+
+    /// Per-account metric series: admins and scrape tokens.
+    pub fn can_read_account_metrics(&self) -> bool {
+        matches!(self.role, Role::Admin | Role::Metrics)
     }
 
     /// Budgets and shares: admins anywhere, managers strictly inside their
@@ -93,12 +119,41 @@ impl Principal {
         match self.role {
             Role::Admin => true,
             Role::Manager => self.scope.as_deref().is_some_and(|s| account != s && within(account, s)),
-            Role::Researcher => false,
+            Role::Researcher | Role::Metrics => false,
         }
     }
 
     pub fn is_admin(&self) -> bool {
         self.role == Role::Admin
+    }
+
+    /// `text` with every account path that exists (`exists`) but that this
+    /// principal may not see replaced by `another account`: the policy's
+    /// reasons name the accounts that rank ahead of a workload or preempt
+    /// it. Ancestors of what it sees stay (they are in its own paths).
+    pub fn redact(&self, text: &str, exists: impl Fn(&str) -> bool) -> String {
+        let Some(roots) = self.visible_roots() else { return text.to_string() };
+        let hidden = |p: &str| exists(p) && !self.can_see(p) && !roots.iter().any(|r| within(r, p));
+        let is_path = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/');
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(start) = rest.find(is_path) {
+            out.push_str(&rest[..start]);
+            let tail = &rest[start..];
+            let end = tail.find(|c| !is_path(c)).unwrap_or(tail.len());
+            let run = &tail[..end];
+            // A path never ends in '.', a sentence may.
+            let word = run.trim_end_matches('.');
+            if !word.is_empty() && hidden(word) {
+                out.push_str("another account");
+                out.push_str(&run[word.len()..]);
+            } else {
+                out.push_str(run);
+            }
+            rest = &tail[end..];
+        }
+        out.push_str(rest);
+        out
     }
 }
 
@@ -107,6 +162,13 @@ pub fn new_token() -> String {
     let mut bytes = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut bytes);
     format!("allot_{}", hex(&bytes))
+}
+
+/// A fresh random token id (32 hex digits), unrelated to the token's text.
+pub fn new_token_id() -> String {
+    let mut bytes = [0u8; 16];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    hex(&bytes)
 }
 
 /// SHA-256 of a token, hex.
@@ -149,7 +211,7 @@ impl TokenSpec {
         match (self.role, &self.scope) {
             (Role::Manager, None) => return Err(("scope", "a manager token needs a scope (an account path)".into())),
             (Role::Manager, Some(s)) if !known(s) => return Err(("scope", format!("unknown account {s:?}"))),
-            (Role::Admin | Role::Researcher, Some(_)) => {
+            (Role::Admin | Role::Researcher | Role::Metrics, Some(_)) => {
                 return Err(("scope", "only manager tokens have a scope".into()));
             }
             _ => {}
@@ -160,6 +222,9 @@ impl TokenSpec {
         if let Some(p) = self.projects.iter().find(|p| !known(p)) {
             return Err(("projects", format!("unknown account {p:?}")));
         }
+        if let Some((i, p)) = self.projects.iter().enumerate().find(|(i, p)| self.projects[..*i].contains(p)) {
+            return Err(("projects", format!("account {p:?} is granted twice (projects[{i}])")));
+        }
         Ok(())
     }
 }
@@ -168,6 +233,7 @@ impl TokenSpec {
 pub async fn create_token(store: &Store, spec: &TokenSpec, created_by: &str) -> Result<String, TokenError> {
     let token = new_token();
     let row = TokenRow {
+        id: new_token_id(),
         name: spec.name.clone(),
         hash: hash_token(&token),
         role: spec.role.as_str().to_string(),
@@ -206,7 +272,7 @@ impl Authenticator {
             return Ok(None);
         };
         let Some(role) = Role::parse(&row.role) else { return Ok(None) };
-        let p = Principal { name: row.name, role, scope: row.scope, projects };
+        let p = Principal { name: row.name, role, scope: row.scope, projects, token_id: row.id };
         self.cache.lock().expect("auth cache").insert(hash, (p.clone(), Instant::now()));
         Ok(Some(p))
     }
@@ -226,6 +292,7 @@ mod tests {
             role,
             scope: scope.map(str::to_string),
             projects: projects.iter().map(|s| s.to_string()).collect(),
+            token_id: "t1".into(),
         }
     }
 
@@ -234,6 +301,7 @@ mod tests {
         let admin = p(Role::Admin, None, &[]);
         let mgr = p(Role::Manager, Some("org/llm"), &[]);
         let res = p(Role::Researcher, None, &["org/llm/pre"]);
+        let scrape = p(Role::Metrics, None, &[]);
         let cases = [
             ("admin sees all", admin.can_see("x"), true),
             ("manager sees scope", mgr.can_see("org/llm"), true),
@@ -244,12 +312,59 @@ mod tests {
             ("manager not outside", mgr.can_change("org/vision"), false),
             ("researcher sees project", res.can_see("org/llm/pre"), true),
             ("researcher not parent", res.can_see("org/llm"), false),
-            ("researcher cancels own", res.can_cancel("org/llm/pre", "u"), true),
-            ("researcher not others", res.can_cancel("org/llm/pre", "v"), false),
+            ("researcher cancels own", res.can_cancel("org/llm/pre", Some("t1")), true),
+            ("researcher not another token's", res.can_cancel("org/llm/pre", Some("t0")), false),
+            ("researcher not unowned", res.can_cancel("org/llm/pre", None), false),
             ("researcher never changes", res.can_change("org/llm/pre"), false),
+            ("scrape token sees no account", scrape.can_see("org/llm/pre"), false),
+            ("scrape token cancels nothing", scrape.can_cancel("org/llm/pre", Some("t1")), false),
+            ("scrape token reads account metrics", scrape.can_read_account_metrics(), true),
+            ("admin reads account metrics", admin.can_read_account_metrics(), true),
+            ("manager does not", mgr.can_read_account_metrics(), false),
+            ("researcher does not", res.can_read_account_metrics(), false),
         ];
         for (name, got, want) in cases {
             assert_eq!(got, want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn reasons_do_not_name_hidden_accounts() {
+        let res = p(Role::Researcher, None, &["org/llm/pre"]);
+        let exists = |a: &str| ["org", "org/llm", "org/llm/pre", "org/vision", "lab"].contains(&a);
+        let cases = [
+            (
+                "sibling",
+                "rank 2 behind org/vision (usage 0.5 vs 0.2); waiting",
+                "rank 2 behind another account (usage 0.5 vs 0.2); waiting",
+            ),
+            ("top level", "behind lab.", "behind another account."),
+            ("own and ancestors stay", "org/llm/pre in org/llm of org ranks", "org/llm/pre in org/llm of org ranks"),
+            ("not an account", "labs run 12 s", "labs run 12 s"),
+        ];
+        for (name, text, want) in cases {
+            assert_eq!(res.redact(text, exists), want, "case {name}");
+        }
+        assert_eq!(p(Role::Admin, None, &[]).redact("behind lab", exists), "behind lab", "admins see all");
+    }
+
+    #[test]
+    fn token_specs() {
+        let spec = |role, scope: Option<&str>, projects: &[&str]| TokenSpec {
+            name: "t".into(),
+            role,
+            scope: scope.map(str::to_string),
+            projects: projects.iter().map(|s| s.to_string()).collect(),
+        };
+        let cases = [
+            ("researcher", spec(Role::Researcher, None, &["a", "b"]), None),
+            ("duplicate project", spec(Role::Researcher, None, &["a", "b", "a"]), Some("projects")),
+            ("metrics", spec(Role::Metrics, None, &[]), None),
+            ("metrics with a scope", spec(Role::Metrics, Some("a"), &[]), Some("scope")),
+            ("metrics with projects", spec(Role::Metrics, None, &["a"]), Some("projects")),
+        ];
+        for (name, s, want) in cases {
+            assert_eq!(s.check(|_| true).err().map(|(f, _)| f), want, "case {name}");
         }
     }
 

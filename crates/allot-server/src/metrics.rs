@@ -6,6 +6,11 @@
 //! restored from the recorded workloads and attempts ([`Metrics::restore`]),
 //! so a restart does not reset them. Gauges are refreshed by the scheduler
 //! task; the pass-latency histogram counts since this process started.
+//!
+//! Series labelled by account are kept in a registry of their own and shown
+//! only to principals that may see every account (admins and scrape
+//! tokens, [`crate::auth::Principal::can_read_account_metrics`]); others
+//! get the cluster-wide series only.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -38,7 +43,10 @@ pub struct AccountLabel {
 type FGauge = Gauge<f64, AtomicU64>;
 
 pub struct Metrics {
+    /// Cluster-wide series (no account label).
     registry: Registry,
+    /// Series labelled by account.
+    per_account: Registry,
     pub submissions: Family<AccountClass, Counter>,
     pub starts: Family<AccountClass, Counter>,
     pub preemptions: Family<AccountClass, Counter>,
@@ -72,6 +80,7 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut r = Registry::with_prefix("allot");
+        let mut a = Registry::with_prefix("allot");
         let queue_time = Family::<ClassLabel, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(1.0, 4.0, 10)) // 1 s … ~3 days
         });
@@ -100,24 +109,25 @@ impl Metrics {
             used_gpu_hours: Family::default(),
             fair_share: Family::default(),
             registry: Registry::default(),
+            per_account: Registry::default(),
         };
-        r.register("submissions", "Workloads accepted", m.submissions.clone());
-        r.register("starts", "Attempts started", m.starts.clone());
-        r.register(
+        a.register("submissions", "Workloads accepted", m.submissions.clone());
+        a.register("starts", "Attempts started", m.starts.clone());
+        a.register(
             "preemptions",
             "Workloads signalled to stop by the policy, a drain or a cancel",
             m.preemptions.clone(),
         );
-        r.register("completed_workloads", "Workloads that finished (exit code 0)", m.completed.clone());
-        r.register("failed_workloads", "Workloads that failed for good", m.failed.clone());
-        r.register("cancelled_workloads", "Workloads cancelled", m.cancelled.clone());
-        r.register("assigned_gpu_seconds", "GPU-seconds held by ended attempts", m.assigned_gpu_seconds.clone());
-        r.register(
+        a.register("completed_workloads", "Workloads that finished (exit code 0)", m.completed.clone());
+        a.register("failed_workloads", "Workloads that failed for good", m.failed.clone());
+        a.register("cancelled_workloads", "Workloads cancelled", m.cancelled.clone());
+        a.register("assigned_gpu_seconds", "GPU-seconds held by ended attempts", m.assigned_gpu_seconds.clone());
+        a.register(
             "useful_gpu_seconds",
             "GPU-seconds of progress kept by ended attempts",
             m.useful_gpu_seconds.clone(),
         );
-        r.register(
+        a.register(
             "lost_gpu_seconds",
             "GPU-seconds lost to preemption and failures (grace + progress since checkpoint)",
             m.lost_gpu_seconds.clone(),
@@ -125,17 +135,17 @@ impl Metrics {
         r.register("queue_time_seconds", "Submit to first start", m.queue_time.clone());
         r.register("scheduling_pass_seconds", "Latency of one scheduling pass", m.pass_seconds.clone());
         r.register("queue_length", "Pending workloads", m.queue_length.clone());
-        r.register("running_workloads", "Workloads holding GPUs", m.running.clone());
-        r.register("allocated_gpus", "GPUs held", m.allocated_gpus.clone());
+        a.register("running_workloads", "Workloads holding GPUs", m.running.clone());
+        a.register("allocated_gpus", "GPUs held", m.allocated_gpus.clone());
         r.register("gpus", "GPUs in the cluster", m.gpus_total.clone());
         r.register("gpus_in_service", "GPUs on nodes up or draining", m.gpus_in_service.clone());
         r.register("availability", "In-service GPUs / all GPUs, now", m.availability.clone());
         r.register("occupancy", "Allocated GPUs / in-service GPUs, now", m.occupancy.clone());
         r.register("utilization", "Σ allocated GPUs × expected util / in-service GPUs, now", m.utilization.clone());
-        r.register("account_budget_gpu_hours", "Budget per period (NGH)", m.budget_gpu_hours.clone());
-        r.register("account_used_gpu_hours", "Used this budget period (NGH)", m.used_gpu_hours.clone());
-        r.register("account_fair_share", "FS-1 usage / entitlement (1 = at fair share)", m.fair_share.clone());
-        Metrics { registry: r, ..m }
+        a.register("account_budget_gpu_hours", "Budget per period (NGH)", m.budget_gpu_hours.clone());
+        a.register("account_used_gpu_hours", "Used this budget period (NGH)", m.used_gpu_hours.clone());
+        a.register("account_fair_share", "FS-1 usage / entitlement (1 = at fair share)", m.fair_share.clone());
+        Metrics { registry: r, per_account: a, ..m }
     }
 
     /// Sets the counters (and the queue-time histogram) to what the store
@@ -180,10 +190,16 @@ impl Metrics {
         }
     }
 
-    /// The text exposition.
-    pub fn encode(&self) -> String {
+    /// The text exposition: the cluster-wide series, and the per-account
+    /// ones when `per_account`.
+    pub fn encode(&self, per_account: bool) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a string");
+        encode_registry(&mut out, &self.registry).expect("writing to a string");
+        if per_account {
+            encode_registry(&mut out, &self.per_account).expect("writing to a string");
+        }
+        encode_eof(&mut out).expect("writing to a string");
         out
     }
 }

@@ -2,14 +2,22 @@
 //! (`allot_trace::trace`: account exists, gpus ≥ 1, nodes divide gpus, the
 //! GPU type is one some pool has, the shape fits some pool, class and
 //! priority known) plus the policy's admission (INT-2, SVC-2, PRIO-2) and
-//! the live-only fields (command, env, retries). Messages match the trace
+//! the live-only fields (command, env, retries). Numbers are held to the
+//! bounds the loaders use (`allot_trace::bounds`); messages match the trace
 //! loader's; every error names its field.
+//!
+//! An account the caller may not submit to is answered exactly like one
+//! that does not exist, so a submission never reveals which accounts exist
+//! outside the caller's grants. `env` may not set what steers the executor,
+//! the GPU assignment or the loader ([`denied_env`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use allot_core::{AccountId, Class, Cluster, GpuTypeId, Policy, PolicyKind, Priority, Rule, State, WorkloadSpec};
+use allot_trace::bounds;
 
+use crate::auth::Principal;
 use crate::store::NewWorkload;
 use crate::views::SubmitRequest;
 
@@ -21,8 +29,45 @@ pub const MAX_ENV_VARS: usize = 256;
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 pub const MAX_RETRIES: u32 = 100;
 
-/// Environment variables the executor sets itself.
-const RESERVED_ENV: [&str; 2] = ["CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"];
+/// Variables a submission's `env` may not set, by name, with what they
+/// steer: the executor (Slurm reads `SBATCH_*`, `SLURM_*` … from the
+/// environment of `sbatch` and of the job), the GPU assignment Allot made,
+/// Allot itself, or the dynamic loader of every process of the job.
+const DENIED_ENV: [(&str, &str); 11] = [
+    ("CUDA_VISIBLE_DEVICES", "the GPUs Allot assigned"),
+    ("CUDA_DEVICE_ORDER", "the GPUs Allot assigned"),
+    ("NVIDIA_VISIBLE_DEVICES", "the GPUs Allot assigned"),
+    ("ROCR_VISIBLE_DEVICES", "the GPUs Allot assigned"),
+    ("HIP_VISIBLE_DEVICES", "the GPUs Allot assigned"),
+    ("GPU_DEVICE_ORDINAL", "the GPUs Allot assigned"),
+    ("ZE_AFFINITY_MASK", "the GPUs Allot assigned"),
+    ("ONEAPI_DEVICE_SELECTOR", "the GPUs Allot assigned"),
+    ("BASH_ENV", "what every shell of the job runs first"),
+    ("ENV", "what every shell of the job runs first"),
+    ("PROMPT_COMMAND", "what every shell of the job runs first"),
+];
+
+/// Prefixes of variables a submission's `env` may not set.
+const DENIED_ENV_PREFIXES: [(&str, &str); 10] = [
+    ("SBATCH_", "the Slurm executor (sbatch options)"),
+    ("SALLOC_", "the Slurm executor (salloc options)"),
+    ("SRUN_", "the Slurm executor (srun options)"),
+    ("SLURM", "the Slurm executor (Slurm's configuration and job context)"),
+    ("ALLOT_", "Allot (set by the executor)"),
+    ("CUDA_MPS_", "the GPUs Allot assigned (the MPS daemon)"),
+    ("NVIDIA_", "the GPUs Allot assigned (the container runtime)"),
+    ("LD_", "the dynamic loader of every process of the job"),
+    ("DYLD_", "the dynamic loader of every process of the job"),
+    ("GCONV_", "the dynamic loader of every process of the job"),
+];
+
+/// What a variable a submission may not set steers, or `None` when it may
+/// be set.
+pub fn denied_env(name: &str) -> Option<&'static str> {
+    let exact = DENIED_ENV.iter().find(|(n, _)| *n == name);
+    let prefix = || DENIED_ENV_PREFIXES.iter().find(|(p, _)| name.starts_with(p));
+    exact.or_else(prefix).map(|(_, why)| *why)
+}
 
 /// A field and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +103,12 @@ impl Catalog {
         self.template.accounts.get(path).is_some_and(|id| id != AccountId::ROOT)
     }
 
+    /// Whether `who` may see `path` and it exists: otherwise both are
+    /// answered with [`unknown_account`], so neither is told apart.
+    pub fn visible_account(&self, who: &Principal, path: &str) -> bool {
+        who.can_see(path) && self.account_exists(path)
+    }
+
     /// GPU types some pool has.
     fn pool_gpu_types(&self) -> Vec<(&str, GpuTypeId)> {
         let c = self.cluster();
@@ -70,33 +121,31 @@ impl Catalog {
         out
     }
 
-    /// Checks a request; returns the row to store and the core spec
-    /// (without id, which the store gives).
+    /// Checks a request from `who`; returns the row to store and the core
+    /// spec (without id, which the store gives).
     pub fn check(
         &self,
         req: &SubmitRequest,
-        submitter: &str,
+        who: &Principal,
         now: u64,
     ) -> Result<(NewWorkload, WorkloadSpec), FieldError> {
         let account = match self.template.accounts.get(&req.account) {
-            Some(id) if id != AccountId::ROOT => id,
-            _ => return Err(bad("account", format!("unknown account {:?}", req.account))),
+            Some(id) if id != AccountId::ROOT && who.can_submit(&req.account) => id,
+            _ => return Err(bad("account", unknown_account(&req.account))),
         };
         let class = parse_class(req.class.as_deref())?;
         let (gpus, nodes, gpu_type) = self.shape(req)?;
         let default_s = if class == Class::Interactive {
-            self.template.contract.interactive_max_duration.max(1)
+            self.template.contract.interactive_max_duration.clamp(bounds::WORK_S.min, bounds::WORK_S.max)
         } else {
             DEFAULT_EXPECTED_S
         };
         let work_s = req.expected_duration_s.unwrap_or(default_s);
-        if work_s == 0 {
-            return Err(bad("expected_duration_s", "must be at least 1"));
-        }
+        bounds::WORK_S.check(work_s).map_err(|m| bad("expected_duration_s", m))?;
+        let checkpoint_s = req.checkpoint_interval_s.unwrap_or(0);
+        bounds::CHECKPOINT_S.check(checkpoint_s).map_err(|m| bad("checkpoint_interval_s", m))?;
         let util = req.util.unwrap_or(1.0);
-        if !(util.is_finite() && (0.0..=1.0).contains(&util)) {
-            return Err(bad("util", format!("must be a number between 0 and 1, got {util}")));
-        }
+        bounds::UTIL.check(util).map_err(|m| bad("util", m))?;
         let priority = parse_priority(req.priority.as_deref())?;
         let retries = req.retries.unwrap_or(0);
         if retries > MAX_RETRIES {
@@ -113,28 +162,27 @@ impl Catalog {
             id: String::new(),
             submit: now,
             account,
-            user: submitter.to_string(),
+            user: who.name.clone(),
             class,
             gpus,
             nodes,
             gpu_type,
             work_s,
-            checkpoint_s: req.checkpoint_interval_s.unwrap_or(0),
+            checkpoint_s,
             util,
             priority,
             preemptible: req.preemptible.unwrap_or(false),
         };
         self.admit(&spec)?;
-        Ok((self.row(req, &spec), spec))
+        Ok((self.row(req, &spec, who), spec))
     }
 
     /// GPUs, nodes and GPU type: the gang fits some pool (PLACE-1, PLACE-2, PLACE-5).
     fn shape(&self, req: &SubmitRequest) -> Result<(u32, u32, Option<GpuTypeId>), FieldError> {
         let gpus = req.gpus;
-        if gpus == 0 {
-            return Err(bad("gpus", "must be at least 1"));
-        }
+        bounds::GPUS.check(u64::from(gpus)).map_err(|m| bad("gpus", m))?;
         let nodes = req.nodes.unwrap_or(0);
+        bounds::NODES.check(u64::from(nodes)).map_err(|m| bad("nodes", m))?;
         if nodes > 0 && !gpus.is_multiple_of(nodes) {
             return Err(bad("nodes", format!("gpus ({gpus}) is not a multiple of nodes ({nodes})")));
         }
@@ -156,8 +204,9 @@ impl Catalog {
     }
 
     /// The store row of a checked request.
-    fn row(&self, req: &SubmitRequest, spec: &WorkloadSpec) -> NewWorkload {
+    fn row(&self, req: &SubmitRequest, spec: &WorkloadSpec, who: &Principal) -> NewWorkload {
         NewWorkload {
+            owner: Some(who.token_id.clone()),
             submit_t: spec.submit as i64,
             account: req.account.clone(),
             submitter: spec.user.clone(),
@@ -189,6 +238,12 @@ impl Catalog {
             bad(field, format!("rejected by the {} policy: {r}", policy.name()))
         })
     }
+}
+
+/// The answer for an account that does not exist or that the caller may
+/// not see: the same for both.
+pub fn unknown_account(path: &str) -> String {
+    format!("unknown account {path:?}")
 }
 
 fn parse_class(v: Option<&str>) -> Result<Class, FieldError> {
@@ -235,8 +290,8 @@ fn check_env(env: &BTreeMap<String, String>) -> Result<(), FieldError> {
         if k.is_empty() || k.contains(['=', '\0']) {
             return Err(bad(&field, "invalid variable name"));
         }
-        if RESERVED_ENV.contains(&k.as_str()) || k.starts_with("ALLOT_") {
-            return Err(bad(&field, "set by the executor; it cannot be given"));
+        if let Some(what) = denied_env(k) {
+            return Err(bad(&field, format!("{k} may not be set by a submission: it steers {what}")));
         }
         if v.contains('\0') {
             return Err(bad(&field, "value must not contain NUL"));
@@ -248,6 +303,7 @@ fn check_env(env: &BTreeMap<String, String>) -> Result<(), FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::Role;
 
     const CONFIG: &str = r#"
 [cluster]
@@ -259,6 +315,8 @@ gpus_per_node = 4
 [[accounts]]
 path = "org/x"
 max_service_gpus = 2
+[[accounts]]
+path = "lab/y"
 [contract]
 interactive_max_gpus = 2
 "#;
@@ -268,8 +326,20 @@ interactive_max_gpus = 2
         Catalog::new(State::new(cfg.cluster, cfg.accounts, cfg.contract), PolicyKind::Allot)
     }
 
+    fn admin() -> Principal {
+        Principal { name: "ann".into(), role: Role::Admin, scope: None, projects: vec![], token_id: "t1".into() }
+    }
+
+    fn researcher() -> Principal {
+        Principal { role: Role::Researcher, projects: vec!["org/x".into()], ..admin() }
+    }
+
     fn req() -> SubmitRequest {
         SubmitRequest { account: "org/x".into(), gpus: 1, command: vec!["true".into()], ..Default::default() }
+    }
+
+    fn env(k: &str) -> SubmitRequest {
+        SubmitRequest { env: [(k.to_string(), "1".to_string())].into(), ..req() }
     }
 
     #[test]
@@ -282,29 +352,91 @@ interactive_max_gpus = 2
             ("zero gpus", SubmitRequest { gpus: 0, ..req() }, Some("gpus")),
             ("nodes divide gpus", SubmitRequest { gpus: 3, nodes: Some(2), ..req() }, Some("nodes")),
             ("too large", SubmitRequest { gpus: 9, ..req() }, Some("gpus")),
+            ("gpus past the bound", SubmitRequest { gpus: u32::MAX, ..req() }, Some("gpus")),
+            ("nodes past the bound", SubmitRequest { nodes: Some(u32::MAX), ..req() }, Some("nodes")),
             ("gpu type", SubmitRequest { gpu_type: Some("B200".into()), ..req() }, Some("gpu_type")),
             ("class", SubmitRequest { class: Some("gpu".into()), ..req() }, Some("class")),
             ("lane", SubmitRequest { class: Some("interactive".into()), gpus: 4, ..req() }, Some("class")),
             ("service cap", SubmitRequest { class: Some("service".into()), gpus: 4, ..req() }, Some("gpus")),
             ("priority", SubmitRequest { priority: Some("max".into()), ..req() }, Some("priority")),
             ("duration", SubmitRequest { expected_duration_s: Some(0), ..req() }, Some("expected_duration_s")),
+            (
+                "duration 2^63",
+                SubmitRequest { expected_duration_s: Some(1 << 63), ..req() },
+                Some("expected_duration_s"),
+            ),
+            ("longest duration", SubmitRequest { expected_duration_s: Some(bounds::WORK_S.max), ..req() }, None),
+            (
+                "checkpoint 2^63",
+                SubmitRequest { checkpoint_interval_s: Some(1 << 63), ..req() },
+                Some("checkpoint_interval_s"),
+            ),
             ("util", SubmitRequest { util: Some(1.5), ..req() }, Some("util")),
+            ("util nan", SubmitRequest { util: Some(f64::NAN), ..req() }, Some("util")),
             ("retries", SubmitRequest { retries: Some(1000), ..req() }, Some("retries")),
             ("command", SubmitRequest { command: vec![], ..req() }, Some("command")),
-            ("env", SubmitRequest { env: [("ALLOT_X".into(), "1".into())].into(), ..req() }, Some("env.ALLOT_X")),
+            ("env", env("ALLOT_X"), Some("env.ALLOT_X")),
+            ("env allowed", env("OMP_NUM_THREADS"), None),
         ];
         for (name, r, want) in cases {
-            let got = c.check(&r, "ann", 100).err().map(|e| e.field);
+            let got = c.check(&r, &admin(), 100).err().map(|e| e.field);
             assert_eq!(got.as_deref(), want, "case {name}");
         }
     }
 
     #[test]
+    fn env_that_steers_the_executor_is_denied_by_name() {
+        let c = catalog();
+        let denied = [
+            "SBATCH_QOS",
+            "SBATCH_ACCOUNT",
+            "SBATCH_PARTITION",
+            "SALLOC_ACCOUNT",
+            "SRUN_CPUS_PER_TASK",
+            "SLURM_CONF",
+            "SLURM_JOB_ID",
+            "SLURMD_NODENAME",
+            "ALLOT_NODE_RANK",
+            "CUDA_VISIBLE_DEVICES",
+            "CUDA_DEVICE_ORDER",
+            "CUDA_MPS_PIPE_DIRECTORY",
+            "NVIDIA_VISIBLE_DEVICES",
+            "ROCR_VISIBLE_DEVICES",
+            "HIP_VISIBLE_DEVICES",
+            "GPU_DEVICE_ORDINAL",
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "LD_AUDIT",
+            "BASH_ENV",
+        ];
+        for k in denied {
+            let e = c.check(&env(k), &admin(), 100).expect_err(k);
+            assert_eq!(e.field, format!("env.{k}"), "{k}");
+            assert!(e.message.starts_with(&format!("{k} may not be set")), "{k}: {}", e.message);
+        }
+        for k in ["PATH", "HOME", "OMP_NUM_THREADS", "NCCL_DEBUG", "PYTHONPATH", "MY_SLURMish", "sbatch_qos"] {
+            assert!(c.check(&env(k), &admin(), 100).is_ok(), "{k} may be set");
+        }
+    }
+
+    #[test]
+    fn hidden_and_unknown_accounts_get_the_same_answer() {
+        let c = catalog();
+        let hidden = c.check(&SubmitRequest { account: "lab/y".into(), ..req() }, &researcher(), 100).unwrap_err();
+        let unknown = c.check(&SubmitRequest { account: "lab/z".into(), ..req() }, &researcher(), 100).unwrap_err();
+        assert_eq!((hidden.field.as_str(), hidden.message.as_str()), ("account", "unknown account \"lab/y\""));
+        assert_eq!(unknown.message, "unknown account \"lab/z\"");
+        assert!(c.check(&SubmitRequest { account: "lab/y".into(), ..req() }, &admin(), 100).is_ok());
+        assert!(c.check(&req(), &researcher(), 100).is_ok());
+    }
+
+    #[test]
     fn defaults_and_row() {
-        let (row, spec) = catalog().check(&req(), "ann", 100).unwrap();
+        let (row, spec) = catalog().check(&req(), &admin(), 100).unwrap();
         assert_eq!((spec.work_s, spec.class, spec.submit), (DEFAULT_EXPECTED_S, Class::Batch, 100));
         assert_eq!((row.command.as_str(), row.env.as_str(), row.submitter.as_str()), (r#"["true"]"#, "{}", "ann"));
+        assert_eq!(row.owner.as_deref(), Some("t1"), "owned by the token's id");
         let inter = SubmitRequest { class: Some("interactive".into()), ..req() };
-        assert_eq!(catalog().check(&inter, "ann", 0).unwrap().1.work_s, 8 * 3600, "the lane's maximum");
+        assert_eq!(catalog().check(&inter, &admin(), 0).unwrap().1.work_s, 8 * 3600, "the lane's maximum");
     }
 }

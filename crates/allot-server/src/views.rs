@@ -78,6 +78,13 @@ pub struct WorkloadView {
     pub cancel_requested: bool,
 }
 
+impl WorkloadView {
+    /// Rewrites its reason with `f` (see [`crate::auth::Principal::redact`]).
+    pub fn redact(&mut self, f: &impl Fn(&str) -> String) {
+        self.reason = self.reason.as_deref().map(f);
+    }
+}
+
 /// One attempt of a workload.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AttemptView {
@@ -104,6 +111,18 @@ pub struct WorkloadDetail {
     pub attempts: Vec<AttemptView>,
     /// Why it waits (pending) or why it was last stopped.
     pub why: Option<String>,
+}
+
+impl WorkloadDetail {
+    /// Rewrites every reason in it with `f` (see [`crate::auth::Principal::redact`]).
+    pub fn redact(&mut self, f: &impl Fn(&str) -> String) {
+        self.workload.redact(f);
+        for a in &mut self.attempts {
+            a.start_reason = f(&a.start_reason);
+            a.signal_reason = a.signal_reason.as_deref().map(f);
+        }
+        self.why = self.why.as_deref().map(f);
+    }
 }
 
 /// An account with its budget and fair-share standing.
@@ -138,7 +157,7 @@ fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result
 }
 
 /// `PATCH /v1/accounts/{path}`: a field absent is unchanged, `null` removes
-/// the override (back to the config).
+/// the override (back to the config's value, also after a restart).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccountChange {
@@ -159,7 +178,20 @@ pub struct NodeView {
     pub free_gpus: u32,
     /// up | draining | drained | down
     pub health: String,
+    /// Ids of the workloads on it that the caller may see.
     pub workloads: Vec<String>,
+    /// The account of each of `workloads` (server side only: what
+    /// [`NodeView::retain_visible`] filters by).
+    #[serde(skip)]
+    pub workload_accounts: Vec<String>,
+}
+
+impl NodeView {
+    /// Keeps only the workloads whose account `visible` accepts.
+    pub fn retain_visible(&mut self, visible: impl Fn(&str) -> bool) {
+        let pairs = std::mem::take(&mut self.workloads).into_iter().zip(std::mem::take(&mut self.workload_accounts));
+        (self.workloads, self.workload_accounts) = pairs.filter(|(_, a)| visible(a)).unzip();
+    }
 }
 
 /// `POST /v1/tokens`.

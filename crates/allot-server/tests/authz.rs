@@ -1,6 +1,11 @@
 //! The authorisation matrix: each role (admin, manager of `org`, researcher
-//! of `org/a`, no token, a bad token) × each endpoint, and that refused
-//! calls change nothing. Runs against SQLite and PostgreSQL.
+//! of `org/a`, a scrape token, no token, a bad token) × each endpoint, and
+//! that refused calls change nothing. What a caller may not see is answered
+//! like what does not exist (404, or 400 `unknown account` for a
+//! submission), and no answer names an account the caller may not see
+//! unless the caller named it; `/v1/nodes` shows only visible workloads and
+//! `/metrics` per-account series only to admins and scrape tokens. Runs
+//! against SQLite and PostgreSQL.
 
 mod support;
 
@@ -21,15 +26,19 @@ async fn authz(backend: Backend) {
     let mgr = token(db, "manager", "mgr", &["--scope", "org"]);
     let res = token(db, "researcher", "res", &["--project", "org/a"]);
     let res2 = token(db, "researcher", "res2", &["--project", "org/a"]);
+    let scrape = token(db, "metrics", "scrape", &[]);
     let s = Server::start(&f.dir, db);
     let admin = f.admin.as_str();
-    let who: [(&str, Option<&str>); 5] = [
+    let who: [(&str, Option<&str>); 6] = [
         ("admin", Some(admin)),
         ("manager", Some(&mgr)),
         ("researcher", Some(&res)),
+        ("metrics", Some(&scrape)),
         ("none", None),
         ("bad", Some("allot_0000")),
     ];
+    // Accounts each principal may not see (the admin sees all).
+    let hidden: [&[&str]; 6] = [&[], &["lab/x"], &["lab/x", "org/b"], &["lab/x", "org/a", "org/b"], &[], &[]];
 
     // Workloads to act on.
     let post = |t: &str, acct: &str| {
@@ -41,42 +50,55 @@ async fn authz(backend: Backend) {
     let (_, w_lab) = post(admin, "lab/x").await;
     let id = |v: &Value| v["id"].as_str().unwrap().to_string();
     let (w_admin, w_res, w_lab) = (id(&w_admin), id(&w_res), id(&w_lab));
+    nodes_show_visible_workloads(&s, admin, &mgr, &res, &scrape, [&w_admin, &w_res, &w_lab]).await;
 
     // (method, path, body, expected status per principal in `who` order)
-    let matrix: Vec<(&str, String, Option<String>, [u16; 5])> = vec![
-        ("GET", "/v1/whoami".into(), None, [200, 200, 200, 401, 401]),
-        ("GET", "/v1/openapi.json".into(), None, [200, 200, 200, 200, 200]),
-        ("POST", "/v1/workloads".into(), Some(body("org/b")), [201, 201, 403, 401, 401]),
-        ("POST", "/v1/workloads".into(), Some(body("lab/x")), [201, 403, 403, 401, 401]),
-        ("GET", "/v1/workloads".into(), None, [200, 200, 200, 401, 401]),
-        ("GET", format!("/v1/workloads/{w_lab}"), None, [200, 403, 403, 401, 401]),
-        ("GET", format!("/v1/workloads/{w_admin}"), None, [200, 200, 200, 401, 401]),
-        ("GET", "/v1/accounts".into(), None, [200, 200, 200, 401, 401]),
-        ("GET", "/v1/accounts/lab/x".into(), None, [200, 403, 403, 401, 401]),
-        ("PATCH", "/v1/accounts/lab/x".into(), Some(r#"{"share":2}"#.into()), [200, 403, 403, 401, 401]),
-        ("PATCH", "/v1/accounts/org".into(), Some(r#"{"share":2}"#.into()), [200, 403, 403, 401, 401]),
-        ("PATCH", "/v1/accounts/org/b".into(), Some(r#"{"budget_gpu_hours":5}"#.into()), [200, 200, 403, 401, 401]),
-        ("GET", "/v1/nodes".into(), None, [200, 200, 200, 401, 401]),
-        ("POST", "/v1/nodes/gpu-1/undrain".into(), None, [200, 403, 403, 401, 401]),
-        ("GET", "/v1/tokens".into(), None, [200, 403, 403, 401, 401]),
-        ("GET", "/v1/audit".into(), None, [200, 403, 403, 401, 401]),
-        ("GET", "/metrics".into(), None, [200, 200, 200, 401, 401]),
-        ("DELETE", "/v1/tokens/nobody".into(), None, [404, 403, 403, 401, 401]),
+    let matrix: Vec<(&str, String, Option<String>, [u16; 6])> = vec![
+        ("GET", "/v1/whoami".into(), None, [200, 200, 200, 200, 401, 401]),
+        ("GET", "/v1/openapi.json".into(), None, [200, 200, 200, 200, 200, 200]),
+        ("POST", "/v1/workloads".into(), Some(body("org/b")), [201, 201, 400, 400, 401, 401]),
+        ("POST", "/v1/workloads".into(), Some(body("lab/x")), [201, 400, 400, 400, 401, 401]),
+        ("GET", "/v1/workloads".into(), None, [200, 200, 200, 200, 401, 401]),
+        ("GET", format!("/v1/workloads/{w_lab}"), None, [200, 404, 404, 404, 401, 401]),
+        ("GET", format!("/v1/workloads/{w_admin}"), None, [200, 200, 200, 404, 401, 401]),
+        ("GET", "/v1/accounts".into(), None, [200, 200, 200, 200, 401, 401]),
+        ("GET", "/v1/accounts/lab/x".into(), None, [200, 404, 404, 404, 401, 401]),
+        ("PATCH", "/v1/accounts/lab/x".into(), Some(r#"{"share":2}"#.into()), [200, 404, 404, 404, 401, 401]),
+        ("PATCH", "/v1/accounts/org".into(), Some(r#"{"share":2}"#.into()), [200, 403, 404, 404, 401, 401]),
+        (
+            "PATCH",
+            "/v1/accounts/org/b".into(),
+            Some(r#"{"budget_gpu_hours":5}"#.into()),
+            [200, 200, 404, 404, 401, 401],
+        ),
+        ("PATCH", "/v1/accounts/org/a".into(), Some(r#"{"share":1}"#.into()), [200, 200, 403, 404, 401, 401]),
+        ("GET", "/v1/nodes".into(), None, [200, 200, 200, 200, 401, 401]),
+        ("POST", "/v1/nodes/gpu-1/undrain".into(), None, [200, 403, 403, 403, 401, 401]),
+        ("GET", "/v1/tokens".into(), None, [200, 403, 403, 403, 401, 401]),
+        ("GET", "/v1/audit".into(), None, [200, 403, 403, 403, 401, 401]),
+        ("GET", "/metrics".into(), None, [200, 200, 200, 200, 401, 401]),
+        ("DELETE", "/v1/tokens/nobody".into(), None, [404, 403, 403, 403, 401, 401]),
     ];
     for (method, path, b, want) in &matrix {
-        for ((name, t), w) in who.iter().zip(want) {
+        for (((name, t), w), hidden) in who.iter().zip(want).zip(hidden) {
             // Posting tokens is checked separately (names must be unique).
             let (status, v) = s.http(method, path, *t, b.as_deref()).await;
             assert_eq!(status, *w, "{name} {method} {path}: {v}");
             if status >= 400 {
-                assert!(v["error"].as_str().is_some_and(|e| e.len() > 10), "{name} {method} {path}: clear message {v}");
+                let e = v["error"].as_str().unwrap_or("");
+                assert!(e.len() > 10, "{name} {method} {path}: clear message {v}");
+                let asked = format!("{path} {}", b.as_deref().unwrap_or(""));
+                for a in hidden.iter().filter(|a| !asked.contains(*a)) {
+                    assert!(!e.contains(&format!("{a:?}")), "{name} {method} {path}: names hidden {a}: {v}");
+                }
             }
         }
     }
+    metrics_per_account_only_for_admins_and_scrapers(&s, &who).await;
     for (i, (name, t)) in who.iter().enumerate() {
         let req = format!(r#"{{"name":"new{i}","role":"researcher","projects":["org/b"]}}"#);
         let (status, v) = s.http("POST", "/v1/tokens", *t, Some(&req)).await;
-        let want = [201, 403, 403, 401, 401][i];
+        let want = [201, 403, 403, 403, 401, 401][i];
         assert_eq!(status, want, "{name} POST /v1/tokens: {v}");
     }
 
@@ -95,6 +117,7 @@ async fn authz(backend: Backend) {
     assert_eq!(seen(admin, "/v1/accounts").await, ["lab", "lab/x", "org", "org/a", "org/b"]);
     assert_eq!(seen(&mgr, "/v1/accounts").await, ["org", "org/a", "org/b"]);
     assert_eq!(seen(&res, "/v1/accounts").await, ["org/a"]);
+    assert!(seen(&scrape, "/v1/accounts").await.is_empty() && seen(&scrape, "/v1/workloads").await.is_empty());
     assert!(seen(&mgr, "/v1/workloads").await.iter().all(|a| a.starts_with("org/")));
     assert!(seen(&res, "/v1/workloads").await.iter().all(|a| a == "org/a"));
     assert!(seen(admin, "/v1/workloads").await.iter().any(|a| a == "lab/x"));
@@ -106,7 +129,8 @@ async fn authz(backend: Backend) {
     };
     assert_eq!(cancel(&res2, &w_res).await, 403);
     assert_eq!(cancel(&res, &w_admin).await, 403);
-    assert_eq!(cancel(&mgr, &w_lab).await, 403);
+    assert_eq!(cancel(&mgr, &w_lab).await, 404, "hidden: like a workload that does not exist");
+    assert_eq!(cancel(&scrape, &w_res).await, 404);
     for w in [&w_res, &w_admin, &w_lab] {
         let (_, v) = s.http("GET", &format!("/v1/workloads/{w}"), Some(admin), None).await;
         assert!(!v["workload"]["cancel_requested"].as_bool().unwrap() && v["workload"]["state"] != "cancelled", "{v}");
@@ -131,7 +155,7 @@ async fn authz(backend: Backend) {
             )
         })
         .collect();
-    assert_eq!(changes.len(), 4, "admin: lab/x, org, org/b; manager: org/b: {audit}");
+    assert_eq!(changes.len(), 6, "admin: lab/x, org, org/b, org/a; manager: org/b, org/a: {audit}");
     assert!(changes.contains(&("mgr".into(), "account.budget".into(), "org/b".into())), "{audit}");
     let entry = audit.as_array().unwrap().iter().find(|e| e["target"] == "org/b" && e["principal"] == "root").unwrap();
     assert_eq!(
@@ -149,4 +173,47 @@ async fn authz(backend: Backend) {
     assert_eq!(accounts[0]["budget_gpu_hours"], 10.0);
     drop(s);
     f.finish().await;
+}
+
+/// `/v1/nodes` lists on each node only the workloads the caller may see.
+async fn nodes_show_visible_workloads(s: &Server, admin: &str, mgr: &str, res: &str, scrape: &str, ids: [&str; 3]) {
+    let [w_admin, w_res, w_lab] = ids;
+    let on_nodes = |t: &str| {
+        let t = t.to_string();
+        async move {
+            let (status, v) = s.http("GET", "/v1/nodes", Some(&t), None).await;
+            assert_eq!(status, 200, "{v}");
+            let ids = v.as_array().unwrap().iter().flat_map(|n| n["workloads"].as_array().unwrap().clone());
+            ids.map(|w| w.as_str().unwrap().to_string()).collect::<Vec<_>>()
+        }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let all = on_nodes(admin).await;
+        if ids.iter().all(|w| all.iter().any(|a| a == w)) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the three workloads did not start: {all:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let mut r = on_nodes(res).await;
+    r.sort();
+    let mut want = vec![w_admin.to_string(), w_res.to_string()];
+    want.sort();
+    assert_eq!(r, want, "the researcher sees its project's workloads only");
+    let m = on_nodes(mgr).await;
+    assert!(m.contains(&w_res.to_string()) && !m.contains(&w_lab.to_string()), "{m:?}");
+    assert!(on_nodes(scrape).await.is_empty());
+}
+
+/// `/metrics`: series labelled by account for admins and scrape tokens only.
+async fn metrics_per_account_only_for_admins_and_scrapers(s: &Server, who: &[(&str, Option<&str>); 6]) {
+    for ((name, t), per_account) in who.iter().zip([true, false, false, true]) {
+        let (status, v) = s.http("GET", "/metrics", *t, None).await;
+        let text = v.as_str().unwrap_or_default();
+        assert_eq!(status, 200, "{name}: {text}");
+        assert!(text.contains("allot_gpus ") && text.trim_end().ends_with("# EOF"), "{name}: cluster series: {text}");
+        assert_eq!(text.contains("account=\"lab/x\""), per_account, "{name}: {text}");
+        assert_eq!(text.contains("account="), per_account, "{name}: {text}");
+    }
 }

@@ -809,6 +809,7 @@ async fn writes_are_fenced(backend: Backend) {
     let me = LeaseHolder { host: "old-host".into(), pid: 1, listen: "127.0.0.1:1".into() };
     let first = old.try_acquire_lease(&me, &cfg, Takeover::IfExpired).await.unwrap().expect("free lease");
     let row = |n: i64| allot_server::store::NewWorkload {
+        owner: None,
         submit_t: n,
         account: "org/a".into(),
         submitter: "ann".into(),

@@ -12,6 +12,7 @@ both_stores!(store_roundtrip_sqlite, store_roundtrip_postgres, roundtrip);
 
 fn workload(account: &str) -> NewWorkload {
     NewWorkload {
+        owner: None,
         submit_t: 1000,
         account: account.into(),
         submitter: "ann".into(),
@@ -116,6 +117,7 @@ async fn roundtrip(backend: Backend) {
     assert_eq!(store.node_events().await.unwrap()[0].kind, "drain");
 
     let token = TokenRow {
+        id: "t1".into(),
         name: "ann".into(),
         hash: "h1".into(),
         role: "researcher".into(),
@@ -137,7 +139,8 @@ async fn roundtrip(backend: Backend) {
     store.set_override("org/a_b", "share", None, "root", 4, &after, &after).await.unwrap();
     let o = store.overrides().await.unwrap();
     assert_eq!(o.len(), 1);
-    assert_eq!((o[0].budget_gpu_hours, o[0].share), (Some(Some(5.0)), Some(None)));
+    // `None` returns the share to the config's value: no longer an override.
+    assert_eq!((o[0].budget_gpu_hours, o[0].share), (Some(Some(5.0)), None));
     let audit = store.audit(10).await.unwrap();
     let actions: Vec<&str> = audit.iter().map(|e| e.action.as_str()).collect();
     assert_eq!(actions, ["account.share", "account.budget", "token.revoke", "token.create"]);

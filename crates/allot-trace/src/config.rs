@@ -15,6 +15,7 @@ use allot_core::{AccountSpec, AccountTree, AccountTreeError, Cluster, Contract, 
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::bounds::{self, FloatBound, IntBound};
 use crate::duration::parse_duration;
 use crate::error::{FormatError, FormatKind};
 
@@ -95,18 +96,18 @@ struct RawContract {
     budget_period: Option<Spanned<Secs>>,
     usage_half_life: Option<Spanned<Secs>>,
     min_slice: Option<RawMinSlice>,
-    grace: Option<Secs>,
+    grace: Option<Spanned<Secs>>,
     interactive_max_gpus: Option<u32>,
-    interactive_max_duration: Option<Secs>,
+    interactive_max_duration: Option<Spanned<Secs>>,
     scheduling_interval: Option<Spanned<Secs>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawMinSlice {
-    batch: Option<Secs>,
-    interactive: Option<Secs>,
-    service: Option<Secs>,
+    batch: Option<Spanned<Secs>>,
+    interactive: Option<Spanned<Secs>>,
+    service: Option<Spanned<Secs>>,
 }
 
 /// A duration: a string such as `"2h"` or an integer number of seconds.
@@ -154,6 +155,17 @@ impl Ctx<'_> {
             Some(s) => e.at_line(self.line_of(s.start)),
             None => e,
         }
+    }
+
+    /// A number within its bound (`crate::bounds`), or an error at its key
+    /// and line saying `what` must be.
+    fn float(&self, key: String, what: &str, v: &Spanned<f64>, b: FloatBound) -> Result<f64, FormatError> {
+        b.check(*v.get_ref()).map_err(|m| self.err(key, Some(v.span()), format!("{what} {m}")))
+    }
+
+    /// A whole number within its bound, or an error at its key and line.
+    fn int(&self, key: String, v: &Spanned<u32>, b: IntBound) -> Result<u32, FormatError> {
+        b.check(u64::from(*v.get_ref())).map(|_| *v.get_ref()).map_err(|m| self.err(key, Some(v.span()), m))
     }
 
     /// A TOML syntax or type error: line from its span, key found at that span.
@@ -313,14 +325,7 @@ fn build_cluster(ctx: &Ctx<'_>, raw: &RawConfig) -> Result<Cluster, FormatError>
     }
     let mut gpu_types = Vec::new();
     for (name, w) in &raw.gpu_types {
-        let weight = *w.get_ref();
-        if !(weight.is_finite() && weight > 0.0) {
-            return Err(ctx.err(
-                format!("gpu_types.{name}"),
-                Some(w.span()),
-                format!("weight must be a finite number > 0, got {weight}"),
-            ));
-        }
+        let weight = ctx.float(format!("gpu_types.{name}"), "weight", w, bounds::GPU_WEIGHT)?;
         gpu_types.push(GpuType { name: name.clone(), weight });
     }
     let mut specs = Vec::with_capacity(raw.cluster.pools.len());
@@ -391,20 +396,14 @@ fn resolve_gpu_type(
 
 fn pool_spec(ctx: &Ctx<'_>, i: usize, p: &RawPool, gpu: GpuTypeId) -> Result<PoolSpec, FormatError> {
     let key = |k: &str| format!("cluster.pools[{i}].{k}");
-    let nodes = *p.nodes.get_ref();
-    if nodes == 0 {
-        return Err(ctx.err(key("nodes"), Some(p.nodes.span()), "a pool needs at least 1 node"));
-    }
+    let nodes = ctx.int(key("nodes"), &p.nodes, bounds::POOL_NODES)?;
     let per_node = *p.gpus_per_node.get_ref();
     if !(1..=allot_core::cluster::MAX_GPUS_PER_NODE).contains(&per_node) {
         let msg = format!("must be between 1 and {}, got {per_node}", allot_core::cluster::MAX_GPUS_PER_NODE);
         return Err(ctx.err(key("gpus_per_node"), Some(p.gpus_per_node.span()), msg));
     }
     let rack_size = match &p.rack_size {
-        Some(r) if *r.get_ref() == 0 => {
-            return Err(ctx.err(key("rack_size"), Some(r.span()), "must be at least 1"));
-        }
-        Some(r) => *r.get_ref(),
+        Some(r) => ctx.int(key("rack_size"), r, bounds::POOL_NODES)?,
         None => nodes,
     };
     Ok(PoolSpec { name: p.name.get_ref().clone(), gpu, nodes, gpus_per_node: per_node, rack_size, shared: p.shared })
@@ -430,11 +429,14 @@ fn build_accounts(ctx: &Ctx<'_>, raw: &[RawAccount], cluster: &Cluster) -> Resul
                 Some(ids)
             }
         };
+        let float = |k: &str, v: &Option<Spanned<f64>>, b: FloatBound| {
+            v.as_ref().map(|v| ctx.float(format!("accounts[{i}].{k}"), k, v, b)).transpose()
+        };
         specs.push(AccountSpec {
             path: a.path.get_ref().clone(),
-            share: a.share.as_ref().map(|v| *v.get_ref()),
-            budget_gpu_hours: a.budget_gpu_hours.as_ref().map(|v| *v.get_ref()),
-            impact: a.impact.as_ref().map(|v| *v.get_ref()),
+            share: float("share", &a.share, bounds::SHARE)?,
+            budget_gpu_hours: float("budget_gpu_hours", &a.budget_gpu_hours, bounds::BUDGET_GPU_HOURS)?,
+            impact: float("impact", &a.impact, bounds::IMPACT)?,
             legacy_pools,
             max_service_gpus: a.max_service_gpus,
         });
@@ -475,26 +477,25 @@ fn account_error(ctx: &Ctx<'_>, raw: &[RawAccount], e: AccountTreeError) -> Form
 
 fn build_contract(ctx: &Ctx<'_>, raw: &RawContract) -> Result<Contract, FormatError> {
     let mut c = Contract::default();
-    let positive = |key: &str, v: &Option<Spanned<Secs>>, default: u64| -> Result<u64, FormatError> {
+    let secs = |key: &str, v: &Option<Spanned<Secs>>, b: IntBound, default: u64| -> Result<u64, FormatError> {
         match v {
             None => Ok(default),
-            Some(s) if s.get_ref().0 == 0 => {
-                Err(ctx.err(format!("contract.{key}"), Some(s.span()), "must be greater than 0s"))
-            }
-            Some(s) => Ok(s.get_ref().0),
+            Some(s) => b.check(s.get_ref().0).map_err(|m| ctx.err(format!("contract.{key}"), Some(s.span()), m)),
         }
     };
-    c.budget_period = positive("budget_period", &raw.budget_period, c.budget_period)?;
-    c.usage_half_life = positive("usage_half_life", &raw.usage_half_life, c.usage_half_life)?;
-    c.scheduling_interval = positive("scheduling_interval", &raw.scheduling_interval, c.scheduling_interval)?;
+    let (period, wait) = (bounds::CONTRACT_PERIOD_S, bounds::CONTRACT_WAIT_S);
+    c.budget_period = secs("budget_period", &raw.budget_period, period, c.budget_period)?;
+    c.usage_half_life = secs("usage_half_life", &raw.usage_half_life, period, c.usage_half_life)?;
+    c.scheduling_interval = secs("scheduling_interval", &raw.scheduling_interval, period, c.scheduling_interval)?;
     if let Some(m) = &raw.min_slice {
-        c.min_slice.batch = m.batch.map_or(c.min_slice.batch, |s| s.0);
-        c.min_slice.interactive = m.interactive.map_or(c.min_slice.interactive, |s| s.0);
-        c.min_slice.service = m.service.map_or(c.min_slice.service, |s| s.0);
+        c.min_slice.batch = secs("min_slice.batch", &m.batch, wait, c.min_slice.batch)?;
+        c.min_slice.interactive = secs("min_slice.interactive", &m.interactive, wait, c.min_slice.interactive)?;
+        c.min_slice.service = secs("min_slice.service", &m.service, wait, c.min_slice.service)?;
     }
-    c.grace = raw.grace.map_or(c.grace, |s| s.0);
+    c.grace = secs("grace", &raw.grace, wait, c.grace)?;
     c.interactive_max_gpus = raw.interactive_max_gpus.unwrap_or(c.interactive_max_gpus);
-    c.interactive_max_duration = raw.interactive_max_duration.map_or(c.interactive_max_duration, |s| s.0);
+    let max_duration = &raw.interactive_max_duration;
+    c.interactive_max_duration = secs("interactive_max_duration", max_duration, wait, c.interactive_max_duration)?;
     Ok(c)
 }
 

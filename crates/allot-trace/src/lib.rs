@@ -1,5 +1,6 @@
 //! Allot's file formats and trace sources.
 //!
+//! * [`bounds`]: the bounds of every numeric input, shared with the server;
 //! * [`config`]: the cluster + accounts + contract TOML (DESIGN.md §4);
 //! * [`trace`]: workload traces in CSV or JSON Lines;
 //! * [`events`]: node event files (fail / repair / drain / undrain);
@@ -7,6 +8,7 @@
 //! * [`import`]: importers for public GPU-cluster traces;
 //! * [`generate`]: synthetic workload generators.
 
+pub mod bounds;
 pub mod config;
 pub mod duration;
 pub mod error;

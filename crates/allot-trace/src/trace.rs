@@ -16,6 +16,7 @@ use std::path::Path;
 
 use allot_core::{AccountId, Class, Cluster, GpuTypeId, Priority, WorkloadSpec};
 
+use crate::bounds::{self, IntBound};
 use crate::config::Config;
 use crate::error::{FormatError, FormatKind, from_csv, quoted};
 
@@ -248,28 +249,26 @@ impl<'a> TraceCtx<'a> {
     fn workload(&mut self, row: &[Option<&str>; NCOLS], line: u64) -> Result<WorkloadSpec, FormatError> {
         let get = |c: Col| row[c as usize].map(str::trim).filter(|v| !v.is_empty());
         let req = |c: Col| get(c).ok_or_else(|| self.err(line, c, "missing value"));
-        let uint = |c: Col, v: &str| parse_uint::<u64>(v, u64::MAX).map_err(|m| self.err(line, c, m));
-        let uint32 = |c: Col, v: &str| parse_uint::<u32>(v, u64::from(u32::MAX)).map_err(|m| self.err(line, c, m));
+        // Digits first (the kind of value), then its bound (`crate::bounds`).
+        let bounded = |c: Col, v: &str, b: IntBound| {
+            parse_uint::<u64>(v, u64::MAX).and_then(|n| b.check(n)).map_err(|m| self.err(line, c, m))
+        };
+        let uint32 = |c: Col, v: &str, b: IntBound| bounded(c, v, b).map(|n| n as u32);
 
         let id = get(Col::Id).ok_or_else(|| self.err(line, Col::Id, "empty id"))?;
-        let submit = uint(Col::SubmitS, req(Col::SubmitS)?)?;
+        let submit = bounded(Col::SubmitS, req(Col::SubmitS)?, bounds::SUBMIT_S)?;
         let account = self.account(line, req(Col::Account)?)?;
         let user = get(Col::User).unwrap_or("default");
         let class = get(Col::Class).map_or(Ok(Class::Batch), |v| self.class(line, v))?;
-        let gpus = uint32(Col::Gpus, req(Col::Gpus)?)?;
-        if gpus == 0 {
-            return Err(self.err(line, Col::Gpus, "must be at least 1"));
-        }
-        let nodes = get(Col::Nodes).map_or(Ok(0), |v| uint32(Col::Nodes, v))?;
+        let gpus = uint32(Col::Gpus, req(Col::Gpus)?, bounds::GPUS)?;
+        let nodes = get(Col::Nodes).map_or(Ok(0), |v| uint32(Col::Nodes, v, bounds::NODES))?;
         if nodes > 0 && gpus % nodes != 0 {
             return Err(self.err(line, Col::Nodes, format!("gpus ({gpus}) is not a multiple of nodes ({nodes})")));
         }
         let gpu_type = get(Col::GpuType).map(|v| self.gpu_type(line, v)).transpose()?;
-        let work_s = uint(Col::WorkS, req(Col::WorkS)?)?;
-        if work_s == 0 {
-            return Err(self.err(line, Col::WorkS, "must be at least 1"));
-        }
-        let checkpoint_s = get(Col::CheckpointS).map_or(Ok(0), |v| uint(Col::CheckpointS, v))?;
+        let work_s = bounded(Col::WorkS, req(Col::WorkS)?, bounds::WORK_S)?;
+        let checkpoint_s =
+            get(Col::CheckpointS).map_or(Ok(0), |v| bounded(Col::CheckpointS, v, bounds::CHECKPOINT_S))?;
         let util = get(Col::Util).map_or(Ok(1.0), |v| self.util(line, v))?;
         let priority = get(Col::Priority).map_or(Ok(Priority::Normal), |v| self.priority(line, v))?;
         let preemptible = get(Col::Preemptible).map_or(Ok(false), |v| self.boolean(line, Col::Preemptible, v))?;
@@ -338,8 +337,7 @@ impl<'a> TraceCtx<'a> {
 
     fn util(&self, line: u64, v: &str) -> Result<f64, FormatError> {
         match v.parse::<f64>() {
-            Ok(u) if u.is_finite() && (0.0..=1.0).contains(&u) => Ok(u),
-            Ok(_) => Err(self.err(line, Col::Util, format!("must be a number between 0 and 1, got {}", quoted(v)))),
+            Ok(u) => bounds::UTIL.check(u).map_err(|m| self.err(line, Col::Util, m)),
             Err(_) => Err(self.err(line, Col::Util, format!("expected a number between 0 and 1, got {}", quoted(v)))),
         }
     }

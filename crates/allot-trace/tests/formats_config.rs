@@ -149,14 +149,14 @@ fn bad_configs_name_file_line_and_key() {
             "[contract]\nbudget_period = \"0s\"\n",
             Some(11),
             "contract.budget_period",
-            "greater than 0",
+            "must be at least 1, got 0",
         ),
         (
             "zero scheduling interval",
             "[contract]\nscheduling_interval = 0\n",
             Some(11),
             "contract.scheduling_interval",
-            "greater than 0",
+            "must be at least 1, got 0",
         ),
         (
             "legacy pool unknown",
@@ -208,7 +208,7 @@ fn bad_configs_name_file_line_and_key() {
             "!\n[cluster]\n[[cluster.pools]]\nname = \"a\"\ngpu = \"H\"\nnodes = 0\ngpus_per_node = 8\n[[accounts]]\npath = \"o\"\n",
             Some(6),
             "cluster.pools[0].nodes",
-            "at least 1 node",
+            "must be at least 1, got 0",
         ),
         (
             "too many gpus per node",

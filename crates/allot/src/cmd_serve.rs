@@ -27,7 +27,7 @@ fn parse_time(s: &str) -> Result<std::time::Duration, String> {
 }
 
 fn parse_role(s: &str) -> Result<Role, String> {
-    Role::parse(s).ok_or_else(|| format!("unknown role {s:?} (admin, manager, researcher)"))
+    Role::parse(s).ok_or_else(|| format!("unknown role {s:?} ({})", Role::names()))
 }
 
 #[derive(clap::Args)]
@@ -148,7 +148,7 @@ pub struct TokenCreateArgs {
     /// The store, as given to `allot serve --db`.
     #[arg(long, default_value = "sqlite://allot.db")]
     db: String,
-    /// admin, manager or researcher.
+    /// admin, manager, researcher or metrics (a scrape token for /metrics).
     #[arg(long, value_parser = parse_role)]
     role: Role,
     /// Principal name (unique).

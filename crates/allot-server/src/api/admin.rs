@@ -1,5 +1,9 @@
 //! Accounts (tree, budgets, shares), nodes, tokens, the audit log, health
 //! and metrics.
+//!
+//! An account the caller may not see is answered exactly like one that does
+//! not exist (404, the same message); node listings show only the workloads
+//! the caller may see; per-account metrics only to admins and scrape tokens.
 
 use std::collections::HashMap;
 
@@ -9,9 +13,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 
+use allot_trace::bounds;
+
 use super::{ApiError, App, Auth, Body, ask};
 use crate::auth::{Principal, Role, TokenError, TokenSpec, create_token as make_token};
 use crate::scheduler::{AccountField, Msg};
+use crate::submission::unknown_account;
 use crate::views::{AccountChange, AccountView, AuditView, NodeView, TokenCreated, TokenRequest, TokenView};
 
 pub async fn health() -> Json<serde_json::Value> {
@@ -43,17 +50,14 @@ pub async fn account(
     Auth(who): Auth,
     Path(path): Path<String>,
 ) -> Result<Json<AccountView>, ApiError> {
-    if !app.catalog.account_exists(&path) {
-        return Err(ApiError::not_found(format!("unknown account {path:?}")));
-    }
-    if !who.can_see(&path) {
-        return Err(ApiError::forbidden(format!("{} may not see account {path:?}", who.name)));
-    }
+    visible_account(&app, &who, &path)?;
     let all = ask(&app, |reply| Msg::Accounts { reply }).await?;
-    all.into_iter()
-        .find(|a| a.path == path)
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found(format!("unknown account {path:?}")))
+    all.into_iter().find(|a| a.path == path).map(Json).ok_or_else(|| ApiError::not_found(unknown_account(&path)))
+}
+
+/// 404 for an account that does not exist or that `who` may not see.
+fn visible_account(app: &App, who: &Principal, path: &str) -> Result<(), ApiError> {
+    if app.catalog.visible_account(who, path) { Ok(()) } else { Err(ApiError::not_found(unknown_account(path))) }
 }
 
 /// `PATCH /v1/accounts/{path}` with `budget_gpu_hours` and/or `share`
@@ -64,9 +68,7 @@ pub async fn change_account(
     Path(path): Path<String>,
     Body(change): Body<AccountChange>,
 ) -> Result<Json<AccountView>, ApiError> {
-    if !app.catalog.account_exists(&path) {
-        return Err(ApiError::not_found(format!("unknown account {path:?}")));
-    }
+    visible_account(&app, &who, &path)?;
     if !who.can_change(&path) {
         let why = match who.role {
             Role::Manager => {
@@ -87,11 +89,12 @@ pub async fn change_account(
         return Err(ApiError::bad_request("nothing to change: give budget_gpu_hours and/or share"));
     }
     for (field, value) in &changes {
-        let name = if *field == AccountField::Budget { "budget_gpu_hours" } else { "share" };
-        if let Some(v) = value
-            && !(v.is_finite() && *v > 0.0)
-        {
-            return Err(ApiError::field(name, format!("must be a finite number > 0, got {v}")));
+        let (name, bound) = match field {
+            AccountField::Budget => ("budget_gpu_hours", bounds::BUDGET_GPU_HOURS),
+            AccountField::Share => ("share", bounds::SHARE),
+        };
+        if let Some(v) = value {
+            bound.check(*v).map_err(|m| ApiError::field(name, m))?;
         }
     }
     let mut last = None;
@@ -102,9 +105,14 @@ pub async fn change_account(
     Ok(Json(last.expect("at least one change")))
 }
 
-/// `GET /v1/nodes`: every role sees the nodes.
-pub async fn nodes(State(app): State<App>, Auth(_who): Auth) -> Result<Json<Vec<NodeView>>, ApiError> {
-    Ok(Json(ask(&app, |reply| Msg::Nodes { reply }).await?))
+/// `GET /v1/nodes`: every role sees the nodes, and on them the workloads
+/// it may see.
+pub async fn nodes(State(app): State<App>, Auth(who): Auth) -> Result<Json<Vec<NodeView>>, ApiError> {
+    let mut nodes = ask(&app, |reply| Msg::Nodes { reply }).await?;
+    for n in &mut nodes {
+        n.retain_visible(|a| who.can_see(a));
+    }
+    Ok(Json(nodes))
 }
 
 /// `POST /v1/nodes/{name}/{drain|undrain|fail|repair}` (admins).
@@ -146,7 +154,7 @@ pub async fn create_token(
 ) -> Result<(StatusCode, Json<TokenCreated>), ApiError> {
     require_admin(&who, "create tokens")?;
     let role = Role::parse(&req.role)
-        .ok_or_else(|| ApiError::field("role", format!("unknown role {:?} (admin, manager, researcher)", req.role)))?;
+        .ok_or_else(|| ApiError::field("role", format!("unknown role {:?} ({})", req.role, Role::names())))?;
     let spec = TokenSpec { name: req.name, role, scope: req.scope, projects: req.projects };
     spec.check(|p| app.catalog.account_exists(p)).map_err(|(f, m)| ApiError::field(f, m))?;
     let token = make_token(&app.store, &spec, &who.name).await.map_err(|e| match e {
@@ -202,7 +210,9 @@ pub async fn audit(
     ))
 }
 
-/// `GET /metrics`: Prometheus text exposition (any role).
-pub async fn metrics(State(app): State<App>, Auth(_who): Auth) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], app.metrics.encode())
+/// `GET /metrics`: Prometheus text exposition (any token); the series
+/// labelled by account only for admins and scrape tokens.
+pub async fn metrics(State(app): State<App>, Auth(who): Auth) -> impl IntoResponse {
+    let text = app.metrics.encode(who.can_read_account_metrics());
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)
 }

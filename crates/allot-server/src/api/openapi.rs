@@ -124,7 +124,7 @@ pub fn document() -> Value {
                 "Node": obj(json!({"name": s, "pool": s, "rack": i, "gpu_type": s, "gpus": i, "free_gpus": i,
                                    "health": {"enum": ["up", "draining", "drained", "down"]}, "workloads": {"type": "array", "items": s}}), &["name"]),
                 "NodeList": list("Node"),
-                "TokenRequest": obj(json!({"name": s, "role": {"enum": ["admin", "manager", "researcher"]}, "scope": s,
+                "TokenRequest": obj(json!({"name": s, "role": {"enum": ["admin", "manager", "researcher", "metrics"]}, "scope": s,
                                            "projects": {"type": "array", "items": s}}), &["name", "role"]),
                 "TokenCreated": obj(json!({"name": s, "role": s, "token": s}), &["name", "role", "token"]),
                 "Token": obj(json!({"name": s, "role": s, "scope": os, "projects": {"type": "array", "items": s}, "created_t": i, "created_by": s}), &["name"]),
@@ -172,7 +172,7 @@ pub fn document() -> Value {
                                          "403": {"$ref": "#/components/responses/Error"}, "404": {"$ref": "#/components/responses/Error"},
                                          "default": edge_errors()}}},
             "/v1/audit": {"get": op("budget, share and token changes: who, when, before, after", "admin", None, ("200", "AuditList"))},
-            "/metrics": {"get": {"summary": "Prometheus text exposition", "security": [{"bearer": []}],
+            "/metrics": {"get": {"summary": "Prometheus text exposition (per-account series for admin and metrics tokens only)", "security": [{"bearer": []}],
                                  "responses": {"200": {"description": "metrics", "content": {"application/openmetrics-text": {}}},
                                                "401": {"$ref": "#/components/responses/Error"}, "default": edge_errors()}}}
         }

@@ -69,17 +69,12 @@ pub async fn submit(
     Body(req): Body<SubmitRequest>,
 ) -> Result<Response, ApiError> {
     let now = crate::clock::now();
-    let (row, spec) = app.catalog.check(&req, &who.name, now).map_err(|e| ApiError::field(e.field, e.message))?;
-    if !who.can_submit(&row.account) {
-        return Err(ApiError::forbidden(format!(
-            "{} ({}) may not submit to account {:?}",
-            who.name,
-            who.role.as_str(),
-            row.account
-        )));
-    }
+    // An account the caller may not submit to is answered as unknown (400).
+    let (row, spec) = app.catalog.check(&req, &who, now).map_err(|e| ApiError::field(e.field, e.message))?;
+    // Keys are the submitting token's (its stable id, not its name: a token
+    // made later under a revoked one's name does not see its submissions).
     let key = key.map(|key| Idempotency {
-        principal: who.name.clone(),
+        principal: who.token_id.clone(),
         key,
         request_hash: crate::auth::hash_token(&serde_json::to_string(&req).unwrap_or_default()),
     });
@@ -137,6 +132,7 @@ async fn commit(
 fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
     WorkloadRow {
         seq,
+        owner: row.owner,
         submit_t: row.submit_t,
         account: row.account,
         submitter: row.submitter,
@@ -197,22 +193,22 @@ pub async fn list(
         }
     }
     let rows = app.store.workloads(&f).await?;
-    Ok(Json(rows.iter().map(workload_view).collect()))
+    let redact = |t: &str| who.redact(t, |p| app.catalog.account_exists(p));
+    let mut views: Vec<WorkloadView> = rows.iter().map(workload_view).collect();
+    views.iter_mut().for_each(|v| v.redact(&redact));
+    Ok(Json(views))
 }
 
 pub(crate) fn parse_id(id: &str) -> Result<i64, ApiError> {
     id.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| ApiError::not_found(format!("no workload {id:?}")))
 }
 
-/// Reads a workload the caller may see (404 when it does not exist, 403
-/// when it is not theirs to see).
+/// Reads a workload the caller may see (404 when it does not exist or is
+/// not theirs to see: the same answer for both).
 async fn visible(app: &App, who: &crate::auth::Principal, id: &str) -> Result<WorkloadRow, ApiError> {
     let seq = parse_id(id)?;
-    let row = app.store.workload(seq).await?.ok_or_else(|| ApiError::not_found(format!("no workload {id}")))?;
-    if !who.can_see(&row.account) {
-        return Err(ApiError::forbidden(format!("{} may not see account {:?}", who.name, row.account)));
-    }
-    Ok(row)
+    let row = app.store.workload(seq).await?.filter(|r| who.can_see(&r.account));
+    row.ok_or_else(|| ApiError::not_found(format!("no workload {id}")))
 }
 
 /// `GET /v1/workloads/{id}`: the workload, its attempts and why.
@@ -230,11 +226,10 @@ pub async fn show(
         let preempted = attempts.last().and_then(|a| a.signal_reason.clone());
         row.reason.clone().or(preempted)
     });
-    Ok(Json(WorkloadDetail {
-        workload: workload_view(&row),
-        attempts: attempts.iter().map(attempt_view).collect(),
-        why,
-    }))
+    let mut detail =
+        WorkloadDetail { workload: workload_view(&row), attempts: attempts.iter().map(attempt_view).collect(), why };
+    detail.redact(&|t: &str| who.redact(t, |p| app.catalog.account_exists(p)));
+    Ok(Json(detail))
 }
 
 /// `POST /v1/workloads/{id}/cancel`
@@ -244,9 +239,9 @@ pub async fn cancel(
     Path(id): Path<String>,
 ) -> Result<Json<WorkloadView>, ApiError> {
     let row = visible(&app, &who, &id).await?;
-    if !who.can_cancel(&row.account, &row.submitter) {
+    if !who.can_cancel(&row.account, row.owner.as_deref()) {
         return Err(ApiError::forbidden(format!(
-            "{} ({}) may cancel only their own workloads; {} was submitted by {}",
+            "{} ({}) may cancel only workloads its own token submitted; {} was submitted by {}",
             who.name,
             who.role.as_str(),
             row.seq,

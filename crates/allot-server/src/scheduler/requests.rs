@@ -121,6 +121,10 @@ impl Scheduler {
         }
     }
 
+    fn account_of(&self, w: WorkloadId) -> &str {
+        &self.state.accounts.account(self.state.spec(w).account).path
+    }
+
     fn account_class_of(&self, w: WorkloadId) -> crate::metrics::AccountClass {
         let spec = self.state.spec(w);
         crate::metrics::labels(&self.state.accounts.account(spec.account).path, spec.class.as_str())
@@ -152,6 +156,7 @@ impl Scheduler {
             free_gpus: self.state.free.free[n.0 as usize].count_ones(),
             health: health.into(),
             workloads: self.state.workloads_on(n).iter().map(|w| self.state.spec(*w).id.clone()).collect(),
+            workload_accounts: self.state.workloads_on(n).iter().map(|w| self.account_of(*w).to_string()).collect(),
         }
     }
 

@@ -8,6 +8,7 @@ use super::{Ctx, Store, StoreError};
 
 fn token_row(r: &AnyRow) -> Result<TokenRow, sqlx::Error> {
     Ok(TokenRow {
+        id: r.try_get("id")?,
         name: r.try_get("name")?,
         hash: r.try_get("hash")?,
         role: r.try_get("role")?,
@@ -30,8 +31,9 @@ impl Store {
             return Ok(false);
         }
         sqlx::query(
-            "INSERT INTO tokens (name, hash, role, scope, created_t, created_by) VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO tokens (id, name, hash, role, scope, created_t, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
+        .bind(&t.id)
         .bind(&t.name)
         .bind(&t.hash)
         .bind(&t.role)
@@ -66,7 +68,7 @@ impl Store {
 
     /// The token with this hash and its grants.
     pub async fn token_by_hash(&self, hash: &str) -> Result<Option<(TokenRow, Vec<String>)>, StoreError> {
-        let row = sqlx::query("SELECT name, hash, role, scope, created_t, created_by FROM tokens WHERE hash = $1")
+        let row = sqlx::query("SELECT id, name, hash, role, scope, created_t, created_by FROM tokens WHERE hash = $1")
             .bind(hash)
             .fetch_optional(&self.pool)
             .await
@@ -83,7 +85,7 @@ impl Store {
 
     /// Every token with its grants, by name.
     pub async fn tokens(&self) -> Result<Vec<(TokenRow, Vec<String>)>, StoreError> {
-        let rows = sqlx::query("SELECT name, hash, role, scope, created_t, created_by FROM tokens ORDER BY name")
+        let rows = sqlx::query("SELECT id, name, hash, role, scope, created_t, created_by FROM tokens ORDER BY name")
             .fetch_all(&self.pool)
             .await
             .ctx("list tokens")?;
@@ -130,6 +132,9 @@ impl Store {
         Ok(n > 0)
     }
 
+    /// The budgets and shares set through the API. A value set back to the
+    /// config's (`null`) is not an override, also when an older version
+    /// stored it as a removed value.
     pub async fn overrides(&self) -> Result<Vec<OverrideRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT path, budget_gpu_hours, budget_set, share, share_set FROM account_overrides ORDER BY path",
@@ -140,17 +145,20 @@ impl Store {
         let decode = |r: &AnyRow| -> Result<OverrideRow, sqlx::Error> {
             let budget_set: i64 = r.try_get("budget_set")?;
             let share_set: i64 = r.try_get("share_set")?;
+            let budget: Option<f64> = r.try_get("budget_gpu_hours")?;
+            let share: Option<f64> = r.try_get("share")?;
             Ok(OverrideRow {
                 path: r.try_get("path")?,
-                budget_gpu_hours: (budget_set != 0).then(|| r.try_get("budget_gpu_hours")).transpose()?,
-                share: (share_set != 0).then(|| r.try_get("share")).transpose()?,
+                budget_gpu_hours: budget.filter(|_| budget_set != 0).map(Some),
+                share: share.filter(|_| share_set != 0).map(Some),
             })
         };
         rows.iter().map(decode).collect::<Result<_, _>>().ctx("decode account overrides")
     }
 
     /// Records a budget (`field = "budget"`) or share change and its audit
-    /// entry in one transaction.
+    /// entry in one transaction; `value = None` returns to the config's
+    /// value (the override is cleared).
     #[expect(clippy::too_many_arguments, reason = "one audited change: who, when, what, before and after")]
     pub async fn set_override(
         &self,
@@ -178,11 +186,19 @@ impl Store {
         }
         let sql = match field {
             "budget" => {
-                "UPDATE account_overrides SET budget_gpu_hours = $1, budget_set = 1, updated_t = $2 WHERE path = $3"
+                "UPDATE account_overrides SET budget_gpu_hours = $1, budget_set = $2, updated_t = $3 WHERE path = $4"
             }
-            _ => "UPDATE account_overrides SET share = $1, share_set = 1, updated_t = $2 WHERE path = $3",
+            _ => "UPDATE account_overrides SET share = $1, share_set = $2, updated_t = $3 WHERE path = $4",
         };
-        sqlx::query(sql).bind(value).bind(t).bind(path).execute(&mut *tx).await.ctx("update the account override")?;
+        let set = i64::from(value.is_some());
+        sqlx::query(sql)
+            .bind(value)
+            .bind(set)
+            .bind(t)
+            .bind(path)
+            .execute(&mut *tx)
+            .await
+            .ctx("update the account override")?;
         sqlx::query(
             "INSERT INTO audit (t, principal, action, target, before_value, after_value) VALUES ($1, $2, $3, $4, $5, $6)",
         )

@@ -139,11 +139,13 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/sqlite/0001_init.sql")),
     (2, include_str!("migrations/sqlite/0002_idempotency.sql")),
     (3, include_str!("migrations/sqlite/0003_lease.sql")),
+    (4, include_str!("migrations/sqlite/0004_token_ids.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
     (2, include_str!("migrations/postgres/0002_idempotency.sql")),
     (3, include_str!("migrations/postgres/0003_lease.sql")),
+    (4, include_str!("migrations/postgres/0004_token_ids.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after

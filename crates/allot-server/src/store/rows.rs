@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 /// A workload as submitted (before the store assigns its `seq`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewWorkload {
+    /// Id of the token that submitted it (what owns it; see `crate::auth`).
+    pub owner: Option<String>,
     pub submit_t: i64,
     pub account: String,
     pub submitter: String,
@@ -29,6 +31,9 @@ pub struct NewWorkload {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadRow {
     pub seq: i64,
+    /// Id of the token that submitted it; `None` for workloads stored
+    /// before tokens had ids whose submitter's token was gone by then.
+    pub owner: Option<String>,
     pub submit_t: i64,
     pub account: String,
     pub submitter: String,
@@ -100,7 +105,7 @@ pub struct NodeEventRow {
 #[derive(Clone, Debug, PartialEq)]
 pub struct OverrideRow {
     pub path: String,
-    /// `Some(None)`: budget removed; `None`: not overridden.
+    /// `Some(v)`: set through the API; `None`: the config's value.
     pub budget_gpu_hours: Option<Option<f64>>,
     pub share: Option<Option<f64>>,
 }
@@ -108,6 +113,8 @@ pub struct OverrideRow {
 /// A stored token (only its hash).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TokenRow {
+    /// Stable identity (random); names may be reused after a revocation.
+    pub id: String,
     pub name: String,
     pub hash: String,
     pub role: String,

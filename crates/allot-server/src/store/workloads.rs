@@ -7,7 +7,7 @@ use sqlx::any::AnyRow;
 use super::rows::{AttemptRow, NewWorkload, NodeEventRow, Op, WorkloadFilter, WorkloadRow};
 use super::{Ctx, Store, StoreError};
 
-const WORKLOAD_COLS: &str = "seq, submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
+const WORKLOAD_COLS: &str = "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
      util, priority, preemptible, name, command, env, retries, failures, cancel_requested, state, reason, end_t";
 
 const ATTEMPT_COLS: &str = "workload, attempt, alloc, gpus, weight, state, start_t, start_reason, signal_t, \
@@ -38,8 +38,8 @@ pub enum Inserted {
 fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64, sqlx::any::AnyArguments<'_>> {
     sqlx::query_scalar(
         "INSERT INTO workloads (submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
-         util, priority, preemptible, name, command, env, retries, state) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'pending') RETURNING seq",
+         util, priority, preemptible, name, command, env, retries, owner, state) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 'pending') RETURNING seq",
     )
     .bind(w.submit_t)
     .bind(&w.account)
@@ -57,11 +57,13 @@ fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64,
     .bind(&w.command)
     .bind(&w.env)
     .bind(w.retries)
+    .bind(&w.owner)
 }
 
 fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
     Ok(WorkloadRow {
         seq: r.try_get("seq")?,
+        owner: r.try_get("owner")?,
         submit_t: r.try_get("submit_t")?,
         account: r.try_get("account")?,
         submitter: r.try_get("submitter")?,
