@@ -82,6 +82,13 @@ async fn slurm_runs_exactly_where_allot_places() {
         assert!(job.parse::<u64>().is_ok(), "ran as a Slurm job: {ranks:?}");
         assert_eq!(done["attempts"][0]["pid"].as_i64().map(|p| p.to_string()).as_deref(), Some(job.as_str()));
         let env = std::fs::read_to_string(s.dir.join("data/checkpoints").join(id).join("env-0")).unwrap();
+        let mode = |p: &std::path::Path| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(p).map(|m| m.permissions().mode() & 0o777).unwrap_or(0)
+        };
+        let log = done["attempts"][0]["log_path"].as_str().map(|p| s.dir.join(p)).unwrap();
+        assert_eq!(mode(&log), 0o600, "the job's log is private: {}", log.display());
+        assert_eq!(mode(&s.dir.join("data/checkpoints").join(id)), 0o700, "the checkpoint directory is private");
         assert!(!env.contains(SECRET) && env.contains("ALLOT_WORKLOAD_ID="), "no job sees the server's token: {env}");
         for (r, fields) in ranks.iter().enumerate() {
             let want_node = alloc[r]["node"].as_str().unwrap();

@@ -42,8 +42,7 @@
 //!   EMFILE, is the infrastructure's (MNT-3).
 
 use std::collections::HashMap;
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::{self, File};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -112,23 +111,12 @@ impl LocalExecutor {
     /// The checkpoint directory and the log file, private to the server's
     /// user (0700 directories, a 0600 file).
     fn open_log(job: &Launch) -> Result<File, LaunchError> {
-        let private = |dir: &Path| {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| LaunchError::infrastructure(format!("cannot create {}: {e}", dir.display())))
-        };
-        private(&job.checkpoint_dir)?;
-        if let Some(dir) = job.log_path.parent() {
-            private(dir)?;
-        }
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&job.log_path)
-            .map_err(|e| LaunchError::infrastructure(format!("cannot open {}: {e}", job.log_path.display())))
+        super::private_files(job).map_err(|e| {
+            LaunchError::infrastructure(format!(
+                "cannot open {} (or make its directories): {e}",
+                job.log_path.display()
+            ))
+        })
     }
 
     /// Starts the process of node `rank` (a gang of one node when the

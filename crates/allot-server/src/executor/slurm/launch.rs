@@ -69,12 +69,15 @@ pub(super) fn task_env(instance: &str, job: &Launch) -> Vec<(String, String)> {
 
 /// Writes the attempt's batch script (and makes its directories).
 pub(super) fn write_script(script_dir: &Path, instance: &str, job: &Launch) -> Result<PathBuf, String> {
-    for dir in [script_dir, job.checkpoint_dir.as_path()] {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
-    if let Some(dir) = job.log_path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(script_dir)
+        .map_err(|e| format!("cannot create {}: {e}", script_dir.display()))?;
+    // Slurm appends to the log file it finds: created here, it is private.
+    crate::executor::private_files(job)
+        .map_err(|e| format!("cannot open {} (or make its directories): {e}", job.log_path.display()))?;
     let path = script_dir.join(format!("{}.{}.sh", job.key.seq, job.key.attempt));
     std::fs::write(&path, batch_script(job, &task_env(instance, job)))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
