@@ -5,7 +5,7 @@
 //! racing submissions on SQLite, SQLite on a full or read-only file system,
 //! and the database file deleted while serving.
 //!
-//! Every case checks the guarantees of docs/reliability/lease.md from the
+//! Every case checks the guarantees of docs/reliability.md from the
 //! store's own records: no acknowledged submission lost, no workload with
 //! two attempts at once, no GPU in two attempts at once, no process of a
 //! workload running twice (the `DOUBLE` marker of `WORK_SH`), and, where

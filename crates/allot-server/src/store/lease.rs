@@ -1,4 +1,4 @@
-//! The lease: exactly one active server per store (docs/reliability/lease.md).
+//! The lease: exactly one active server per store (docs/reliability.md).
 //!
 //! The store's `lease` row names the active server (host, pid, listen
 //! address, since when) and carries a fencing **epoch**, raised by one at
