@@ -108,6 +108,17 @@ fn body() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
+/// An admin: every account may be submitted to, so only the body decides.
+fn fuzzer() -> allot_server::auth::Principal {
+    allot_server::auth::Principal {
+        name: "fuzzer".into(),
+        role: allot_server::auth::Role::Admin,
+        scope: None,
+        projects: Vec::new(),
+        token_id: "fuzzer".into(),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -119,7 +130,7 @@ proptest! {
                 prop_assert_eq!(e.status.as_u16(), 400);
                 prop_assert!(e.error.starts_with("malformed json") || e.error.starts_with("invalid request"), "{}", e.error);
             }
-            Ok(req) => match cat.check(&req, "fuzzer", 1_000) {
+            Ok(req) => match cat.check(&req, &fuzzer(), 1_000) {
                 Ok((row, spec)) => {
                     prop_assert_eq!(row.account, req.account);
                     prop_assert!(spec.gpus >= 1);
