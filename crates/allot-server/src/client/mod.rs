@@ -6,6 +6,13 @@
 //! environment (`ALLOT_SERVER`, `ALLOT_TOKEN`), then the client config file
 //! (`$ALLOT_CLIENT_CONFIG`, default `~/.config/allot/client.toml`, keys
 //! `server` and `token`), then the default `http://127.0.0.1:8080`.
+//!
+//! A submission carries a fresh `Idempotency-Key` and is retried with the
+//! same key when its answer is lost (the connection breaks or times out
+//! after the request was sent) or
+//! the server is briefly unavailable (503, or 409 while the first try still
+//! commits): a retry returns the workload the first try created, never a
+//! second one.
 
 pub mod render;
 
@@ -40,6 +47,34 @@ impl ClientError {
             _ => None,
         }
     }
+
+    /// Worth the same request again: it was sent and its answer lost (a
+    /// reset or timed-out connection, not one that never opened: then
+    /// nothing was sent and the error is the user's to see at once), or the
+    /// server said to come back (503) or is still committing the key's first
+    /// try (409).
+    fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Transport { source, .. } => !source.is_connect() && !source.is_builder(),
+            ClientError::Api { status, .. } => {
+                *status == StatusCode::SERVICE_UNAVAILABLE || *status == StatusCode::CONFLICT
+            }
+            ClientError::Config(_) => false,
+        }
+    }
+}
+
+/// Tries of one submission, and the wait before the second (doubled each
+/// time: 0.5 + 1 + 2 + 4 s at most).
+const SUBMIT_TRIES: u32 = 5;
+const SUBMIT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A fresh key: 128 bits of OS randomness, hex.
+fn idempotency_key() -> String {
+    use rand::RngCore;
+    let mut b = [0u8; 16];
+    rand::rngs::OsRng.fill_bytes(&mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// The client config file.
@@ -103,10 +138,23 @@ impl Client {
         path: &str,
         body: Option<&B>,
     ) -> Result<T, ClientError> {
+        self.call_with(method, path, body, &[]).await
+    }
+
+    async fn call_with<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+        headers: &[(&str, &str)],
+    ) -> Result<T, ClientError> {
         let url = format!("{}{path}", self.base);
         let mut req = self.http.request(method, &url);
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
         }
         if let Some(b) = body {
             req = req.json(b);
@@ -130,8 +178,22 @@ impl Client {
         self.call::<(), T>(Method::GET, path, None).await
     }
 
+    /// Submits once, whatever happens to the answers: one key for every
+    /// try (see the module docs).
     pub async fn submit(&self, req: &SubmitRequest) -> Result<WorkloadView, ClientError> {
-        self.call(Method::POST, "/v1/workloads", Some(req)).await
+        let key = idempotency_key();
+        let mut backoff = SUBMIT_BACKOFF;
+        for _ in 1..SUBMIT_TRIES {
+            match self.call_with(Method::POST, "/v1/workloads", Some(req), &[("Idempotency-Key", &key)]).await {
+                Err(e) if e.is_transient() => {
+                    tracing::debug!(error = %e, "submission answer lost or server busy: retrying with the same key");
+                    tokio::time::sleep(backoff).await;
+                    backoff *= 2;
+                }
+                done => return done,
+            }
+        }
+        self.call_with(Method::POST, "/v1/workloads", Some(req), &[("Idempotency-Key", &key)]).await
     }
 
     /// Workloads; `query` is e.g. `[("state", "pending,running")]`.
@@ -180,4 +242,96 @@ fn encode(v: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Reads one request (head and body) from `c`; returns its head.
+    async fn read_request(c: &mut tokio::net::TcpStream) -> String {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = c.read(&mut chunk).await.expect("read");
+            assert!(n > 0, "the client closed early");
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let len = head
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body.len() >= len {
+                    return head.to_string();
+                }
+            }
+        }
+    }
+
+    fn key_of(head: &str) -> Option<String> {
+        head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("idempotency-key:").map(|v| v.trim().to_string()))
+    }
+
+    /// A lost answer, then "unavailable", then the workload: three tries
+    /// with one key, one workload.
+    #[tokio::test]
+    async fn a_submission_whose_answer_is_lost_is_retried_with_the_same_key() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = tokio::spawn(async move {
+            let mut keys = Vec::new();
+            // 1: read the request, then close without an answer.
+            let (mut c, _) = listener.accept().await.expect("accept");
+            keys.push(key_of(&read_request(&mut c).await));
+            drop(c);
+            // 2: 503.
+            let (mut c, _) = listener.accept().await.expect("accept");
+            keys.push(key_of(&read_request(&mut c).await));
+            let body = r#"{"error":"the store is unavailable","field":null}"#;
+            let answer = format!(
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
+                 content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            c.write_all(answer.as_bytes()).await.expect("write");
+            drop(c);
+            // 3: the workload.
+            let (mut c, _) = listener.accept().await.expect("accept");
+            keys.push(key_of(&read_request(&mut c).await));
+            let body = r#"{"id":"7","name":null,"account":"org/a","user":"u","class":"batch","gpus":1,"nodes":0,
+                "gpu_type":null,"command":["true"],"env":{},"expected_duration_s":60,"checkpoint_interval_s":0,
+                "retries":0,"failures":0,"state":"pending","reason":null,"submit_t":1,"end_t":null,
+                "cancel_requested":false}"#;
+            let answer = format!(
+                "HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+            c.write_all(answer.as_bytes()).await.expect("write");
+            keys
+        });
+        let client = Client::new(&format!("http://{addr}"), Some("t".into()));
+        let req: SubmitRequest =
+            serde_json::from_value(serde_json::json!({"account": "org/a", "gpus": 1, "command": ["true"]})).unwrap();
+        let w = client.submit(&req).await.expect("submitted in the end");
+        assert_eq!(w.id, "7");
+        let keys = server.await.expect("server");
+        assert_eq!(keys.len(), 3);
+        assert!(keys[0].as_ref().is_some_and(|k| k.len() == 32), "a fresh key on the first try: {keys:?}");
+        assert!(keys.iter().all(|k| k == &keys[0]), "every try carries the same key: {keys:?}");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_is_not_there_is_reported_at_once() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let client = Client::new(&format!("http://127.0.0.1:{port}"), None);
+        let req: SubmitRequest =
+            serde_json::from_value(serde_json::json!({"account": "org/a", "gpus": 1, "command": ["true"]})).unwrap();
+        let e = client.submit(&req).await.unwrap_err();
+        assert!(matches!(e, ClientError::Transport { .. }), "{e}");
+        assert!(!e.is_transient(), "nothing was sent: reported, not retried");
+    }
 }
