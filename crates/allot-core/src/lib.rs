@@ -9,6 +9,7 @@ pub mod account;
 pub mod cluster;
 pub mod contract;
 pub mod decision;
+pub mod engine;
 pub mod ledger;
 pub(crate) mod pending;
 pub mod placement;
@@ -20,6 +21,7 @@ pub use account::{Account, AccountId, AccountSpec, AccountTree, AccountTreeError
 pub use cluster::{Cluster, GpuType, GpuTypeId, Health, Node, NodeId, Pool, PoolId, PoolSpec};
 pub use contract::{Contract, PerClass};
 pub use decision::{Action, Decision, Reason, Rule};
+pub use engine::{Effect, Engine, Exit, Transition};
 pub use ledger::{Ledger, Usage};
 pub use placement::{Allocation, FreeMap, PlacementFailure};
 pub use policy::{Policy, PolicyKind};

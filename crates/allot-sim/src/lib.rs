@@ -11,4 +11,4 @@ pub mod measures;
 pub mod report;
 pub mod sim;
 
-pub use sim::{SimOptions, simulate};
+pub use sim::{Request, RequestKind, SimOptions, simulate, simulate_requests};

@@ -1,6 +1,9 @@
-//! The discrete-event simulator.
+//! The discrete-event simulator: the engine's interpreter in virtual time.
 //!
-//! Integer virtual time. At one instant the simulator processes, in this
+//! Every state change is the engine's ([`allot_core::Engine`]); the
+//! simulator supplies what a live fleet would: a launched attempt's process
+//! ends when its work is done, a killed one at once, and time advances to
+//! the next thing due. Integer virtual time. At one instant the simulator processes, in this
 //! order: completions (work done, grace ended), node events, arrivals, then
 //! one scheduling pass; decisions are applied at once. A pass runs when
 //! something happened at the instant, when the policy asked to be woken
@@ -9,16 +12,17 @@
 //! `scheduling_interval` while work waits — the cadence of the live server.
 //!
 //! Arrivals and node events are pre-sorted lists walked by a cursor;
-//! completions live in a binary heap keyed by (time, kind, sequence), so a
-//! replay is O(events · log events) plus the policy's passes. Identical
+//! completions live in a binary heap keyed by (time, workload, attempt) and
+//! grace deadlines in the engine, so a replay is O(events · log events)
+//! plus the policy's passes. Identical
 //! inputs give identical outputs: every tie is broken by sequence numbers.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use allot_core::engine::{Change, Ended, Outcome};
 use allot_core::{
-    Action, Decision, Health, NodeEvent, NodeEventKind, NodeId, Phase, Policy, Reason, Rule, State, Time, WorkloadId,
-    WorkloadSpec,
+    Effect, Engine, Exit, NodeEvent, Policy, Reason, State, Time, Transition, WorkloadId, WorkloadSpec,
 };
 
 use crate::record::{Attempt, AttemptEnd, CapacityStep, LogEvent, SimOutput};
@@ -35,24 +39,37 @@ pub struct SimOptions {
     pub keep_log: bool,
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Timed {
-    /// The attempt `.1` of a workload completes its work.
-    Finish(WorkloadId, u32),
-    /// The grace period of attempt `.1` ends: stop and requeue.
-    Stop(WorkloadId, u32),
+/// An input beyond arrivals and node events, as a live server receives
+/// them: the simulator replays them to show that both run the same engine
+/// (traces carry neither).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub t: Time,
+    /// The workload's trace id.
+    pub workload: String,
+    pub kind: RequestKind,
 }
 
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RequestKind {
+    /// Cancelled (by `by`).
+    Cancel { by: String },
+    /// Its process, if running, exits with `code` (a failure unless 0).
+    Exit { code: i32 },
+}
+
+/// Retries of every workload of a replay (traces carry none).
+const RETRIES: u32 = 0;
+
 struct Sim<'p> {
-    state: State,
+    engine: Engine,
     policy: &'p mut dyn Policy,
     opts: SimOptions,
-    heap: BinaryHeap<Reverse<(Time, Timed)>>,
+    /// When launched attempts complete their work: (time, workload, attempt).
+    heap: BinaryHeap<Reverse<(Time, WorkloadId, u32)>>,
     out: SimOutput,
-    /// Set when something changed at the current instant.
-    dirty: bool,
-    /// When the policy asked for its next pass.
-    wake: Option<Time>,
+    /// Trace id → workload, for requests.
+    ids: std::collections::HashMap<String, WorkloadId>,
 }
 
 /// Replays `workloads` (any order; sorted stably by submit time) and node
@@ -60,14 +77,29 @@ struct Sim<'p> {
 /// Returns the final state and the record of what happened.
 pub fn simulate(
     state: State,
+    workloads: Vec<WorkloadSpec>,
+    events: Vec<NodeEvent>,
+    policy: &mut dyn Policy,
+    opts: &SimOptions,
+) -> (State, SimOutput) {
+    simulate_requests(state, workloads, events, Vec::new(), policy, opts)
+}
+
+/// [`simulate`], with cancels and exits as a live server would receive
+/// them (sorted stably by time; a request for a workload not yet
+/// submitted is ignored).
+pub fn simulate_requests(
+    state: State,
     mut workloads: Vec<WorkloadSpec>,
     mut events: Vec<NodeEvent>,
+    mut requests: Vec<Request>,
     policy: &mut dyn Policy,
     opts: &SimOptions,
 ) -> (State, SimOutput) {
     assert!(state.specs.is_empty(), "simulate starts from a state without workloads");
     workloads.sort_by_key(|w| w.submit);
     events.sort_by_key(|e| e.t);
+    requests.sort_by_key(|r| r.t);
     let total_gpus = state.cluster.total_gpus();
     let mut sim = Sim {
         out: SimOutput {
@@ -80,30 +112,32 @@ pub fn simulate(
             passes: 0,
             events: 0,
         },
-        state,
+        engine: Engine::new(state),
         policy,
         opts: opts.clone(),
         heap: BinaryHeap::new(),
-        dirty: false,
-        wake: None,
+        ids: std::collections::HashMap::new(),
     };
     sim.record_capacity(0);
-    sim.run(workloads, events);
-    let Sim { state, out, .. } = sim;
-    (state, out)
+    sim.run(workloads, events, requests);
+    let Sim { engine, out, .. } = sim;
+    (engine.state, out)
 }
 
 impl Sim<'_> {
-    fn run(&mut self, workloads: Vec<WorkloadSpec>, events: Vec<NodeEvent>) {
+    fn run(&mut self, workloads: Vec<WorkloadSpec>, events: Vec<NodeEvent>, requests: Vec<Request>) {
         let mut arrivals = workloads.into_iter().peekable();
         let mut node_events = events.into_iter().peekable();
+        let mut requests = requests.into_iter().peekable();
         let mut now: Time = 0;
         loop {
             let next = [
-                self.heap.peek().map(|Reverse((t, _))| *t),
+                self.heap.peek().map(|Reverse((t, _, _))| *t),
+                self.engine.next_deadline(),
                 node_events.peek().map(|e| e.t),
                 arrivals.peek().map(|w| w.submit),
-                self.wake,
+                requests.peek().map(|r| r.t),
+                self.engine.wake(),
             ]
             .into_iter()
             .flatten()
@@ -113,79 +147,126 @@ impl Sim<'_> {
                 break;
             }
             now = t;
-            self.dirty = false;
-            while let Some(Reverse((tt, ev))) = self.heap.peek().copied() {
+            self.engine.clear_dirty();
+            // Work completed first, then grace over, as they fall due.
+            while let Some(&Reverse((tt, w, attempt))) = self.heap.peek() {
                 if tt != t {
                     break;
                 }
                 self.heap.pop();
                 self.out.events += 1;
-                self.timed(t, ev);
+                self.engine.exited(w, attempt, Exit::Completed, t);
+                self.apply(t);
             }
+            self.out.events += self.engine.expire(t) as u64;
+            self.apply(t);
             while node_events.peek().is_some_and(|e| e.t == t) {
                 let e = node_events.next().expect("peeked");
                 self.out.events += 1;
-                self.node_event(&e);
+                self.engine.node_event(&e);
+                self.apply(t);
             }
             while arrivals.peek().is_some_and(|w| w.submit == t) {
-                let w = arrivals.next().expect("peeked");
+                let spec = arrivals.next().expect("peeked");
                 self.out.events += 1;
-                self.arrive(w, t);
+                let id = spec.id.clone();
+                let w = self.engine.arrive(&*self.policy, spec, RETRIES, t);
+                self.ids.insert(id, w);
+                self.apply(t);
             }
-            let woke = self.wake == Some(t);
-            if woke {
-                self.wake = None;
+            while requests.peek().is_some_and(|r| r.t == t) {
+                let r = requests.next().expect("peeked");
+                self.out.events += 1;
+                self.request(&r);
             }
-            if (self.dirty || woke) && !self.state.pending.is_empty() {
-                self.pass(t);
+            let woke = self.engine.take_wake(t);
+            if (self.engine.dirty() || woke) && !self.engine.state.pending.is_empty() {
+                self.out.passes += 1;
+                self.engine.pass(self.policy, t);
+                self.apply(t);
             }
             if self.opts.check_invariants
-                && let Err(e) = self.state.sanity_check(t)
+                && let Err(e) = self.engine.state.sanity_check(t)
             {
                 panic!("invariant broken at t={t}: {e}");
             }
-            self.plan_wake(t, arrivals.peek().is_some() || node_events.peek().is_some());
+            let inputs = arrivals.peek().is_some() || node_events.peek().is_some() || requests.peek().is_some();
+            self.engine.plan_wake(&*self.policy, t, inputs || !self.heap.is_empty());
         }
         self.finish_run(now);
     }
 
-    /// Decides when the next time-driven pass is due.
-    fn plan_wake(&mut self, t: Time, future_inputs: bool) {
-        // With nothing pending, or nothing that could ever change (no GPUs
-        // held, no future input), no time-driven pass can start anything.
-        let stuck = self.state.running.is_empty() && !future_inputs && self.heap.is_empty();
-        if self.state.pending.is_empty() || stuck {
-            self.wake = None;
-            return;
+    fn request(&mut self, r: &Request) {
+        let Some(&w) = self.ids.get(&r.workload) else { return };
+        match &r.kind {
+            RequestKind::Cancel { by } => {
+                self.engine.cancel(w, r.t, &format!("cancelled by {by}"));
+            }
+            RequestKind::Exit { code } => {
+                let attempt = self.engine.state.run(w).attempts;
+                self.engine.exited(w, attempt, Exit::Status { code: Some(*code), signal: None }, r.t);
+            }
         }
-        let mut next = self.policy.next_wakeup(&self.state, t).filter(|w| *w > t);
-        // Periodic passes only while something can still change.
-        if self.policy.periodic() {
-            let p = t + self.state.contract.scheduling_interval.max(1);
-            next = Some(next.map_or(p, |n| n.min(p)));
+        self.apply(r.t);
+    }
+
+    /// Carries out the engine's effects: the virtual processes and the
+    /// record.
+    fn apply(&mut self, t: Time) {
+        loop {
+            let effects = self.engine.take_effects();
+            if effects.is_empty() {
+                self.engine.recycle(effects);
+                return;
+            }
+            let mut capacity = false;
+            for e in &effects {
+                match e {
+                    Effect::Launch { workload: w, attempt, .. } => {
+                        let finish = self.engine.state.finish_time(*w).expect("started");
+                        self.heap.push(Reverse((finish, *w, *attempt)));
+                    }
+                    // The virtual process runs on until its work is done or
+                    // it is killed.
+                    Effect::Signal { .. } => {}
+                    Effect::Kill { workload, attempt } => self.engine.exited(*workload, *attempt, Exit::KILLED, t),
+                    Effect::Record(tr) => self.record(tr),
+                    Effect::Health { .. } => capacity = true,
+                    Effect::NodeAction { .. } => {}
+                }
+            }
+            if capacity {
+                self.record_capacity(t);
+            }
+            self.engine.recycle(effects);
         }
-        // Keep an earlier wake-up already planned, if still in the future.
-        self.wake = match (self.wake.filter(|w| *w > t), next) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+    }
+
+    fn record(&mut self, tr: &Transition) {
+        if let Some(ended) = &tr.ended {
+            let a = self.attempt_record(tr.workload, ended, tr.t);
+            self.out.attempts.push(a);
+        }
+        if self.opts.keep_log && tr.change != Change::Abort {
+            self.log(tr);
+        }
     }
 
     fn finish_run(&mut self, now: Time) {
         let end = self.opts.until.unwrap_or(now);
         self.out.horizon_end = end;
+        let state = &self.engine.state;
         // Attempts still holding GPUs at the horizon are cut there; their
         // progress so far counts as useful (it has not been lost).
-        let holding: Vec<WorkloadId> = self.state.running.iter().copied().collect();
-        for w in holding {
-            let (spec, run) = (self.state.spec(w), self.state.run(w));
+        for &w in &state.running {
+            let (spec, run) = (state.spec(w), state.run(w));
             let progress = run.progress(end);
             let a = Attempt {
                 workload: w,
                 account: spec.account,
                 class: spec.class,
                 gpus: spec.gpus,
-                weight: self.weight(w),
+                weight: weight(state, run.alloc.as_ref().expect("holding")),
                 util: spec.util,
                 start: run.started.expect("holding"),
                 end,
@@ -195,129 +276,61 @@ impl Sim<'_> {
             self.out.attempts.push(a);
         }
         // Pending workloads keep the policy's explanation of why they wait.
-        let waiting: Vec<WorkloadId> = self.state.pending.iter().map(|(_, w)| *w).collect();
+        let waiting: Vec<WorkloadId> = state.pending.iter().map(|(_, w)| *w).collect();
         for w in waiting {
-            let r = self.policy.explain(&self.state, w, end);
-            self.state.runs[w.0 as usize].last_reason = Some(r);
+            let r = self.policy.explain(&self.engine.state, w, end);
+            self.engine.state.runs[w.0 as usize].last_reason = Some(r);
         }
     }
 
-    fn weight(&self, w: WorkloadId) -> f64 {
-        let run = self.state.run(w);
-        let node = run.alloc.as_ref().and_then(|a| a.parts.first()).map(|(n, _)| *n);
-        node.map_or(1.0, |n| self.state.cluster.weight(self.state.cluster.node(n).gpu))
-    }
-
-    fn node_names(&self, w: WorkloadId) -> Vec<String> {
-        let run = self.state.run(w);
-        run.alloc
-            .as_ref()
-            .map(|a| a.nodes().map(|n| self.state.cluster.node(n).name.clone()).collect())
-            .unwrap_or_default()
-    }
-
-    fn log(&mut self, t: Time, event: &'static str, w: WorkloadId, reason: &Reason, by: Option<WorkloadId>) {
-        if !self.opts.keep_log {
-            return;
-        }
-        let nodes = self.node_names(w);
-        let spec = self.state.spec(w);
-        let e = LogEvent {
-            t,
-            event,
-            workload: spec.id.clone(),
-            nodes,
-            gpus: spec.gpus,
-            reason: reason.to_string(),
-            by: by.map(|b| self.state.spec(b).id.clone()),
-        };
-        self.out.log.push(e);
-    }
-
-    fn timed(&mut self, t: Time, ev: Timed) {
-        match ev {
-            Timed::Finish(w, attempt) => {
-                let run = self.state.run(w);
-                if run.attempts != attempt || !run.phase.holds_gpus() {
-                    return; // stale: the attempt was stopped earlier
-                }
-                let reason = Reason::new(Rule::Completed, "work completed");
-                self.log(t, "finish", w, &reason, None);
-                let attempt = self.attempt_record(w, t, AttemptEnd::Finished);
-                let nodes: Vec<NodeId> =
-                    self.state.run(w).alloc.as_ref().map(|a| a.nodes().collect()).unwrap_or_default();
-                let o = self.state.finish(w, t, reason);
-                self.out.attempts.push(Attempt { useful_gpu_s: o.useful_gpu_s, ..attempt });
-                self.after_release(&nodes, t);
-            }
-            Timed::Stop(w, attempt) => {
-                let run = self.state.run(w);
-                if run.attempts != attempt || run.phase != Phase::Stopping || run.stop_at != Some(t) {
-                    return;
-                }
-                let progress = run.progress(t);
-                let why = run.last_reason.as_ref().map(|r| r.rule).unwrap_or(Rule::Grace);
-                let reason = Reason::new(
-                    Rule::Requeue,
-                    format!(
-                        "grace over; {} s of progress since the last checkpoint lost, requeued ({})",
-                        progress - allot_core::workload::saved(progress, self.state.spec(w).checkpoint_s),
-                        why.id()
-                    ),
-                );
-                self.stop(w, t, reason, AttemptEnd::Preempted, "stop");
-            }
-        }
-    }
-
-    fn attempt_record(&self, w: WorkloadId, t: Time, outcome: AttemptEnd) -> Attempt {
-        let (spec, run) = (self.state.spec(w), self.state.run(w));
+    fn attempt_record(&self, w: WorkloadId, ended: &Ended, t: Time) -> Attempt {
+        let state = &self.engine.state;
+        let spec = state.spec(w);
         Attempt {
             workload: w,
             account: spec.account,
             class: spec.class,
             gpus: spec.gpus,
-            weight: self.weight(w),
+            weight: weight(state, &ended.alloc),
             util: spec.util,
-            start: run.started.expect("holding"),
+            start: ended.started,
             end: t,
-            useful_gpu_s: 0,
-            outcome,
+            useful_gpu_s: ended.stop.useful_gpu_s,
+            outcome: match ended.outcome {
+                Outcome::Finished => AttemptEnd::Finished,
+                Outcome::Preempted | Outcome::Cancelled => AttemptEnd::Preempted,
+                Outcome::NodeFailed | Outcome::Failed | Outcome::LaunchFailed => AttemptEnd::Failed,
+            },
         }
     }
 
-    /// Stops a holding workload now and requeues it.
-    fn stop(&mut self, w: WorkloadId, t: Time, reason: Reason, outcome: AttemptEnd, event: &'static str) {
-        self.log(t, event, w, &reason, None);
-        let attempt = self.attempt_record(w, t, outcome);
-        let nodes: Vec<NodeId> = self.state.run(w).alloc.as_ref().map(|a| a.nodes().collect()).unwrap_or_default();
-        let o = self.state.stop(w, t, reason);
-        self.out.attempts.push(Attempt { useful_gpu_s: o.useful_gpu_s, ..attempt });
-        self.after_release(&nodes, t);
-    }
-
-    /// GPUs were released on `nodes`: finish drains that are now empty.
-    fn after_release(&mut self, nodes: &[NodeId], t: Time) {
-        self.dirty = true;
-        for &n in nodes {
-            if self.state.health[n.0 as usize] == Health::Draining && self.node_idle(n) {
-                self.state.set_health(n, Health::Drained);
-                self.record_capacity(t);
-            }
-        }
-    }
-
-    fn node_idle(&self, n: NodeId) -> bool {
-        let i = n.0 as usize;
-        self.state.free.free[i] == allot_core::placement::full_mask(self.state.cluster.nodes[i].gpus)
+    fn log(&mut self, tr: &Transition) {
+        let state = &self.engine.state;
+        let alloc = match &tr.ended {
+            Some(e) => Some(&e.alloc),
+            None => state.run(tr.workload).alloc.as_ref(),
+        };
+        let nodes = alloc.map(|a| a.nodes().map(|n| state.cluster.node(n).name.clone()).collect()).unwrap_or_default();
+        let spec = state.spec(tr.workload);
+        let e = LogEvent {
+            t: tr.t,
+            event: tr.change.as_str(),
+            workload: spec.id.clone(),
+            nodes,
+            gpus: spec.gpus,
+            reason: Reason::to_string(&tr.reason),
+            by: tr.by.map(|b| state.spec(b).id.clone()),
+        };
+        self.out.log.push(e);
     }
 
     fn record_capacity(&mut self, t: Time) {
+        let state = &self.engine.state;
         let (mut gpus, mut milli) = (0u64, 0u64);
-        for (node, h) in self.state.cluster.nodes.iter().zip(&self.state.health) {
+        for (node, h) in state.cluster.nodes.iter().zip(&state.health) {
             if h.in_service() {
                 gpus += u64::from(node.gpus);
-                milli += (u64::from(node.gpus) as f64 * self.state.cluster.weight(node.gpu) * 1000.0).round() as u64;
+                milli += (u64::from(node.gpus) as f64 * state.cluster.weight(node.gpu) * 1000.0).round() as u64;
             }
         }
         let step = CapacityStep { t, gpus, ngpus_milli: milli };
@@ -327,93 +340,9 @@ impl Sim<'_> {
             _ => self.out.capacity.push(step),
         }
     }
+}
 
-    fn node_event(&mut self, e: &NodeEvent) {
-        let n = e.node;
-        let i = n.0 as usize;
-        let name = self.state.cluster.node(n).name.clone();
-        self.dirty = true;
-        match e.kind {
-            NodeEventKind::Fail => {
-                self.state.set_health(n, Health::Down);
-                for w in self.state.workloads_on(n) {
-                    let reason = Reason::new(Rule::Failure, format!("node {name} failed"));
-                    self.stop(w, e.t, reason, AttemptEnd::Failed, "fail");
-                }
-            }
-            NodeEventKind::Drain => {
-                if self.state.health[i] == Health::Down {
-                    return; // a failed node is already out of service
-                }
-                self.state.set_health(n, Health::Draining);
-                let grace = self.state.contract.grace;
-                for w in self.state.workloads_on(n) {
-                    if self.state.run(w).phase == Phase::Running {
-                        let reason = Reason::new(Rule::Drain, format!("node {name} drained for maintenance"));
-                        self.preempt(w, e.t, grace, reason, None);
-                    }
-                }
-                if self.node_idle(n) {
-                    self.state.set_health(n, Health::Drained);
-                }
-            }
-            NodeEventKind::Repair | NodeEventKind::Undrain => {
-                if e.kind == NodeEventKind::Undrain && self.state.health[i] == Health::Down {
-                    return; // undrain does not repair a failed node
-                }
-                self.state.set_health(n, Health::Up);
-            }
-        }
-        self.record_capacity(e.t);
-    }
-
-    fn arrive(&mut self, spec: WorkloadSpec, t: Time) {
-        let verdict = self.policy.admit(&self.state, &spec);
-        let w = self.state.submit(spec);
-        match verdict {
-            Ok(()) => self.dirty = true,
-            Err(reason) => {
-                self.log(t, "reject", w, &reason, None);
-                self.state.end_pending(w, t, Phase::Rejected, reason);
-            }
-        }
-    }
-
-    /// Signals a running workload; it stops after `grace` unless its work
-    /// completes first.
-    fn preempt(&mut self, w: WorkloadId, t: Time, grace: Time, reason: Reason, by: Option<WorkloadId>) {
-        self.log(t, "preempt", w, &reason, by);
-        let finish = self.state.finish_time(w).expect("running");
-        let stop_at = self.state.signal(w, t, grace, reason);
-        if finish > stop_at {
-            let attempt = self.state.run(w).attempts;
-            self.heap.push(Reverse((stop_at, Timed::Stop(w, attempt))));
-        }
-    }
-
-    fn pass(&mut self, t: Time) {
-        self.out.passes += 1;
-        let decisions = self.policy.schedule(&self.state, t);
-        for Decision { action, reason } in decisions {
-            match action {
-                Action::Start { workload: w, alloc } => {
-                    self.state.start(w, alloc, t, reason.clone());
-                    self.log(t, "start", w, &reason, None);
-                    let finish = self.state.finish_time(w).expect("started");
-                    let attempt = self.state.run(w).attempts;
-                    self.heap.push(Reverse((finish, Timed::Finish(w, attempt))));
-                }
-                Action::Preempt { workload: w, by } => {
-                    if self.state.run(w).phase == Phase::Running {
-                        let grace = self.state.contract.grace;
-                        self.preempt(w, t, grace, reason, by);
-                    }
-                }
-                Action::Reject { workload: w } => {
-                    self.log(t, "reject", w, &reason, None);
-                    self.state.end_pending(w, t, Phase::Rejected, reason);
-                }
-            }
-        }
-    }
+/// Normalisation weight of the GPUs of an allocation (its first node's type).
+fn weight(state: &State, alloc: &allot_core::Allocation) -> f64 {
+    alloc.parts.first().map_or(1.0, |(n, _)| state.cluster.weight(state.cluster.node(*n).gpu))
 }

@@ -1,0 +1,158 @@
+//! What the engine leaves for its interpreters: effects, and the
+//! transitions they record.
+
+use crate::Time;
+use crate::cluster::{Health, NodeId};
+use crate::decision::Reason;
+use crate::placement::Allocation;
+use crate::state::{NodeEventKind, StopOutcome};
+use crate::workload::WorkloadId;
+
+/// Something an interpreter must do or record, in the order left.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// Start attempt `attempt` of the workload on `alloc`.
+    Launch { workload: WorkloadId, attempt: u32, alloc: Allocation },
+    /// Ask the attempt to checkpoint and stop (CON-2); the engine kills it
+    /// at `stop_at` unless it has ended.
+    Signal { workload: WorkloadId, attempt: u32, stop_at: Time },
+    /// End the attempt now (grace over, node failed).
+    Kill { workload: WorkloadId, attempt: u32 },
+    /// A state change to record.
+    Record(Transition),
+    /// A node's health changed (in-service capacity may have).
+    Health { node: NodeId, health: Health },
+    /// The engine itself took a node out of service (MNT-3): record it as
+    /// an operator's node event, with `cause` as its principal.
+    NodeAction { node: NodeId, kind: NodeEventKind, cause: Reason },
+}
+
+/// A workload's state change.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transition {
+    pub t: Time,
+    pub workload: WorkloadId,
+    /// The attempt it concerns (the last one for changes of a pending
+    /// workload).
+    pub attempt: u32,
+    pub change: Change,
+    pub reason: Reason,
+    /// The workload whose need caused a preemption, if any.
+    pub by: Option<WorkloadId>,
+    /// For changes that end an attempt: what it held and amounted to.
+    pub ended: Option<Ended>,
+}
+
+/// The kinds of state change, named as in the decision log.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Change {
+    /// Pending → running on an allocation.
+    Start,
+    /// Running → stopping: signalled, killed after grace (CON-2).
+    Preempt,
+    /// Running → stopping without grace: its node failed (MNT-2).
+    Abort,
+    /// Stopping → pending: stopped and requeued (CON-3).
+    Stop,
+    /// Stopped by a node failure and requeued (MNT-2).
+    Fail,
+    /// The work is done (ENG-1).
+    Finish,
+    /// Refused for good (admission or policy).
+    Reject,
+    /// Ended by a cancel (pending, or stopped after one was asked).
+    Cancel,
+    /// Failed by itself and requeued while retries are left.
+    Retry,
+    /// Failed by itself with no retry left.
+    Failed,
+    /// Could not start for a reason outside the workload; requeued (MNT-3).
+    LaunchFailed,
+}
+
+impl Change {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Change::Start => "start",
+            Change::Preempt => "preempt",
+            Change::Abort => "abort",
+            Change::Stop => "stop",
+            Change::Fail => "fail",
+            Change::Finish => "finish",
+            Change::Reject => "reject",
+            Change::Cancel => "cancel",
+            Change::Retry => "retry",
+            Change::Failed => "failed",
+            Change::LaunchFailed => "launch-failed",
+        }
+    }
+}
+
+/// How an attempt ended.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Finished,
+    /// Stopped after a signal (policy, drain).
+    Preempted,
+    /// Stopped by its node's failure.
+    NodeFailed,
+    /// Stopped after a cancel.
+    Cancelled,
+    /// Failed by itself.
+    Failed,
+    /// Never started, not by its own fault.
+    LaunchFailed,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Finished => "finished",
+            Outcome::Preempted => "preempted",
+            Outcome::NodeFailed => "node-failed",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Failed => "failed",
+            Outcome::LaunchFailed => "launch-failed",
+        }
+    }
+}
+
+/// What an ended attempt held and amounted to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ended {
+    pub alloc: Allocation,
+    pub started: Time,
+    pub outcome: Outcome,
+    pub stop: StopOutcome,
+    /// The exit code reported, if any.
+    pub exit_code: Option<i32>,
+}
+
+/// How an attempt's process ended, as its interpreter saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Its work is done (the simulator knows when; a live executor reports
+    /// exit codes instead).
+    Completed,
+    /// It exited with this code or was killed by this signal. Code 0 of an
+    /// attempt that was not signalled is a completion (ENG-1); any other
+    /// end of one that was not signalled is a failure, retried while
+    /// retries are left; any end of a signalled one is a stop (CON-3).
+    Status { code: Option<i32>, signal: Option<i32> },
+    /// It could not be started: by its own fault (`outside = false`: a
+    /// failure) or not (MNT-3), on `node` or on its allocation as a whole.
+    NotStarted { message: String, outside: bool, node: Option<NodeId> },
+}
+
+impl Exit {
+    /// A killed process, as the simulator's kill leaves it.
+    pub const KILLED: Exit = Exit::Status { code: None, signal: Some(9) };
+
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            Exit::Completed => Some(0),
+            Exit::Status { code, .. } => *code,
+            Exit::NotStarted { .. } => None,
+        }
+    }
+}

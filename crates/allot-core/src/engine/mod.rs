@@ -1,0 +1,20 @@
+//! The engine: the one place where inputs change the scheduler state.
+//!
+//! Inputs are arrivals, the policy's pass, workload exits, node events,
+//! cancels and the passing of time; each call changes the [`State`] through
+//! its methods and leaves [`Effect`]s behind as data: launch this attempt,
+//! signal it, kill it, record this transition, this node's health changed.
+//! Two interpreters execute them: the simulator in virtual time (a
+//! launched attempt's process ends when its work is done, a kill ends it at
+//! once) and the live server (the store first, in one transaction, then the
+//! executor). Whatever differs between them is in *what they feed in*, never
+//! in how the state changes; `docs/architecture.md` lists those facts.
+//!
+//! Pure and deterministic like the rest of the core: no I/O, no clock; `now`
+//! is always an argument, and every tie is broken by workload id.
+
+mod effect;
+mod reactor;
+
+pub use effect::{Change, Effect, Ended, Exit, Outcome, Transition};
+pub use reactor::{Cancelled, Engine, LAUNCH_FAILURES_TO_DRAIN, Past};

@@ -1,0 +1,577 @@
+//! The engine's inputs and how each changes the state.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Change, Effect, Ended, Exit, Outcome, Transition};
+use crate::Time;
+use crate::cluster::{Health, NodeId};
+use crate::decision::{Action, Decision, Reason, Rule};
+use crate::placement::{Allocation, full_mask};
+use crate::policy::Policy;
+use crate::state::{NodeEvent, NodeEventKind, State, StopOutcome};
+use crate::workload::{Phase, WorkloadId, WorkloadSpec, saved};
+
+/// MNT-3: launch failures in a row outside the workloads that take a node
+/// out of service.
+pub const LAUNCH_FAILURES_TO_DRAIN: u32 = 3;
+
+/// What the engine keeps of a workload beyond its [`crate::Run`].
+#[derive(Copy, Clone, Debug, Default)]
+struct Extra {
+    /// Failed exits retried before the workload fails for good.
+    retries: u32,
+    failures: u32,
+    /// A cancel was asked while it held GPUs: it ends when it stops.
+    cancel: bool,
+}
+
+/// What became of a cancel.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Cancelled {
+    /// It was pending and has ended.
+    Ended,
+    /// It holds GPUs: signalled (or already stopping), it ends when it stops.
+    Stopping,
+    /// It had already ended.
+    AlreadyEnded,
+}
+
+/// Past attempts of a workload recovered from a live store.
+#[derive(Clone, Debug, Default)]
+pub struct Past {
+    /// Progress kept by its attempts (seconds).
+    pub kept_s: Time,
+    pub attempts: u32,
+    pub preemptions: u32,
+    pub first_start: Option<Time>,
+    pub lost_gpu_s: u64,
+    pub failures: u32,
+    pub cancel: bool,
+}
+
+/// The state and everything that changes it.
+#[derive(Clone, Debug)]
+pub struct Engine {
+    pub state: State,
+    extra: Vec<Extra>,
+    /// Grace deadlines of signalled attempts still holding GPUs: (stop at,
+    /// workload, attempt).
+    deadlines: BTreeSet<(Time, WorkloadId, u32)>,
+    wake: Option<Time>,
+    dirty: bool,
+    effects: Vec<Effect>,
+    /// MNT-3: launch failures in a row outside the workloads, per node.
+    launch_failures: BTreeMap<NodeId, u32>,
+}
+
+impl Engine {
+    pub fn new(state: State) -> Engine {
+        Engine {
+            extra: vec![Extra::default(); state.specs.len()],
+            state,
+            deadlines: BTreeSet::new(),
+            wake: None,
+            dirty: false,
+            effects: Vec::new(),
+            launch_failures: BTreeMap::new(),
+        }
+    }
+
+    /// The effects left by the calls since the last take, in order.
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    /// Hands an emptied effect list back, to be filled again without
+    /// allocating.
+    pub fn recycle(&mut self, mut effects: Vec<Effect>) {
+        if self.effects.is_empty() {
+            effects.clear();
+            self.effects = effects;
+        }
+    }
+
+    /// Something changed since [`Engine::clear_dirty`]: a pass may start
+    /// or stop something.
+    pub fn dirty(&self) -> bool {
+        self.dirty
+    }
+
+    pub fn mark_dirty(&mut self) {
+        self.dirty = true;
+    }
+
+    pub fn clear_dirty(&mut self) {
+        self.dirty = false;
+    }
+
+    /// When the next time-driven pass is due.
+    pub fn wake(&self) -> Option<Time> {
+        self.wake
+    }
+
+    /// Whether the planned wake-up is due at `now`; it is consumed.
+    pub fn take_wake(&mut self, now: Time) -> bool {
+        let due = self.wake.is_some_and(|w| w <= now);
+        if due {
+            self.wake = None;
+        }
+        due
+    }
+
+    /// The earliest grace deadline.
+    pub fn next_deadline(&self) -> Option<Time> {
+        self.deadlines.first().map(|(t, _, _)| *t)
+    }
+
+    /// Failed exits so far.
+    pub fn failures(&self, w: WorkloadId) -> u32 {
+        self.extra[w.0 as usize].failures
+    }
+
+    pub fn retries(&self, w: WorkloadId) -> u32 {
+        self.extra[w.0 as usize].retries
+    }
+
+    pub fn cancel_requested(&self, w: WorkloadId) -> bool {
+        self.extra[w.0 as usize].cancel
+    }
+
+    fn record(&mut self, t: Time, w: WorkloadId, change: Change, reason: Reason) {
+        let attempt = self.state.run(w).attempts;
+        self.effects.push(Effect::Record(Transition { t, workload: w, attempt, change, reason, by: None, ended: None }));
+    }
+
+    fn set_health(&mut self, n: NodeId, h: Health) {
+        self.state.set_health(n, h);
+        self.effects.push(Effect::Health { node: n, health: h });
+    }
+
+    /// A workload arrives: the policy admits it (queued) or refuses it
+    /// (rejected at once).
+    pub fn arrive(&mut self, policy: &dyn Policy, spec: WorkloadSpec, retries: u32, now: Time) -> WorkloadId {
+        let verdict = policy.admit(&self.state, &spec);
+        let w = self.submit(spec, retries);
+        match verdict {
+            Ok(()) => self.dirty = true,
+            Err(reason) => {
+                self.record(now, w, Change::Reject, reason.clone());
+                self.state.end_pending(w, now, Phase::Rejected, reason);
+            }
+        }
+        w
+    }
+
+    fn submit(&mut self, spec: WorkloadSpec, retries: u32) -> WorkloadId {
+        let w = self.state.submit(spec);
+        debug_assert_eq!(w.0 as usize, self.extra.len());
+        self.extra.push(Extra { retries, ..Extra::default() });
+        w
+    }
+
+    /// A workload recovered from a live store, queued with its past
+    /// (remaining work = its work less the progress its attempts kept).
+    pub fn restore(&mut self, spec: WorkloadSpec, retries: u32, past: &Past) -> WorkloadId {
+        let w = self.submit(spec, retries);
+        let work = self.state.spec(w).work_s;
+        let r = &mut self.state.runs[w.0 as usize];
+        r.remaining = work.saturating_sub(past.kept_s).max(1);
+        r.attempts = past.attempts;
+        r.preemptions = past.preemptions;
+        r.first_start = past.first_start;
+        r.lost_gpu_s = past.lost_gpu_s;
+        let x = &mut self.extra[w.0 as usize];
+        x.failures = past.failures;
+        x.cancel = past.cancel;
+        self.dirty = true;
+        w
+    }
+
+    /// One scheduling pass: the policy's decisions, applied in order.
+    pub fn pass(&mut self, policy: &mut dyn Policy, now: Time) {
+        let decisions = policy.schedule(&self.state, now);
+        for Decision { action, reason } in decisions {
+            match action {
+                Action::Start { workload: w, alloc } => self.start(w, alloc, now, reason),
+                Action::Preempt { workload: w, by } => {
+                    if self.state.run(w).phase == Phase::Running {
+                        let grace = self.state.contract.grace;
+                        self.preempt(w, now, grace, reason, by);
+                    }
+                }
+                Action::Reject { workload: w } => {
+                    self.record(now, w, Change::Reject, reason.clone());
+                    self.state.end_pending(w, now, Phase::Rejected, reason);
+                }
+            }
+        }
+    }
+
+    fn start(&mut self, w: WorkloadId, alloc: Allocation, now: Time, reason: Reason) {
+        self.state.start(w, alloc.clone(), now, reason.clone());
+        let attempt = self.state.run(w).attempts;
+        self.record(now, w, Change::Start, reason);
+        self.effects.push(Effect::Launch { workload: w, attempt, alloc });
+    }
+
+    /// CON-2: signals a running workload; it is killed at `now + grace`
+    /// unless it ends first.
+    fn preempt(&mut self, w: WorkloadId, now: Time, grace: Time, reason: Reason, by: Option<WorkloadId>) {
+        let stop_at = self.state.signal(w, now, grace, reason.clone());
+        let attempt = self.state.run(w).attempts;
+        self.deadlines.insert((stop_at, w, attempt));
+        self.effects.push(Effect::Record(Transition {
+            t: now,
+            workload: w,
+            attempt,
+            change: Change::Preempt,
+            reason,
+            by,
+            ended: None,
+        }));
+        self.effects.push(Effect::Signal { workload: w, attempt, stop_at });
+    }
+
+    /// Grace is over for the attempts whose deadline is at or before `now`:
+    /// they are killed. Returns how many deadlines expired.
+    pub fn expire(&mut self, now: Time) -> usize {
+        let mut n = 0;
+        while let Some(&(t, w, attempt)) = self.deadlines.first() {
+            if t > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            n += 1;
+            let run = self.state.run(w);
+            if run.attempts == attempt && run.phase == Phase::Stopping && run.stop_at == Some(t) {
+                self.effects.push(Effect::Kill { workload: w, attempt });
+            }
+        }
+        n
+    }
+
+    /// The executor started attempt `attempt`: launches on its nodes work
+    /// again (MNT-3 counts failures in a row).
+    pub fn launched(&mut self, w: WorkloadId, attempt: u32) {
+        if self.state.run(w).attempts != attempt {
+            return;
+        }
+        if let Some(a) = self.state.run(w).alloc.as_ref() {
+            for n in a.nodes() {
+                self.launch_failures.remove(&n);
+            }
+        }
+    }
+
+    /// The process of attempt `attempt` ended (or never started). Stale
+    /// reports (an older attempt, a workload no longer holding GPUs) are
+    /// ignored.
+    pub fn exited(&mut self, w: WorkloadId, attempt: u32, exit: Exit, now: Time) {
+        let run = self.state.run(w);
+        if run.attempts != attempt || !run.phase.holds_gpus() {
+            return;
+        }
+        let stopping = run.phase == Phase::Stopping;
+        match exit {
+            Exit::Completed => self.finish(w, now, Some(0)),
+            // Once signalled, any end is a stop: an exit code cannot tell
+            // "done" from "checkpointed and stopped" (CON-3).
+            _ if stopping => self.stopped(w, now, exit.code()),
+            Exit::Status { code: Some(0), .. } => self.finish(w, now, Some(0)),
+            Exit::Status { code, signal } => {
+                let how = match (code, signal) {
+                    (Some(c), _) => format!("exited with code {c}"),
+                    (None, Some(s)) => format!("killed by signal {s}"),
+                    (None, None) => "ended".to_string(),
+                };
+                self.crashed(w, now, code, &how);
+            }
+            Exit::NotStarted { message, outside: false, .. } => {
+                self.crashed(w, now, None, &format!("could not start: {message}"));
+            }
+            Exit::NotStarted { message, outside: true, node } => self.launch_failed(w, now, &message, node),
+        }
+    }
+
+    /// Releases a holding workload's GPUs and requeues it (CON-3): the
+    /// state's stop, then live estimates are kept sane.
+    fn release_requeue(&mut self, w: WorkloadId, now: Time, reason: Reason) -> (Allocation, Time, StopOutcome) {
+        self.drop_deadline(w);
+        let run = self.state.run(w);
+        let alloc = run.alloc.clone().expect("holding workload has an allocation");
+        let started = run.started.expect("holding workload has a start");
+        let o = self.state.stop(w, now, reason);
+        // Live remaining work is an estimate: a workload that ran past it
+        // and was stopped keeps at least a second to do.
+        let r = &mut self.state.runs[w.0 as usize];
+        if r.remaining == 0 {
+            r.remaining = 1;
+        }
+        (alloc, started, o)
+    }
+
+    /// An attempt that ends has no grace deadline left.
+    fn drop_deadline(&mut self, w: WorkloadId) {
+        let run = self.state.run(w);
+        if let Some(stop_at) = run.stop_at {
+            self.deadlines.remove(&(stop_at, w, run.attempts));
+        }
+    }
+
+    fn ended_record(
+        &mut self,
+        t: Time,
+        w: WorkloadId,
+        attempt: u32,
+        change: Change,
+        reason: Reason,
+        ended: Ended,
+    ) {
+        self.effects.push(Effect::Record(Transition {
+            t,
+            workload: w,
+            attempt,
+            change,
+            reason,
+            by: None,
+            ended: Some(ended),
+        }));
+    }
+
+    /// ENG-1: the work is done.
+    fn finish(&mut self, w: WorkloadId, now: Time, exit_code: Option<i32>) {
+        self.drop_deadline(w);
+        let run = self.state.run(w);
+        let (attempt, started) = (run.attempts, run.started.expect("holding"));
+        let alloc = run.alloc.clone().expect("holding");
+        let nodes: Vec<NodeId> = alloc.nodes().collect();
+        let reason = Reason::new(Rule::Completed, "work completed");
+        let o = self.state.finish(w, now, reason.clone());
+        let ended = Ended { alloc, started, outcome: Outcome::Finished, stop: o, exit_code };
+        self.ended_record(now, w, attempt, Change::Finish, reason, ended);
+        self.after_release(&nodes);
+    }
+
+    /// A signalled attempt is gone: requeued (CON-3, or MNT-2 after a node
+    /// failure), or ended if a cancel was asked.
+    fn stopped(&mut self, w: WorkloadId, now: Time, exit_code: Option<i32>) {
+        let run = self.state.run(w);
+        let attempt = run.attempts;
+        let why = run.last_reason.clone().unwrap_or_else(|| Reason::new(Rule::Grace, ""));
+        let progress = run.progress(now);
+        let lost = progress - saved(progress, self.state.spec(w).checkpoint_s);
+        let graced = run.stop_at.is_some_and(|s| now >= s);
+        let (change, outcome, reason) = if self.extra[w.0 as usize].cancel {
+            (Change::Cancel, Outcome::Cancelled, None)
+        } else if why.rule == Rule::Failure {
+            (Change::Fail, Outcome::NodeFailed, Some(why.clone()))
+        } else {
+            (Change::Stop, Outcome::Preempted, None)
+        };
+        let requeue = reason.unwrap_or_else(|| {
+            let when = if graced { "grace over" } else { "stopped after the signal" };
+            Reason::new(
+                Rule::Requeue,
+                format!(
+                    "{when}; {lost} s of progress since the last checkpoint lost, requeued ({})",
+                    why.rule.id()
+                ),
+            )
+        });
+        let (alloc, started, o) = self.release_requeue(w, now, requeue.clone());
+        let nodes: Vec<NodeId> = alloc.nodes().collect();
+        let ended = Ended { alloc, started, outcome, stop: o, exit_code };
+        if change == Change::Cancel {
+            let r = Reason::new(why.rule, "cancelled");
+            self.state.end_pending(w, now, Phase::Cancelled, r.clone());
+            self.ended_record(now, w, attempt, change, r, ended);
+        } else {
+            self.ended_record(now, w, attempt, change, requeue, ended);
+        }
+        self.after_release(&nodes);
+    }
+
+    /// A failure of the workload itself: retried while retries are left.
+    fn crashed(&mut self, w: WorkloadId, now: Time, exit_code: Option<i32>, how: &str) {
+        let attempt = self.state.run(w).attempts;
+        let x = &mut self.extra[w.0 as usize];
+        x.failures += 1;
+        let (failures, retries) = (x.failures, x.retries);
+        let retry = failures <= retries;
+        let detail = if retry {
+            format!("{how}; retry {failures} of {retries}")
+        } else {
+            format!("{how}; failed ({retries} retries)")
+        };
+        let (alloc, started, o) = self.release_requeue(w, now, Reason::new(Rule::Requeue, detail.clone()));
+        let nodes: Vec<NodeId> = alloc.nodes().collect();
+        let ended = Ended { alloc, started, outcome: Outcome::Failed, stop: o, exit_code };
+        if retry {
+            self.ended_record(now, w, attempt, Change::Retry, Reason::new(Rule::Requeue, detail), ended);
+        } else {
+            let reason = Reason::new(Rule::Completed, detail);
+            self.state.end_pending(w, now, Phase::Failed, reason.clone());
+            self.ended_record(now, w, attempt, Change::Failed, reason, ended);
+        }
+        self.after_release(&nodes);
+    }
+
+    /// MNT-3: could not start for a reason outside the workload: requeued
+    /// without spending a retry (a signalled one stops as it would have);
+    /// the failure counts against the node named, else all its nodes.
+    fn launch_failed(&mut self, w: WorkloadId, now: Time, message: &str, node: Option<NodeId>) {
+        let nodes: Vec<NodeId> = self.state.run(w).alloc.as_ref().map(|a| a.nodes().collect()).unwrap_or_default();
+        if self.state.run(w).phase == Phase::Stopping {
+            self.stopped(w, now, None);
+        } else {
+            let attempt = self.state.run(w).attempts;
+            let reason = Reason::new(
+                Rule::LaunchFailure,
+                format!("could not start: {message}; requeued without spending a retry"),
+            );
+            let (alloc, started, o) = self.release_requeue(w, now, reason.clone());
+            let ended = Ended { alloc, started, outcome: Outcome::LaunchFailed, stop: o, exit_code: None };
+            self.ended_record(now, w, attempt, Change::LaunchFailed, reason, ended);
+            self.after_release(&nodes);
+        }
+        let blamed = match node {
+            Some(n) => vec![n],
+            None => nodes,
+        };
+        for n in blamed {
+            let count = self.launch_failures.entry(n).or_insert(0);
+            *count += 1;
+            let count = *count;
+            if count < LAUNCH_FAILURES_TO_DRAIN || self.state.health[n.0 as usize] != Health::Up {
+                continue;
+            }
+            self.launch_failures.remove(&n);
+            let name = &self.state.cluster.node(n).name;
+            let cause = Reason::new(
+                Rule::LaunchFailure,
+                format!("{count} launches in a row failed on {name} (last: {message})"),
+            );
+            self.effects.push(Effect::NodeAction { node: n, kind: NodeEventKind::Drain, cause });
+            self.node_event(&NodeEvent { t: now, node: n, kind: NodeEventKind::Drain });
+        }
+    }
+
+    /// GPUs were released on `nodes`: drains of nodes now empty are done.
+    fn after_release(&mut self, nodes: &[NodeId]) {
+        self.dirty = true;
+        for &n in nodes {
+            if self.state.health[n.0 as usize] == Health::Draining && self.node_idle(n) {
+                self.set_health(n, Health::Drained);
+            }
+        }
+    }
+
+    fn node_idle(&self, n: NodeId) -> bool {
+        let i = n.0 as usize;
+        self.state.free.free[i] == full_mask(self.state.cluster.nodes[i].gpus)
+    }
+
+    /// A node event (MNT-1 drain, MNT-2 failure, undrain, repair), from an
+    /// events file, an operator or an executor.
+    pub fn node_event(&mut self, e: &NodeEvent) {
+        let n = e.node;
+        let health = self.state.health[n.0 as usize];
+        self.dirty = true;
+        match e.kind {
+            NodeEventKind::Fail => {
+                self.set_health(n, Health::Down);
+                let reason = Reason::new(Rule::Failure, format!("node {} failed", self.state.cluster.node(n).name));
+                for w in self.state.workloads_on(n) {
+                    let attempt = self.state.run(w).attempts;
+                    if self.state.run(w).phase == Phase::Running {
+                        // Signalled without grace, so that the store knows
+                        // it is being stopped, and killed at once.
+                        self.state.signal(w, e.t, 0, reason.clone());
+                        self.record(e.t, w, Change::Abort, reason.clone());
+                    } else {
+                        self.state.runs[w.0 as usize].last_reason = Some(reason.clone());
+                    }
+                    self.effects.push(Effect::Kill { workload: w, attempt });
+                }
+            }
+            NodeEventKind::Drain => {
+                if health == Health::Down {
+                    return; // a failed node is already out of service
+                }
+                self.set_health(n, Health::Draining);
+                let grace = self.state.contract.grace;
+                let name = self.state.cluster.node(n).name.clone();
+                for w in self.state.workloads_on(n) {
+                    if self.state.run(w).phase == Phase::Running {
+                        let reason = Reason::new(Rule::Drain, format!("node {name} drained for maintenance"));
+                        self.preempt(w, e.t, grace, reason, None);
+                    }
+                }
+                if self.node_idle(n) {
+                    self.set_health(n, Health::Drained);
+                }
+            }
+            NodeEventKind::Repair | NodeEventKind::Undrain => {
+                if e.kind == NodeEventKind::Undrain && health == Health::Down {
+                    return; // undrain does not repair a failed node
+                }
+                self.set_health(n, Health::Up);
+            }
+        }
+    }
+
+    /// Cancels a workload: a pending one ends now; one holding GPUs is
+    /// signalled (CON-2) and ends when it stops. `detail` says who asked.
+    pub fn cancel(&mut self, w: WorkloadId, now: Time, detail: &str) -> Cancelled {
+        match self.state.run(w).phase {
+            Phase::Pending => {
+                let reason = Reason::new(Rule::Grace, detail);
+                self.record(now, w, Change::Cancel, reason.clone());
+                self.state.end_pending(w, now, Phase::Cancelled, reason);
+                self.dirty = true;
+                Cancelled::Ended
+            }
+            Phase::Running => {
+                self.extra[w.0 as usize].cancel = true;
+                let grace = self.state.contract.grace;
+                self.preempt(w, now, grace, Reason::new(Rule::Grace, format!("{detail}; stopping after grace")), None);
+                Cancelled::Stopping
+            }
+            Phase::Stopping => {
+                self.extra[w.0 as usize].cancel = true;
+                Cancelled::Stopping
+            }
+            _ => Cancelled::AlreadyEnded,
+        }
+    }
+
+    /// Replaces the account tree (a budget or share changed).
+    pub fn set_accounts(&mut self, tree: crate::AccountTree) {
+        self.state.accounts = tree;
+        self.dirty = true;
+    }
+
+    /// Plans the next time-driven pass: the policy's next wake-up
+    /// (`Policy::next_wakeup`: a slice ends, a budget period rolls over) and,
+    /// for periodic policies, every `scheduling_interval` while work waits.
+    /// `may_change`: inputs may still come (a live server: always), or a
+    /// process may still end; with none and no GPU held, no time-driven
+    /// pass could start anything.
+    pub fn plan_wake(&mut self, policy: &dyn Policy, t: Time, may_change: bool) {
+        let stuck = self.state.running.is_empty() && !may_change && self.deadlines.is_empty();
+        if self.state.pending.is_empty() || stuck {
+            self.wake = None;
+            return;
+        }
+        let mut next = policy.next_wakeup(&self.state, t).filter(|w| *w > t);
+        if policy.periodic() {
+            let p = t + self.state.contract.scheduling_interval.max(1);
+            next = Some(next.map_or(p, |n| n.min(p)));
+        }
+        // An earlier wake-up already planned is kept while in the future.
+        self.wake = match (self.wake.filter(|w| *w > t), next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
