@@ -1,8 +1,9 @@
 //! Rebuilding the scheduler at startup from the config and the store.
 //!
 //! 1. Accounts: the config's tree with the stored budget/share overrides.
-//! 2. Nodes: operator events replayed in order (a drained node stays out of
-//!    service; a failed one stays down until repaired).
+//! 2. Nodes: operator events replayed through the engine in order (a
+//!    drained node stays out of service; a failed one stays down until
+//!    repaired).
 //! 3. Attempts recorded as `starting`, `running` or `stopping` belong to the
 //!    previous server process. Their processes, if any survived, are found
 //!    by their tag, signalled, given `grace`, then killed; only once none is
@@ -18,8 +19,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use allot_core::engine::Past;
 use allot_core::workload::saved;
-use allot_core::{Class, Health, NodeEventKind, Phase, Priority, State, Time, WorkloadSpec};
+use allot_core::{Class, Engine, NodeEvent, NodeEventKind, Priority, State, Time, WorkloadSpec};
 
 use crate::accounts::{Overrides, base_specs, build_tree};
 use crate::executor::{AttemptKey, Executor, Survivor};
@@ -37,25 +39,18 @@ pub enum RecoveryError {
 
 /// The state and workloads to hand to the scheduler.
 pub struct Recovered {
-    pub state: State,
+    /// The engine with the cluster, accounts, node health and ledger (no
+    /// workloads yet).
+    pub engine: Engine,
     pub overrides: Overrides,
     pub base_accounts: Vec<allot_core::AccountSpec>,
-    pub workloads: Vec<(WorkloadSpec, Live, RunFacts)>,
+    /// Live workloads with their retries and past.
+    pub workloads: Vec<(WorkloadSpec, Live, u32, Past)>,
     /// Survivors that were found and stopped (for logs and tests).
     pub closed_attempts: usize,
     /// Every recorded workload and attempt, as read once after the
     /// survivors were closed (the metrics are restored from them).
     pub history: (Vec<WorkloadRow>, Vec<AttemptRow>),
-}
-
-/// What past attempts leave in a workload's run.
-#[derive(Clone, Debug, Default)]
-pub struct RunFacts {
-    pub kept_s: Time,
-    pub attempts: u32,
-    pub preemptions: u32,
-    pub first_start: Option<Time>,
-    pub lost_gpu_s: u64,
 }
 
 pub async fn recover(
@@ -78,14 +73,14 @@ pub async fn recover(
     overrides.share.retain(|p, _| cfg.accounts.get(p).is_some());
     let base = base_specs(&cfg.accounts);
     let tree = build_tree(&base, &overrides)?;
-    let mut state = State::new(cfg.cluster.clone(), tree, cfg.contract);
-    replay_node_events(&mut state, store).await?;
+    let mut engine = Engine::new(State::new(cfg.cluster.clone(), tree, cfg.contract));
+    replay_node_events(&mut engine, store).await?;
 
     let live_rows = store.live_workloads().await?;
     let closed = close_open_attempts(store, exec, &live_rows, cfg.contract.grace, now).await?;
     let all_workloads = store.all_workloads().await?;
     let all_attempts = store.all_attempts().await?;
-    replay_ledger(&mut state, &all_workloads, &all_attempts);
+    replay_ledger(&mut engine.state, &all_workloads, &all_attempts);
 
     let mut attempts: BTreeMap<i64, Vec<&AttemptRow>> = BTreeMap::new();
     for a in &all_attempts {
@@ -94,20 +89,19 @@ pub async fn recover(
     let mut out = Vec::new();
     let mut ops = Vec::new();
     for row in store.live_workloads().await? {
-        match spec_of(&state, &row) {
+        match spec_of(&engine.state, &row) {
             Ok(spec) => {
                 let list = attempts.remove(&row.seq).unwrap_or_default();
-                let facts = facts(&list);
+                let mut past = past(&list);
+                past.failures = u32::try_from(row.failures.max(0)).unwrap_or(u32::MAX);
+                past.cancel = row.cancel_requested;
                 let live = Live {
                     seq: row.seq,
                     command: serde_json::from_str(&row.command).unwrap_or_default(),
                     env: serde_json::from_str(&row.env).unwrap_or_default(),
-                    retries: row.retries,
-                    failures: row.failures,
-                    cancel: row.cancel_requested,
-                    attempt: list.last().map_or(0, |a| a.attempt),
                 };
-                out.push((spec, live, facts));
+                let retries = u32::try_from(row.retries.max(0)).unwrap_or(u32::MAX);
+                out.push((spec, live, retries, past));
             }
             Err(why) => {
                 tracing::warn!(workload = row.seq, %why, "rejected at recovery");
@@ -116,8 +110,9 @@ pub async fn recover(
         }
     }
     store.apply(&ops).await?;
+    engine.take_effects();
     Ok(Recovered {
-        state,
+        engine,
         overrides,
         base_accounts: base,
         workloads: out,
@@ -126,20 +121,15 @@ pub async fn recover(
     })
 }
 
-async fn replay_node_events(state: &mut State, store: &Store) -> Result<(), StoreError> {
+/// The recorded node events, through the engine (no workload holds GPUs
+/// yet, so a drain is complete at once).
+async fn replay_node_events(engine: &mut Engine, store: &Store) -> Result<(), StoreError> {
     for e in store.node_events().await? {
-        let (Some(n), Some(kind)) = (state.cluster.node_by_name(&e.node), NodeEventKind::parse(&e.kind)) else {
+        let (Some(n), Some(kind)) = (engine.state.cluster.node_by_name(&e.node), NodeEventKind::parse(&e.kind))
+        else {
             continue;
         };
-        let h = state.health[n.0 as usize];
-        let next = match kind {
-            NodeEventKind::Fail => Health::Down,
-            NodeEventKind::Drain if h != Health::Down => Health::Drained,
-            NodeEventKind::Drain => h,
-            NodeEventKind::Undrain if h == Health::Down => h,
-            NodeEventKind::Undrain | NodeEventKind::Repair => Health::Up,
-        };
-        state.set_health(n, next);
+        engine.node_event(&NodeEvent { t: e.t.max(0) as Time, node: n, kind });
     }
     Ok(())
 }
@@ -233,8 +223,8 @@ fn replay_ledger(state: &mut State, workloads: &[WorkloadRow], attempts: &[Attem
     }
 }
 
-fn facts(list: &[&AttemptRow]) -> RunFacts {
-    let mut f = RunFacts { attempts: list.len() as u32, ..Default::default() };
+fn past(list: &[&AttemptRow]) -> Past {
+    let mut f = Past { attempts: list.len() as u32, ..Default::default() };
     for a in list {
         f.kept_s += a.kept_s.unwrap_or(0).max(0) as Time;
         f.first_start = Some(f.first_start.map_or(a.start_t as Time, |s: Time| s.min(a.start_t as Time)));
@@ -281,16 +271,4 @@ fn spec_of(state: &State, row: &WorkloadRow) -> Result<WorkloadSpec, String> {
         priority: Priority::parse(&row.priority).unwrap_or(Priority::Normal),
         preemptible: row.preemptible,
     })
-}
-
-/// Puts a recovered workload's past into its run.
-pub(crate) fn restore_run(state: &mut State, w: allot_core::WorkloadId, f: &RunFacts) {
-    let work = state.spec(w).work_s;
-    let r = &mut state.runs[w.0 as usize];
-    debug_assert_eq!(r.phase, Phase::Pending);
-    r.remaining = work.saturating_sub(f.kept_s).max(1);
-    r.attempts = f.attempts;
-    r.preemptions = f.preemptions;
-    r.first_start = f.first_start;
-    r.lost_gpu_s = f.lost_gpu_s;
 }

@@ -2,19 +2,17 @@
 //! nextest's dispatcher). HTTP handlers, executor events and the scheduling
 //! tick reach it only by messages.
 //!
-//! Decisions are applied exactly as the simulator applies them
-//! (`allot_sim::sim`): `Start` → [`State::start`]; `Preempt` →
-//! [`State::signal`] and a stop after `grace` (CON-2); completions →
-//! [`State::finish`] / [`State::stop`]. What is live-only:
+//! Every state change is the engine's ([`allot_core::Engine`], the same
+//! code the simulator runs); this task is its live interpreter. It feeds
+//! the engine what arrives (submissions, cancels, node actions, executor
+//! reports, the clock) and carries out the effects it leaves:
 //! * every step's writes are committed to the store *before* the executor is
 //!   told (a start is recorded as `starting` before its process is launched,
 //!   a signal before it is sent);
 //! * a stopping workload releases its GPUs when its process has exited (the
-//!   executor sends SIGKILL when grace is over), never before, so no GPU is
-//!   given to two processes;
-//! * exit code 0 finishes a running workload; any other exit fails it, and it
-//!   is requeued while it has retries left. Once signalled, any exit means
-//!   "stopped": the workload is requeued (CON-3) or, when cancelled, ends.
+//!   executor kills it when the engine says grace is over), never before,
+//!   so no GPU is given to two processes;
+//! * the executor reports exit codes, which the engine reads (ENG-1, CON-3).
 //!
 //! The store may fail (down, busy, full, read-only): a step whose writes
 //! could not be committed keeps them, in order, with the executor commands
@@ -30,14 +28,17 @@
 //! handled together before one pass.
 
 mod apply;
+#[cfg(test)]
+mod parity;
 mod requests;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use allot_core::{AccountSpec, NodeEventKind, Policy, State, Time, WorkloadId, WorkloadSpec};
+use allot_core::engine::Past;
+use allot_core::{AccountSpec, Engine, NodeEventKind, Policy, Time, WorkloadId, WorkloadSpec};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::accounts::Overrides;
@@ -120,17 +121,31 @@ pub enum Refusal {
     Unavailable(String),
 }
 
-/// Live-only facts about a workload in the state.
+/// Live-only facts about a workload in the state: its row and what its
+/// processes run.
 #[derive(Clone, Debug)]
 pub struct Live {
     pub seq: i64,
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
-    pub retries: i64,
-    pub failures: i64,
-    pub cancel: bool,
-    /// Attempt number of the current (or last) attempt in the store.
-    pub attempt: i64,
+}
+
+/// Where the scheduler reads the time: the system clock, or a clock a test
+/// sets.
+#[derive(Clone, Debug, Default)]
+pub enum Clock {
+    #[default]
+    System,
+    Manual(Arc<std::sync::atomic::AtomicU64>),
+}
+
+impl Clock {
+    pub fn now(&self) -> Time {
+        match self {
+            Clock::System => clock::now(),
+            Clock::Manual(t) => t.load(std::sync::atomic::Ordering::SeqCst),
+        }
+    }
 }
 
 /// Where attempts keep their files.
@@ -151,7 +166,7 @@ impl Paths {
 
 /// The task's state.
 pub struct Scheduler {
-    pub(crate) state: State,
+    pub(crate) engine: Engine,
     pub(crate) policy: Box<dyn Policy>,
     pub(crate) store: Store,
     pub(crate) exec: Arc<dyn Executor>,
@@ -162,21 +177,19 @@ pub struct Scheduler {
     /// Indexed by `WorkloadId`.
     pub(crate) live: Vec<Live>,
     pub(crate) by_seq: HashMap<i64, WorkloadId>,
-    /// SIGKILL deadlines of stopping attempts: (time, workload, attempt).
-    pub(crate) kill_at: BTreeSet<(Time, WorkloadId, i64)>,
-    pub(crate) wake: Option<Time>,
-    pub(crate) dirty: bool,
+    pub(crate) clock: Clock,
     pub(crate) now: Time,
     /// Writes of the current step, then the executor commands they allow.
     pub(crate) ops: Vec<Op>,
     pub(crate) launches: Vec<Launch>,
     pub(crate) signals: Vec<AttemptKey>,
     pub(crate) kills: Vec<AttemptKey>,
-    /// Launch failures in a row outside the workloads, per node (MNT-3).
-    pub(crate) launch_failures: BTreeMap<allot_core::NodeId, u32>,
     last_gauges: Option<std::time::Instant>,
     /// Since when the step's writes could not be committed.
     pub(crate) outage: Option<std::time::Instant>,
+    /// The decision log, kept when a test asks for it.
+    #[cfg(test)]
+    pub(crate) decisions: Option<Vec<parity::Line>>,
 }
 
 /// How often uncommitted writes (or commands held for the lease) are retried.
@@ -185,7 +198,7 @@ const RETRY: Duration = Duration::from_millis(250);
 impl Scheduler {
     #[expect(clippy::too_many_arguments, reason = "assembled once by recovery")]
     pub(crate) fn new(
-        state: State,
+        engine: Engine,
         policy: Box<dyn Policy>,
         store: Store,
         exec: Arc<dyn Executor>,
@@ -194,8 +207,10 @@ impl Scheduler {
         base_accounts: Vec<AccountSpec>,
         overrides: Overrides,
     ) -> Scheduler {
+        let mut engine = engine;
+        engine.mark_dirty();
         Scheduler {
-            state,
+            engine,
             policy,
             store,
             exec,
@@ -205,34 +220,55 @@ impl Scheduler {
             overrides,
             live: Vec::new(),
             by_seq: HashMap::new(),
-            kill_at: BTreeSet::new(),
-            wake: None,
-            dirty: true,
+            clock: Clock::System,
             now: clock::now(),
             ops: Vec::new(),
             launches: Vec::new(),
             signals: Vec::new(),
             kills: Vec::new(),
-            launch_failures: BTreeMap::new(),
             last_gauges: None,
             outage: None,
+            #[cfg(test)]
+            decisions: None,
         }
     }
 
-    /// Adds a pending workload (new or recovered) to the state.
-    pub(crate) fn add(&mut self, spec: WorkloadSpec, live: Live) -> WorkloadId {
-        let seq = live.seq;
-        let w = self.state.submit(spec);
-        debug_assert_eq!(w.0 as usize, self.live.len());
-        self.live.push(live);
-        self.by_seq.insert(seq, w);
-        self.dirty = true;
+    /// Reads the time from `clock` from now on (tests).
+    #[cfg(test)]
+    pub(crate) fn set_clock(&mut self, clock: Clock) {
+        self.now = clock.now();
+        self.clock = clock;
+    }
+
+    /// A submission arrives (admitted again on the live state: a refusal
+    /// is recorded as a rejection).
+    pub(crate) fn arrive(&mut self, spec: WorkloadSpec, live: Live, retries: u32, now: Time) -> WorkloadId {
+        let w = self.engine.arrive(&*self.policy, spec, retries, now);
+        self.track(w, live);
+        self.apply(now);
         w
     }
 
-    fn tick_now(&mut self) -> Time {
+    /// A workload recovered from the store, queued with its past; one whose
+    /// cancel was asked before the restart ends now.
+    pub(crate) fn restore(&mut self, spec: WorkloadSpec, live: Live, retries: u32, past: &Past, now: Time) {
+        let w = self.engine.restore(spec, retries, past);
+        self.track(w, live);
+        if past.cancel {
+            self.engine.cancel(w, now, "cancelled (requested before the server restarted)");
+        }
+        self.apply(now);
+    }
+
+    fn track(&mut self, w: WorkloadId, live: Live) {
+        debug_assert_eq!(w.0 as usize, self.live.len());
+        self.by_seq.insert(live.seq, w);
+        self.live.push(live);
+    }
+
+    pub(crate) fn tick_now(&mut self) -> Time {
         // The ledger needs time never to go backwards.
-        self.now = self.now.max(clock::now());
+        self.now = self.now.max(self.clock.now());
         self.now
     }
 
@@ -275,68 +311,41 @@ impl Scheduler {
     /// Timers, one pass if due, then the commit and the executor commands.
     pub(crate) async fn step(&mut self) -> Result<(), StoreError> {
         let now = self.tick_now();
-        self.due_kills(now);
-        let woke = self.wake.is_some_and(|w| w <= now);
-        if woke {
-            self.wake = None;
-        }
+        self.expire(now);
+        let woke = self.engine.take_wake(now);
         let held = self.held();
         if held {
             // The pass runs once the earlier writes are committed.
-            self.dirty |= woke;
+            if woke {
+                self.engine.mark_dirty();
+            }
         } else {
-            if (self.dirty || woke) && !self.state.pending.is_empty() {
+            if (self.engine.dirty() || woke) && !self.engine.state.pending.is_empty() {
                 self.pass(now);
             }
-            self.dirty = false;
+            self.engine.clear_dirty();
         }
         self.flush().await?;
         if cfg!(debug_assertions)
-            && let Err(e) = self.state.sanity_check(now)
+            && let Err(e) = self.engine.state.sanity_check(now)
         {
             panic!("scheduler state invariant broken at t={now}: {e}");
         }
-        self.plan_wake(now);
+        // Inputs may always come: a live server never plans as if stuck.
+        self.engine.plan_wake(&*self.policy, now, true);
         self.refresh_gauges(now);
         Ok(())
     }
 
     /// The earliest time something is due: a kill, a wake-up.
-    fn next_deadline(&self) -> Option<Time> {
-        let kill = self.kill_at.first().map(|(t, _, _)| *t);
-        [kill, self.wake].into_iter().flatten().min()
+    pub(crate) fn next_deadline(&self) -> Option<Time> {
+        [self.engine.next_deadline(), self.engine.wake()].into_iter().flatten().min()
     }
 
-    /// Plans the next time-driven pass, as the simulator does.
-    fn plan_wake(&mut self, t: Time) {
-        if self.state.pending.is_empty() {
-            self.wake = None;
-            return;
-        }
-        let mut next = self.policy.next_wakeup(&self.state, t).filter(|w| *w > t);
-        if self.policy.periodic() {
-            let p = t + self.state.contract.scheduling_interval.max(1);
-            next = Some(next.map_or(p, |n| n.min(p)));
-        }
-        self.wake = match (self.wake.filter(|w| *w > t), next) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-    }
-
-    /// Sends SIGKILL to stopping attempts whose grace is over.
-    fn due_kills(&mut self, now: Time) {
-        while let Some(&(t, w, attempt)) = self.kill_at.first() {
-            if t > now {
-                break;
-            }
-            self.kill_at.pop_first();
-            let seq = self.live[w.0 as usize].seq;
-            if self.live[w.0 as usize].attempt == attempt && self.state.run(w).phase.holds_gpus() {
-                tracing::info!(workload = seq, attempt, "grace over, killing");
-                self.kills.push(AttemptKey { seq, attempt });
-            }
-        }
+    /// Grace is over for the attempts due by `now`: they are killed.
+    pub(crate) fn expire(&mut self, now: Time) {
+        self.engine.expire(now);
+        self.apply(now);
     }
 
     /// Writes or commands of an earlier step are still waiting (the store

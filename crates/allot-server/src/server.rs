@@ -17,7 +17,7 @@ use crate::executor::slurm::{self, SlurmExecutor, SlurmOptions};
 use crate::executor::{Executor, NullExecutor};
 use crate::listener::{EdgeError, EdgeOptions};
 use crate::metrics::Metrics;
-use crate::recovery::{RecoveryError, recover, restore_run};
+use crate::recovery::{RecoveryError, recover};
 use crate::scheduler::{Paths, Scheduler};
 use crate::store::lease::{self, FileLock, LeaseConfig, LeaseHolder, Takeover};
 use crate::store::{Backend, Store, StoreError};
@@ -195,7 +195,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let catalog = Catalog::new(template, kind);
     let paths = Paths { data_dir: opts.data_dir.clone() };
     let mut sched = Scheduler::new(
-        rec.state,
+        rec.engine,
         kind.build(),
         store.clone(),
         exec,
@@ -205,13 +205,8 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         rec.overrides,
     );
     let recovered = rec.workloads.len();
-    for (spec, live, facts) in rec.workloads {
-        let cancel = live.cancel;
-        let w = sched.add(spec, live);
-        restore_run(&mut sched.state, w, &facts);
-        if cancel {
-            sched.cancel_recovered(w, now);
-        }
+    for (spec, live, retries, past) in rec.workloads {
+        sched.restore(spec, live, retries, &past, now);
     }
     tracing::info!(
         policy = kind.as_str(),

@@ -1,63 +1,70 @@
-//! Applying decisions and executor events to the state, mirroring
-//! `allot_sim::sim` (`pass`, `preempt`, `timed`, `after_release`), and
-//! queueing the store writes and executor commands they imply.
+//! Carrying out the engine's effects live: the store writes, executor
+//! commands and metrics each transition implies, and executor reports fed
+//! back to the engine.
 
 use std::time::Instant;
 
-use allot_core::placement::full_mask;
-use allot_core::workload::saved;
-use allot_core::{
-    Action, Allocation, Class, Decision, Health, NodeEventKind, NodeId, Phase, Reason, Rule, Time, WorkloadId,
-};
+use allot_core::engine::{Change, Ended, Outcome};
+use allot_core::{Allocation, Class, Effect, Exit, Time, Transition, WorkloadId};
 
 use super::Scheduler;
-use crate::executor::{AttemptKey, ExecEvent, ExitStatus, Launch, LaunchError, LaunchFault, NodeGpus};
+use crate::executor::{AttemptKey, ExecEvent, LaunchFault, NodeGpus};
 use crate::metrics::{ClassLabel, labels};
 use crate::store::{AttemptRow, Op};
 use crate::views::NodeGpusView;
 
-/// MNT-3: launch failures in a row outside the workloads that take a node
-/// out of service.
-pub(crate) const LAUNCH_FAILURES_TO_DRAIN: u32 = 3;
-
 impl Scheduler {
-    pub(crate) fn key(&self, w: WorkloadId) -> AttemptKey {
-        let l = &self.live[w.0 as usize];
-        AttemptKey { seq: l.seq, attempt: l.attempt }
+    pub(crate) fn key(&self, w: WorkloadId, attempt: u32) -> AttemptKey {
+        AttemptKey { seq: self.live[w.0 as usize].seq, attempt: i64::from(attempt) }
     }
 
     fn account_class(&self, w: WorkloadId) -> crate::metrics::AccountClass {
-        let spec = self.state.spec(w);
-        labels(&self.state.accounts.account(spec.account).path, spec.class.as_str())
+        let spec = self.engine.state.spec(w);
+        labels(&self.engine.state.accounts.account(spec.account).path, spec.class.as_str())
     }
 
-    /// One scheduling pass: the policy's decisions, applied in order.
+    /// One scheduling pass: the policy's decisions, applied by the engine.
     pub(crate) fn pass(&mut self, now: Time) {
         let t0 = Instant::now();
-        let decisions = self.policy.schedule(&self.state, now);
-        for Decision { action, reason } in decisions {
-            match action {
-                Action::Start { workload: w, alloc } => self.start(w, alloc, now, reason),
-                Action::Preempt { workload: w, by } => {
-                    if self.state.run(w).phase == Phase::Running {
-                        let by = by.map(|b| self.state.spec(b).id.clone());
-                        tracing::info!(workload = %self.state.spec(w).id, by = ?by, reason = %reason, "preempt");
-                        self.preempt(w, now, reason);
+        self.engine.pass(&mut *self.policy, now);
+        self.apply(now);
+        self.metrics.pass_seconds.observe(t0.elapsed().as_secs_f64());
+    }
+
+    /// Carries out the effects the engine left: writes and commands are
+    /// queued for the next commit, metrics counted.
+    pub(crate) fn apply(&mut self, now: Time) {
+        let effects = self.engine.take_effects();
+        for e in &effects {
+            match e {
+                Effect::Launch { workload, attempt, alloc } => self.launch(*workload, *attempt, alloc),
+                Effect::Signal { workload, attempt, stop_at } => {
+                    // Without grace there is nothing to ask: the kill follows.
+                    if *stop_at > now {
+                        self.signals.push(self.key(*workload, *attempt));
                     }
                 }
-                Action::Reject { workload: w } => {
-                    let seq = self.live[w.0 as usize].seq;
-                    self.ops.push(Op::WorkloadState {
-                        seq,
-                        state: "rejected",
-                        reason: reason.to_string(),
-                        end_t: Some(now as i64),
+                Effect::Kill { workload, attempt } => {
+                    let key = self.key(*workload, *attempt);
+                    tracing::info!(workload = key.seq, attempt = key.attempt, "killing");
+                    self.kills.push(key);
+                }
+                Effect::Record(tr) => self.record(tr),
+                Effect::Health { .. } => {}
+                Effect::NodeAction { node, kind, cause } => {
+                    let name = self.engine.state.cluster.node(*node).name.clone();
+                    let by = format!("{}: {cause}", self.exec.name());
+                    tracing::warn!(node = %name, principal = %by, "taking the node out of service");
+                    self.ops.push(Op::NodeEvent {
+                        t: now as i64,
+                        node: name,
+                        kind: kind.as_str().into(),
+                        principal: by,
                     });
-                    self.state.end_pending(w, now, Phase::Rejected, reason);
                 }
             }
         }
-        self.metrics.pass_seconds.observe(t0.elapsed().as_secs_f64());
+        self.engine.recycle(effects);
     }
 
     fn allocation_view(&self, alloc: &Allocation) -> Vec<NodeGpusView> {
@@ -65,37 +72,33 @@ impl Scheduler {
             .parts
             .iter()
             .map(|(n, m)| NodeGpusView {
-                node: self.state.cluster.node(*n).name.clone(),
+                node: self.engine.state.cluster.node(*n).name.clone(),
                 gpus: Allocation::indices(*m).collect(),
             })
             .collect()
     }
 
-    /// `Start`: the state first, then the attempt recorded as `starting`;
-    /// the process is launched after the commit.
-    fn start(&mut self, w: WorkloadId, alloc: Allocation, now: Time, reason: Reason) {
-        let nodes = self.allocation_view(&alloc);
-        let weight =
-            alloc.parts.first().map_or(1.0, |(n, _)| self.state.cluster.weight(self.state.cluster.node(*n).gpu));
-        let first_start = self.state.run(w).first_start.is_none();
-        self.state.start(w, alloc, now, reason.clone());
-        let i = w.0 as usize;
-        self.live[i].attempt += 1;
-        let (seq, attempt) = (self.live[i].seq, self.live[i].attempt);
-        let spec = self.state.spec(w);
+    /// A start: the attempt recorded as `starting`; its process is launched
+    /// after the commit.
+    fn launch(&mut self, w: WorkloadId, attempt: u32, alloc: &Allocation) {
+        let nodes = self.allocation_view(alloc);
+        let st = &self.engine.state;
+        let weight = alloc.parts.first().map_or(1.0, |(n, _)| st.cluster.weight(st.cluster.node(*n).gpu));
+        let key = self.key(w, attempt);
+        let spec = st.spec(w);
         let id = spec.id.clone();
-        let log_path = self.paths.log_path(&id, attempt);
-        tracing::info!(workload = %id, attempt, gpus = spec.gpus, reason = %reason, "start");
+        let log_path = self.paths.log_path(&id, key.attempt);
+        let reason = st.run(w).last_reason.as_ref().map(ToString::to_string).unwrap_or_default();
         self.ops.push(Op::AttemptStart {
             row: AttemptRow {
-                workload: seq,
-                attempt,
+                workload: key.seq,
+                attempt: key.attempt,
                 alloc: serde_json::to_string(&nodes).expect("serialisable"),
                 gpus: i64::from(spec.gpus),
                 weight,
                 state: "starting".into(),
-                start_t: now as i64,
-                start_reason: reason.to_string(),
+                start_t: st.run(w).started.unwrap_or_default() as i64,
+                start_reason: reason,
                 signal_t: None,
                 signal_reason: None,
                 end_t: None,
@@ -106,10 +109,9 @@ impl Scheduler {
                 log_path: log_path.display().to_string(),
             },
         });
-        self.ops.push(Op::WorkloadState { seq, state: "running", reason: reason.to_string(), end_t: None });
-        let l = &self.live[i];
-        self.launches.push(Launch {
-            key: AttemptKey { seq, attempt },
+        let l = &self.live[w.0 as usize];
+        self.launches.push(crate::executor::Launch {
+            key,
             workload_id: id.clone(),
             command: l.command.clone(),
             env: l.env.clone(),
@@ -117,293 +119,147 @@ impl Scheduler {
             checkpoint_dir: self.paths.checkpoint_dir(&id),
             log_path,
         });
-        let ac = self.account_class(w);
-        self.metrics.starts.get_or_create(&ac).inc();
-        if first_start {
-            let spec = self.state.spec(w);
-            let waited = now.saturating_sub(spec.submit) as f64;
-            self.metrics.queue_time.get_or_create(&ClassLabel { class: spec.class.as_str().into() }).observe(waited);
+    }
+
+    /// The store writes and metrics of a transition.
+    fn record(&mut self, tr: &Transition) {
+        let w = tr.workload;
+        let key = self.key(w, tr.attempt);
+        let seq = key.seq;
+        let reason = tr.reason.to_string();
+        let t = tr.t as i64;
+        tracing::info!(workload = seq, attempt = key.attempt, change = tr.change.as_str(), %reason);
+        #[cfg(test)]
+        self.log_decision(tr);
+        if let Some(ended) = &tr.ended {
+            self.close_attempt(w, key, tr.t, ended);
         }
+        let ac = self.account_class(w);
+        let state = match tr.change {
+            Change::Start => {
+                self.metrics.starts.get_or_create(&ac).inc();
+                let spec = self.engine.state.spec(w);
+                if self.engine.state.run(w).first_start == Some(tr.t) && tr.attempt == 1 {
+                    let waited = tr.t.saturating_sub(spec.submit) as f64;
+                    self.metrics
+                        .queue_time
+                        .get_or_create(&ClassLabel { class: spec.class.as_str().into() })
+                        .observe(waited);
+                }
+                "running"
+            }
+            Change::Preempt | Change::Abort => {
+                self.ops.push(Op::AttemptSignal { seq, attempt: key.attempt, t, reason: reason.clone() });
+                self.metrics.preemptions.get_or_create(&ac).inc();
+                "stopping"
+            }
+            Change::Stop | Change::Fail | Change::LaunchFailed => "pending",
+            Change::Retry => {
+                self.ops.push(Op::Failures { seq, failures: i64::from(self.engine.failures(w)) });
+                "pending"
+            }
+            Change::Failed => {
+                self.ops.push(Op::Failures { seq, failures: i64::from(self.engine.failures(w)) });
+                self.metrics.failed.get_or_create(&ac).inc();
+                "failed"
+            }
+            Change::Finish => {
+                self.metrics.completed.get_or_create(&ac).inc();
+                "finished"
+            }
+            Change::Cancel => {
+                self.metrics.cancelled.get_or_create(&ac).inc();
+                "cancelled"
+            }
+            Change::Reject => "rejected",
+        };
+        let end_t = self.engine.state.run(w).phase.is_terminal().then_some(t);
+        self.ops.push(Op::WorkloadState { seq, state, reason, end_t });
     }
 
-    /// `Preempt` (and drains, cancels): signal now, kill after `grace`.
-    pub(crate) fn preempt(&mut self, w: WorkloadId, now: Time, reason: Reason) {
-        self.signal_with(w, now, self.state.contract.grace, reason);
+    #[cfg(test)]
+    fn log_decision(&mut self, tr: &Transition) {
+        if self.decisions.is_none() || tr.change == Change::Abort {
+            return;
+        }
+        let st = &self.engine.state;
+        let alloc = tr.ended.as_ref().map(|e| &e.alloc).or(st.run(tr.workload).alloc.as_ref());
+        let nodes = alloc.map(|a| a.nodes().map(|n| st.cluster.node(n).name.clone()).collect()).unwrap_or_default();
+        let line = (
+            tr.t,
+            tr.change.as_str().to_string(),
+            st.spec(tr.workload).id.clone(),
+            nodes,
+            tr.reason.to_string(),
+            tr.by.map(|b| st.spec(b).id.clone()),
+        );
+        self.decisions.as_mut().expect("kept").push(line);
     }
 
-    pub(crate) fn signal_with(&mut self, w: WorkloadId, now: Time, grace: Time, reason: Reason) {
-        let stop_at = self.state.signal(w, now, grace, reason.clone());
-        let key = self.key(w);
-        self.ops.push(Op::AttemptSignal {
+    fn close_attempt(&mut self, w: WorkloadId, key: AttemptKey, t: Time, ended: &Ended) {
+        let gpus = u64::from(self.engine.state.spec(w).gpus);
+        // A finished attempt kept all it ran; others what they checkpointed.
+        let kept_s = match ended.outcome {
+            Outcome::Finished => t - ended.started,
+            _ => ended.stop.useful_gpu_s / gpus.max(1),
+        };
+        self.ops.push(Op::AttemptEnd {
             seq: key.seq,
             attempt: key.attempt,
-            t: now as i64,
-            reason: reason.to_string(),
+            end_t: t as i64,
+            outcome: ended.outcome.as_str().to_string(),
+            exit_code: ended.exit_code.map(i64::from),
+            kept_s: kept_s as i64,
         });
-        self.ops.push(Op::WorkloadState { seq: key.seq, state: "stopping", reason: reason.to_string(), end_t: None });
-        self.metrics.preemptions.get_or_create(&self.account_class(w)).inc();
-        if grace == 0 {
-            self.kills.push(key);
-        } else {
-            self.signals.push(key);
-            self.kill_at.insert((stop_at, w, key.attempt));
-        }
+        let ac = self.account_class(w);
+        let assigned = ended.stop.assigned_gpu_s;
+        self.metrics.assigned_gpu_seconds.get_or_create(&ac).inc_by(assigned);
+        self.metrics.useful_gpu_seconds.get_or_create(&ac).inc_by(kept_s * gpus);
+        self.metrics.lost_gpu_seconds.get_or_create(&ac).inc_by(assigned.saturating_sub(kept_s * gpus));
     }
 
-    /// An executor event.
+    /// An executor report, fed to the engine.
     pub(crate) fn exec_event(&mut self, e: ExecEvent) {
-        let now = self.now.max(crate::clock::now());
-        self.now = now;
+        let now = self.tick_now();
+        let attempt_of = |s: &Scheduler, key: AttemptKey| {
+            let w = *s.by_seq.get(&key.seq)?;
+            u32::try_from(key.attempt).ok().map(|a| (w, a))
+        };
         match e {
             ExecEvent::Started { key, pid } => {
                 self.ops.push(Op::AttemptRunning { seq: key.seq, attempt: key.attempt, pid: i64::from(pid) });
-                for n in self.attempt_nodes(key) {
-                    self.launch_failures.remove(&n);
+                if let Some((w, a)) = attempt_of(self, key) {
+                    self.engine.launched(w, a);
                 }
             }
-            ExecEvent::LaunchFailed { key, error } => match error.fault {
-                LaunchFault::Workload => self.ended(key, None, Some(error.message), now),
-                LaunchFault::Infrastructure => self.launch_failed(key, error, now),
-            },
-            ExecEvent::Exited { key, status } => self.ended(key, Some(status), None, now),
+            ExecEvent::LaunchFailed { key, error } => {
+                if let Some((w, a)) = attempt_of(self, key) {
+                    let node = error.node.as_deref().and_then(|n| self.engine.state.cluster.node_by_name(n));
+                    let outside = error.fault == LaunchFault::Infrastructure;
+                    if outside {
+                        tracing::warn!(workload = key.seq, attempt = key.attempt, error = %error.message, "launch failed outside the workload");
+                    }
+                    self.engine.exited(w, a, Exit::NotStarted { message: error.message, outside, node }, now);
+                }
+            }
+            ExecEvent::Exited { key, status } => {
+                if let Some((w, a)) = attempt_of(self, key) {
+                    self.engine.exited(w, a, Exit::Status { code: status.code, signal: status.signal }, now);
+                }
+            }
             ExecEvent::Node { node, kind, by } => {
                 if let Err(e) = self.node_action(&node, kind, &by, now) {
                     tracing::warn!(node, error = ?e, "cannot apply the engine's node state");
                 }
             }
         }
-    }
-
-    /// The nodes of a current attempt (none when it is stale).
-    fn attempt_nodes(&self, key: AttemptKey) -> Vec<NodeId> {
-        let Some(&w) = self.by_seq.get(&key.seq) else { return Vec::new() };
-        if self.live[w.0 as usize].attempt != key.attempt {
-            return Vec::new();
-        }
-        self.state.run(w).alloc.as_ref().map(|a| a.nodes().collect()).unwrap_or_default()
-    }
-
-    /// MNT-3: an attempt that could not start for a reason outside the
-    /// workload is closed as `launch-failed` and its workload requeued
-    /// without spending a retry (a cancelled or signalled one stops as it
-    /// would have); the launch counts against its nodes.
-    fn launch_failed(&mut self, key: AttemptKey, error: LaunchError, now: Time) {
-        let Some(&w) = self.by_seq.get(&key.seq) else { return };
-        if self.live[w.0 as usize].attempt != key.attempt || !self.state.run(w).phase.holds_gpus() {
-            return; // stale
-        }
-        let nodes = self.attempt_nodes(key);
-        let how = format!("could not start: {}", error.message);
-        if self.state.run(w).phase == Phase::Stopping {
-            self.stopped(w, now, None, &how);
-        } else {
-            let reason = Reason::new(Rule::LaunchFailure, format!("{how}; requeued without spending a retry"));
-            tracing::warn!(workload = key.seq, attempt = key.attempt, %reason, "launch failed outside the workload");
-            let o = self.state.stop(w, now, reason.clone());
-            let gpus = u64::from(self.state.spec(w).gpus);
-            self.close_attempt(w, now, "launch-failed", None, o.useful_gpu_s / gpus.max(1), o.assigned_gpu_s);
-            self.keep_some_work(w);
-            self.ops.push(Op::WorkloadState {
-                seq: key.seq,
-                state: "pending",
-                reason: reason.to_string(),
-                end_t: None,
-            });
-        }
-        self.after_release(&nodes, now);
-        let blamed = match error.node.as_deref().and_then(|n| self.state.cluster.node_by_name(n)) {
-            Some(n) => vec![n],
-            None => nodes,
-        };
-        for n in blamed {
-            self.count_launch_failure(n, &error.message, now);
-        }
-    }
-
-    /// MNT-3: the [`LAUNCH_FAILURES_TO_DRAIN`]th launch failure in a row on
-    /// a node drains it, as an operator's drain does (MNT-1).
-    fn count_launch_failure(&mut self, n: NodeId, error: &str, now: Time) {
-        let count = self.launch_failures.entry(n).or_insert(0);
-        *count += 1;
-        let count = *count;
-        if count < LAUNCH_FAILURES_TO_DRAIN || self.state.health[n.0 as usize] != Health::Up {
-            return;
-        }
-        self.launch_failures.remove(&n);
-        let name = self.state.cluster.node(n).name.clone();
-        let by = format!("{}: MNT-3: {count} launches in a row failed on {name} (last: {error})", self.exec.name());
-        tracing::warn!(node = %name, principal = %by, "taking the node out of service");
-        if let Err(e) = self.node_action(&name, NodeEventKind::Drain, &by, now) {
-            tracing::error!(node = %name, error = ?e, "cannot drain the node");
-        }
-    }
-
-    /// The attempt's process is gone: stop or finish the workload.
-    fn ended(&mut self, key: AttemptKey, status: Option<ExitStatus>, error: Option<String>, now: Time) {
-        let Some(&w) = self.by_seq.get(&key.seq) else { return };
-        let i = w.0 as usize;
-        if self.live[i].attempt != key.attempt || !self.state.run(w).phase.holds_gpus() {
-            return; // stale
-        }
-        let nodes: Vec<NodeId> = self.state.run(w).alloc.as_ref().map(|a| a.nodes().collect()).unwrap_or_default();
-        let code = status.and_then(|s| s.code).map(i64::from);
-        let how = match (status, &error) {
-            (_, Some(e)) => format!("could not start: {e}"),
-            (Some(ExitStatus { code: Some(c), .. }), _) => format!("exited with code {c}"),
-            (Some(ExitStatus { signal: Some(s), .. }), _) => format!("killed by signal {s}"),
-            _ => "ended".to_string(),
-        };
-        let ok = status.is_some_and(ExitStatus::success);
-        if self.state.run(w).phase == Phase::Stopping {
-            self.stopped(w, now, code, &how);
-        } else if ok {
-            self.finished(w, now);
-        } else {
-            self.failed(w, now, code, &how);
-        }
-        self.after_release(&nodes, now);
-    }
-
-    fn close_attempt(
-        &mut self,
-        w: WorkloadId,
-        now: Time,
-        outcome: &str,
-        code: Option<i64>,
-        kept_s: u64,
-        assigned: u64,
-    ) {
-        let key = self.key(w);
-        let gpus = u64::from(self.state.spec(w).gpus);
-        self.ops.push(Op::AttemptEnd {
-            seq: key.seq,
-            attempt: key.attempt,
-            end_t: now as i64,
-            outcome: outcome.to_string(),
-            exit_code: code,
-            kept_s: kept_s as i64,
-        });
-        let ac = self.account_class(w);
-        self.metrics.assigned_gpu_seconds.get_or_create(&ac).inc_by(assigned);
-        self.metrics.useful_gpu_seconds.get_or_create(&ac).inc_by(kept_s * gpus);
-        self.metrics.lost_gpu_seconds.get_or_create(&ac).inc_by(assigned.saturating_sub(kept_s * gpus));
-    }
-
-    /// A signalled workload stopped: requeued (CON-3), or ended if cancelled.
-    fn stopped(&mut self, w: WorkloadId, now: Time, code: Option<i64>, how: &str) {
-        let i = w.0 as usize;
-        let run = self.state.run(w);
-        let progress = run.progress(now);
-        let why = run.last_reason.as_ref().map_or(Rule::Grace, |r| r.rule);
-        let lost = progress - saved(progress, self.state.spec(w).checkpoint_s);
-        let outcome = if self.live[i].cancel {
-            "cancelled"
-        } else if why == Rule::Failure {
-            "node-failed"
-        } else {
-            "preempted"
-        };
-        let reason = Reason::new(
-            Rule::Requeue,
-            format!("{how} after the stop signal; {lost} s of progress since the last checkpoint lost ({})", why.id()),
-        );
-        let o = self.state.stop(w, now, reason.clone());
-        let gpus = u64::from(self.state.spec(w).gpus);
-        self.close_attempt(w, now, outcome, code, o.useful_gpu_s / gpus.max(1), o.assigned_gpu_s);
-        self.keep_some_work(w);
-        let seq = self.live[i].seq;
-        if self.live[i].cancel {
-            let r = Reason::new(why, "cancelled");
-            self.state.end_pending(w, now, Phase::Cancelled, r.clone());
-            self.ops.push(Op::WorkloadState {
-                seq,
-                state: "cancelled",
-                reason: r.to_string(),
-                end_t: Some(now as i64),
-            });
-            self.metrics.cancelled.get_or_create(&self.account_class(w)).inc();
-        } else {
-            tracing::info!(workload = seq, %reason, "requeued");
-            self.ops.push(Op::WorkloadState { seq, state: "pending", reason: reason.to_string(), end_t: None });
-        }
-    }
-
-    /// A live workload's remaining work is only an estimate: one that ran
-    /// past it and was stopped keeps at least a second to do.
-    fn keep_some_work(&mut self, w: WorkloadId) {
-        let r = &mut self.state.runs[w.0 as usize];
-        if r.phase == Phase::Pending && r.remaining == 0 {
-            r.remaining = 1;
-        }
-    }
-
-    fn finished(&mut self, w: WorkloadId, now: Time) {
-        let started = self.state.run(w).started.unwrap_or(now);
-        let o = self.state.finish(w, now, Reason::new(Rule::Completed, "exited with code 0"));
-        self.close_attempt(w, now, "finished", Some(0), now - started, o.assigned_gpu_s);
-        let seq = self.live[w.0 as usize].seq;
-        self.ops.push(Op::WorkloadState {
-            seq,
-            state: "finished",
-            reason: "ENG-1: exited with code 0".into(),
-            end_t: Some(now as i64),
-        });
-        self.metrics.completed.get_or_create(&self.account_class(w)).inc();
-        tracing::info!(workload = seq, "finished");
-    }
-
-    /// A non-zero exit without a stop signal: retried while retries are left.
-    fn failed(&mut self, w: WorkloadId, now: Time, code: Option<i64>, how: &str) {
-        let i = w.0 as usize;
-        self.live[i].failures += 1;
-        let (seq, failures, retries) = (self.live[i].seq, self.live[i].failures, self.live[i].retries);
-        self.ops.push(Op::Failures { seq, failures });
-        let retry = failures <= retries;
-        let detail = if retry {
-            format!("{how}; retry {failures} of {retries}")
-        } else {
-            format!("{how}; failed ({retries} retries)")
-        };
-        let o = self.state.stop(w, now, Reason::new(Rule::Requeue, detail.clone()));
-        let gpus = u64::from(self.state.spec(w).gpus);
-        self.close_attempt(w, now, "failed", code, o.useful_gpu_s / gpus.max(1), o.assigned_gpu_s);
-        self.keep_some_work(w);
-        if retry {
-            let reason = Reason::new(Rule::Requeue, detail);
-            self.ops.push(Op::WorkloadState { seq, state: "pending", reason: reason.to_string(), end_t: None });
-        } else {
-            let reason = Reason::new(Rule::Completed, detail);
-            self.ops.push(Op::WorkloadState {
-                seq,
-                state: "failed",
-                reason: reason.to_string(),
-                end_t: Some(now as i64),
-            });
-            self.state.end_pending(w, now, Phase::Failed, reason);
-            self.metrics.failed.get_or_create(&self.account_class(w)).inc();
-        }
-        tracing::info!(workload = seq, failures, retry, "{how}");
-    }
-
-    /// GPUs were released on `nodes`: finish drains that are now empty.
-    pub(crate) fn after_release(&mut self, nodes: &[NodeId], _now: Time) {
-        self.dirty = true;
-        for &n in nodes {
-            if self.state.health[n.0 as usize] == Health::Draining && self.node_idle(n) {
-                self.state.set_health(n, Health::Drained);
-            }
-        }
-    }
-
-    pub(crate) fn node_idle(&self, n: NodeId) -> bool {
-        let i = n.0 as usize;
-        self.state.free.free[i] == full_mask(self.state.cluster.nodes[i].gpus)
+        self.apply(now);
     }
 }
 
 /// Refreshes the gauges from the state.
 pub(crate) fn gauges(s: &Scheduler, now: Time) {
-    let st = &s.state;
+    let st = &s.engine.state;
     let m = &s.metrics;
     let mut queue = [0i64; 3];
     for (_, w) in &st.pending {

@@ -1,7 +1,8 @@
 //! Requests from the API: submissions, cancels, explanations, account and
 //! node changes, and the read-only views of the live state.
 
-use allot_core::{Health, NodeEventKind, NodeId, Phase, Reason, Rule, Time, WorkloadId};
+use allot_core::engine::Cancelled;
+use allot_core::{Health, NodeEvent, NodeEventKind, NodeId, Phase, Reason, Time, WorkloadId};
 
 use super::{AccountField, Live, Msg, Refusal, Scheduler};
 use crate::store::{Op, StoreError};
@@ -13,11 +14,13 @@ impl Scheduler {
         match m {
             Msg::Submitted { seq, mut spec, command, env, retries, accepted } => {
                 spec.id = seq.to_string();
-                let labels =
-                    crate::metrics::labels(&self.state.accounts.account(spec.account).path, spec.class.as_str());
+                let labels = crate::metrics::labels(
+                    &self.engine.state.accounts.account(spec.account).path,
+                    spec.class.as_str(),
+                );
                 self.metrics.submissions.get_or_create(&labels).inc();
-                let live = Live { seq, command, env, retries, failures: 0, cancel: false, attempt: 0 };
-                self.add(spec, live);
+                let retries = u32::try_from(retries.max(0)).unwrap_or(u32::MAX);
+                self.arrive(spec, Live { seq, command, env }, retries, now);
                 let _ = accepted.send(());
             }
             Msg::Cancel { seq, by, reply } => {
@@ -32,11 +35,12 @@ impl Scheduler {
                 let _ = reply.send(self.explain(seq, now));
             }
             Msg::Accounts { reply } => {
-                let _ = reply.send(crate::accounts::views(&self.state, now, true));
+                let _ = reply.send(crate::accounts::views(&self.engine.state, now, true));
             }
             Msg::Nodes { reply } => {
                 let _ = reply.send(
-                    self.state
+                    self.engine
+                        .state
                         .cluster
                         .nodes
                         .iter()
@@ -91,57 +95,36 @@ impl Scheduler {
         let Some(&w) = self.by_seq.get(&seq) else {
             return Err(Refusal::Conflict(format!("workload {seq} has already ended")));
         };
-        let i = w.0 as usize;
-        match self.state.run(w).phase {
-            Phase::Pending => {
-                let reason = Reason::new(Rule::Grace, format!("cancelled by {by}"));
-                self.ops.push(Op::WorkloadState {
-                    seq,
-                    state: "cancelled",
-                    reason: reason.to_string(),
-                    end_t: Some(now as i64),
-                });
-                self.state.end_pending(w, now, Phase::Cancelled, reason);
-                self.metrics.cancelled.get_or_create(&self.account_class_of(w)).inc();
-                self.dirty = true;
-                Ok("cancelled".into())
-            }
-            Phase::Running => {
-                self.live[i].cancel = true;
-                self.ops.push(Op::CancelRequested { seq });
-                self.preempt(w, now, Reason::new(Rule::Grace, format!("cancelled by {by}; stopping after grace")));
-                Ok("stopping".into())
-            }
-            Phase::Stopping => {
-                self.live[i].cancel = true;
+        let r = match self.engine.cancel(w, now, &format!("cancelled by {by}")) {
+            Cancelled::Ended => Ok("cancelled".into()),
+            Cancelled::Stopping => {
                 self.ops.push(Op::CancelRequested { seq });
                 Ok("stopping".into())
             }
-            _ => Err(Refusal::Conflict(format!("workload {seq} has already ended"))),
-        }
+            Cancelled::AlreadyEnded => Err(Refusal::Conflict(format!("workload {seq} has already ended"))),
+        };
+        self.apply(now);
+        r
     }
 
     fn account_of(&self, w: WorkloadId) -> &str {
-        &self.state.accounts.account(self.state.spec(w).account).path
-    }
-
-    fn account_class_of(&self, w: WorkloadId) -> crate::metrics::AccountClass {
-        let spec = self.state.spec(w);
-        crate::metrics::labels(&self.state.accounts.account(spec.account).path, spec.class.as_str())
+        let st = &self.engine.state;
+        &st.accounts.account(st.spec(w).account).path
     }
 
     fn explain(&self, seq: i64, now: Time) -> Option<String> {
         let &w = self.by_seq.get(&seq)?;
-        let run = self.state.run(w);
+        let run = self.engine.state.run(w);
         if run.phase == Phase::Pending {
-            return Some(self.policy.explain(&self.state, w, now).to_string());
+            return Some(self.policy.explain(&self.engine.state, w, now).to_string());
         }
         run.last_reason.as_ref().map(Reason::to_string)
     }
 
     pub(crate) fn node_view(&self, n: NodeId) -> NodeView {
-        let node = self.state.cluster.node(n);
-        let health = match self.state.health[n.0 as usize] {
+        let st = &self.engine.state;
+        let node = st.cluster.node(n);
+        let health = match st.health[n.0 as usize] {
             Health::Up => "up",
             Health::Draining => "draining",
             Health::Drained => "drained",
@@ -149,14 +132,14 @@ impl Scheduler {
         };
         NodeView {
             name: node.name.clone(),
-            pool: self.state.cluster.pool(node.pool).name.clone(),
+            pool: st.cluster.pool(node.pool).name.clone(),
             rack: node.rack,
-            gpu_type: self.state.cluster.gpu_types[node.gpu.0 as usize].name.clone(),
+            gpu_type: st.cluster.gpu_types[node.gpu.0 as usize].name.clone(),
             gpus: node.gpus,
-            free_gpus: self.state.free.free[n.0 as usize].count_ones(),
+            free_gpus: st.free.free[n.0 as usize].count_ones(),
             health: health.into(),
-            workloads: self.state.workloads_on(n).iter().map(|w| self.state.spec(*w).id.clone()).collect(),
-            workload_accounts: self.state.workloads_on(n).iter().map(|w| self.account_of(*w).to_string()).collect(),
+            workloads: st.workloads_on(n).iter().map(|w| st.spec(*w).id.clone()).collect(),
+            workload_accounts: st.workloads_on(n).iter().map(|w| self.account_of(*w).to_string()).collect(),
         }
     }
 
@@ -170,7 +153,7 @@ impl Scheduler {
         by: &str,
         now: Time,
     ) -> Result<Result<AccountView, Refusal>, StoreError> {
-        let Some(id) = self.state.accounts.get(path).filter(|id| id.0 != 0) else {
+        let Some(id) = self.engine.state.accounts.get(path).filter(|id| id.0 != 0) else {
             return Ok(Err(Refusal::NotFound(format!("unknown account {path:?}"))));
         };
         let key = match field {
@@ -194,7 +177,7 @@ impl Scheduler {
             Ok(t) => t,
             Err(e) => return Ok(Err(Refusal::Invalid { field: key.into(), message: e.to_string() })),
         };
-        let a = self.state.accounts.account(id);
+        let a = self.engine.state.accounts.account(id);
         let before = serde_json::json!({"budget_gpu_hours": a.budget_gpu_hours, "share": a.share});
         let b = tree.account(id);
         let after = serde_json::json!({"budget_gpu_hours": b.budget_gpu_hours, "share": b.share});
@@ -208,13 +191,13 @@ impl Scheduler {
         }
         tracing::info!(account = path, principal = by, %before, %after, "account {} changed", field.as_str());
         self.overrides = overrides;
-        self.state.accounts = tree;
-        self.dirty = true;
-        let view = crate::accounts::views(&self.state, now, true).into_iter().find(|v| v.path == path);
+        self.engine.set_accounts(tree);
+        let view = crate::accounts::views(&self.engine.state, now, true).into_iter().find(|v| v.path == path);
         Ok(view.ok_or_else(|| Refusal::NotFound(path.to_string())))
     }
 
-    /// Drain, undrain, fail or repair a node, as the simulator's node events.
+    /// Drain, undrain, fail or repair a node: recorded with its principal,
+    /// then the engine's node event (MNT-1, MNT-2).
     pub(crate) fn node_action(
         &mut self,
         name: &str,
@@ -222,67 +205,18 @@ impl Scheduler {
         by: &str,
         now: Time,
     ) -> Result<NodeView, Refusal> {
-        let Some(n) = self.state.cluster.node_by_name(name) else {
+        let Some(n) = self.engine.state.cluster.node_by_name(name) else {
             return Err(Refusal::NotFound(format!("unknown node {name:?}")));
         };
-        let health = self.state.health[n.0 as usize];
         self.ops.push(Op::NodeEvent {
             t: now as i64,
             node: name.into(),
             kind: kind.as_str().into(),
             principal: by.into(),
         });
-        self.dirty = true;
         tracing::info!(node = name, principal = by, "node {}", kind.as_str());
-        match kind {
-            NodeEventKind::Fail => {
-                self.state.set_health(n, Health::Down);
-                for w in self.state.workloads_on(n) {
-                    let reason = Reason::new(Rule::Failure, format!("node {name} failed"));
-                    match self.state.run(w).phase {
-                        Phase::Running => self.signal_with(w, now, 0, reason),
-                        _ => self.kills.push(self.key(w)),
-                    }
-                }
-            }
-            NodeEventKind::Drain => {
-                if health != Health::Down {
-                    self.state.set_health(n, Health::Draining);
-                    for w in self.state.workloads_on(n) {
-                        if self.state.run(w).phase == Phase::Running {
-                            self.preempt(
-                                w,
-                                now,
-                                Reason::new(Rule::Drain, format!("node {name} drained for maintenance")),
-                            );
-                        }
-                    }
-                    if self.node_idle(n) {
-                        self.state.set_health(n, Health::Drained);
-                    }
-                }
-            }
-            NodeEventKind::Repair | NodeEventKind::Undrain => {
-                if !(kind == NodeEventKind::Undrain && health == Health::Down) {
-                    self.state.set_health(n, Health::Up);
-                }
-            }
-        }
+        self.engine.node_event(&NodeEvent { t: now, node: n, kind });
+        self.apply(now);
         Ok(self.node_view(n))
-    }
-}
-
-impl Scheduler {
-    /// A recovered workload whose cancel was requested before the restart.
-    pub(crate) fn cancel_recovered(&mut self, w: WorkloadId, now: Time) {
-        let seq = self.live[w.0 as usize].seq;
-        let reason = Reason::new(Rule::Grace, "cancelled (requested before the server restarted)");
-        self.ops.push(Op::WorkloadState {
-            seq,
-            state: "cancelled",
-            reason: reason.to_string(),
-            end_t: Some(now as i64),
-        });
-        self.state.end_pending(w, now, Phase::Cancelled, reason);
     }
 }

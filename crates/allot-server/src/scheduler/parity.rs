@@ -1,0 +1,546 @@
+//! Parity: the simulator and this scheduler task, fed the same inputs
+//! (submissions, node events, cancels, exits and times), make the same
+//! decisions: every start, preempt, stop, fail, finish, reject, cancel and
+//! retry at the same time, on the same GPUs, for the same reason, and the
+//! store ends with the same attempts.
+//!
+//! The task runs with a test executor (processes are virtual, as in the
+//! simulator: one ends when its work is done, or at once when killed) and a
+//! test clock the harness sets; nothing sleeps. Its store is a real SQLite
+//! file, so every step's writes are committed before the executor hears of
+//! them, as live.
+//!
+//! One difference is by design (`docs/architecture.md`, L-1): the
+//! simulator knows when a signalled workload's work completes during its
+//! grace and finishes it; live, an exit after the signal cannot tell "done"
+//! from "checkpointed and stopped" and requeues it. The harness notes the
+//! first time that happens and compares the logs up to that instant.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use allot_core::engine::Change;
+use allot_core::{
+    Class, Engine, NodeEvent, NodeEventKind, NodeId, Phase, PolicyKind, Priority, State, Time, WorkloadSpec,
+};
+use allot_sim::{AttemptEnd, Request, RequestKind, SimOptions, simulate_requests};
+use allot_testkit::{StateBuilder, Wl};
+use proptest::prelude::*;
+use tokio::sync::oneshot;
+
+use super::{Clock, Msg, Paths, Scheduler};
+use crate::executor::{AttemptKey, BoxFuture, ExecEvent, ExitStatus, Executor, Launch, Survivor};
+use crate::metrics::Metrics;
+use crate::store::{NewWorkload, Store};
+
+/// One line of the decision log: time, change, workload, nodes, reason,
+/// preemptor.
+pub(crate) type Line = (Time, String, String, Vec<String>, String, Option<String>);
+
+#[derive(Debug)]
+enum Cmd {
+    Launch(Launch),
+    Kill(AttemptKey),
+}
+
+/// Records the commands; the harness plays the processes.
+#[derive(Default)]
+struct TestExec {
+    cmds: Mutex<Vec<Cmd>>,
+}
+
+impl Executor for TestExec {
+    fn name(&self) -> &'static str {
+        "test"
+    }
+
+    fn launch(&self, job: Launch) {
+        self.cmds.lock().unwrap().push(Cmd::Launch(job));
+    }
+
+    // A signalled virtual process runs on until its work is done or it is
+    // killed, as in the simulator.
+    fn signal(&self, _key: AttemptKey) {}
+
+    fn kill(&self, key: AttemptKey) {
+        self.cmds.lock().unwrap().push(Cmd::Kill(key));
+    }
+
+    fn terminate_survivors(&self, _survivors: Vec<Survivor>, _grace: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// What both sides are fed.
+#[derive(Clone, Debug)]
+struct Case {
+    state: State,
+    /// Sorted by submit time; ids are the store's sequence numbers.
+    specs: Vec<WorkloadSpec>,
+    events: Vec<NodeEvent>,
+    requests: Vec<Request>,
+    policy: PolicyKind,
+}
+
+/// Workload id, start, end and outcome of an attempt.
+type AttemptLine = (String, Time, Time, AttemptEnd);
+
+fn sim_side(case: &Case) -> (Vec<Line>, Vec<AttemptLine>, Vec<(String, &'static str)>) {
+    let opts = SimOptions { check_invariants: true, keep_log: true, ..Default::default() };
+    let mut policy = case.policy.build();
+    let (state, out) = simulate_requests(
+        case.state.clone(),
+        case.specs.clone(),
+        case.events.clone(),
+        case.requests.clone(),
+        policy.as_mut(),
+        &opts,
+    );
+    let log = out
+        .log
+        .into_iter()
+        .map(|e| (e.t, e.event.to_string(), e.workload, e.nodes, e.reason, e.by))
+        .collect();
+    let attempts = out.attempts.iter().map(|a| (state.spec(a.workload).id.clone(), a.start, a.end, a.outcome)).collect();
+    let phases = state.specs.iter().zip(&state.runs).map(|(s, r)| (s.id.clone(), r.phase.as_str())).collect();
+    (log, attempts, phases)
+}
+
+struct Server {
+    sched: Scheduler,
+    exec: Arc<TestExec>,
+    clock: Arc<AtomicU64>,
+    /// Natural ends of launched processes: (time, seq, attempt).
+    ends: BinaryHeap<Reverse<(Time, i64, i64)>>,
+    /// Processes alive, by attempt.
+    alive: HashMap<i64, i64>,
+    /// When a natural end met a signalled attempt (L-1).
+    diverged: Option<Time>,
+}
+
+impl Server {
+    /// Plays the executor's commands: launched processes start and will end
+    /// when their work is done; killed ones end now.
+    async fn play(&mut self, t: Time) {
+        loop {
+            let cmds = std::mem::take(&mut *self.exec.cmds.lock().unwrap());
+            if cmds.is_empty() {
+                return;
+            }
+            for c in cmds {
+                match c {
+                    Cmd::Launch(job) => {
+                        let w = self.sched.by_seq[&job.key.seq];
+                        let remaining = self.sched.engine.state.run(w).remaining;
+                        self.ends.push(Reverse((t + remaining, job.key.seq, job.key.attempt)));
+                        self.alive.insert(job.key.seq, job.key.attempt);
+                        self.sched.exec_event(ExecEvent::Started { key: job.key, pid: 1 });
+                    }
+                    Cmd::Kill(key) => {
+                        if self.alive.get(&key.seq) == Some(&key.attempt) {
+                            self.alive.remove(&key.seq);
+                            let status = ExitStatus { code: None, signal: Some(9) };
+                            self.sched.exec_event(ExecEvent::Exited { key, status });
+                        }
+                    }
+                }
+            }
+            self.sched.flush().await.expect("flush");
+        }
+    }
+
+    fn exit(&mut self, seq: i64, code: i32) {
+        if let Some(attempt) = self.alive.remove(&seq) {
+            let status = ExitStatus { code: Some(code), signal: None };
+            self.sched.exec_event(ExecEvent::Exited { key: AttemptKey { seq, attempt }, status });
+        }
+    }
+}
+
+async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<Time>, Store) {
+    let store = Store::open(&format!("sqlite://{}", dir.join("allot.db").display())).await.expect("store");
+    let exec = Arc::new(TestExec::default());
+    let clock = Arc::new(AtomicU64::new(0));
+    let mut sched = Scheduler::new(
+        Engine::new(case.state.clone()),
+        case.policy.build(),
+        store.clone(),
+        exec.clone(),
+        Arc::new(Metrics::new()),
+        Paths { data_dir: dir.to_path_buf() },
+        Vec::new(),
+        Default::default(),
+    );
+    sched.set_clock(Clock::Manual(clock.clone()));
+    sched.decisions = Some(Vec::new());
+    let mut s = Server { sched, exec, clock, ends: BinaryHeap::new(), alive: HashMap::new(), diverged: None };
+    let mut arrivals = case.specs.iter().peekable();
+    let mut events = case.events.iter().peekable();
+    let mut requests = case.requests.iter().peekable();
+    // Set when the executor's reports after a step changed the state: the
+    // live loop steps again at once, as the simulator does at a deadline
+    // that falls due at the same instant.
+    let mut again: Option<Time> = None;
+    loop {
+        let inputs = arrivals.peek().is_some() || events.peek().is_some() || requests.peek().is_some();
+        let st = &s.sched.engine.state;
+        // As the simulator: with nothing running, no input to come and no
+        // process left to end, nothing can change any more.
+        if !inputs
+            && again.is_none()
+            && s.ends.is_empty()
+            && st.running.is_empty()
+            && s.sched.engine.next_deadline().is_none()
+        {
+            break;
+        }
+        let next = [
+            s.ends.peek().map(|Reverse((t, _, _))| *t),
+            s.sched.next_deadline(),
+            events.peek().map(|e| e.t),
+            arrivals.peek().map(|w| w.submit),
+            requests.peek().map(|r| r.t),
+            again.take(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let Some(t) = next else { break };
+        s.clock.store(t, Ordering::SeqCst);
+        while let Some(&Reverse((tt, seq, attempt))) = s.ends.peek() {
+            if tt != t {
+                break;
+            }
+            s.ends.pop();
+            if s.alive.get(&seq) != Some(&attempt) {
+                continue; // killed before
+            }
+            let w = s.sched.by_seq[&seq];
+            if s.sched.engine.state.run(w).phase == Phase::Stopping {
+                s.diverged.get_or_insert(t);
+            }
+            s.exit(seq, 0);
+        }
+        s.sched.expire(t);
+        s.sched.flush().await.expect("flush");
+        s.play(t).await;
+        while events.peek().is_some_and(|e| e.t == t) {
+            let e = events.next().expect("peeked");
+            let name = s.sched.engine.state.cluster.node(e.node).name.clone();
+            let (reply, rx) = oneshot::channel();
+            s.sched.handle(Msg::Node { name, kind: e.kind, by: "operator".into(), reply }).await.expect("node");
+            rx.await.expect("answer").expect("node action");
+            s.play(t).await;
+        }
+        while arrivals.peek().is_some_and(|w| w.submit == t) {
+            let spec = arrivals.next().expect("peeked");
+            let seq = store.insert_workload(&new_row(&s.sched.engine.state, spec)).await.expect("insert");
+            assert_eq!(seq.to_string(), spec.id, "the store numbers workloads in arrival order");
+            let (accepted, rx) = oneshot::channel();
+            let msg = Msg::Submitted {
+                seq,
+                spec: spec.clone(),
+                command: vec!["work".into()],
+                env: BTreeMap::new(),
+                retries: 0,
+                accepted,
+            };
+            s.sched.handle(msg).await.expect("submit");
+            rx.await.expect("accepted");
+        }
+        while requests.peek().is_some_and(|r| r.t == t) {
+            let r = requests.next().expect("peeked");
+            let seq: i64 = r.workload.parse().expect("numeric id");
+            if !s.sched.by_seq.contains_key(&seq) {
+                continue;
+            }
+            match &r.kind {
+                RequestKind::Cancel { by } => {
+                    let (reply, rx) = oneshot::channel();
+                    s.sched.handle(Msg::Cancel { seq, by: by.clone(), reply }).await.expect("cancel");
+                    let _ = rx.await.expect("answer");
+                }
+                RequestKind::Exit { code } => s.exit(seq, *code),
+            }
+            s.play(t).await;
+        }
+        s.sched.step().await.expect("step");
+        s.play(t).await;
+        if s.sched.engine.dirty() {
+            again = Some(t);
+        }
+        if s.diverged.is_some() {
+            break;
+        }
+    }
+    let log = s.sched.decisions.take().unwrap_or_default();
+    (log, s.diverged, store)
+}
+
+fn new_row(state: &State, spec: &WorkloadSpec) -> NewWorkload {
+    NewWorkload {
+        owner: None,
+        submit_t: spec.submit as i64,
+        account: state.accounts.account(spec.account).path.clone(),
+        submitter: spec.user.clone(),
+        class: spec.class.as_str().into(),
+        gpus: i64::from(spec.gpus),
+        nodes: i64::from(spec.nodes),
+        gpu_type: spec.gpu_type.map(|g| state.cluster.gpu_types[g.0 as usize].name.clone()),
+        work_s: spec.work_s as i64,
+        checkpoint_s: spec.checkpoint_s as i64,
+        util: spec.util,
+        priority: spec.priority.as_str().into(),
+        preemptible: spec.preemptible,
+        name: None,
+        command: "[\"work\"]".into(),
+        env: "{}".into(),
+        retries: 0,
+    }
+}
+
+/// Runs both sides and compares; returns when (if ever) they parted by
+/// design (L-1).
+fn check(case: &Case) -> Result<Option<Time>, TestCaseError> {
+    let dir = tempdir();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let (live, diverged, store) = rt.block_on(server_side(case, &dir));
+    let (sim, sim_attempts, phases) = sim_side(case);
+    let before = |l: &&Line| diverged.is_none_or(|d| l.0 < d);
+    let sim_cut: Vec<&Line> = sim.iter().filter(before).collect();
+    let live_cut: Vec<&Line> = live.iter().filter(before).collect();
+    for (i, (a, b)) in sim_cut.iter().zip(&live_cut).enumerate() {
+        prop_assert_eq!(a, b, "decision {} differs (simulator, then server)", i);
+    }
+    prop_assert_eq!(sim_cut.len(), live_cut.len(), "as many decisions");
+    if diverged.is_none() {
+        // The store holds the same attempts and final states.
+        let (rows, attempts) = rt.block_on(async { (store.all_workloads().await, store.all_attempts().await) });
+        let (rows, attempts) = (rows.expect("workloads"), attempts.expect("attempts"));
+        let mut stored: Vec<AttemptLine> = attempts
+            .iter()
+            .map(|a| {
+                let outcome = match a.outcome.as_deref() {
+                    Some("finished") => AttemptEnd::Finished,
+                    Some("preempted" | "cancelled") => AttemptEnd::Preempted,
+                    _ => AttemptEnd::Failed,
+                };
+                (a.workload.to_string(), a.start_t as Time, a.end_t.expect("ended") as Time, outcome)
+            })
+            .collect();
+        let mut expected = sim_attempts;
+        stored.sort_by(|a, b| (&a.0, a.1, a.2).cmp(&(&b.0, b.1, b.2)));
+        expected.sort_by(|a, b| (&a.0, a.1, a.2).cmp(&(&b.0, b.1, b.2)));
+        prop_assert_eq!(stored, expected, "stored attempts");
+        let stored: Vec<(String, String)> = rows.iter().map(|r| (r.seq.to_string(), r.state.clone())).collect();
+        let expected: Vec<(String, String)> = phases.into_iter().map(|(id, p)| (id, p.to_string())).collect();
+        prop_assert_eq!(stored, expected, "stored workload states");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(diverged)
+}
+
+fn tempdir() -> std::path::PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "allot-parity-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&d).expect("tempdir");
+    d
+}
+
+/// submit, gpus, exact nodes, work, checkpoint, priority, preemptible,
+/// account, interactive.
+type Job = (u64, u32, bool, u64, u64, u8, bool, usize, bool);
+
+#[derive(Clone, Debug)]
+struct Scenario {
+    pools: Vec<(u32, u32, u32)>,
+    grace: u64,
+    slice: u64,
+    jobs: Vec<Job>,
+    events: Vec<(u64, usize, u8)>,
+    /// (t, job, 0 = cancel, else exit with that code)
+    requests: Vec<(u64, usize, i32)>,
+    policy: u8,
+}
+
+fn scenario() -> impl Strategy<Value = Scenario> {
+    let pools = prop::collection::vec((1u32..4, prop::sample::select(vec![1u32, 2, 4, 8]), 1u32..3), 1..3);
+    let job = (
+        (0u64..4000, 1u32..17, any::<bool>(), 1u64..3000),
+        (prop::sample::select(vec![0u64, 100, 500]), 0u8..4, any::<bool>(), 0usize..3, prop::bool::weighted(0.25)),
+    )
+        .prop_map(|((s, g, e, w), (c, p, pre, a, i))| (s, g, e, w, c, p, pre, a, i));
+    let jobs = prop::collection::vec(job, 1..30);
+    let events = prop::collection::vec((0u64..5000, 0usize..20, 0u8..4), 0..5);
+    let requests = prop::collection::vec((0u64..5000, 0usize..30, prop::sample::select(vec![0, 0, 1, 3])), 0..5);
+    (pools, 0u64..120, prop::sample::select(vec![0u64, 300, 1800]), jobs, events, requests, 0u8..3).prop_map(
+        |(pools, grace, slice, jobs, events, requests, policy)| Scenario {
+            pools,
+            grace,
+            slice,
+            jobs,
+            events,
+            requests,
+            policy,
+        },
+    )
+}
+
+fn build(s: &Scenario) -> Case {
+    let mut b = StateBuilder::new();
+    for (i, &(n, g, r)) in s.pools.iter().enumerate() {
+        b = b.pool(&format!("p{i}"), "H100", n, g).racks_of(r);
+        if i == 0 {
+            b = b.shared();
+        }
+    }
+    b = b.account("org/a").account("org/b/x").account("org/c").legacy("org/b", &["p0"]);
+    let state = b
+        .contract(|c| {
+            c.grace = s.grace;
+            c.min_slice.batch = s.slice;
+        })
+        .build();
+    let accounts = ["org/a", "org/b/x", "org/c"];
+    let mut jobs = s.jobs.clone();
+    jobs.sort_by_key(|j| j.0);
+    let gpn = s.pools.iter().map(|p| p.1).max().unwrap_or(1);
+    let specs: Vec<WorkloadSpec> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, &(submit, gpus, exact, work, ckpt, prio, pre, acct, interactive))| {
+            let mut gpus = gpus;
+            let mut nodes = 0;
+            if exact && gpus > gpn && gpus % gpn == 0 {
+                nodes = gpus / gpn;
+            }
+            while !state.cluster.fits_anywhere(gpus, nodes, None) {
+                gpus -= 1;
+                nodes = 0;
+            }
+            let mut w = Wl::new((i + 1).to_string())
+                .account(accounts[acct])
+                .user(if i % 3 == 0 { "ann" } else { "bob" })
+                .gpus(gpus)
+                .nodes(nodes)
+                .submit(submit)
+                .work(work)
+                .checkpoint(ckpt)
+                .priority(Priority::ALL[prio as usize])
+                .class(if interactive { Class::Interactive } else { Class::Batch });
+            if pre {
+                w = w.preemptible();
+            }
+            w.build(&state)
+        })
+        .collect();
+    let n = state.cluster.nodes.len();
+    let kinds = [NodeEventKind::Fail, NodeEventKind::Repair, NodeEventKind::Drain, NodeEventKind::Undrain];
+    let mut events: Vec<NodeEvent> = s
+        .events
+        .iter()
+        .map(|&(t, node, k)| NodeEvent { t, node: NodeId((node % n) as u32), kind: kinds[k as usize] })
+        .collect();
+    events.sort_by_key(|e| e.t);
+    let mut requests: Vec<Request> = s
+        .requests
+        .iter()
+        .map(|&(t, j, code)| Request {
+            t,
+            workload: (j % specs.len() + 1).to_string(),
+            kind: if code == 0 { RequestKind::Cancel { by: "ann".into() } } else { RequestKind::Exit { code } },
+        })
+        .collect();
+    requests.sort_by_key(|r| r.t);
+    let policy = [PolicyKind::Allot, PolicyKind::Priority, PolicyKind::FifoBackfill][s.policy as usize % 3];
+    Case { state, specs, events, requests, policy }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Random small traces: gangs, interactive work past slices, drains,
+    /// failures, cancels and failing exits, under three policies.
+    #[test]
+    fn the_server_decides_as_the_simulator(s in scenario()) {
+        check(&build(&s))?;
+    }
+}
+
+/// The shipped example (its cluster, trace and node events).
+fn example(grace: Option<Time>) -> Case {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let cfg = allot_trace::config::load_config(&root.join("cluster.toml")).expect("config");
+    let mut contract = cfg.contract;
+    if let Some(g) = grace {
+        contract.grace = g;
+    }
+    let state = State::new(cfg.cluster.clone(), cfg.accounts.clone(), contract);
+    let mut specs = allot_trace::trace::load_trace(&root.join("trace.csv"), &cfg).expect("trace");
+    specs.sort_by_key(|w| w.submit);
+    let ids: HashMap<String, String> =
+        specs.iter().enumerate().map(|(i, w)| (w.id.clone(), (i + 1).to_string())).collect();
+    for w in &mut specs {
+        w.id = ids[&w.id].clone();
+    }
+    let mut events = allot_trace::events::load_events(&root.join("events.csv"), &cfg).expect("events");
+    events.sort_by_key(|e| e.t);
+    Case { state, specs, events, requests: Vec::new(), policy: PolicyKind::Allot }
+}
+
+/// The shipped example as it is: the same decisions up to the first
+/// workload whose work completes during its grace (L-1).
+#[test]
+fn the_shipped_example_decides_alike() {
+    let case = example(None);
+    let (sim, _, _) = sim_side(&case);
+    let diverged = check(&case).expect("same decisions");
+    let compared = diverged.map_or(sim.len(), |d| sim.iter().filter(|l| l.0 < d).count());
+    eprintln!("compared {compared} of {} decisions (L-1 at {diverged:?})", sim.len());
+    assert!(compared > 0, "nothing compared");
+}
+
+/// The shipped example without grace, where L-1 cannot happen: every
+/// decision, every stored attempt and every final state are equal.
+#[test]
+fn the_shipped_example_without_grace_decides_alike_to_the_end() {
+    let diverged = check(&example(Some(0))).expect("same decisions");
+    assert_eq!(diverged, None);
+}
+
+/// L-1, the one difference by design: a workload whose work completes
+/// during its grace finishes in the simulator and is requeued live (its
+/// exit after the signal reads as "checkpointed and stopped").
+#[test]
+fn completion_during_grace_is_the_documented_difference() {
+    let state = StateBuilder::new()
+        .pool("p", "H100", 1, 8)
+        .account("org/a")
+        .account("org/b")
+        .contract(|c| {
+            c.grace = 600;
+            c.min_slice.batch = 0;
+        })
+        .build();
+    let a = Wl::new("1").account("org/a").gpus(8).submit(0).work(1000).preemptible().build(&state);
+    let b = Wl::new("2").account("org/b").gpus(8).submit(900).work(100).class(Class::Interactive).build(&state);
+    let case = Case {
+        state,
+        specs: vec![a, b],
+        events: Vec::new(),
+        requests: Vec::new(),
+        policy: PolicyKind::Allot,
+    };
+    let (sim, _, _) = sim_side(&case);
+    let finish = sim.iter().find(|l| l.1 == Change::Finish.as_str() && l.2 == "1").expect("finishes in the simulator");
+    assert_eq!(finish.0, 1000, "its work completes during the grace that started at 900");
+    let diverged = check(&case).expect("same decisions before");
+    assert_eq!(diverged, Some(1000), "the server requeues it at its exit");
+}
