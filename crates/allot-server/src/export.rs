@@ -1,5 +1,5 @@
 //! `allot trace export`: the server's recorded history as a trace in the
-//! simulator's format (DESIGN.md §4), so an operator can replay the
+//! simulator's format (docs/design.md §4), so an operator can replay the
 //! cluster's own past under another policy or budget with `allot compare`.
 //!
 //! * `submit_s` counts from the first submission or node event.

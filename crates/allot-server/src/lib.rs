@@ -2,7 +2,7 @@
 //! policies as the simulator against live state.
 //!
 //! * [`scheduler`]: the one task that owns the state; everything else talks
-//!   to it by messages (DESIGN.md §5, STYLE 5);
+//!   to it by messages (docs/design.md §5, docs/style.md rule 5);
 //! * [`store`]: SQLite (default) or PostgreSQL, written before any decision
 //!   is acted on; [`recovery`] rebuilds the state from it at startup;
 //! * [`executor`]: the trait and the local process-group executor;

@@ -1,5 +1,5 @@
 //! Prometheus metrics (`GET /metrics`, text exposition): the measures of
-//! DESIGN.md §3 as gauges and counters per account and class, the queue
+//! docs/design.md §3 as gauges and counters per account and class, the queue
 //! length and the scheduling-pass latency.
 //!
 //! Counters count over the store's whole history: at start they are

@@ -125,8 +125,7 @@ pub async fn recover(
 /// yet, so a drain is complete at once).
 async fn replay_node_events(engine: &mut Engine, store: &Store) -> Result<(), StoreError> {
     for e in store.node_events().await? {
-        let (Some(n), Some(kind)) = (engine.state.cluster.node_by_name(&e.node), NodeEventKind::parse(&e.kind))
-        else {
+        let (Some(n), Some(kind)) = (engine.state.cluster.node_by_name(&e.node), NodeEventKind::parse(&e.kind)) else {
             continue;
         };
         engine.node_event(&NodeEvent { t: e.t.max(0) as Time, node: n, kind });

@@ -1,4 +1,4 @@
-//! The scheduler task: the one owner of the scheduler state (STYLE 5, like
+//! The scheduler task: the one owner of the scheduler state (docs/style.md rule 5, like
 //! nextest's dispatcher). HTTP handlers, executor events and the scheduling
 //! tick reach it only by messages.
 //!
@@ -130,19 +130,21 @@ pub struct Live {
     pub env: BTreeMap<String, String>,
 }
 
-/// Where the scheduler reads the time: the system clock, or a clock a test
-/// sets.
+/// Where the scheduler reads the time: the system clock, or (tests) a
+/// clock the test sets.
 #[derive(Clone, Debug, Default)]
-pub enum Clock {
+pub(crate) enum Clock {
     #[default]
     System,
+    #[cfg(test)]
     Manual(Arc<std::sync::atomic::AtomicU64>),
 }
 
 impl Clock {
-    pub fn now(&self) -> Time {
+    pub(crate) fn now(&self) -> Time {
         match self {
             Clock::System => clock::now(),
+            #[cfg(test)]
             Clock::Manual(t) => t.load(std::sync::atomic::Ordering::SeqCst),
         }
     }

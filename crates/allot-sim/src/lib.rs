@@ -1,8 +1,8 @@
-//! Allot's event-driven simulator and the measures of DESIGN.md §3.
+//! Allot's event-driven simulator and the measures of docs/design.md §3.
 //!
 //! [`simulate`] replays a trace under a policy on integer virtual time and
 //! records every attempt and event ([`SimOutput`]); [`measures`] turns that
-//! record into the report object of DESIGN.md §4.
+//! record into the report object of docs/design.md §4.
 
 pub mod record;
 

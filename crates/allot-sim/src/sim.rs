@@ -21,9 +21,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use allot_core::engine::{Change, Ended, Outcome};
-use allot_core::{
-    Effect, Engine, Exit, NodeEvent, Policy, Reason, State, Time, Transition, WorkloadId, WorkloadSpec,
-};
+use allot_core::{Effect, Engine, Exit, NodeEvent, Policy, Reason, State, Time, Transition, WorkloadId, WorkloadSpec};
 
 use crate::record::{Attempt, AttemptEnd, CapacityStep, LogEvent, SimOutput};
 

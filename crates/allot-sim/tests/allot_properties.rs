@@ -1,4 +1,4 @@
-//! The properties of the `allot` policy (DESIGN.md §2), each a simulated
+//! The properties of the `allot` policy (docs/design.md §2), each a simulated
 //! scenario asserting the property with numbers, plus property tests over
 //! random clusters and traces.
 

@@ -1,4 +1,4 @@
-//! The measures of DESIGN.md §3 on hand-built runs whose answers are worked
+//! The measures of docs/design.md §3 on hand-built runs whose answers are worked
 //! out by hand in each test.
 
 use allot_core::{Allocation, Reason, Rule, State, Time, WorkloadId};

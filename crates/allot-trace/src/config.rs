@@ -1,7 +1,7 @@
-//! The configuration file (DESIGN.md §4): cluster pools, GPU types, the
+//! The configuration file (docs/design.md §4): cluster pools, GPU types, the
 //! account tree and the `[contract]` knobs, as TOML.
 //!
-//! Every table denies unknown keys (STYLE 15); only `[cluster]` with its pools
+//! Every table denies unknown keys (docs/style.md rule 15); only `[cluster]` with its pools
 //! and `[[accounts]]` are required. Defaults are documented in
 //! `docs/config.md`. Errors name the file, the line (from the TOML span where
 //! there is one) and the dotted key, e.g.

@@ -1,6 +1,6 @@
 //! The one error type for every input file: config, traces and node events.
 //!
-//! Rule (STYLE 13): bad input gets an error naming the file, the line and the
+//! Rule (docs/style.md rule 13): bad input gets an error naming the file, the line and the
 //! field — never a panic, never a silent default. [`FormatError`] renders as
 //!
 //! ```text

@@ -1,7 +1,7 @@
 //! Allot's file formats and trace sources.
 //!
 //! * [`bounds`]: the bounds of every numeric input, shared with the server;
-//! * [`config`]: the cluster + accounts + contract TOML (DESIGN.md §4);
+//! * [`config`]: the cluster + accounts + contract TOML (docs/design.md §4);
 //! * [`trace`]: workload traces in CSV or JSON Lines;
 //! * [`events`]: node event files (fail / repair / drain / undrain);
 //! * [`write`](mod@write): writing traces and configs back out;

@@ -1,4 +1,4 @@
-//! Workload traces (DESIGN.md §4): CSV with a header, or JSON Lines with the
+//! Workload traces (docs/design.md §4): CSV with a header, or JSON Lines with the
 //! same keys, one workload per row, returned in file order.
 //!
 //! Required: `id`, `submit_s`, `account`, `gpus`, `work_s`. Optional, with

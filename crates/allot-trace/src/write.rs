@@ -1,9 +1,9 @@
-//! Writing traces and configurations back out (DESIGN.md §4).
+//! Writing traces and configurations back out (docs/design.md §4).
 //!
 //! [`write_trace_csv`] writes the trace CSV the simulator reads: a header, one
 //! row per workload, in the order given (importers and generators sort by
 //! `submit_s` first). [`write_config_toml`] writes the cluster + accounts +
-//! contract TOML in the exact layout of DESIGN.md §4 (`[cluster]`,
+//! contract TOML in the exact layout of docs/design.md §4 (`[cluster]`,
 //! `[[cluster.pools]]`, `[gpu_types]`, `[[accounts]]`, `[contract]`); optional
 //! account fields that are `None` are left out so the parser's documented
 //! defaults apply.
@@ -214,7 +214,7 @@ fn float(v: f64) -> String {
     format!("{v:?}")
 }
 
-/// Writes `cfg` as TOML in the DESIGN.md §4 layout.
+/// Writes `cfg` as TOML in the docs/design.md §4 layout.
 pub fn write_config_toml<W: Write>(mut w: W, cfg: &ConfigOut) -> io::Result<()> {
     for c in &cfg.comments {
         writeln!(w, "# {c}")?;

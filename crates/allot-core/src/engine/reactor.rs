@@ -139,7 +139,15 @@ impl Engine {
 
     fn record(&mut self, t: Time, w: WorkloadId, change: Change, reason: Reason) {
         let attempt = self.state.run(w).attempts;
-        self.effects.push(Effect::Record(Transition { t, workload: w, attempt, change, reason, by: None, ended: None }));
+        self.effects.push(Effect::Record(Transition {
+            t,
+            workload: w,
+            attempt,
+            change,
+            reason,
+            by: None,
+            ended: None,
+        }));
     }
 
     fn set_health(&mut self, n: NodeId, h: Health) {
@@ -318,15 +326,7 @@ impl Engine {
         }
     }
 
-    fn ended_record(
-        &mut self,
-        t: Time,
-        w: WorkloadId,
-        attempt: u32,
-        change: Change,
-        reason: Reason,
-        ended: Ended,
-    ) {
+    fn ended_record(&mut self, t: Time, w: WorkloadId, attempt: u32, change: Change, reason: Reason, ended: Ended) {
         self.effects.push(Effect::Record(Transition {
             t,
             workload: w,
@@ -372,10 +372,7 @@ impl Engine {
             let when = if graced { "grace over" } else { "stopped after the signal" };
             Reason::new(
                 Rule::Requeue,
-                format!(
-                    "{when}; {lost} s of progress since the last checkpoint lost, requeued ({})",
-                    why.rule.id()
-                ),
+                format!("{when}; {lost} s of progress since the last checkpoint lost, requeued ({})", why.rule.id()),
             )
         });
         let (alloc, started, o) = self.release_requeue(w, now, requeue.clone());

@@ -32,7 +32,7 @@ use proptest::prelude::*;
 use tokio::sync::oneshot;
 
 use super::{Clock, Msg, Paths, Scheduler};
-use crate::executor::{AttemptKey, BoxFuture, ExecEvent, ExitStatus, Executor, Launch, Survivor};
+use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, ExitStatus, Launch, Survivor};
 use crate::metrics::Metrics;
 use crate::store::{NewWorkload, Store};
 
@@ -99,12 +99,9 @@ fn sim_side(case: &Case) -> (Vec<Line>, Vec<AttemptLine>, Vec<(String, &'static 
         policy.as_mut(),
         &opts,
     );
-    let log = out
-        .log
-        .into_iter()
-        .map(|e| (e.t, e.event.to_string(), e.workload, e.nodes, e.reason, e.by))
-        .collect();
-    let attempts = out.attempts.iter().map(|a| (state.spec(a.workload).id.clone(), a.start, a.end, a.outcome)).collect();
+    let log = out.log.into_iter().map(|e| (e.t, e.event.to_string(), e.workload, e.nodes, e.reason, e.by)).collect();
+    let attempts =
+        out.attempts.iter().map(|a| (state.spec(a.workload).id.clone(), a.start, a.end, a.outcome)).collect();
     let phases = state.specs.iter().zip(&state.runs).map(|(s, r)| (s.id.clone(), r.phase.as_str())).collect();
     (log, attempts, phases)
 }
@@ -345,11 +342,8 @@ fn check(case: &Case) -> Result<Option<Time>, TestCaseError> {
 
 fn tempdir() -> std::path::PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "allot-parity-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
+    let d =
+        std::env::temp_dir().join(format!("allot-parity-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
     std::fs::create_dir_all(&d).expect("tempdir");
     d
 }
@@ -531,13 +525,7 @@ fn completion_during_grace_is_the_documented_difference() {
         .build();
     let a = Wl::new("1").account("org/a").gpus(8).submit(0).work(1000).preemptible().build(&state);
     let b = Wl::new("2").account("org/b").gpus(8).submit(900).work(100).class(Class::Interactive).build(&state);
-    let case = Case {
-        state,
-        specs: vec![a, b],
-        events: Vec::new(),
-        requests: Vec::new(),
-        policy: PolicyKind::Allot,
-    };
+    let case = Case { state, specs: vec![a, b], events: Vec::new(), requests: Vec::new(), policy: PolicyKind::Allot };
     let (sim, _, _) = sim_side(&case);
     let finish = sim.iter().find(|l| l.1 == Change::Finish.as_str() && l.2 == "1").expect("finishes in the simulator");
     assert_eq!(finish.0, 1000, "its work completes during the grace that started at 900");

@@ -1,4 +1,4 @@
-//! Budget attainment (DESIGN.md §3): how much of the demand an account's
+//! Budget attainment (docs/design.md §3): how much of the demand an account's
 //! budget entitled it to was met, per budget period.
 //!
 //! Periods are `[kP, (k+1)P) ∩ [0, H]`. For every account `a` with its own

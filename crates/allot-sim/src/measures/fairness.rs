@@ -1,4 +1,4 @@
-//! Fairness (DESIGN.md §3): per-account entitled vs delivered share, and
+//! Fairness (docs/design.md §3): per-account entitled vs delivered share, and
 //! Jain's index over the leaf accounts whose demand saturates their
 //! entitlement.
 

@@ -1,4 +1,4 @@
-//! The measures of DESIGN.md §3, computed from a run's final [`State`] and
+//! The measures of docs/design.md §3, computed from a run's final [`State`] and
 //! its record ([`SimOutput`]) alone. Every definition is written out in
 //! `docs/measures.md`; the names there are the names here.
 //!

@@ -1,6 +1,6 @@
-//! The report object of DESIGN.md §4 and its readable forms.
+//! The report object of docs/design.md §4 and its readable forms.
 //!
-//! * [`Report`]: one policy run, serialised with exactly the DESIGN.md §4
+//! * [`Report`]: one policy run, serialised with exactly the docs/design.md §4
 //!   keys plus a few extras (see `docs/measures.md`);
 //! * [`summary_table`] / [`markdown_table`]: the reports of one or several
 //!   policies side by side;

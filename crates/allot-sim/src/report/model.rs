@@ -1,4 +1,4 @@
-//! The report types. Field names are the JSON keys of DESIGN.md §4; `None`
+//! The report types. Field names are the JSON keys of docs/design.md §4; `None`
 //! serialises as `null` where a measure is undefined.
 
 use std::collections::BTreeMap;
@@ -21,7 +21,7 @@ pub struct Report {
     pub events: u64,
 }
 
-/// Cluster-wide measures (DESIGN.md §3).
+/// Cluster-wide measures (docs/design.md §3).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Metrics {
     pub availability: f64,

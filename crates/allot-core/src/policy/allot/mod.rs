@@ -1,5 +1,5 @@
 //! `allot`: budgets, hierarchical fair share and the time-slicing contract
-//! (DESIGN.md §2; the formulas and their rule ids are in `docs/budgets.md`,
+//! (docs/design.md §2; the formulas and their rule ids are in `docs/budgets.md`,
 //! `docs/fairshare.md` and `docs/contract.md`).
 //!
 //! * [`budget`]: BUD-1 status per account (in-budget work ranks first).
