@@ -1,94 +1,9 @@
-//! Decisions and their reasons. Every decision names the rule that produced
-//! it; rule ids are documented in `docs/rules.md`.
+//! Decisions: what a policy asks for, each with the reason (the rule that
+//! produced it, [`crate::rule`]).
 
-use std::fmt;
-
-use crate::placement::Allocation;
+use crate::allocation::Allocation;
+pub use crate::rule::{Reason, Rule};
 use crate::workload::WorkloadId;
-
-macro_rules! rules {
-    ($($variant:ident => $id:literal, $title:literal;)*) => {
-        /// A policy rule, identified as in `docs/rules.md`.
-        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub enum Rule { $($variant),* }
-
-        impl Rule {
-            pub const ALL: &'static [Rule] = &[$(Rule::$variant),*];
-
-            /// The rule id, e.g. `FS-1`.
-            pub fn id(self) -> &'static str {
-                match self { $(Rule::$variant => $id),* }
-            }
-
-            /// One-line statement of the rule.
-            pub fn title(self) -> &'static str {
-                match self { $(Rule::$variant => $title),* }
-            }
-        }
-    };
-}
-
-rules! {
-    PlaceGang => "PLACE-1", "gang: all GPUs of a workload are allocated at once or none are";
-    PlaceNodes => "PLACE-2", "nodes = k means exactly k nodes with gpus/k GPUs each; one pool per workload";
-    PlaceRack => "PLACE-3", "multi-node workloads are placed inside one rack when possible";
-    PlaceBestFit => "PLACE-4", "best fit: the fullest nodes that fit are used first, keeping whole nodes free";
-    PlaceGpuType => "PLACE-5", "a GPU-type constraint is honoured";
-    PlaceHealthy => "PLACE-6", "unhealthy, draining or drained nodes get no new work";
-    FifoOrder => "FIFO-1", "strict FIFO: start in submit order, stop at the first workload that does not fit";
-    FifoBackfill => "FIFO-2", "FIFO with backfill: later workloads start when they fit";
-    PrioOrder => "PRIO-1", "strict priority (urgent > high > normal > low), FIFO within a level";
-    PrioPools => "PRIO-2", "a team's work runs only on its legacy pools plus shared pools";
-    PrioPreempt => "PRIO-3", "only preemptible workloads are preempted, only by strictly higher priority";
-    BudgetFirst => "BUD-1", "in-budget work ranks ahead of all over-budget work";
-    BudgetOver => "BUD-2", "over-budget work runs only on capacity no in-budget work can use, without a slice";
-    BudgetLedger => "BUD-3", "usage is charged per second of GPU allocation, normalised by GPU type";
-    ShareDefault => "FS-0", "share defaults to the budget when all unset siblings have one, else 1";
-    FairShare => "FS-1", "hierarchical fair share: lowest (decayed usage + allocation) / entitlement first, level by level";
-    FairUsers => "FS-2", "within a project: users by the same measure, then FIFO";
-    Slice => "CON-1", "a started workload runs at least min_slice before policy preemption";
-    Grace => "CON-2", "preemption signals the workload and stops it after grace";
-    Requeue => "CON-3", "a stopped workload loses progress since its last checkpoint and is requeued";
-    NoPingPong => "CON-4", "preempt only if the preemptor ranks strictly better than the victim after the swap";
-    VictimOrder => "CON-5", "victims: over budget, furthest above fair share, least unsaved progress, fewest extra GPUs";
-    Interactive => "INT-1", "interactive workloads within the lane limits preempt batch work past its slice at once";
-    InteractiveLimit => "INT-2", "interactive workloads over the lane limits are rejected";
-    ServiceNoSlice => "SVC-1", "services are not time-sliced and are charged continuously";
-    ServiceCap => "SVC-2", "an account's service GPUs are capped";
-    Drain => "MNT-1", "a drain preempts the node's workloads under the contract, then takes it out of service";
-    Failure => "MNT-2", "a node failure stops its workloads at once; they are requeued";
-    LaunchFailure => "MNT-3", "a launch that fails outside the workload requeues it without spending a retry; 3 such failures in a row on a node drain it";
-    Completed => "ENG-1", "a workload that completed its work releases its GPUs";
-}
-
-impl fmt::Display for Rule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.id())
-    }
-}
-
-/// Why something happened (or did not): a rule and the numbers behind it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Reason {
-    pub rule: Rule,
-    pub detail: String,
-}
-
-impl Reason {
-    pub fn new(rule: Rule, detail: impl Into<String>) -> Reason {
-        Reason { rule, detail: detail.into() }
-    }
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.detail.is_empty() {
-            write!(f, "{}: {}", self.rule.id(), self.rule.title())
-        } else {
-            write!(f, "{}: {}", self.rule.id(), self.detail)
-        }
-    }
-}
 
 /// What a policy wants done.
 #[derive(Clone, Debug, PartialEq)]

@@ -6,6 +6,7 @@
 //! the code cites and that every [`Reason`] carries.
 
 pub mod account;
+pub mod allocation;
 pub mod cluster;
 pub mod contract;
 pub mod decision;
@@ -14,20 +15,21 @@ pub mod ledger;
 pub(crate) mod pending;
 pub mod placement;
 pub mod policy;
+pub mod rule;
 pub mod state;
+pub mod time;
 pub mod workload;
 
 pub use account::{Account, AccountId, AccountSpec, AccountTree, AccountTreeError};
+pub use allocation::Allocation;
 pub use cluster::{Cluster, GpuType, GpuTypeId, Health, Node, NodeId, Pool, PoolId, PoolSpec};
 pub use contract::{Contract, PerClass};
-pub use decision::{Action, Decision, Reason, Rule};
+pub use decision::{Action, Decision};
 pub use engine::{Effect, Engine, Exit, Transition};
 pub use ledger::{Ledger, Usage};
-pub use placement::{Allocation, FreeMap, PlacementFailure};
+pub use placement::{FreeMap, PlacementFailure};
 pub use policy::{Policy, PolicyKind};
+pub use rule::{Reason, Rule};
 pub use state::{NodeEvent, NodeEventKind, State};
+pub use time::Time;
 pub use workload::{Class, Phase, Priority, Run, WorkloadId, WorkloadSpec};
-
-/// Time in whole seconds since the start of the trace (simulator) or the Unix
-/// epoch (server). Integer time keeps every decision reproducible.
-pub type Time = u64;

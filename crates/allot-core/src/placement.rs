@@ -15,30 +15,10 @@
 use std::fmt;
 use std::ops::Range;
 
+pub use crate::allocation::Allocation;
 use crate::cluster::{Cluster, Health, NodeId, PoolId};
-use crate::decision::Rule;
+use crate::rule::Rule;
 use crate::workload::WorkloadSpec;
-
-/// GPUs held by one workload: per node, a bit mask of GPU indices.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct Allocation {
-    pub parts: Vec<(NodeId, u64)>,
-}
-
-impl Allocation {
-    pub fn gpus(&self) -> u32 {
-        self.parts.iter().map(|(_, m)| m.count_ones()).sum()
-    }
-
-    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.parts.iter().map(|(n, _)| *n)
-    }
-
-    /// GPU indices on a node, ascending.
-    pub fn indices(mask: u64) -> impl Iterator<Item = u32> {
-        (0..64u32).filter(move |i| mask & (1u64 << i) != 0)
-    }
-}
 
 /// Free GPUs per node, as a working copy a policy can consume during a pass.
 #[derive(Clone, Debug, PartialEq)]

@@ -12,10 +12,10 @@ use crate::Time;
 use crate::account::{AccountId, AccountTree};
 use crate::cluster::{Cluster, GpuTypeId, Health, NodeId, PoolId};
 use crate::contract::Contract;
-use crate::decision::Reason;
 use crate::ledger::Ledger;
 use crate::pending::{MemberId, PendingIndex};
 use crate::placement::{Allocation, FreeMap, full_mask};
+use crate::rule::Reason;
 use crate::workload::{Class, Phase, Priority, Run, WorkloadId, WorkloadSpec, saved};
 
 /// A change of a node's health (events file / operator action).

@@ -5,9 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::Time;
 use crate::account::AccountId;
+use crate::allocation::Allocation;
 use crate::cluster::GpuTypeId;
-use crate::decision::Reason;
-use crate::placement::Allocation;
+use crate::rule::Reason;
 
 /// Index of a workload in [`crate::State`]; also its trace order.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

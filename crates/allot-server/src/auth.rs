@@ -22,10 +22,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rand::RngCore;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
+pub use crate::secret::{hash_token, new_token, new_token_id};
 use crate::store::{Store, StoreError, TokenRow};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,29 +154,6 @@ impl Principal {
         out.push_str(rest);
         out
     }
-}
-
-/// A fresh random token.
-pub fn new_token() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
-    format!("allot_{}", hex(&bytes))
-}
-
-/// A fresh random token id (32 hex digits), unrelated to the token's text.
-pub fn new_token_id() -> String {
-    let mut bytes = [0u8; 16];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
-    hex(&bytes)
-}
-
-/// SHA-256 of a token, hex.
-pub fn hash_token(token: &str) -> String {
-    hex(&Sha256::digest(token.as_bytes()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Why a token could not be created.

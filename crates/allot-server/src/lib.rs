@@ -27,6 +27,7 @@ pub mod listener;
 pub mod metrics;
 pub mod recovery;
 pub mod scheduler;
+pub mod secret;
 pub mod server;
 pub mod store;
 pub mod submission;

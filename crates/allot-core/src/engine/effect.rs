@@ -2,9 +2,9 @@
 //! transitions they record.
 
 use crate::Time;
+use crate::allocation::Allocation;
 use crate::cluster::{Health, NodeId};
-use crate::decision::Reason;
-use crate::placement::Allocation;
+use crate::rule::Reason;
 use crate::state::{NodeEventKind, StopOutcome};
 use crate::workload::WorkloadId;
 

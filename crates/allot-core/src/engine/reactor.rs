@@ -4,10 +4,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Change, Effect, Ended, Exit, Outcome, Transition};
 use crate::Time;
+use crate::allocation::Allocation;
 use crate::cluster::{Health, NodeId};
-use crate::decision::{Action, Decision, Reason, Rule};
-use crate::placement::{Allocation, full_mask};
+use crate::decision::{Action, Decision};
+use crate::placement::full_mask;
 use crate::policy::Policy;
+use crate::rule::{Reason, Rule};
 use crate::state::{NodeEvent, NodeEventKind, State, StopOutcome};
 use crate::workload::{Phase, WorkloadId, WorkloadSpec, saved};
 

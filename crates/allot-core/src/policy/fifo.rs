@@ -2,8 +2,9 @@
 //! no preemption (rules FIFO-1, FIFO-2).
 
 use crate::Time;
-use crate::decision::{Action, Decision, Reason, Rule};
+use crate::decision::{Action, Decision};
 use crate::placement::{find, place};
+use crate::rule::{Reason, Rule};
 use crate::state::State;
 use crate::workload::{WorkloadId, WorkloadSpec};
 

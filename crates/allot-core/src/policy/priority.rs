@@ -17,8 +17,9 @@ use std::collections::BinaryHeap;
 use crate::Time;
 use crate::account::AccountId;
 use crate::cluster::PoolId;
-use crate::decision::{Action, Decision, Reason, Rule};
+use crate::decision::{Action, Decision};
 use crate::placement::{Allocation, FreeMap, find, place};
+use crate::rule::{Reason, Rule};
 use crate::state::State;
 use crate::workload::{Phase, Priority, WorkloadId, WorkloadSpec};
 

@@ -76,7 +76,7 @@ pub async fn submit(
     let key = key.map(|key| Idempotency {
         principal: who.token_id.clone(),
         key,
-        request_hash: crate::auth::hash_token(&serde_json::to_string(&req).unwrap_or_default()),
+        request_hash: crate::secret::hash_token(&serde_json::to_string(&req).unwrap_or_default()),
     });
     // The commit and the hand-off run in a task of their own: a client that
     // goes away drops this handler, never a committed workload's hand-off.

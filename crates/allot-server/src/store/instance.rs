@@ -69,7 +69,7 @@ impl Store {
         let id = match have {
             Some(id) => id,
             None => {
-                let fresh = crate::auth::new_token().replace("allot_", "")[..16].to_string();
+                let fresh = crate::secret::new_token().replace("allot_", "")[..16].to_string();
                 sqlx::query("INSERT INTO meta (key, value) VALUES ('instance', $1)")
                     .bind(&fresh)
                     .execute(&mut *tx)

@@ -26,8 +26,8 @@ use crate::cluster::GpuTypeId;
 use crate::workload::Class;
 
 use super::fairshare::{FairShare, ROOT, Removed, Side, Slot, Users, better_after_swap, ngpus};
-use super::preempt::{Cand, Preemptor};
 use super::rank::Tier;
+use super::victim::{Cand, Preemptor};
 
 /// What the candidates left offer at best, built on first use in a pass.
 /// A candidate taken later stays counted, which only makes the bounds

@@ -3,7 +3,7 @@
 
 use crate::Time;
 use crate::account::AccountId;
-use crate::decision::{Reason, Rule};
+use crate::rule::{Reason, Rule};
 use crate::state::State;
 use crate::workload::{Class, Phase, WorkloadSpec};
 

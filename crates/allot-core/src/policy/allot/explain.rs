@@ -13,56 +13,15 @@ use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crate::Time;
-use crate::decision::{Reason, Rule};
+use crate::rule::{Reason, Rule};
 use crate::state::State;
 use crate::workload::{Class, Phase, WorkloadId};
 
 use super::budget::{self, Budgets};
 use super::contract::{admit, slice_end};
-use super::fairshare::{FairShare, Removed, Side, Slot, SwapLevel, Users, swap};
+use super::fairshare::{FairShare, Slot, Users};
 use super::pass::{Outcome, Pass, Probe, released_at};
-use super::preempt::{Cand, Preemptor};
 use super::rank::{Tier, ranks};
-
-/// CON-4 detail of a preemption: the values on both sides before and after
-/// the swap (`removed` holds every victim of the preemptor).
-pub(crate) fn swap_detail(
-    pass: &Pass,
-    p: &Preemptor,
-    c: &Cand,
-    w_ng: f64,
-    removed: &Removed,
-    ran: Time,
-    slice: Time,
-) -> String {
-    let (state, fs) = (pass.state, &pass.fs);
-    let s = swap(fs, &pass.users, Side { ng: w_ng, ..p.side }, Side { ng: 0.0, ..c.side }, removed);
-    let tail = format!("; {} ran {ran} s >= slice {slice} s", state.spec(c.w).id);
-    match s.level {
-        SwapLevel::Slots(a, b) => format!(
-            "{} ranks strictly better after the swap: usage/entitlement {} {:.2} -> {:.2} vs {} {:.2} -> {:.2}{tail}",
-            p.spec.id,
-            fs.name(state, a),
-            s.w_before,
-            s.w_after,
-            fs.name(state, b),
-            s.v_before,
-            s.v_after
-        ),
-        SwapLevel::Users(a, b) => format!(
-            "{} ranks strictly better after the swap: in {} user {} usage+held {:.1} -> {:.1} GPUs vs user {} {:.1} -> {:.1}{tail}",
-            p.spec.id,
-            fs.name(state, p.side.slot),
-            pass.users.name(state, a),
-            s.w_before,
-            s.w_after,
-            pass.users.name(state, b),
-            s.v_before,
-            s.v_after
-        ),
-        SwapLevel::Fifo => format!("{} is work of the same user{tail}", p.spec.id),
-    }
-}
 
 /// A workload's place in the static rank order of its tier.
 #[derive(Copy, Clone, Debug)]

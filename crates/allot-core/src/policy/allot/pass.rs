@@ -28,10 +28,11 @@ use std::collections::BTreeMap;
 
 use crate::Time;
 use crate::account::AccountId;
-use crate::decision::{Action, Decision, Reason, Rule};
+use crate::decision::{Action, Decision};
 use crate::pending::Shape;
 use crate::placement::{Allocation, FreeMap, PlacementFailure, diagnose, find};
 use crate::policy::FailCache;
+use crate::rule::{Reason, Rule};
 use crate::state::State;
 use crate::workload::{Class, Phase, WorkloadId, WorkloadSpec};
 
@@ -470,7 +471,9 @@ impl<'a> Pass<'a> {
                         "interactive {} ({} GPUs) preempts batch past its slice (ran {ran} s >= {slice} s)",
                         p.spec.id, p.spec.gpus
                     ),
-                    _ => super::explain::swap_detail(self, p, c, w_ng, &removed, ran, slice),
+                    _ => {
+                        super::swap::swap_detail((self.state, &self.fs, &self.users), p, c, w_ng, &removed, ran, slice)
+                    }
                 };
                 Reason::new(rule, detail)
             })

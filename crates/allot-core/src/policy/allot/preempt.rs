@@ -30,8 +30,8 @@ use std::cmp::Reverse;
 
 use crate::Time;
 use crate::cluster::GpuTypeId;
-use crate::decision::Rule;
 use crate::placement::{Allocation, FreeMap, find};
+use crate::rule::Rule;
 use crate::state::{Holding, State};
 use crate::workload::{Class, Phase, WorkloadId, WorkloadSpec};
 
@@ -39,32 +39,11 @@ use super::bound::Bounds;
 use super::budget::Budgets;
 use super::fairshare::{FairShare, Removed, Share, Side, Slot, Users, better_after_swap, ngpus};
 use super::rank::Tier;
-
-/// A running workload that may be preempted in this pass.
-#[derive(Clone, Debug)]
-pub(crate) struct Cand {
-    pub(crate) w: WorkloadId,
-    pub(crate) side: Side,
-    pub(crate) over: bool,
-    pub(crate) class: Class,
-    pub(crate) slice_ok: bool,
-    pub(crate) gpu: Option<GpuTypeId>,
-    /// Normalisation weight of the GPUs it holds (where the preemptor lands).
-    pub(crate) weight: f64,
-}
+pub(crate) use super::victim::{Cand, Preemptor};
 
 /// CON-5 order: in budget last, highest FS-1 value first, least work
 /// lost, fewest GPUs, id.
 type VictimKey = (bool, Reverse<Share>, u64, u32, WorkloadId);
-
-/// The preemptor's view: who it is and how it ranks.
-#[derive(Copy, Clone, Debug)]
-pub(crate) struct Preemptor<'s> {
-    pub(crate) w: WorkloadId,
-    pub(crate) spec: &'s WorkloadSpec,
-    pub(crate) side: Side,
-    pub(crate) tier: Tier,
-}
 
 /// Victims chosen for one preemptor and the placement they make possible.
 #[derive(Clone, Debug)]

@@ -1,0 +1,31 @@
+//! The two sides of a victim search: the candidate victims and the
+//! preemptor, as value types the search ([`super::preempt`]) and its bounds
+//! ([`super::bound`]) both read.
+
+use crate::cluster::GpuTypeId;
+use crate::workload::{Class, WorkloadId, WorkloadSpec};
+
+use super::fairshare::Side;
+use super::rank::Tier;
+
+/// A running workload that may be preempted in this pass.
+#[derive(Clone, Debug)]
+pub(crate) struct Cand {
+    pub(crate) w: WorkloadId,
+    pub(crate) side: Side,
+    pub(crate) over: bool,
+    pub(crate) class: Class,
+    pub(crate) slice_ok: bool,
+    pub(crate) gpu: Option<GpuTypeId>,
+    /// Normalisation weight of the GPUs it holds (where the preemptor lands).
+    pub(crate) weight: f64,
+}
+
+/// The preemptor's view: who it is and how it ranks.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Preemptor<'s> {
+    pub(crate) w: WorkloadId,
+    pub(crate) spec: &'s WorkloadSpec,
+    pub(crate) side: Side,
+    pub(crate) tier: Tier,
+}

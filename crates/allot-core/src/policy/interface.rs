@@ -1,0 +1,38 @@
+//! The interface every policy implements.
+
+use crate::Time;
+use crate::decision::Decision;
+use crate::rule::Reason;
+use crate::state::State;
+use crate::workload::{WorkloadId, WorkloadSpec};
+
+/// A scheduling policy.
+pub trait Policy: Send {
+    /// The policy's name as given on the command line.
+    fn name(&self) -> &'static str;
+
+    /// Admission at submit time: `Err` rejects the workload for good with
+    /// the reason (e.g. it can never fit what this policy lets it use).
+    fn admit(&self, state: &State, spec: &WorkloadSpec) -> Result<(), Reason>;
+
+    /// The decisions of one scheduling pass at `now`. Starts must name GPUs
+    /// that are free on usable nodes once the decisions before them in the
+    /// list have been applied; preemptions name running workloads.
+    fn schedule(&mut self, state: &State, now: Time) -> Vec<Decision>;
+
+    /// Why a pending workload is not running, as the policy sees it now.
+    fn explain(&self, state: &State, w: WorkloadId, now: Time) -> Reason;
+
+    /// The next time after `now` at which a time-based condition (a slice
+    /// ending, a budget period rolling over) may change this policy's
+    /// decisions while work waits. `None` when only events matter.
+    fn next_wakeup(&self, _state: &State, _now: Time) -> Option<Time> {
+        None
+    }
+
+    /// Whether the simulator must also run a pass every scheduling interval
+    /// while work waits (policies whose ranking drifts with time).
+    fn periodic(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,40 @@
+//! The policies known by name.
+
+use super::{AllotPolicy, Fifo, Policy, PriorityPolicy};
+
+/// A policy by name.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PolicyKind {
+    Fifo,
+    FifoBackfill,
+    Priority,
+    Allot,
+}
+
+impl PolicyKind {
+    pub const ALL: [PolicyKind; 4] =
+        [PolicyKind::Fifo, PolicyKind::FifoBackfill, PolicyKind::Priority, PolicyKind::Allot];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyKind::Fifo => "fifo",
+            PolicyKind::FifoBackfill => "fifo-backfill",
+            PolicyKind::Priority => "priority",
+            PolicyKind::Allot => "allot",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<PolicyKind> {
+        PolicyKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// A fresh policy of this kind.
+    pub fn build(self) -> Box<dyn Policy> {
+        match self {
+            PolicyKind::Fifo => Box::new(Fifo::strict()),
+            PolicyKind::FifoBackfill => Box::new(Fifo::backfill()),
+            PolicyKind::Priority => Box::new(PriorityPolicy),
+            PolicyKind::Allot => Box::new(AllotPolicy::new()),
+        }
+    }
+}
