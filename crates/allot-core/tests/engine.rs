@@ -1,0 +1,250 @@
+//! The engine, driven input by input as an interpreter drives it, with the
+//! state's invariants checked after every step: what each input changes and
+//! which effects it leaves (CON-2, CON-3, ENG-1, MNT-1 … MNT-3, cancels,
+//! retries, stale reports).
+
+use allot_core::engine::{Cancelled, Change, LAUNCH_FAILURES_TO_DRAIN, Outcome};
+use allot_core::{
+    Effect, Engine, Exit, Health, NodeEvent, NodeEventKind, NodeId, Phase, Policy, PolicyKind, Rule, Time, WorkloadId,
+};
+use allot_testkit::{StateBuilder, Wl};
+
+struct Run {
+    engine: Engine,
+    policy: Box<dyn Policy>,
+}
+
+impl Run {
+    /// One pool of `nodes` nodes of 8 GPUs, grace 100 s, FIFO with backfill.
+    fn new(nodes: u32) -> Run {
+        let state =
+            StateBuilder::new().pool("p", "H100", nodes, 8).account("org/a").contract(|c| c.grace = 100).build();
+        Run { engine: Engine::new(state), policy: PolicyKind::FifoBackfill.build() }
+    }
+
+    /// The effects of the last steps; the state is checked first.
+    fn effects(&mut self, t: Time) -> Vec<Effect> {
+        self.engine.state.sanity_check(t).expect("invariants hold after every step");
+        self.engine.take_effects()
+    }
+
+    fn submit(&mut self, id: &str, gpus: u32, work: Time, retries: u32, t: Time) -> WorkloadId {
+        let spec =
+            Wl::new(id).account("org/a").gpus(gpus).submit(t).work(work).checkpoint(50).build(&self.engine.state);
+        let w = self.engine.arrive(&*self.policy, spec, retries, t);
+        self.effects(t);
+        w
+    }
+
+    fn pass(&mut self, t: Time) -> Vec<Effect> {
+        self.engine.pass(self.policy.as_mut(), t);
+        self.effects(t)
+    }
+
+    fn exited(&mut self, w: WorkloadId, exit: Exit, t: Time) -> Vec<Effect> {
+        let attempt = self.engine.state.run(w).attempts;
+        self.engine.exited(w, attempt, exit, t);
+        self.effects(t)
+    }
+
+    fn node(&mut self, n: u32, kind: NodeEventKind, t: Time) -> Vec<Effect> {
+        self.engine.node_event(&NodeEvent { t, node: NodeId(n), kind });
+        self.effects(t)
+    }
+}
+
+/// The changes recorded, in order.
+fn changes(effects: &[Effect]) -> Vec<Change> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Record(t) => Some(t.change),
+            _ => None,
+        })
+        .collect()
+}
+
+fn kills(effects: &[Effect]) -> usize {
+    effects.iter().filter(|e| matches!(e, Effect::Kill { .. })).count()
+}
+
+#[test]
+fn a_start_launches_and_a_completion_frees_the_gpus() {
+    let mut r = Run::new(1);
+    let w = r.submit("a", 8, 1000, 0, 0);
+    let fx = r.pass(0);
+    assert_eq!(changes(&fx), [Change::Start]);
+    assert!(matches!(&fx[1], Effect::Launch { workload, attempt: 1, alloc } if *workload == w && alloc.gpus() == 8));
+    let fx = r.exited(w, Exit::Completed, 1000);
+    assert_eq!(changes(&fx), [Change::Finish]);
+    let Effect::Record(t) = &fx[0] else { panic!("a record") };
+    let ended = t.ended.as_ref().expect("an attempt ended");
+    assert_eq!((ended.outcome, ended.stop.useful_gpu_s, ended.started), (Outcome::Finished, 8000, 0));
+    assert_eq!(r.engine.state.run(w).phase, Phase::Finished);
+    assert_eq!(r.engine.state.free.free_on(NodeId(0)), 8);
+    assert!(r.engine.dirty(), "released GPUs call for a pass");
+}
+
+#[test]
+fn a_drain_signals_kills_after_grace_and_requeues_with_lost_progress() {
+    let mut r = Run::new(1);
+    let w = r.submit("a", 8, 1000, 0, 0);
+    r.pass(0);
+    let fx = r.node(0, NodeEventKind::Drain, 170);
+    assert_eq!(changes(&fx), [Change::Preempt]);
+    assert!(fx.iter().any(|e| matches!(e, Effect::Signal { stop_at: 270, .. })), "CON-2: killed after grace: {fx:?}");
+    assert_eq!(r.engine.next_deadline(), Some(270));
+    assert_eq!(r.engine.expire(269), 0);
+    assert_eq!(r.engine.expire(270), 1);
+    let fx = r.effects(270);
+    assert_eq!(kills(&fx), 1);
+    let fx = r.exited(w, Exit::KILLED, 270);
+    assert_eq!(changes(&fx), [Change::Stop]);
+    let Effect::Record(t) = &fx[0] else { panic!("a record") };
+    // Progress frozen at the signal (170 s), checkpoints every 50 s.
+    assert_eq!(t.reason.rule, Rule::Requeue);
+    assert!(t.reason.detail.starts_with("grace over; 20 s of progress"), "{}", t.reason);
+    assert_eq!(r.engine.state.run(w).remaining, 850);
+    assert!(fx.iter().any(|e| matches!(e, Effect::Health { health: Health::Drained, .. })), "MNT-1 completes");
+}
+
+#[test]
+fn a_node_failure_kills_at_once_and_requeues_under_mnt_2() {
+    let mut r = Run::new(1);
+    let w = r.submit("a", 8, 1000, 0, 0);
+    r.pass(0);
+    let fx = r.node(0, NodeEventKind::Fail, 100);
+    assert_eq!(changes(&fx), [Change::Abort]);
+    assert_eq!(kills(&fx), 1);
+    assert_eq!(r.engine.next_deadline(), None, "no grace");
+    let fx = r.exited(w, Exit::KILLED, 100);
+    assert_eq!(changes(&fx), [Change::Fail]);
+    let Effect::Record(t) = &fx[0] else { panic!("a record") };
+    assert_eq!((t.reason.rule, t.ended.as_ref().map(|e| e.outcome)), (Rule::Failure, Some(Outcome::NodeFailed)));
+    assert_eq!(r.engine.state.health[0], Health::Down);
+}
+
+#[test]
+fn failed_exits_are_retried_then_fail_for_good() {
+    let mut r = Run::new(1);
+    let w = r.submit("a", 8, 1000, 1, 0);
+    r.pass(0);
+    let fx = r.exited(w, Exit::Status { code: Some(3), signal: None }, 10);
+    assert_eq!(changes(&fx), [Change::Retry]);
+    assert_eq!(r.engine.state.run(w).phase, Phase::Pending);
+    r.pass(10);
+    let fx = r.exited(w, Exit::Status { code: None, signal: Some(11) }, 20);
+    assert_eq!(changes(&fx), [Change::Failed]);
+    let Effect::Record(t) = &fx[0] else { panic!("a record") };
+    assert_eq!(t.reason.detail, "killed by signal 11; failed (1 retries)");
+    assert_eq!((r.engine.state.run(w).phase, r.engine.failures(w)), (Phase::Failed, 2));
+}
+
+#[test]
+fn any_exit_after_the_signal_is_a_stop() {
+    let mut r = Run::new(1);
+    let w = r.submit("a", 8, 1000, 0, 0);
+    r.pass(0);
+    r.node(0, NodeEventKind::Drain, 100);
+    let fx = r.exited(w, Exit::Status { code: Some(0), signal: None }, 150);
+    assert_eq!(changes(&fx), [Change::Stop], "CON-3: exit 0 after the signal is a stop live");
+    let Effect::Record(t) = &fx[0] else { panic!("a record") };
+    assert!(t.reason.detail.starts_with("stopped after the signal"), "{}", t.reason);
+    assert_eq!(r.engine.next_deadline(), None, "its deadline is gone");
+}
+
+#[test]
+fn a_completion_during_grace_finishes_and_drops_the_deadline() {
+    let mut r = Run::new(1);
+    let w = r.submit("a", 8, 150, 0, 0);
+    r.pass(0);
+    r.node(0, NodeEventKind::Drain, 100);
+    let fx = r.exited(w, Exit::Completed, 150);
+    assert_eq!(changes(&fx), [Change::Finish]);
+    assert_eq!(r.engine.next_deadline(), None);
+    assert_eq!(r.engine.expire(200), 0);
+}
+
+#[test]
+fn launch_failures_outside_the_workload_requeue_for_free_and_drain_the_node() {
+    let mut r = Run::new(2);
+    let w = r.submit("a", 8, 1000, 0, 0);
+    for i in 0..LAUNCH_FAILURES_TO_DRAIN {
+        let fx = r.pass(u64::from(i));
+        assert_eq!(changes(&fx), [Change::Start]);
+        let node = r.engine.state.run(w).alloc.as_ref().and_then(|a| a.nodes().next()).expect("placed");
+        assert_eq!(node, NodeId(0), "best fit takes the first node while it is up");
+        let exit = Exit::NotStarted { message: "no cgroup".into(), outside: true, node: None };
+        let fx = r.exited(w, exit, u64::from(i));
+        assert_eq!(changes(&fx)[0], Change::LaunchFailed);
+        assert_eq!(r.engine.failures(w), 0, "no retry spent");
+        let drained = fx.iter().any(|e| matches!(e, Effect::NodeAction { kind: NodeEventKind::Drain, .. }));
+        assert_eq!(drained, i + 1 == LAUNCH_FAILURES_TO_DRAIN, "MNT-3 drains at the third failure in a row");
+    }
+    assert_eq!(r.engine.state.health[0], Health::Drained);
+    let fx = r.pass(10);
+    assert_eq!(changes(&fx), [Change::Start]);
+    assert_eq!(r.engine.state.run(w).alloc.as_ref().and_then(|a| a.nodes().next()), Some(NodeId(1)));
+}
+
+#[test]
+fn a_started_launch_resets_the_count() {
+    let mut r = Run::new(2);
+    let w = r.submit("a", 8, 1000, 0, 0);
+    let fail = Exit::NotStarted { message: "spawn".into(), outside: true, node: Some(NodeId(0)) };
+    for t in 0..2 {
+        r.pass(t);
+        r.exited(w, fail.clone(), t);
+    }
+    r.pass(2);
+    r.engine.launched(w, r.engine.state.run(w).attempts);
+    r.exited(w, Exit::Status { code: Some(1), signal: None }, 3);
+    r.pass(3);
+    let fx = r.exited(w, fail, 3);
+    assert!(!fx.iter().any(|e| matches!(e, Effect::NodeAction { .. })), "not three in a row: {fx:?}");
+}
+
+#[test]
+fn cancels_end_pending_work_now_and_running_work_when_it_stops() {
+    let mut r = Run::new(1);
+    let a = r.submit("a", 8, 1000, 0, 0);
+    let b = r.submit("b", 8, 1000, 0, 0);
+    r.pass(0);
+    assert_eq!(r.engine.cancel(b, 5, "cancelled by ann"), Cancelled::Ended);
+    assert_eq!(changes(&r.effects(5)), [Change::Cancel]);
+    assert_eq!(r.engine.cancel(a, 5, "cancelled by ann"), Cancelled::Stopping);
+    assert_eq!(changes(&r.effects(5)), [Change::Preempt]);
+    assert_eq!(r.engine.cancel(a, 6, "cancelled by bob"), Cancelled::Stopping, "asked twice");
+    let fx = r.exited(a, Exit::KILLED, 105);
+    assert_eq!(changes(&fx), [Change::Cancel]);
+    assert_eq!(r.engine.state.run(a).phase, Phase::Cancelled);
+    assert_eq!(r.engine.cancel(a, 200, "cancelled by ann"), Cancelled::AlreadyEnded);
+}
+
+#[test]
+fn stale_reports_change_nothing() {
+    let mut r = Run::new(1);
+    let w = r.submit("a", 8, 1000, 0, 0);
+    r.pass(0);
+    r.engine.exited(w, 7, Exit::Completed, 10);
+    assert!(r.effects(10).is_empty(), "another attempt's exit");
+    r.exited(w, Exit::Completed, 1000);
+    r.engine.exited(w, 1, Exit::Status { code: Some(1), signal: None }, 1001);
+    assert!(r.effects(1001).is_empty(), "an exit after the end");
+    assert_eq!(r.engine.state.run(w).phase, Phase::Finished);
+}
+
+#[test]
+fn with_nothing_to_change_no_wake_up_is_planned() {
+    let mut r = Run::new(1);
+    let state = &r.engine.state;
+    let big = Wl::new("x").account("org/a").gpus(8).nodes(1).submit(0).work(10).build(state);
+    r.engine.arrive(&*r.policy, big, 0, 0);
+    r.node(0, NodeEventKind::Fail, 0);
+    r.pass(0);
+    let periodic = PolicyKind::Allot.build();
+    r.engine.plan_wake(&*periodic, 0, false);
+    assert_eq!(r.engine.wake(), None, "stuck: nothing runs and nothing can come");
+    r.engine.plan_wake(&*periodic, 0, true);
+    assert!(r.engine.wake().is_some(), "inputs may still come: periodic passes go on");
+}
