@@ -26,7 +26,8 @@ pub struct NodeEvent {
     pub kind: NodeEventKind,
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "lowercase")]
 pub enum NodeEventKind {
     /// The node fails: its workloads stop at once (MNT-2).
     Fail,
@@ -40,18 +41,11 @@ pub enum NodeEventKind {
 
 impl NodeEventKind {
     pub fn as_str(self) -> &'static str {
-        match self {
-            NodeEventKind::Fail => "fail",
-            NodeEventKind::Repair => "repair",
-            NodeEventKind::Drain => "drain",
-            NodeEventKind::Undrain => "undrain",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<NodeEventKind> {
-        [NodeEventKind::Fail, NodeEventKind::Repair, NodeEventKind::Drain, NodeEventKind::Undrain]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        s.parse().ok()
     }
 }
 

@@ -14,7 +14,21 @@ use crate::rule::Reason;
 pub struct WorkloadId(pub u32);
 
 /// Workload class.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Copy,
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
+#[strum(serialize_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 pub enum Class {
     Batch,
@@ -26,20 +40,30 @@ impl Class {
     pub const ALL: [Class; 3] = [Class::Batch, Class::Interactive, Class::Service];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Class::Batch => "batch",
-            Class::Interactive => "interactive",
-            Class::Service => "service",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Class> {
-        Class::ALL.into_iter().find(|c| c.as_str() == s)
+        s.parse().ok()
     }
 }
 
 /// Legacy priority level (only the `priority` policy reads it).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Copy,
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
+#[strum(serialize_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     Low,
@@ -52,16 +76,11 @@ impl Priority {
     pub const ALL: [Priority; 4] = [Priority::Low, Priority::Normal, Priority::High, Priority::Urgent];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Priority::Low => "low",
-            Priority::Normal => "normal",
-            Priority::High => "high",
-            Priority::Urgent => "urgent",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Priority> {
-        Priority::ALL.into_iter().find(|c| c.as_str() == s)
+        s.parse().ok()
     }
 }
 
@@ -90,7 +109,21 @@ pub struct WorkloadSpec {
 }
 
 /// Lifecycle phase.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Copy,
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
+#[strum(serialize_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     /// Waiting for GPUs (new or requeued).
@@ -111,15 +144,7 @@ pub enum Phase {
 
 impl Phase {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Pending => "pending",
-            Phase::Running => "running",
-            Phase::Stopping => "stopping",
-            Phase::Finished => "finished",
-            Phase::Rejected => "rejected",
-            Phase::Failed => "failed",
-            Phase::Cancelled => "cancelled",
-        }
+        self.into()
     }
 
     /// Whether the workload holds GPUs.

@@ -44,7 +44,8 @@ pub struct Transition {
 }
 
 /// The kinds of state change, named as in the decision log.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "kebab-case")]
 pub enum Change {
     /// Pending → running on an allocation.
     Start,
@@ -72,24 +73,13 @@ pub enum Change {
 
 impl Change {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Change::Start => "start",
-            Change::Preempt => "preempt",
-            Change::Abort => "abort",
-            Change::Stop => "stop",
-            Change::Fail => "fail",
-            Change::Finish => "finish",
-            Change::Reject => "reject",
-            Change::Cancel => "cancel",
-            Change::Retry => "retry",
-            Change::Failed => "failed",
-            Change::LaunchFailed => "launch-failed",
-        }
+        self.into()
     }
 }
 
 /// How an attempt ended.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "kebab-case")]
 pub enum Outcome {
     Finished,
     /// Stopped after a signal (policy, drain).
@@ -106,14 +96,7 @@ pub enum Outcome {
 
 impl Outcome {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Finished => "finished",
-            Outcome::Preempted => "preempted",
-            Outcome::NodeFailed => "node-failed",
-            Outcome::Cancelled => "cancelled",
-            Outcome::Failed => "failed",
-            Outcome::LaunchFailed => "launch-failed",
-        }
+        self.into()
     }
 }
 

@@ -3,7 +3,8 @@
 use super::{AllotPolicy, Fifo, Policy, PriorityPolicy};
 
 /// A policy by name.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "kebab-case")]
 pub enum PolicyKind {
     Fifo,
     FifoBackfill,
@@ -16,16 +17,11 @@ impl PolicyKind {
         [PolicyKind::Fifo, PolicyKind::FifoBackfill, PolicyKind::Priority, PolicyKind::Allot];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            PolicyKind::Fifo => "fifo",
-            PolicyKind::FifoBackfill => "fifo-backfill",
-            PolicyKind::Priority => "priority",
-            PolicyKind::Allot => "allot",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<PolicyKind> {
-        PolicyKind::ALL.into_iter().find(|k| k.as_str() == s)
+        s.parse().ok()
     }
 
     /// A fresh policy of this kind.
