@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use allot_core::WorkloadSpec;
+use allot_core::{Phase, WorkloadSpec};
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode};
@@ -12,10 +12,9 @@ use tokio::sync::oneshot;
 use super::extract::{IdempotencyKey, Path};
 use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask};
 use crate::scheduler::Msg;
+use crate::states::{PHASES, parse_phase};
 use crate::store::{AttemptRow, Idempotency, Inserted, NewWorkload, WorkloadFilter, WorkloadRow};
 use crate::views::{AttemptView, NodeGpusView, SubmitRequest, WorkloadDetail, WorkloadView};
-
-pub(crate) const STATES: [&str; 7] = ["pending", "running", "stopping", "finished", "failed", "cancelled", "rejected"];
 
 pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
     WorkloadView {
@@ -152,7 +151,7 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
         retries: row.retries,
         failures: 0,
         cancel_requested: false,
-        state: "pending".into(),
+        state: Phase::Pending.as_str().into(),
         reason: None,
         end_t: None,
     }
@@ -173,10 +172,11 @@ pub async fn list(
             "class" => f.class = Some(v.clone()),
             "state" => {
                 for s in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    if !STATES.contains(&s) {
+                    if parse_phase(s).is_none() {
+                        let known: Vec<&str> = PHASES.iter().map(|p| p.as_str()).collect();
                         return Err(ApiError::field(
                             "state",
-                            format!("unknown state {s:?} (use {})", STATES.join(", ")),
+                            format!("unknown state {s:?} (use {})", known.join(", ")),
                         ));
                     }
                     f.states.push(s.to_string());
