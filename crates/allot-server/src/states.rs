@@ -19,9 +19,9 @@ pub const PHASES: [Phase; 7] = [
     Phase::Rejected,
 ];
 
-/// The workload state stored as `s`.
+/// The workload state stored as `s` (the engine's own names).
 pub fn parse_phase(s: &str) -> Option<Phase> {
-    PHASES.into_iter().find(|p| p.as_str() == s)
+    s.parse().ok()
 }
 
 /// Where an attempt is.
@@ -81,7 +81,10 @@ impl AttemptOutcome {
     }
 
     pub fn parse(s: &str) -> Option<AttemptOutcome> {
-        AttemptOutcome::ALL.into_iter().find(|o| o.as_str() == s)
+        if s == AttemptOutcome::Lost.as_str() {
+            return Some(AttemptOutcome::Lost);
+        }
+        s.parse().ok().map(AttemptOutcome::Engine)
     }
 
     /// Whether the attempt was stopped from outside (a preemption, its
