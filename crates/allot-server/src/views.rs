@@ -209,7 +209,8 @@ impl NodeView {
 #[serde(deny_unknown_fields)]
 pub struct TokenRequest {
     pub name: String,
-    /// admin | manager | researcher
+    /// admin | manager | researcher | metrics
+    #[schema(value_type = crate::auth::Role)]
     pub role: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
