@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::secret::{hash_token, new_token, new_token_id};
 use crate::store::{Store, StoreError, TokenRow};
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Admin,
@@ -59,7 +59,7 @@ impl Role {
 }
 
 /// Who is calling.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Principal {
     pub name: String,
     pub role: Role,

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use allot_core::{Class, Priority};
+use allot_core::{Class, Phase, Priority};
 use allot_trace::write::{TraceRow, write_trace_csv};
 
 use crate::store::{AttemptRow, Store, StoreError, WorkloadRow};
@@ -87,10 +87,10 @@ fn work_done(w: &WorkloadRow, attempts: &[AttemptRow]) -> Option<u64> {
     let kept_before: i64 = attempts.iter().rev().skip(1).filter_map(|a| a.kept_s).sum();
     let last_run = attempts.last().and_then(|a| a.end_t.map(|e| e - a.start_t));
     let expected = w.work_s.max(1) as u64;
-    match (w.state.as_str(), last_run) {
-        ("finished", Some(run)) => Some((kept_before + run).max(1) as u64),
-        ("failed" | "cancelled", Some(run)) => Some((kept_before + run).max(1) as u64),
-        ("cancelled", None) => None,
+    match (w.phase(), last_run) {
+        (Some(Phase::Finished), Some(run)) => Some((kept_before + run).max(1) as u64),
+        (Some(Phase::Failed | Phase::Cancelled), Some(run)) => Some((kept_before + run).max(1) as u64),
+        (Some(Phase::Cancelled), None) => None,
         _ => Some(expected),
     }
 }

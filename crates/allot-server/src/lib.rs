@@ -29,6 +29,7 @@ pub mod recovery;
 pub mod scheduler;
 pub mod secret;
 pub mod server;
+pub mod states;
 pub mod store;
 pub mod submission;
 pub mod views;

@@ -22,6 +22,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use allot_core::Phase;
+
 use crate::store::{AttemptRow, WorkloadRow};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -174,10 +176,10 @@ impl Metrics {
         for w in workloads {
             let ac = labels(&w.account, &w.class);
             self.submissions.get_or_create(&ac).inc();
-            let ended = match w.state.as_str() {
-                "finished" => Some(&self.completed),
-                "failed" => Some(&self.failed),
-                "cancelled" => Some(&self.cancelled),
+            let ended = match w.phase() {
+                Some(Phase::Finished) => Some(&self.completed),
+                Some(Phase::Failed) => Some(&self.failed),
+                Some(Phase::Cancelled) => Some(&self.cancelled),
                 _ => None,
             };
             if let Some(c) = ended {

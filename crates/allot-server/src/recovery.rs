@@ -19,13 +19,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use allot_core::engine::Past;
+use allot_core::engine::{Outcome, Past};
 use allot_core::workload::saved;
-use allot_core::{Class, Engine, NodeEvent, NodeEventKind, Priority, State, Time, WorkloadSpec};
+use allot_core::{Class, Engine, NodeEvent, NodeEventKind, Phase, Priority, State, Time, WorkloadSpec};
 
 use crate::accounts::{Overrides, base_specs, build_tree};
 use crate::executor::{AttemptKey, Executor, Survivor};
 use crate::scheduler::Live;
+use crate::states::{AttemptOutcome, AttemptState};
 use crate::store::{AttemptRow, Op, Store, StoreError, WorkloadRow};
 
 /// Why recovery failed.
@@ -105,7 +106,12 @@ pub async fn recover(
             }
             Err(why) => {
                 tracing::warn!(workload = row.seq, %why, "rejected at recovery");
-                ops.push(Op::WorkloadState { seq: row.seq, state: "rejected", reason: why, end_t: Some(now as i64) });
+                ops.push(Op::WorkloadState {
+                    seq: row.seq,
+                    state: Phase::Rejected,
+                    reason: why,
+                    end_t: Some(now as i64),
+                });
             }
         }
     }
@@ -144,14 +150,14 @@ async fn close_open_attempts(
 ) -> Result<usize, StoreError> {
     let mut open = Vec::new();
     let mut ops = Vec::new();
-    for row in rows.iter().filter(|r| r.state == "running" || r.state == "stopping") {
+    for row in rows.iter().filter(|r| r.phase().is_some_and(Phase::holds_gpus)) {
         let list = store.attempts_of(row.seq).await?;
         let kept: i64 = list.iter().filter_map(|a| a.kept_s).sum();
-        match list.into_iter().find(|a| a.state != "ended") {
+        match list.into_iter().find(|a| a.attempt_state() != Some(AttemptState::Ended)) {
             Some(a) => open.push((row.clone(), a, kept)),
             None => ops.push(Op::WorkloadState {
                 seq: row.seq,
-                state: "pending",
+                state: Phase::Pending,
                 reason: "requeued at server restart".into(),
                 end_t: None,
             }),
@@ -176,17 +182,17 @@ async fn close_open_attempts(
         let progress = ((until - a.start_t) as Time).min(remaining);
         let kept = saved(progress, row.checkpoint_s as Time);
         let outcome = if row.cancel_requested {
-            "cancelled"
+            AttemptOutcome::Engine(Outcome::Cancelled)
         } else if a.signal_t.is_some() {
-            "preempted"
+            AttemptOutcome::Engine(Outcome::Preempted)
         } else {
-            "lost"
+            AttemptOutcome::Lost
         };
         ops.push(Op::AttemptEnd {
             seq: row.seq,
             attempt: a.attempt,
             end_t: end as i64,
-            outcome: outcome.into(),
+            outcome: outcome.as_str().into(),
             exit_code: None,
             kept_s: kept as i64,
         });
@@ -195,7 +201,8 @@ async fn close_open_attempts(
             a.attempt,
             progress - kept
         );
-        let (state, end_t) = if row.cancel_requested { ("cancelled", Some(end as i64)) } else { ("pending", None) };
+        let (state, end_t) =
+            if row.cancel_requested { (Phase::Cancelled, Some(end as i64)) } else { (Phase::Pending, None) };
         ops.push(Op::WorkloadState { seq: row.seq, state, reason, end_t });
     }
     store.apply(&ops).await?;
@@ -227,7 +234,7 @@ fn past(list: &[&AttemptRow]) -> Past {
     for a in list {
         f.kept_s += a.kept_s.unwrap_or(0).max(0) as Time;
         f.first_start = Some(f.first_start.map_or(a.start_t as Time, |s: Time| s.min(a.start_t as Time)));
-        if matches!(a.outcome.as_deref(), Some("preempted" | "node-failed" | "lost")) {
+        if a.ended_as().is_some_and(AttemptOutcome::interrupted) {
             f.preemptions += 1;
         }
         if let Some(end) = a.end_t {

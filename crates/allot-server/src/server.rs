@@ -91,8 +91,10 @@ pub enum ServerError {
     Http(std::io::Error),
     #[error("the scheduler task failed: {0}")]
     Scheduler(String),
-    #[error("{0}")]
-    Inventory(String),
+    #[error(transparent)]
+    Inventory(#[from] crate::executor::inventory::InventoryError),
+    #[error(transparent)]
+    Slurm(#[from] crate::executor::slurm::SlurmError),
     #[error(
         "another server is serving this store: {0}. Stop it first, or start this one with --standby to take over \
          when it stops"
@@ -162,8 +164,8 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let devices = match opts.executor {
         ExecutorKind::Local => gpu_inventory(&mut cfg.cluster, opts.gpu_inventory)?,
         ExecutorKind::Slurm => {
-            let nodes = slurm::nodes(opts.slurm.partition.as_deref()).await.map_err(ServerError::Inventory)?;
-            slurm::map_nodes(&mut cfg.cluster, &nodes).map_err(ServerError::Inventory)?;
+            let nodes = slurm::nodes(opts.slurm.partition.as_deref()).await?;
+            slurm::map_nodes(&mut cfg.cluster, &nodes)?;
             DeviceMap::new()
         }
         ExecutorKind::None => DeviceMap::new(),
@@ -323,7 +325,7 @@ fn gpu_inventory(cluster: &mut allot_core::Cluster, source: GpuInventory) -> Res
     }
     match (source, detected) {
         (GpuInventory::Config, Err(why)) => {
-            tracing::info!("the GPU inventory is the config's ({why})");
+            tracing::info!(why = %crate::executor::with_sources(&why), "the GPU inventory is the config's");
             Ok(DeviceMap::new())
         }
         (GpuInventory::Config, Ok(hw)) => {
@@ -332,11 +334,9 @@ fn gpu_inventory(cluster: &mut allot_core::Cluster, source: GpuInventory) -> Res
             }
             Ok(DeviceMap::new())
         }
-        (GpuInventory::Hardware, Err(why)) => {
-            Err(ServerError::Inventory(format!("--gpu-inventory hardware: cannot read the host's GPUs: {why}")))
-        }
+        (GpuInventory::Hardware, Err(why)) => Err(why.into()),
         (GpuInventory::Hardware, Ok(hw)) => {
-            let (built, devices) = inventory::from_hardware(cluster, &hw).map_err(ServerError::Inventory)?;
+            let (built, devices) = inventory::from_hardware(cluster, &hw)?;
             tracing::info!(
                 pool = built.pools[0].name.as_str(),
                 gpus = built.nodes[0].gpus,

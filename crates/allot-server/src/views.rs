@@ -3,9 +3,10 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::ToSchema;
 
 /// `POST /v1/workloads`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
     /// Project the workload is charged to.
@@ -14,6 +15,7 @@ pub struct SubmitRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
     /// Total GPUs, all at once.
+    #[schema(minimum = 1)]
     pub gpus: u32,
     /// 0 or absent: any packing; k: exactly k nodes of gpus/k.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -21,6 +23,7 @@ pub struct SubmitRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_type: Option<String>,
     /// Program and arguments (no shell).
+    #[schema(min_items = 1)]
     pub command: Vec<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
@@ -32,6 +35,7 @@ pub struct SubmitRequest {
     pub expected_duration_s: Option<u64>,
     /// Reruns after a non-zero exit (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(maximum = 100)]
     pub retries: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -42,18 +46,21 @@ pub struct SubmitRequest {
     pub preemptible: Option<bool>,
     /// Expected mean GPU utilisation (0..1), for the measures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 1)]
     pub util: Option<f64>,
 }
 
 /// GPUs on one node.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = NodeGpus)]
 pub struct NodeGpusView {
     pub node: String,
     pub gpus: Vec<u32>,
 }
 
 /// A workload.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Workload)]
 pub struct WorkloadView {
     pub id: String,
     pub name: Option<String>,
@@ -86,7 +93,8 @@ impl WorkloadView {
 }
 
 /// One attempt of a workload.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Attempt)]
 pub struct AttemptView {
     pub attempt: i64,
     pub state: String,
@@ -105,7 +113,7 @@ pub struct AttemptView {
 }
 
 /// `GET /v1/workloads/{id}`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct WorkloadDetail {
     pub workload: WorkloadView,
     pub attempts: Vec<AttemptView>,
@@ -126,7 +134,8 @@ impl WorkloadDetail {
 }
 
 /// An account with its budget and fair-share standing.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Account)]
 pub struct AccountView {
     pub path: String,
     pub parent: Option<String>,
@@ -158,7 +167,7 @@ fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result
 
 /// `PATCH /v1/accounts/{path}`: a field absent is unchanged, `null` removes
 /// the override (back to the config's value, also after a restart).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AccountChange {
     #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
@@ -168,7 +177,8 @@ pub struct AccountChange {
 }
 
 /// A node.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Node)]
 pub struct NodeView {
     pub name: String,
     pub pool: String,
@@ -195,11 +205,12 @@ impl NodeView {
 }
 
 /// `POST /v1/tokens`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TokenRequest {
     pub name: String,
-    /// admin | manager | researcher
+    /// admin | manager | researcher | metrics
+    #[schema(value_type = crate::auth::Role)]
     pub role: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
@@ -208,7 +219,7 @@ pub struct TokenRequest {
 }
 
 /// A created token: the only time its text is shown.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct TokenCreated {
     pub name: String,
     pub role: String,
@@ -216,7 +227,8 @@ pub struct TokenCreated {
 }
 
 /// A token without its secret.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Token)]
 pub struct TokenView {
     pub name: String,
     pub role: String,
@@ -227,7 +239,8 @@ pub struct TokenView {
 }
 
 /// An audit entry.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Audit)]
 pub struct AuditView {
     pub t: i64,
     pub principal: String,
@@ -238,7 +251,8 @@ pub struct AuditView {
 }
 
 /// Every error body.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Error)]
 pub struct ErrorBody {
     pub error: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

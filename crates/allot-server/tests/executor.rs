@@ -160,7 +160,7 @@ async fn the_hardware_inventory_refuses_to_start_without_a_driver_or_with_a_mult
         String::from_utf8_lossy(&out.stderr).to_string()
     };
     let err = serve(ONE_HOST, "/nonexistent/nvidia-smi");
-    assert!(err.contains("cannot read the host's GPUs") && err.contains("/nonexistent/nvidia-smi"), "{err}");
+    assert!(err.contains("failed to read the host's GPUs") && err.contains("/nonexistent/nvidia-smi"), "{err}");
     let err = serve(support::CONFIG, &smi);
     assert!(err.contains("one pool of one node") && err.contains("2 nodes"), "{err}");
     let b200 = ONE_HOST.replace("H100 = 2.0", "B200 = 2.0");

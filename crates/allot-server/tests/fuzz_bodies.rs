@@ -127,7 +127,7 @@ proptest! {
         let cat = catalog();
         match parse_json::<SubmitRequest>(&bytes) {
             Err(e) => {
-                prop_assert_eq!(e.status.as_u16(), 400);
+                prop_assert_eq!(e.status().as_u16(), 400);
                 prop_assert!(e.error.starts_with("malformed json") || e.error.starts_with("invalid request"), "{}", e.error);
             }
             Ok(req) => match cat.check(&req, &fuzzer(), 1_000) {

@@ -5,6 +5,7 @@
 
 mod support;
 
+use allot_core::Phase;
 use allot_server::store::{AttemptRow, NewWorkload, Op, Store, TokenRow, WorkloadFilter};
 use support::{Backend, TestDb, temp_dir};
 
@@ -80,7 +81,7 @@ async fn roundtrip(backend: Backend) {
     store
         .apply(&[
             Op::AttemptStart { row: start.clone() },
-            Op::WorkloadState { seq: a, state: "running", reason: "FS-1: test".into(), end_t: None },
+            Op::WorkloadState { seq: a, state: Phase::Running, reason: "FS-1: test".into(), end_t: None },
             Op::AttemptRunning { seq: a, attempt: 1, pid: 4242 },
             Op::AttemptSignal { seq: a, attempt: 1, t: 1020, reason: "INT-1: test".into() },
             Op::AttemptEnd {
@@ -91,7 +92,7 @@ async fn roundtrip(backend: Backend) {
                 exit_code: None,
                 kept_s: 10,
             },
-            Op::WorkloadState { seq: a, state: "pending", reason: "CON-3: test".into(), end_t: None },
+            Op::WorkloadState { seq: a, state: Phase::Pending, reason: "CON-3: test".into(), end_t: None },
             Op::Failures { seq: a, failures: 1 },
             Op::CancelRequested { seq: a },
             Op::NodeEvent { t: 1030, node: "gpu-0".into(), kind: "drain".into(), principal: "root".into() },

@@ -15,16 +15,18 @@ use axum::response::IntoResponse;
 
 use allot_trace::bounds;
 
-use super::{ApiError, App, Auth, Body, ask};
+use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask};
 use crate::auth::{Principal, Role, TokenError, TokenSpec, create_token as make_token};
 use crate::scheduler::{AccountField, Msg};
 use crate::submission::unknown_account;
 use crate::views::{AccountChange, AccountView, AuditView, NodeView, TokenCreated, TokenRequest, TokenView};
 
+#[utoipa::path(get, path = "/v1/health", summary = "liveness", responses((status = 200, description = "ok", body = Object), ApiErrors))]
 pub async fn health() -> Json<serde_json::Value> {
     Json(serde_json::json!({"status": "ok"}))
 }
 
+#[utoipa::path(get, path = "/v1/whoami", summary = "the caller's principal", description = "Roles: any.", security(("bearer" = [])), responses((status = 200, description = "success", body = Principal), ApiErrors))]
 pub async fn whoami(Auth(who): Auth) -> Json<Principal> {
     Json(who)
 }
@@ -39,12 +41,14 @@ fn require_admin(who: &Principal, what: &str) -> Result<(), ApiError> {
 
 /// `GET /v1/accounts`: the accounts the caller sees, in path order (a
 /// parent precedes its children).
+#[utoipa::path(get, path = "/v1/accounts", summary = "accounts the caller sees, parents first", description = "Roles: any (filtered).", security(("bearer" = [])), responses((status = 200, description = "success", body = Vec<AccountView>), ApiErrors))]
 pub async fn accounts(State(app): State<App>, Auth(who): Auth) -> Result<Json<Vec<AccountView>>, ApiError> {
     let all = ask(&app, |reply| Msg::Accounts { reply }).await?;
     Ok(Json(all.into_iter().filter(|a| who.can_see(&a.path)).collect()))
 }
 
 /// `GET /v1/accounts/{path}`
+#[utoipa::path(get, path = "/v1/accounts/{path}", summary = "one account", description = "Roles: whoever sees it.", security(("bearer" = [])), params(("path" = String, Path, description = "the account's path, e.g. org/llm")), responses((status = 200, description = "success", body = AccountView), ApiErrors))]
 pub async fn account(
     State(app): State<App>,
     Auth(who): Auth,
@@ -62,6 +66,7 @@ fn visible_account(app: &App, who: &Principal, path: &str) -> Result<(), ApiErro
 
 /// `PATCH /v1/accounts/{path}` with `budget_gpu_hours` and/or `share`
 /// (`null` returns to the config's value). Audited.
+#[utoipa::path(patch, path = "/v1/accounts/{path}", summary = "set budget_gpu_hours and/or share (null: back to the config); audited", description = "Roles: admin; manager strictly inside the scope.", security(("bearer" = [])), params(("path" = String, Path, description = "the account's path, e.g. org/llm")), request_body = AccountChange, responses((status = 200, description = "success", body = AccountView), ApiErrors))]
 pub async fn change_account(
     State(app): State<App>,
     Auth(who): Auth,
@@ -107,6 +112,7 @@ pub async fn change_account(
 
 /// `GET /v1/nodes`: every role sees the nodes, and on them the workloads
 /// it may see.
+#[utoipa::path(get, path = "/v1/nodes", summary = "nodes with health and free GPUs", description = "Roles: any.", security(("bearer" = [])), responses((status = 200, description = "success", body = Vec<NodeView>), ApiErrors))]
 pub async fn nodes(State(app): State<App>, Auth(who): Auth) -> Result<Json<Vec<NodeView>>, ApiError> {
     let mut nodes = ask(&app, |reply| Msg::Nodes { reply }).await?;
     for n in &mut nodes {
@@ -116,6 +122,7 @@ pub async fn nodes(State(app): State<App>, Auth(who): Auth) -> Result<Json<Vec<N
 }
 
 /// `POST /v1/nodes/{name}/{drain|undrain|fail|repair}` (admins).
+#[utoipa::path(post, path = "/v1/nodes/{name}/{action}", summary = "drain (preempt under the contract, then out of service), undrain, fail, repair", description = "Roles: admin.", security(("bearer" = [])), params(("name" = String, Path, description = "the node"), ("action" = String, Path, description = "drain, undrain, fail or repair")), responses((status = 200, description = "success", body = NodeView), ApiErrors))]
 pub async fn node_action(
     State(app): State<App>,
     Auth(who): Auth,
@@ -129,6 +136,7 @@ pub async fn node_action(
 }
 
 /// `GET /v1/tokens` (admins): names, roles and scopes, never secrets.
+#[utoipa::path(get, path = "/v1/tokens", summary = "tokens (never their secrets)", description = "Roles: admin.", security(("bearer" = [])), responses((status = 200, description = "success", body = Vec<TokenView>), ApiErrors))]
 pub async fn tokens(State(app): State<App>, Auth(who): Auth) -> Result<Json<Vec<TokenView>>, ApiError> {
     require_admin(&who, "list tokens")?;
     let rows = app.store.tokens().await?;
@@ -147,6 +155,7 @@ pub async fn tokens(State(app): State<App>, Auth(who): Auth) -> Result<Json<Vec<
 }
 
 /// `POST /v1/tokens` (admins): the token text is in the answer only.
+#[utoipa::path(post, path = "/v1/tokens", summary = "create a token; its text is shown once", description = "Roles: admin.", security(("bearer" = [])), request_body = TokenRequest, responses((status = 201, description = "created", body = TokenCreated), ApiErrors))]
 pub async fn create_token(
     State(app): State<App>,
     Auth(who): Auth,
@@ -158,7 +167,7 @@ pub async fn create_token(
     let spec = TokenSpec { name: req.name, role, scope: req.scope, projects: req.projects };
     spec.check(|p| app.catalog.account_exists(p)).map_err(|(f, m)| ApiError::field(f, m))?;
     let token = make_token(&app.store, &spec, &who.name).await.map_err(|e| match e {
-        TokenError::NameTaken(_) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
+        TokenError::NameTaken(_) => ApiError::new(ErrorKind::Conflict, e.to_string()),
         TokenError::Invalid(m) => ApiError::bad_request(m),
         TokenError::Store(s) => s.into(),
     })?;
@@ -166,6 +175,7 @@ pub async fn create_token(
 }
 
 /// `DELETE /v1/tokens/{name}` (admins).
+#[utoipa::path(delete, path = "/v1/tokens/{name}", summary = "revoke a token", description = "Roles: admin.", security(("bearer" = [])), params(("name" = String, Path, description = "the token's name")), responses((status = 204, description = "revoked"), ApiErrors))]
 pub async fn revoke_token(
     State(app): State<App>,
     Auth(who): Auth,
@@ -180,6 +190,7 @@ pub async fn revoke_token(
 }
 
 /// `GET /v1/audit?limit=N` (admins): budget, share and token changes.
+#[utoipa::path(get, path = "/v1/audit", summary = "budget, share and token changes: who, when, before, after", description = "Roles: admin.", security(("bearer" = [])), params(("limit" = Option<i64>, Query, description = "most entries, newest first (default 1000)")), responses((status = 200, description = "success", body = Vec<AuditView>), ApiErrors))]
 pub async fn audit(
     State(app): State<App>,
     Auth(who): Auth,
@@ -212,6 +223,7 @@ pub async fn audit(
 
 /// `GET /metrics`: Prometheus text exposition (any token); the series
 /// labelled by account only for admins and scrape tokens.
+#[utoipa::path(get, path = "/metrics", summary = "Prometheus text exposition (per-account series for admin and metrics tokens only)", description = "Roles: any.", security(("bearer" = [])), responses((status = 200, description = "metrics", body = String, content_type = "application/openmetrics-text"), ApiErrors))]
 pub async fn metrics(State(app): State<App>, Auth(who): Auth) -> impl IntoResponse {
     let text = app.metrics.encode(who.can_read_account_metrics());
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)

@@ -7,7 +7,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
 
-use super::{ApiError, App, MAX_BODY_BYTES};
+use super::{ApiError, App, ErrorKind, MAX_BODY_BYTES};
 
 /// A JSON body whose errors name the field (400), sent as
 /// `application/json` (else 415) and read within the body limit (400) and
@@ -23,7 +23,7 @@ impl<T: DeserializeOwned> FromRequest<App> for Body<T> {
         let bytes = match tokio::time::timeout(app.limits.body_timeout, read).await {
             Err(_) => {
                 return Err(ApiError::new(
-                    StatusCode::REQUEST_TIMEOUT,
+                    ErrorKind::RequestTimeout,
                     format!("the request body was not received within {} s", app.limits.body_timeout.as_secs()),
                 ));
             }
@@ -43,7 +43,7 @@ impl<T: DeserializeOwned> FromRequest<App> for Body<T> {
 /// `charset=utf-8` allowed).
 pub fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
     let unsupported = |what: String| ApiError {
-        status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        kind: ErrorKind::UnsupportedMediaType,
         error: format!("{what}: the body must be sent as `Content-Type: application/json`"),
         field: Some("Content-Type".into()),
     };
@@ -74,7 +74,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             (_, p) => Some(p.to_string()),
         };
         let what = if inner.is_syntax() || inner.is_eof() { "malformed json" } else { "invalid request" };
-        ApiError { status: StatusCode::BAD_REQUEST, error: format!("{what}: {msg}"), field }
+        ApiError { kind: ErrorKind::BadRequest, error: format!("{what}: {msg}"), field }
     })
 }
 
@@ -85,20 +85,20 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Path<T>
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Path<T>, ApiError> {
-        use axum::extract::path::ErrorKind;
+        use axum::extract::path::ErrorKind as PathError;
         use axum::extract::rejection::PathRejection;
         match axum::extract::Path::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Path(v)) => Ok(Path(v)),
             Err(PathRejection::FailedToDeserializePathParams(e)) => {
                 let field = match e.kind() {
-                    ErrorKind::InvalidUtf8InPathParam { key }
-                    | ErrorKind::ParseErrorAtKey { key, .. }
-                    | ErrorKind::DeserializeError { key, .. } => Some(key.clone()),
+                    PathError::InvalidUtf8InPathParam { key }
+                    | PathError::ParseErrorAtKey { key, .. }
+                    | PathError::DeserializeError { key, .. } => Some(key.clone()),
                     _ => None,
                 };
-                Err(ApiError { status: StatusCode::BAD_REQUEST, error: format!("bad path: {}", e.body_text()), field })
+                Err(ApiError { kind: ErrorKind::BadRequest, error: format!("bad path: {}", e.body_text()), field })
             }
-            Err(e) => Err(ApiError::new(e.status(), format!("bad path: {}", e.body_text()))),
+            Err(e) => Err(ApiError::new(ErrorKind::from_status(e.status()), format!("bad path: {}", e.body_text()))),
         }
     }
 }

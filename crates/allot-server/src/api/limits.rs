@@ -20,7 +20,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
 
-use super::ApiError;
+use super::{ApiError, ErrorKind};
 
 /// Longest request target (path and query).
 pub const MAX_URI_BYTES: usize = 8 * 1024;
@@ -78,7 +78,11 @@ pub async fn shape_errors(req: Request, next: Next) -> Response {
         _ if text.is_empty() => status.canonical_reason().unwrap_or("error").to_lowercase(),
         _ => lowercase_first(&text),
     };
-    let shaped = ApiError::new(status, error).into_response();
+    // The status is kept when the API declares it, else named by its class
+    // (a client error the API does not name is a 400).
+    let kind = ErrorKind::from_status(status);
+    parts.status = kind.status();
+    let shaped = ApiError::new(kind, error).into_response();
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     let (_, body) = shaped.into_parts();
@@ -98,7 +102,7 @@ pub async fn head_limits(req: Request, next: Next) -> Response {
     let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
     if target > MAX_URI_BYTES {
         return ApiError::new(
-            StatusCode::URI_TOO_LONG,
+            ErrorKind::UriTooLong,
             format!("the request target is {target} bytes; the limit is {MAX_URI_BYTES}"),
         )
         .into_response();
@@ -106,8 +110,7 @@ pub async fn head_limits(req: Request, next: Next) -> Response {
     let headers = req.headers();
     let bytes: usize = headers.iter().map(|(k, v)| k.as_str().len() + v.len()).sum();
     if headers.len() > MAX_HEADER_COUNT || bytes > MAX_HEADER_BYTES {
-        return ApiError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        return ApiError::new(ErrorKind::HeadersTooLarge,
             format!(
                 "{} header fields of {bytes} bytes; the limits are {MAX_HEADER_COUNT} fields and {MAX_HEADER_BYTES} bytes",
                 headers.len()
@@ -122,7 +125,7 @@ pub async fn head_limits(req: Request, next: Next) -> Response {
 pub async fn in_flight(State(limits): State<Arc<Limits>>, req: Request<Body>, next: Next) -> Response {
     let Ok(_permit) = limits.in_flight.clone().try_acquire_owned() else {
         let mut r = ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Unavailable,
             format!("the server is handling its limit of {} requests; retry shortly", limits.max_in_flight),
         )
         .into_response();
@@ -132,7 +135,7 @@ pub async fn in_flight(State(limits): State<Arc<Limits>>, req: Request<Body>, ne
     match tokio::time::timeout(limits.request_timeout, next.run(req)).await {
         Ok(r) => r,
         Err(_) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Unavailable,
             format!(
                 "the request was not answered within {} s (a submission may still be committed: retry with the \
                  same Idempotency-Key)",

@@ -13,13 +13,14 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRequestParts};
+use axum::handler::Handler;
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
+use axum::http::{Method, header};
 use axum::middleware::{from_fn, from_fn_with_state};
-use axum::routing::{get, patch, post};
+use axum::routing::{MethodFilter, MethodRouter, on};
 use tokio::sync::{mpsc, oneshot};
 
-pub use error::ApiError;
+pub use error::{ApiError, ApiErrors, ErrorKind};
 pub use extract::{Body, parse_json};
 pub use limits::Limits;
 
@@ -44,25 +45,49 @@ pub struct AppState {
 
 pub type App = Arc<AppState>;
 
-/// The router, inside the edge's limits (`limits`): the error shape
-/// outermost, then the head limits, then the in-flight limit and timeout.
+/// One route the router serves: its method, its path (axum's syntax) and
+/// its handler.
+pub struct Route {
+    pub method: Method,
+    pub path: &'static str,
+    handler: MethodRouter<App>,
+}
+
+fn route<H: Handler<T, App>, T: 'static>(method: Method, path: &'static str, handler: H) -> Route {
+    let filter = MethodFilter::try_from(method.clone()).expect("a method axum routes");
+    Route { method, path, handler: on(filter, handler) }
+}
+
+/// Every route: the one table [`router`] is built from and the OpenAPI
+/// document is checked against.
+pub fn routes() -> Vec<Route> {
+    vec![
+        route(Method::GET, "/v1/health", admin::health),
+        route(Method::GET, "/v1/openapi.json", openapi::serve),
+        route(Method::GET, "/v1/whoami", admin::whoami),
+        route(Method::GET, "/v1/workloads", workloads::list),
+        route(Method::POST, "/v1/workloads", workloads::submit),
+        route(Method::GET, "/v1/workloads/{id}", workloads::show),
+        route(Method::POST, "/v1/workloads/{id}/cancel", workloads::cancel),
+        route(Method::GET, "/v1/accounts", admin::accounts),
+        route(Method::GET, "/v1/accounts/{*path}", admin::account),
+        route(Method::PATCH, "/v1/accounts/{*path}", admin::change_account),
+        route(Method::GET, "/v1/nodes", admin::nodes),
+        route(Method::POST, "/v1/nodes/{name}/{action}", admin::node_action),
+        route(Method::GET, "/v1/tokens", admin::tokens),
+        route(Method::POST, "/v1/tokens", admin::create_token),
+        route(Method::DELETE, "/v1/tokens/{name}", admin::revoke_token),
+        route(Method::GET, "/v1/audit", admin::audit),
+        route(Method::GET, "/metrics", admin::metrics),
+    ]
+}
+
+/// The router of [`routes`], inside the edge's limits (`limits`): the error
+/// shape outermost, then the head limits, then the in-flight limit and timeout.
 pub fn router(app: App) -> Router {
     let limits = app.limits.clone();
-    Router::new()
-        .route("/v1/health", get(admin::health))
-        .route("/v1/openapi.json", get(openapi::serve))
-        .route("/v1/whoami", get(admin::whoami))
-        .route("/v1/workloads", get(workloads::list).post(workloads::submit))
-        .route("/v1/workloads/{id}", get(workloads::show))
-        .route("/v1/workloads/{id}/cancel", post(workloads::cancel))
-        .route("/v1/accounts", get(admin::accounts))
-        .route("/v1/accounts/{*path}", patch(admin::change_account).get(admin::account))
-        .route("/v1/nodes", get(admin::nodes))
-        .route("/v1/nodes/{name}/{action}", post(admin::node_action))
-        .route("/v1/tokens", get(admin::tokens).post(admin::create_token))
-        .route("/v1/tokens/{name}", axum::routing::delete(admin::revoke_token))
-        .route("/v1/audit", get(admin::audit))
-        .route("/metrics", get(admin::metrics))
+    let router = routes().into_iter().fold(Router::new(), |r, route| r.route(route.path, route.handler));
+    router
         .fallback(|| async { ApiError::not_found("no such endpoint (see /v1/openapi.json)") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(app)
@@ -107,9 +132,9 @@ impl From<Refusal> for ApiError {
     fn from(r: Refusal) -> ApiError {
         match r {
             Refusal::NotFound(m) => ApiError::not_found(m),
-            Refusal::Conflict(m) => ApiError::new(StatusCode::CONFLICT, m),
+            Refusal::Conflict(m) => ApiError::new(ErrorKind::Conflict, m),
             Refusal::Invalid { field, message } => ApiError::field(field, message),
-            Refusal::Unavailable(m) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, m),
+            Refusal::Unavailable(m) => ApiError::new(ErrorKind::Unavailable, m),
         }
     }
 }

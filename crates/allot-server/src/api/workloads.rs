@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use allot_core::WorkloadSpec;
+use allot_core::{Phase, WorkloadSpec};
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode};
@@ -10,12 +10,11 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::oneshot;
 
 use super::extract::{IdempotencyKey, Path};
-use super::{ApiError, App, Auth, Body, ask};
+use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask};
 use crate::scheduler::Msg;
+use crate::states::{PHASES, parse_phase};
 use crate::store::{AttemptRow, Idempotency, Inserted, NewWorkload, WorkloadFilter, WorkloadRow};
 use crate::views::{AttemptView, NodeGpusView, SubmitRequest, WorkloadDetail, WorkloadView};
-
-pub(crate) const STATES: [&str; 7] = ["pending", "running", "stopping", "finished", "failed", "cancelled", "rejected"];
 
 pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
     WorkloadView {
@@ -62,6 +61,7 @@ pub fn attempt_view(a: &AttemptRow) -> AttemptView {
 /// `POST /v1/workloads`: checked, authorised, committed, then handed to the
 /// scheduler; 201 once the commit is durable and the scheduler has it.
 /// With an `Idempotency-Key`, a retry returns the key's workload.
+#[utoipa::path(post, path = "/v1/workloads", summary = "submit a workload (201 once committed and accepted by the scheduler)", description = "Roles: admin; manager inside the scope; researcher to granted projects.", security(("bearer" = [])), params(("Idempotency-Key" = Option<String>, Header, description = "the same key from the same principal returns the key's workload (201 with Idempotent-Replayed: true) instead of creating another; reused with another request: 422", min_length = 1, max_length = 255, pattern = "^[!-~][ -~]*$")), request_body = SubmitRequest, responses((status = 201, description = "committed", body = WorkloadView, headers(("Idempotent-Replayed" = String, description = "true when the key's earlier workload is returned"))), ApiErrors))]
 pub async fn submit(
     State(app): State<App>,
     Auth(who): Auth,
@@ -81,7 +81,7 @@ pub async fn submit(
     // The commit and the hand-off run in a task of their own: a client that
     // goes away drops this handler, never a committed workload's hand-off.
     let handoff = tokio::spawn(commit(app.clone(), row.clone(), spec, req, key));
-    let inserted = handoff.await.map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let inserted = handoff.await.map_err(|e| ApiError::new(ErrorKind::Internal, e.to_string()))??;
     match inserted {
         Inserted::New(seq) => {
             tracing::info!(workload = seq, account = %row.account, principal = %who.name, "submitted");
@@ -96,12 +96,12 @@ pub async fn submit(
             Ok(r)
         }
         Inserted::KeyReused { workload } => Err(ApiError {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
+            kind: ErrorKind::Unprocessable,
             error: format!("this key was used for another request (workload {workload}); use a new key"),
             field: Some("Idempotency-Key".into()),
         }),
         Inserted::InProgress => Err(ApiError {
-            status: StatusCode::CONFLICT,
+            kind: ErrorKind::Conflict,
             error: "a request with this key is still being committed; retry".into(),
             field: Some("Idempotency-Key".into()),
         }),
@@ -151,13 +151,14 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
         retries: row.retries,
         failures: 0,
         cancel_requested: false,
-        state: "pending".into(),
+        state: Phase::Pending.as_str().into(),
         reason: None,
         end_t: None,
     }
 }
 
 /// `GET /v1/workloads?account=&state=&user=&class=&limit=`
+#[utoipa::path(get, path = "/v1/workloads", summary = "list workloads the caller sees, newest first", description = "Roles: any (filtered).", security(("bearer" = [])), params(("account" = Option<String>, Query, description = "subtree"), ("state" = Option<String>, Query, description = "comma-separated states"), ("user" = Option<String>, Query), ("class" = Option<String>, Query), ("limit" = Option<i64>, Query, description = "1 to 100000 (default 1000)")), responses((status = 200, description = "success", body = Vec<WorkloadView>), ApiErrors))]
 pub async fn list(
     State(app): State<App>,
     Auth(who): Auth,
@@ -171,10 +172,11 @@ pub async fn list(
             "class" => f.class = Some(v.clone()),
             "state" => {
                 for s in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    if !STATES.contains(&s) {
+                    if parse_phase(s).is_none() {
+                        let known: Vec<&str> = PHASES.iter().map(|p| p.as_str()).collect();
                         return Err(ApiError::field(
                             "state",
-                            format!("unknown state {s:?} (use {})", STATES.join(", ")),
+                            format!("unknown state {s:?} (use {})", known.join(", ")),
                         ));
                     }
                     f.states.push(s.to_string());
@@ -212,6 +214,7 @@ async fn visible(app: &App, who: &crate::auth::Principal, id: &str) -> Result<Wo
 }
 
 /// `GET /v1/workloads/{id}`: the workload, its attempts and why.
+#[utoipa::path(get, path = "/v1/workloads/{id}", summary = "a workload, its attempts and why it is pending or was stopped", description = "Roles: whoever sees its account.", security(("bearer" = [])), params(("id" = String, Path, description = "the workload's id")), responses((status = 200, description = "success", body = WorkloadDetail), ApiErrors))]
 pub async fn show(
     State(app): State<App>,
     Auth(who): Auth,
@@ -233,6 +236,7 @@ pub async fn show(
 }
 
 /// `POST /v1/workloads/{id}/cancel`
+#[utoipa::path(post, path = "/v1/workloads/{id}/cancel", summary = "cancel (a running workload is signalled and stopped after grace)", description = "Roles: admin; manager inside the scope; researcher own workloads.", security(("bearer" = [])), params(("id" = String, Path, description = "the workload's id")), responses((status = 200, description = "success", body = WorkloadView), ApiErrors))]
 pub async fn cancel(
     State(app): State<App>,
     Auth(who): Auth,
@@ -250,7 +254,7 @@ pub async fn cancel(
     }
     if row.is_terminal() {
         return Err(ApiError::new(
-            StatusCode::CONFLICT,
+            ErrorKind::Conflict,
             format!("workload {} has already ended ({})", row.seq, row.state),
         ));
     }

@@ -71,7 +71,10 @@ pub fn show(d: &WorkloadDetail) -> String {
             .iter()
             .map(|n| format!("{}[{}]", n.node, n.gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",")))
             .collect();
-        let end = a.end_t.map(|e| format!("{}s", e - a.start_t)).unwrap_or_else(|| "running".into());
+        let end = a
+            .end_t
+            .map(|e| format!("{}s", e - a.start_t))
+            .unwrap_or_else(|| crate::states::AttemptState::Running.as_str().into());
         let _ = writeln!(
             out,
             "  attempt {}  {} on {}  {}  outcome {}{}",

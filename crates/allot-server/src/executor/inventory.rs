@@ -47,36 +47,92 @@ pub struct HardwareGpu {
 /// a node means the index itself.
 pub type DeviceMap = HashMap<String, Vec<String>>;
 
+/// What failed while reading or using the host's GPUs, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to {}", .kind.action())]
+pub struct InventoryError {
+    #[source]
+    pub kind: InventoryErrorKind,
+}
+
+/// Why the host's GPUs could not be read or used.
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryErrorKind {
+    #[error("cannot run {program} (no NVIDIA driver on this host?)")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{program} exited with {status}: {stderr}")]
+    Exit { program: String, status: std::process::ExitStatus, stderr: String },
+    #[error("nvidia-smi output line {line}: expected `index, name, uuid`, got {text:?}")]
+    Malformed { line: usize, text: String },
+    #[error("{program} reports no GPUs")]
+    NoGpus { program: String },
+    #[error("the config must declare this host as one pool of one node; it declares {0} pools")]
+    Pools(usize),
+    #[error("the config must declare this host as one pool of one node; pool {pool} has {nodes} nodes")]
+    Nodes { pool: String, nodes: u32 },
+    #[error("this host mixes GPU models ({0} and {1}); declare them in the config and use --gpu-inventory config")]
+    MixedModels(String, String),
+    #[error("this host has {0} GPUs; at most {max} per node are supported", max = allot_core::cluster::MAX_GPUS_PER_NODE)]
+    TooManyGpus(usize),
+    #[error(
+        "the host's GPUs are {model:?}, which names none of the config's GPU types ({known}); add a GPU type whose \
+         name the model contains"
+    )]
+    UnknownModel { model: String, known: String },
+}
+
+impl InventoryErrorKind {
+    fn action(&self) -> &'static str {
+        match self {
+            InventoryErrorKind::Spawn { .. }
+            | InventoryErrorKind::Exit { .. }
+            | InventoryErrorKind::Malformed { .. }
+            | InventoryErrorKind::NoGpus { .. } => "read the host's GPUs",
+            _ => "use the host's GPUs as the inventory (--gpu-inventory hardware)",
+        }
+    }
+}
+
+impl From<InventoryErrorKind> for InventoryError {
+    fn from(kind: InventoryErrorKind) -> InventoryError {
+        InventoryError { kind }
+    }
+}
+
 fn program() -> String {
     std::env::var("ALLOT_NVIDIA_SMI").unwrap_or_else(|_| "nvidia-smi".to_string())
 }
 
 /// The host's GPUs; `Err` says why they could not be read (no driver, the
 /// program failed, or it printed nothing usable).
-pub fn detect() -> Result<Vec<HardwareGpu>, String> {
-    let prog = program();
-    let out = Command::new(&prog)
+pub fn detect() -> Result<Vec<HardwareGpu>, InventoryError> {
+    let program = program();
+    let out = Command::new(&program)
         .args(["--query-gpu=index,name,uuid", "--format=csv,noheader"])
         .output()
-        .map_err(|e| format!("cannot run {prog}: {e} (no NVIDIA driver on this host?)"))?;
+        .map_err(|source| InventoryErrorKind::Spawn { program: program.clone(), source })?;
     if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        return Err(format!("{prog} failed ({}): {}", out.status, err.trim()));
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(InventoryErrorKind::Exit { program, status: out.status, stderr }.into());
     }
     let gpus = parse_nvidia_smi(&String::from_utf8_lossy(&out.stdout))?;
     if gpus.is_empty() {
-        return Err(format!("{prog} reports no GPUs"));
+        return Err(InventoryErrorKind::NoGpus { program }.into());
     }
     Ok(gpus)
 }
 
 /// Parses `index, name, uuid` lines (the uuid may be missing); a malformed
 /// line is an error naming it.
-pub fn parse_nvidia_smi(text: &str) -> Result<Vec<HardwareGpu>, String> {
+pub fn parse_nvidia_smi(text: &str) -> Result<Vec<HardwareGpu>, InventoryError> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let mut fields = line.split(',').map(str::trim);
-        let bad = || format!("nvidia-smi output line {}: expected `index, name, uuid`, got {line:?}", n + 1);
+        let bad = || InventoryErrorKind::Malformed { line: n + 1, text: line.to_string() };
         let index = fields.next().and_then(|i| i.parse().ok()).ok_or_else(bad)?;
         let name = fields.next().filter(|s| !s.is_empty()).ok_or_else(bad)?.to_string();
         let uuid = fields.next().unwrap_or("").to_string();
@@ -113,32 +169,19 @@ fn names_model(hardware: &str, model: &str) -> bool {
 
 /// The cluster with the host's GPUs as its inventory (`--gpu-inventory
 /// hardware`), and how each GPU is named to CUDA.
-pub fn from_hardware(cluster: &Cluster, hw: &[HardwareGpu]) -> Result<(Cluster, DeviceMap), String> {
+pub fn from_hardware(cluster: &Cluster, hw: &[HardwareGpu]) -> Result<(Cluster, DeviceMap), InventoryError> {
     let [pool] = cluster.pools.as_slice() else {
-        return Err(format!(
-            "--gpu-inventory hardware: the config must declare this host as one pool of one node; it declares {} pools",
-            cluster.pools.len()
-        ));
+        return Err(InventoryErrorKind::Pools(cluster.pools.len()).into());
     };
     if pool.nodes != 1 {
-        return Err(format!(
-            "--gpu-inventory hardware: the config must declare this host as one pool of one node; pool {} has {} nodes",
-            pool.name, pool.nodes
-        ));
+        return Err(InventoryErrorKind::Nodes { pool: pool.name.clone(), nodes: pool.nodes }.into());
     }
-    let first = hw.first().ok_or("--gpu-inventory hardware: the host has no GPUs")?;
+    let first = hw.first().ok_or_else(|| InventoryErrorKind::NoGpus { program: program() })?;
     if let Some(other) = hw.iter().find(|g| g.name != first.name) {
-        return Err(format!(
-            "--gpu-inventory hardware: this host mixes GPU models ({} and {}); declare them in the config and use --gpu-inventory config",
-            first.name, other.name
-        ));
+        return Err(InventoryErrorKind::MixedModels(first.name.clone(), other.name.clone()).into());
     }
     if hw.len() > allot_core::cluster::MAX_GPUS_PER_NODE as usize {
-        return Err(format!(
-            "--gpu-inventory hardware: this host has {} GPUs; at most {} per node are supported",
-            hw.len(),
-            allot_core::cluster::MAX_GPUS_PER_NODE
-        ));
+        return Err(InventoryErrorKind::TooManyGpus(hw.len()).into());
     }
     // The longest configured name the model contains ("H100" rather than "H1").
     let gpu = cluster
@@ -150,12 +193,7 @@ pub fn from_hardware(cluster: &Cluster, hw: &[HardwareGpu]) -> Result<(Cluster, 
         .map(|(i, _)| GpuTypeId(i as u16))
         .ok_or_else(|| {
             let known: Vec<&str> = cluster.gpu_types.iter().map(|t| t.name.as_str()).collect();
-            format!(
-                "--gpu-inventory hardware: the host's GPUs are {:?}, which names none of the config's GPU types ({}); \
-                 add a GPU type whose name the model contains",
-                first.name,
-                known.join(", ")
-            )
+            InventoryErrorKind::UnknownModel { model: first.name.clone(), known: known.join(", ") }
         })?;
     let spec = PoolSpec {
         name: pool.name.clone(),
@@ -204,7 +242,7 @@ mod tests {
         let hw = parse_nvidia_smi("0, NVIDIA H100 80GB HBM3, GPU-a\n1, NVIDIA H100 80GB HBM3, GPU-b\n\n").unwrap();
         assert_eq!(hw.len(), 2);
         assert_eq!(hw[1], HardwareGpu { index: 1, name: "NVIDIA H100 80GB HBM3".into(), uuid: "GPU-b".into() });
-        let err = parse_nvidia_smi("0, A100, GPU-a\nbogus\n").unwrap_err();
+        let err = parse_nvidia_smi("0, A100, GPU-a\nbogus\n").unwrap_err().kind.to_string();
         assert!(err.contains("line 2") && err.contains("bogus"), "{err}");
     }
 
@@ -228,7 +266,7 @@ mod tests {
 
     #[test]
     fn refuses_what_the_hardware_cannot_be() {
-        let err = |c: Cluster, hw: &[HardwareGpu]| from_hardware(&c, hw).unwrap_err();
+        let err = |c: Cluster, hw: &[HardwareGpu]| from_hardware(&c, hw).unwrap_err().kind.to_string();
         assert!(err(cluster(&["H100"], &[(1, 8), (1, 8)]), &h100(8)).contains("2 pools"));
         assert!(err(cluster(&["H100"], &[(4, 8)]), &h100(8)).contains("4 nodes"));
         assert!(err(cluster(&["B200"], &[(1, 8)]), &h100(8)).contains("names none"));

@@ -129,6 +129,19 @@ impl LaunchError {
     }
 }
 
+/// `error`'s message followed by those of its sources, `: `-separated (for
+/// a message that travels as text, such as a [`LaunchError`]'s).
+pub fn with_sources(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
 /// What an executor reports.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExecEvent {

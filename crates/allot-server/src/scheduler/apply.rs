@@ -5,11 +5,12 @@
 use std::time::Instant;
 
 use allot_core::engine::{Change, Ended, Outcome};
-use allot_core::{Allocation, Class, Effect, Exit, Time, Transition, WorkloadId};
+use allot_core::{Allocation, Class, Effect, Exit, Phase, Time, Transition, WorkloadId};
 
 use super::Scheduler;
 use crate::executor::{AttemptKey, ExecEvent, LaunchFault, NodeGpus};
 use crate::metrics::{ClassLabel, labels};
+use crate::states::AttemptState;
 use crate::store::{AttemptRow, Op};
 use crate::views::NodeGpusView;
 
@@ -96,7 +97,7 @@ impl Scheduler {
                 alloc: serde_json::to_string(&nodes).expect("serialisable"),
                 gpus: i64::from(spec.gpus),
                 weight,
-                state: "starting".into(),
+                state: AttemptState::Starting.as_str().into(),
                 start_t: st.run(w).started.unwrap_or_default() as i64,
                 start_reason: reason,
                 signal_t: None,
@@ -146,32 +147,32 @@ impl Scheduler {
                         .get_or_create(&ClassLabel { class: spec.class.as_str().into() })
                         .observe(waited);
                 }
-                "running"
+                Phase::Running
             }
             Change::Preempt | Change::Abort => {
                 self.ops.push(Op::AttemptSignal { seq, attempt: key.attempt, t, reason: reason.clone() });
                 self.metrics.preemptions.get_or_create(&ac).inc();
-                "stopping"
+                Phase::Stopping
             }
-            Change::Stop | Change::Fail | Change::LaunchFailed => "pending",
+            Change::Stop | Change::Fail | Change::LaunchFailed => Phase::Pending,
             Change::Retry => {
                 self.ops.push(Op::Failures { seq, failures: i64::from(self.engine.failures(w)) });
-                "pending"
+                Phase::Pending
             }
             Change::Failed => {
                 self.ops.push(Op::Failures { seq, failures: i64::from(self.engine.failures(w)) });
                 self.metrics.failed.get_or_create(&ac).inc();
-                "failed"
+                Phase::Failed
             }
             Change::Finish => {
                 self.metrics.completed.get_or_create(&ac).inc();
-                "finished"
+                Phase::Finished
             }
             Change::Cancel => {
                 self.metrics.cancelled.get_or_create(&ac).inc();
-                "cancelled"
+                Phase::Cancelled
             }
-            Change::Reject => "rejected",
+            Change::Reject => Phase::Rejected,
         };
         let end_t = self.engine.state.run(w).phase.is_terminal().then_some(t);
         self.ops.push(Op::WorkloadState { seq, state, reason, end_t });

@@ -94,10 +94,10 @@ impl Scheduler {
             return Err(Refusal::Conflict(format!("workload {seq} has already ended")));
         };
         let r = match self.engine.cancel(w, now, &format!("cancelled by {by}")) {
-            Cancelled::Ended => Ok("cancelled".into()),
+            Cancelled::Ended => Ok(Phase::Cancelled.as_str().into()),
             Cancelled::Stopping => {
                 self.ops.push(Op::CancelRequested { seq });
-                Ok("stopping".into())
+                Ok(Phase::Stopping.as_str().into())
             }
             Cancelled::AlreadyEnded => Err(Refusal::Conflict(format!("workload {seq} has already ended"))),
         };

@@ -62,21 +62,32 @@ impl Default for LeaseConfig {
 
 impl LeaseConfig {
     /// `retry < renew_deadline < duration`, or why not.
-    pub fn check(&self) -> Result<(), String> {
-        if self.retry.is_zero() || self.retry >= self.renew_deadline {
-            return Err(format!(
-                "--lease-retry ({:?}) must be above zero and below --lease-renew-deadline ({:?})",
-                self.retry, self.renew_deadline
-            ));
-        }
-        if self.renew_deadline >= self.duration {
-            return Err(format!(
-                "--lease-renew-deadline ({:?}) must be below --lease-duration ({:?})",
-                self.renew_deadline, self.duration
-            ));
-        }
-        Ok(())
+    pub fn check(&self) -> Result<(), LeaseConfigError> {
+        let kind = if self.retry.is_zero() || self.retry >= self.renew_deadline {
+            LeaseConfigErrorKind::Retry { retry: self.retry, renew_deadline: self.renew_deadline }
+        } else if self.renew_deadline >= self.duration {
+            LeaseConfigErrorKind::RenewDeadline { renew_deadline: self.renew_deadline, duration: self.duration }
+        } else {
+            return Ok(());
+        };
+        Err(LeaseConfigError { kind })
     }
+}
+
+/// Lease timings that do not fit together.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to use the lease timings: {kind}")]
+pub struct LeaseConfigError {
+    pub kind: LeaseConfigErrorKind,
+}
+
+/// Which ordering of `retry < renew_deadline < duration` does not hold.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseConfigErrorKind {
+    #[error("--lease-retry ({retry:?}) must be above zero and below --lease-renew-deadline ({renew_deadline:?})")]
+    Retry { retry: Duration, renew_deadline: Duration },
+    #[error("--lease-renew-deadline ({renew_deadline:?}) must be below --lease-duration ({duration:?})")]
+    RenewDeadline { renew_deadline: Duration, duration: Duration },
 }
 
 /// Who holds (or asks for) the lease.
@@ -511,8 +522,8 @@ mod tests {
         assert!(LeaseConfig::default().check().is_ok());
         let s = Duration::from_secs;
         let bad = LeaseConfig { duration: s(5), renew_deadline: s(5), retry: s(1) };
-        assert!(bad.check().unwrap_err().contains("--lease-renew-deadline"));
+        assert!(bad.check().unwrap_err().to_string().contains("--lease-renew-deadline"));
         let bad = LeaseConfig { duration: s(5), renew_deadline: s(2), retry: s(2) };
-        assert!(bad.check().unwrap_err().contains("--lease-retry"));
+        assert!(bad.check().unwrap_err().to_string().contains("--lease-retry"));
     }
 }

@@ -59,8 +59,13 @@ pub struct WorkloadRow {
 }
 
 impl WorkloadRow {
+    /// Its state, `None` for text this server does not know.
+    pub fn phase(&self) -> Option<allot_core::Phase> {
+        crate::states::parse_phase(&self.state)
+    }
+
     pub fn is_terminal(&self) -> bool {
-        matches!(self.state.as_str(), "finished" | "failed" | "cancelled" | "rejected")
+        self.phase().is_some_and(allot_core::Phase::is_terminal)
     }
 }
 
@@ -88,6 +93,18 @@ pub struct AttemptRow {
     pub kept_s: Option<i64>,
     pub pid: Option<i64>,
     pub log_path: String,
+}
+
+impl AttemptRow {
+    /// Its state, `None` for text this server does not know.
+    pub fn attempt_state(&self) -> Option<crate::states::AttemptState> {
+        crate::states::AttemptState::parse(&self.state)
+    }
+
+    /// How it ended, `None` while it runs (or for text this server does not know).
+    pub fn ended_as(&self) -> Option<crate::states::AttemptOutcome> {
+        self.outcome.as_deref().and_then(crate::states::AttemptOutcome::parse)
+    }
 }
 
 /// An operator's node action.
@@ -151,7 +168,7 @@ pub struct WorkloadFilter {
 /// One write of a scheduling step; a step's writes commit together.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
-    WorkloadState { seq: i64, state: &'static str, reason: String, end_t: Option<i64> },
+    WorkloadState { seq: i64, state: allot_core::Phase, reason: String, end_t: Option<i64> },
     Failures { seq: i64, failures: i64 },
     CancelRequested { seq: i64 },
     AttemptStart { row: AttemptRow },

@@ -1,11 +1,13 @@
 //! Workloads, attempts and node events: inserts, the scheduler's batched
 //! writes and the reads of the API, recovery and export.
 
+use allot_core::Phase;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::rows::{AttemptRow, NewWorkload, NodeEventRow, Op, WorkloadFilter, WorkloadRow};
 use super::{Ctx, Store, StoreError};
+use crate::states::{AttemptState, PHASES};
 
 const WORKLOAD_COLS: &str = "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
      util, priority, preemptible, name, command, env, retries, failures, cancel_requested, state, reason, end_t";
@@ -39,7 +41,7 @@ fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64,
     sqlx::query_scalar(
         "INSERT INTO workloads (submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
          util, priority, preemptible, name, command, env, retries, owner, state) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 'pending') RETURNING seq",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING seq",
     )
     .bind(w.submit_t)
     .bind(&w.account)
@@ -58,6 +60,7 @@ fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64,
     .bind(&w.env)
     .bind(w.retries)
     .bind(&w.owner)
+    .bind(Phase::Pending.as_str())
 }
 
 fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
@@ -229,9 +232,11 @@ impl Store {
 
     /// Workloads not yet ended, in submit order (recovery).
     pub async fn live_workloads(&self) -> Result<Vec<WorkloadRow>, StoreError> {
+        let ended: Vec<String> =
+            PHASES.iter().filter(|p| p.is_terminal()).map(|p| format!("'{}'", p.as_str())).collect();
         let sql = format!(
-            "SELECT {WORKLOAD_COLS} FROM workloads WHERE state NOT IN ('finished', 'failed', 'cancelled', 'rejected') \
-             ORDER BY submit_t, seq"
+            "SELECT {WORKLOAD_COLS} FROM workloads WHERE state NOT IN ({}) ORDER BY submit_t, seq",
+            ended.join(", ")
         );
         let rows = sqlx::query(&sql).fetch_all(&self.pool).await.ctx("read live workloads")?;
         rows.iter().map(workload_row).collect::<Result<_, _>>().ctx("decode workloads")
@@ -293,7 +298,7 @@ fn op_query(op: &Op) -> Query<'_> {
     match op {
         Op::WorkloadState { seq, state, reason, end_t } => {
             sqlx::query("UPDATE workloads SET state = $1, reason = $2, end_t = $3 WHERE seq = $4")
-                .bind(*state)
+                .bind(state.as_str())
                 .bind(reason)
                 .bind(*end_t)
                 .bind(*seq)
@@ -301,7 +306,9 @@ fn op_query(op: &Op) -> Query<'_> {
         Op::Failures { seq, failures } => {
             sqlx::query("UPDATE workloads SET failures = $1 WHERE seq = $2").bind(*failures).bind(*seq)
         }
-        Op::CancelRequested { seq } => sqlx::query("UPDATE workloads SET cancel_requested = 1 WHERE seq = $1").bind(*seq),
+        Op::CancelRequested { seq } => {
+            sqlx::query("UPDATE workloads SET cancel_requested = 1 WHERE seq = $1").bind(*seq)
+        }
         Op::AttemptStart { row: a } => sqlx::query(
             // A step retried after a commit whose answer was lost adds nothing twice.
             "INSERT INTO attempts (workload, attempt, alloc, gpus, weight, state, start_t, start_reason, log_path) \
@@ -317,23 +324,27 @@ fn op_query(op: &Op) -> Query<'_> {
         .bind(&a.start_reason)
         .bind(&a.log_path),
         Op::AttemptRunning { seq, attempt, pid } => sqlx::query(
-            "UPDATE attempts SET pid = $1, state = CASE WHEN state = 'starting' THEN 'running' ELSE state END \
-             WHERE workload = $2 AND attempt = $3",
+            "UPDATE attempts SET pid = $1, state = CASE WHEN state = $2 THEN $3 ELSE state END \
+             WHERE workload = $4 AND attempt = $5",
         )
         .bind(*pid)
+        .bind(AttemptState::Starting.as_str())
+        .bind(AttemptState::Running.as_str())
         .bind(*seq)
         .bind(*attempt),
         Op::AttemptSignal { seq, attempt, t, reason } => sqlx::query(
-            "UPDATE attempts SET state = 'stopping', signal_t = $1, signal_reason = $2 WHERE workload = $3 AND attempt = $4",
+            "UPDATE attempts SET state = $1, signal_t = $2, signal_reason = $3 WHERE workload = $4 AND attempt = $5",
         )
+        .bind(AttemptState::Stopping.as_str())
         .bind(*t)
         .bind(reason)
         .bind(*seq)
         .bind(*attempt),
         Op::AttemptEnd { seq, attempt, end_t, outcome, exit_code, kept_s } => sqlx::query(
-            "UPDATE attempts SET state = 'ended', end_t = $1, outcome = $2, exit_code = $3, kept_s = $4 \
-             WHERE workload = $5 AND attempt = $6",
+            "UPDATE attempts SET state = $1, end_t = $2, outcome = $3, exit_code = $4, kept_s = $5 \
+             WHERE workload = $6 AND attempt = $7",
         )
+        .bind(AttemptState::Ended.as_str())
         .bind(*end_t)
         .bind(outcome)
         .bind(*exit_code)

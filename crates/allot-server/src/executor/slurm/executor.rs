@@ -87,7 +87,7 @@ impl Executor for SlurmExecutor {
         }
         let script = match write_script(&self.script_dir, &self.instance, &job) {
             Ok(p) => p,
-            Err(e) => return fail(LaunchError::infrastructure(e)),
+            Err(e) => return fail(LaunchError::infrastructure(crate::executor::with_sources(&e))),
         };
         self.slots.lock().expect("slurm slots").insert(key, Slot::default());
         let mut cmd = sbatch_command(&self.instance, &self.opts, &job, &script);
@@ -161,7 +161,10 @@ impl Executor for SlurmExecutor {
             let found: Vec<u64> = match live().await {
                 Ok(f) => f,
                 Err(error) => {
-                    tracing::error!(%error, "cannot list Slurm jobs: jobs of the previous server may still run");
+                    tracing::error!(
+                        error = &error as &dyn std::error::Error,
+                        "cannot list Slurm jobs: jobs of the previous server may still run"
+                    );
                     return;
                 }
             };

@@ -8,6 +8,7 @@ use allot_core::NodeEventKind;
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
+use super::error::SlurmError;
 use crate::executor::ExecEvent;
 
 /// How often `sinfo` is asked for node states.
@@ -74,28 +75,26 @@ pub(super) async fn poll_nodes(
                     }
                 }
             }
-            Err(error) => tracing::warn!(%error, "cannot read Slurm node states"),
+            Err(error) => tracing::warn!(error = &error as &dyn std::error::Error, "cannot read Slurm node states"),
         }
         tokio::time::sleep(NODE_POLL).await;
     }
 }
 
 /// `(node, state)` of the partition's nodes (`sinfo --format=%N|%T`).
-async fn node_states(partition: Option<&str>) -> Result<Vec<(String, String)>, String> {
-    let text = sinfo(partition, "%N|%T").await?;
+async fn node_states(partition: Option<&str>) -> Result<Vec<(String, String)>, SlurmError> {
+    let text = sinfo("read the states of Slurm's nodes", partition, "%N|%T").await?;
     Ok(text.lines().filter_map(|l| l.trim().split_once('|')).map(|(n, s)| (n.to_string(), s.to_string())).collect())
 }
 
-pub(super) async fn sinfo(partition: Option<&str>, format: &str) -> Result<String, String> {
+/// `sinfo --Node` with `format`, while doing `action`.
+pub(super) async fn sinfo(action: &str, partition: Option<&str>, format: &str) -> Result<String, SlurmError> {
     let mut cmd = Command::new("sinfo");
     cmd.args(["--noheader", "--Node"]).arg(format!("--format={format}"));
     if let Some(p) = partition {
         cmd.arg(format!("--partition={p}"));
     }
-    let out = cmd.output().await.map_err(|e| format!("cannot run sinfo: {e} (is Slurm installed?)"))?;
-    if !out.status.success() {
-        return Err(format!("sinfo failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
-    }
+    let out = SlurmError::command(action, "sinfo", cmd.output().await)?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 

@@ -3,6 +3,7 @@
 
 use allot_core::Cluster;
 
+use super::error::{SlurmError, SlurmErrorKind};
 use super::health::sinfo;
 
 /// One node of a Slurm partition.
@@ -13,22 +14,24 @@ pub struct SlurmNode {
 }
 
 /// The partition's nodes and GPU counts (`sinfo`), in natural name order.
-pub async fn nodes(partition: Option<&str>) -> Result<Vec<SlurmNode>, String> {
-    let nodes = parse_sinfo(&sinfo(partition, "%N|%G").await?)?;
+pub async fn nodes(partition: Option<&str>) -> Result<Vec<SlurmNode>, SlurmError> {
+    const ACTION: &str = "list the partition's nodes (--executor slurm)";
+    let nodes = parse_sinfo(&sinfo(ACTION, partition, "%N|%G").await?).map_err(|e| SlurmError::new(ACTION, e))?;
     if nodes.is_empty() {
-        return Err(format!(
-            "sinfo lists no nodes{}",
-            partition.map(|p| format!(" in partition {p}")).unwrap_or_default()
-        ));
+        return Err(SlurmError::new(ACTION, SlurmErrorKind::NoNodes { partition: partition.map(str::to_string) }));
     }
     Ok(nodes)
 }
 
 /// Parses `NAME|GRES` lines (a node in several partitions is listed once).
-pub fn parse_sinfo(text: &str) -> Result<Vec<SlurmNode>, String> {
+pub fn parse_sinfo(text: &str) -> Result<Vec<SlurmNode>, SlurmErrorKind> {
     let mut nodes: Vec<SlurmNode> = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let (name, gres) = line.split_once('|').ok_or_else(|| format!("sinfo line {line:?}: expected NAME|GRES"))?;
+        let (name, gres) = line.split_once('|').ok_or_else(|| SlurmErrorKind::Output {
+            command: "sinfo",
+            line: line.to_string(),
+            expected: "NAME|GRES",
+        })?;
         if nodes.iter().any(|n| n.name == name) {
             continue;
         }
@@ -55,21 +58,23 @@ fn natural_key(s: &str) -> (String, u64, String) {
 }
 
 /// The config's nodes, in order, named after the Slurm nodes.
-pub fn map_nodes(cluster: &mut Cluster, slurm: &[SlurmNode]) -> Result<(), String> {
+pub fn map_nodes(cluster: &mut Cluster, slurm: &[SlurmNode]) -> Result<(), SlurmError> {
+    let fail = |kind| Err(SlurmError::new("map the config's nodes onto Slurm's (--executor slurm)", kind));
     if cluster.nodes.len() > slurm.len() {
-        return Err(format!(
-            "--executor slurm: the config declares {} nodes but Slurm has {} ({})",
-            cluster.nodes.len(),
-            slurm.len(),
-            slurm.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
-        ));
+        return fail(SlurmErrorKind::TooFewNodes {
+            config: cluster.nodes.len(),
+            slurm: slurm.len(),
+            names: slurm.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", "),
+        });
     }
     for (node, s) in cluster.nodes.iter_mut().zip(slurm) {
         if s.gpus < node.gpus {
-            return Err(format!(
-                "--executor slurm: config node {} ({} GPUs) maps to Slurm node {}, which has {} GPUs",
-                node.name, node.gpus, s.name, s.gpus
-            ));
+            return fail(SlurmErrorKind::TooFewGpus {
+                node: node.name.clone(),
+                gpus: node.gpus,
+                slurm_node: s.name.clone(),
+                slurm_gpus: s.gpus,
+            });
         }
         node.name = s.name.clone();
     }
@@ -91,7 +96,7 @@ mod tests {
         let names: Vec<(&str, u32)> = n.iter().map(|n| (n.name.as_str(), n.gpus)).collect();
         assert_eq!(names, [("node2", 8), ("node9", 0), ("node10", 4)]);
         assert_eq!(gpu_count("gpu:a:2,gpu:b:3,license:1"), 5);
-        assert!(parse_sinfo("garbage").unwrap_err().contains("garbage"));
+        assert!(parse_sinfo("garbage").unwrap_err().to_string().contains("garbage"));
     }
 
     #[test]
@@ -114,8 +119,10 @@ mod tests {
         assert_eq!(c.node_by_name("node2"), Some(allot_core::NodeId(1)), "found by its Slurm name");
         assert_eq!(c.node_by_name("gpu-1"), None, "the laid-out name is gone");
         let mut c = Cluster::new("c", types.clone(), vec![spec.clone()]);
-        assert!(map_nodes(&mut c, &slurm(&[4])).unwrap_err().contains("declares 2 nodes but Slurm has 1"));
+        assert!(
+            map_nodes(&mut c, &slurm(&[4])).unwrap_err().kind.to_string().contains("declares 2 nodes but Slurm has 1")
+        );
         let mut c = Cluster::new("c", types, vec![spec]);
-        assert!(map_nodes(&mut c, &slurm(&[4, 2])).unwrap_err().contains("node2, which has 2 GPUs"));
+        assert!(map_nodes(&mut c, &slurm(&[4, 2])).unwrap_err().kind.to_string().contains("node2, which has 2 GPUs"));
     }
 }

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
+use super::error::{SlurmError, SlurmErrorKind};
 use crate::executor::{AttemptKey, ExecEvent, ExitStatus};
 
 /// An attempt's Slurm job, as far as we know it.
@@ -115,54 +116,39 @@ fn wait_status(raw: i64) -> (i32, i32) {
 
 /// Every job Slurm lists, with exit codes (22.05's `squeue --json` ignores
 /// filters: only read when a tracked job failed).
-pub async fn squeue() -> Result<Vec<SqueueJob>, String> {
-    let out = Command::new("squeue")
-        .args(["--json", "--states=all"])
-        .output()
-        .await
-        .map_err(|e| format!("cannot run squeue: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("squeue failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    parse_squeue(&out.stdout)
+pub async fn squeue() -> Result<Vec<SqueueJob>, SlurmError> {
+    const ACTION: &str = "list Slurm's jobs with their exit codes";
+    let out = Command::new("squeue").args(["--json", "--states=all"]).output().await;
+    let out = SlurmError::command(ACTION, "squeue", out)?;
+    parse_squeue(&out.stdout).map_err(|e| SlurmError::new(ACTION, e))
 }
 
-pub fn parse_squeue(json: &[u8]) -> Result<Vec<SqueueJob>, String> {
-    serde_json::from_slice::<Squeue>(json).map(|s| s.jobs).map_err(|e| format!("cannot read squeue --json: {e}"))
+pub fn parse_squeue(json: &[u8]) -> Result<Vec<SqueueJob>, SlurmErrorKind> {
+    serde_json::from_slice::<Squeue>(json).map(|s| s.jobs).map_err(SlurmErrorKind::Json)
 }
 
 /// `(job id, state)` of the jobs `filter` selects (`--jobs=…`, `--name=…`),
 /// from `squeue`'s text output, which honours filters. Job ids Slurm no
 /// longer knows are left out.
-pub async fn job_states(filter: &str) -> Result<Vec<(u64, String)>, String> {
-    let out = Command::new("squeue")
-        .args(["--noheader", "--states=all", "--format=%A|%T", filter])
-        .output()
-        .await
-        .map_err(|e| format!("cannot run squeue: {e}"))?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        if stderr.contains("Invalid job id") {
-            return Ok(Vec::new()); // none of them is known any more
+pub async fn job_states(filter: &str) -> Result<Vec<(u64, String)>, SlurmError> {
+    let out = Command::new("squeue").args(["--noheader", "--states=all", "--format=%A|%T", filter]).output().await;
+    match SlurmError::command("poll the states of Slurm jobs", "squeue", out) {
+        Ok(out) => Ok(parse_job_states(&String::from_utf8_lossy(&out.stdout))),
+        // None of them is known any more.
+        Err(SlurmError { kind: SlurmErrorKind::Exit { stderr, .. }, .. }) if stderr.contains("Invalid job id") => {
+            Ok(Vec::new())
         }
-        return Err(format!("squeue failed ({}): {}", out.status, stderr.trim()));
+        Err(e) => Err(e),
     }
-    Ok(parse_job_states(&String::from_utf8_lossy(&out.stdout)))
 }
 
 /// `(job id, state)` of the jobs `filter` selects that this server owns:
 /// submitted by `uid` with `comment`. Others of the same name are logged
 /// and left alone.
-pub(super) async fn owned_jobs(filter: &str, uid: u32, comment: &str) -> Result<Vec<(u64, String)>, String> {
-    let out = Command::new("squeue")
-        .args(["--noheader", "--states=all", "--format=%A|%T|%U|%k", filter])
-        .output()
-        .await
-        .map_err(|e| format!("cannot run squeue: {e}"))?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        return Err(format!("squeue failed ({}): {}", out.status, stderr.trim()));
-    }
+pub(super) async fn owned_jobs(filter: &str, uid: u32, comment: &str) -> Result<Vec<(u64, String)>, SlurmError> {
+    let out =
+        Command::new("squeue").args(["--noheader", "--states=all", "--format=%A|%T|%U|%k", filter]).output().await;
+    let out = SlurmError::command("list this store's Slurm jobs", "squeue", out)?;
     let (mine, foreign) = split_owned(&String::from_utf8_lossy(&out.stdout), uid, comment);
     for j in foreign {
         tracing::warn!(job = j.id, user = %j.user, comment = %j.comment, "a Slurm job with this store's job name is not its own: left alone");
@@ -221,7 +207,7 @@ pub(super) async fn poll(slots: Slots, events: mpsc::UnboundedSender<ExecEvent>)
         let states: HashMap<u64, String> = match job_states(&format!("--jobs={}", list.join(","))).await {
             Ok(s) => s.into_iter().collect(),
             Err(error) => {
-                tracing::warn!(%error, "cannot poll Slurm");
+                tracing::warn!(error = &error as &dyn std::error::Error, "cannot poll Slurm");
                 continue;
             }
         };
@@ -230,7 +216,10 @@ pub(super) async fn poll(slots: Slots, events: mpsc::UnboundedSender<ExecEvent>)
             match squeue().await {
                 Ok(jobs) => jobs.iter().map(|j| (j.job_id, j.status())).collect(),
                 Err(error) => {
-                    tracing::warn!(%error, "cannot read the exit codes of ended jobs");
+                    tracing::warn!(
+                        error = &error as &dyn std::error::Error,
+                        "cannot read the exit codes of ended jobs"
+                    );
                     HashMap::new()
                 }
             }

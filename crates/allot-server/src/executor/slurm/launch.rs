@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use tokio::process::Command;
 
 use super::SlurmOptions;
+use super::error::{SlurmError, SlurmErrorKind};
 use crate::executor::{AttemptKey, Launch};
 
 /// The `sbatch` command for an attempt (script already written).
@@ -68,19 +69,17 @@ pub(super) fn task_env(instance: &str, job: &Launch) -> Vec<(String, String)> {
 }
 
 /// Writes the attempt's batch script (and makes its directories).
-pub(super) fn write_script(script_dir: &Path, instance: &str, job: &Launch) -> Result<PathBuf, String> {
+pub(super) fn write_script(script_dir: &Path, instance: &str, job: &Launch) -> Result<PathBuf, SlurmError> {
     use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(script_dir)
-        .map_err(|e| format!("cannot create {}: {e}", script_dir.display()))?;
+    let fail = |what: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| SlurmError::new("write the attempt's batch script", SlurmErrorKind::Script { what, path, source })
+    };
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(script_dir).map_err(fail("create", script_dir))?;
     // Slurm appends to the log file it finds: created here, it is private.
-    crate::executor::private_files(job)
-        .map_err(|e| format!("cannot open {} (or make its directories): {e}", job.log_path.display()))?;
+    crate::executor::private_files(job).map_err(fail("open (or make the directories of)", &job.log_path))?;
     let path = script_dir.join(format!("{}.{}.sh", job.key.seq, job.key.attempt));
-    std::fs::write(&path, batch_script(job, &task_env(instance, job)))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    std::fs::write(&path, batch_script(job, &task_env(instance, job))).map_err(fail("write", &path))?;
     Ok(path)
 }
 

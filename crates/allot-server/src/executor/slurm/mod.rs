@@ -43,12 +43,14 @@
 //! `health` (`sinfo` node states as node events) and `inventory` (the
 //! partition's nodes as the config's).
 
+mod error;
 mod executor;
 mod health;
 mod inventory;
 mod jobs;
 mod launch;
 
+pub use error::{SlurmError, SlurmErrorKind};
 pub use executor::{SlurmExecutor, SlurmOptions};
 pub use health::{SlurmHealth, health, transition};
 pub use inventory::{SlurmNode, map_nodes, nodes, parse_sinfo};
