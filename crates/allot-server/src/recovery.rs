@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use allot_core::engine::{Outcome, Past};
 use allot_core::workload::saved;
-use allot_core::{Class, Engine, NodeEvent, NodeEventKind, Phase, Priority, State, Time, WorkloadSpec};
+use allot_core::{Engine, NodeEvent, NodeEventKind, Phase, State, Time, WorkloadSpec};
+use allot_trace::workload::{RawWorkload, Validator};
 
 use crate::accounts::{Overrides, base_specs, build_tree};
 use crate::executor::{AttemptKey, Executor, Survivor};
@@ -245,36 +246,27 @@ fn past(list: &[&AttemptRow]) -> Past {
     f
 }
 
-/// The core spec of a stored workload, checked against the current config.
+/// The core spec of a stored workload, checked against the current config
+/// by the validator of traces and submissions; the error is the reason it
+/// is rejected.
 fn spec_of(state: &State, row: &WorkloadRow) -> Result<WorkloadSpec, String> {
-    let account = state
-        .accounts
-        .get(&row.account)
-        .filter(|a| a.0 != 0)
-        .ok_or_else(|| format!("account {:?} is no longer in the config", row.account))?;
-    let gpu_type = match &row.gpu_type {
-        None => None,
-        Some(g) => Some(
-            state.cluster.gpu_type_by_name(g).ok_or_else(|| format!("gpu type {g:?} is no longer in the config"))?,
-        ),
-    };
-    let (gpus, nodes) = (row.gpus as u32, row.nodes as u32);
-    if !state.cluster.fits_anywhere(gpus, nodes, gpu_type) {
-        return Err(format!("{gpus} GPUs no longer fit any pool of the config"));
-    }
-    Ok(WorkloadSpec {
+    let uint = |v: i64| u64::try_from(v).unwrap_or(0);
+    let raw = RawWorkload {
         id: row.seq.to_string(),
-        submit: row.submit_t as Time,
-        account,
-        user: row.submitter.clone(),
-        class: Class::parse(&row.class).unwrap_or(Class::Batch),
-        gpus,
-        nodes,
-        gpu_type,
-        work_s: row.work_s.max(1) as Time,
-        checkpoint_s: row.checkpoint_s.max(0) as Time,
+        submit: uint(row.submit_t),
+        account: &row.account,
+        user: &row.submitter,
+        class: Some(&row.class),
+        gpus: uint(row.gpus),
+        nodes: uint(row.nodes),
+        gpu_type: row.gpu_type.as_deref(),
+        work_s: Some(uint(row.work_s)),
+        checkpoint_s: uint(row.checkpoint_s),
         util: row.util,
-        priority: Priority::parse(&row.priority).unwrap_or(Priority::Normal),
+        priority: Some(&row.priority),
         preemptible: row.preemptible,
-    })
+    };
+    Validator::for_state(state)
+        .check(&raw)
+        .map_err(|e| format!("field `{}` no longer valid under the config: {e}", e.field))
 }

@@ -1,5 +1,6 @@
 //! The `allot` command line.
 
+mod args;
 mod cmd_client;
 mod cmd_compare;
 mod cmd_db;
