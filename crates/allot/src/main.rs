@@ -7,6 +7,7 @@ mod cmd_db;
 mod cmd_serve;
 mod cmd_sim;
 mod cmd_trace;
+mod exit;
 
 use clap::{Parser, Subcommand};
 
@@ -54,11 +55,12 @@ fn main() -> std::process::ExitCode {
         Command::Token(c) => cmd_serve::run_token(c),
         Command::Client(c) => cmd_client::run(c),
     };
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+    let code = match result {
+        Ok(()) => exit::Code::Ok,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::from(2)
+            exit::Code::of(&e)
         }
-    }
+    };
+    std::process::ExitCode::from(code as u8)
 }
