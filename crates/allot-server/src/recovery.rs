@@ -270,3 +270,63 @@ fn spec_of(state: &State, row: &WorkloadRow) -> Result<WorkloadSpec, String> {
         .check(&raw)
         .map_err(|e| format!("field `{}` no longer valid under the config: {e}", e.field))
 }
+
+#[cfg(test)]
+mod spec_of_tests {
+    use super::*;
+
+    const CONFIG: &str = "[cluster]\n[[cluster.pools]]\nname = \"a\"\ngpu = \"H100\"\nnodes = 2\ngpus_per_node = 4\n\
+                          [[accounts]]\npath = \"org/x\"\n";
+
+    fn row() -> WorkloadRow {
+        WorkloadRow {
+            seq: 7,
+            owner: None,
+            submit_t: 100,
+            account: "org/x".into(),
+            submitter: "ann".into(),
+            class: "batch".into(),
+            gpus: 2,
+            nodes: 0,
+            gpu_type: None,
+            work_s: 60,
+            checkpoint_s: 0,
+            util: 1.0,
+            priority: "normal".into(),
+            preemptible: false,
+            name: None,
+            command: "[]".into(),
+            env: "{}".into(),
+            retries: 0,
+            failures: 0,
+            cancel_requested: false,
+            state: "pending".into(),
+            reason: None,
+            end_t: None,
+        }
+    }
+
+    /// A stored row is checked like a trace row or a submission: an unknown
+    /// class or priority is a rejection naming it, not a silent default,
+    /// and a shape the config no longer takes says why.
+    #[test]
+    fn a_stored_row_the_config_no_longer_accepts_is_rejected_naming_its_field() {
+        let cfg = allot_trace::config::parse_config(CONFIG, "c.toml").unwrap();
+        let state = State::new(cfg.cluster, cfg.accounts, cfg.contract);
+        let spec = spec_of(&state, &row()).expect("valid");
+        assert_eq!((spec.id.as_str(), spec.gpus, spec.user.as_str()), ("7", 2, "ann"));
+        let cases = [
+            ("account", WorkloadRow { account: "org/gone".into(), ..row() }, "unknown account \"org/gone\""),
+            ("class", WorkloadRow { class: "gpu".into(), ..row() }, "unknown class \"gpu\""),
+            ("priority", WorkloadRow { priority: "max".into(), ..row() }, "unknown priority \"max\""),
+            ("gpu_type", WorkloadRow { gpu_type: Some("B200".into()), ..row() }, "pools have H100"),
+            ("nodes", WorkloadRow { gpus: 3, nodes: 2, ..row() }, "not a multiple of nodes"),
+            ("gpus", WorkloadRow { gpus: 16, ..row() }, "larger than any pool: asks 16 GPUs"),
+        ];
+        for (field, r, fragment) in cases {
+            let why = spec_of(&state, &r).expect_err(field);
+            assert!(why.starts_with(&format!("field `{field}` no longer valid under the config")), "{why}");
+            assert!(why.contains(fragment), "case {field}: {why}");
+        }
+    }
+}
