@@ -251,8 +251,9 @@ fn past(list: &[&AttemptRow]) -> Past {
 /// is rejected.
 fn spec_of(state: &State, row: &WorkloadRow) -> Result<WorkloadSpec, String> {
     let uint = |v: i64| u64::try_from(v).unwrap_or(0);
+    let id = row.seq.to_string();
     let raw = RawWorkload {
-        id: row.seq.to_string(),
+        id: &id,
         submit: uint(row.submit_t),
         account: &row.account,
         user: &row.submitter,

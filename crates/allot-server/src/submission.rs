@@ -122,7 +122,7 @@ impl Catalog {
             return Err(bad("account", unknown_account(&req.account)));
         }
         let raw = RawWorkload {
-            id: String::new(),
+            id: "",
             submit: now,
             account: &req.account,
             user: &who.name,

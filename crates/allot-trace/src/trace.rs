@@ -265,7 +265,7 @@ impl<'a> TraceCtx<'a> {
         let submit = uint(Col::SubmitS, req(Col::SubmitS)?)?;
         let submit = bounds::SUBMIT_S.check(submit).map_err(|m| self.err(line, Col::SubmitS, m))?;
         let raw = RawWorkload {
-            id: id.to_string(),
+            id,
             submit,
             account: req(Col::Account)?,
             user: get(Col::User).unwrap_or("default"),

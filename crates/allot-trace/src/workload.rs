@@ -28,7 +28,7 @@ pub const DEFAULT_WORK_S: Time = 24 * 3600;
 /// the default.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RawWorkload<'a> {
-    pub id: String,
+    pub id: &'a str,
     pub submit: Time,
     pub account: &'a str,
     pub user: &'a str,
@@ -203,7 +203,7 @@ impl<'a> Validator<'a> {
             return Err(FieldError::new(Field::Gpus, FieldErrorKind::TooLarge(why)));
         }
         Ok(WorkloadSpec {
-            id: raw.id.clone(),
+            id: raw.id.to_string(),
             submit: raw.submit,
             account,
             user: raw.user.to_string(),
@@ -261,7 +261,7 @@ mod tests {
 
     fn raw() -> RawWorkload<'static> {
         RawWorkload {
-            id: "w".into(),
+            id: "w",
             submit: 0,
             account: "org/x",
             user: "u",
