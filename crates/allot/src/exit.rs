@@ -11,6 +11,7 @@ use allot_server::ExportError;
 use allot_server::ServerError;
 use allot_server::auth::TokenError;
 use allot_server::client::ClientError;
+use allot_server::executor::slurm::SlurmErrorKind;
 use allot_server::recovery::RecoveryError;
 use allot_server::store::{StoreError, StoreFailure};
 use allot_trace::duration::DurationError;
@@ -106,12 +107,25 @@ fn server(e: &ServerError) -> Code {
         ServerError::Recovery(RecoveryError::Store(s)) => store(s),
         ServerError::Recovery(RecoveryError::Accounts(_)) => Code::Usage,
         ServerError::Lock { .. } => Code::Unavailable,
+        ServerError::Slurm(e) => slurm(&e.kind),
         ServerError::Held(_) => Code::Refused,
         ServerError::Listen { .. }
         | ServerError::DataDir { .. }
         | ServerError::Http(_)
         | ServerError::Scheduler(_)
         | ServerError::Lease(_) => Code::Failed,
+    }
+}
+
+/// Slurm at the start: its commands cannot run or fail (unavailable), or
+/// the config does not match its partition (bad input).
+fn slurm(kind: &SlurmErrorKind) -> Code {
+    match kind {
+        SlurmErrorKind::Spawn { .. } | SlurmErrorKind::Exit { .. } => Code::Unavailable,
+        SlurmErrorKind::NoNodes { .. } | SlurmErrorKind::TooFewNodes { .. } | SlurmErrorKind::TooFewGpus { .. } => {
+            Code::Usage
+        }
+        SlurmErrorKind::Output { .. } | SlurmErrorKind::Json(_) | SlurmErrorKind::Script { .. } => Code::Failed,
     }
 }
 
