@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use allot_core::engine::{Outcome, Past};
 use allot_core::workload::saved;
-use allot_core::{Class, Engine, NodeEvent, NodeEventKind, Phase, Priority, State, Time, WorkloadSpec};
+use allot_core::{Engine, NodeEvent, NodeEventKind, Phase, State, Time, WorkloadSpec};
+use allot_trace::workload::{RawWorkload, Validator};
 
 use crate::accounts::{Overrides, base_specs, build_tree};
 use crate::executor::{AttemptKey, Executor, Survivor};
@@ -245,36 +246,88 @@ fn past(list: &[&AttemptRow]) -> Past {
     f
 }
 
-/// The core spec of a stored workload, checked against the current config.
+/// The core spec of a stored workload, checked against the current config
+/// by the validator of traces and submissions; the error is the reason it
+/// is rejected.
 fn spec_of(state: &State, row: &WorkloadRow) -> Result<WorkloadSpec, String> {
-    let account = state
-        .accounts
-        .get(&row.account)
-        .filter(|a| a.0 != 0)
-        .ok_or_else(|| format!("account {:?} is no longer in the config", row.account))?;
-    let gpu_type = match &row.gpu_type {
-        None => None,
-        Some(g) => Some(
-            state.cluster.gpu_type_by_name(g).ok_or_else(|| format!("gpu type {g:?} is no longer in the config"))?,
-        ),
-    };
-    let (gpus, nodes) = (row.gpus as u32, row.nodes as u32);
-    if !state.cluster.fits_anywhere(gpus, nodes, gpu_type) {
-        return Err(format!("{gpus} GPUs no longer fit any pool of the config"));
-    }
-    Ok(WorkloadSpec {
-        id: row.seq.to_string(),
-        submit: row.submit_t as Time,
-        account,
-        user: row.submitter.clone(),
-        class: Class::parse(&row.class).unwrap_or(Class::Batch),
-        gpus,
-        nodes,
-        gpu_type,
-        work_s: row.work_s.max(1) as Time,
-        checkpoint_s: row.checkpoint_s.max(0) as Time,
+    let uint = |v: i64| u64::try_from(v).unwrap_or(0);
+    let id = row.seq.to_string();
+    let raw = RawWorkload {
+        id: &id,
+        submit: uint(row.submit_t),
+        account: &row.account,
+        user: &row.submitter,
+        class: Some(&row.class),
+        gpus: uint(row.gpus),
+        nodes: uint(row.nodes),
+        gpu_type: row.gpu_type.as_deref(),
+        work_s: Some(uint(row.work_s)),
+        checkpoint_s: uint(row.checkpoint_s),
         util: row.util,
-        priority: Priority::parse(&row.priority).unwrap_or(Priority::Normal),
+        priority: Some(&row.priority),
         preemptible: row.preemptible,
-    })
+    };
+    Validator::for_state(state)
+        .check(&raw)
+        .map_err(|e| format!("field `{}` no longer valid under the config: {e}", e.field))
+}
+
+#[cfg(test)]
+mod spec_of_tests {
+    use super::*;
+
+    const CONFIG: &str = "[cluster]\n[[cluster.pools]]\nname = \"a\"\ngpu = \"H100\"\nnodes = 2\ngpus_per_node = 4\n\
+                          [[accounts]]\npath = \"org/x\"\n";
+
+    fn row() -> WorkloadRow {
+        WorkloadRow {
+            seq: 7,
+            owner: None,
+            submit_t: 100,
+            account: "org/x".into(),
+            submitter: "ann".into(),
+            class: "batch".into(),
+            gpus: 2,
+            nodes: 0,
+            gpu_type: None,
+            work_s: 60,
+            checkpoint_s: 0,
+            util: 1.0,
+            priority: "normal".into(),
+            preemptible: false,
+            name: None,
+            command: "[]".into(),
+            env: "{}".into(),
+            retries: 0,
+            failures: 0,
+            cancel_requested: false,
+            state: "pending".into(),
+            reason: None,
+            end_t: None,
+        }
+    }
+
+    /// A stored row is checked like a trace row or a submission: an unknown
+    /// class or priority is a rejection naming it, not a silent default,
+    /// and a shape the config no longer takes says why.
+    #[test]
+    fn a_stored_row_the_config_no_longer_accepts_is_rejected_naming_its_field() {
+        let cfg = allot_trace::config::parse_config(CONFIG, "c.toml").unwrap();
+        let state = State::new(cfg.cluster, cfg.accounts, cfg.contract);
+        let spec = spec_of(&state, &row()).expect("valid");
+        assert_eq!((spec.id.as_str(), spec.gpus, spec.user.as_str()), ("7", 2, "ann"));
+        let cases = [
+            ("account", WorkloadRow { account: "org/gone".into(), ..row() }, "unknown account \"org/gone\""),
+            ("class", WorkloadRow { class: "gpu".into(), ..row() }, "unknown class \"gpu\""),
+            ("priority", WorkloadRow { priority: "max".into(), ..row() }, "unknown priority \"max\""),
+            ("gpu_type", WorkloadRow { gpu_type: Some("B200".into()), ..row() }, "pools have H100"),
+            ("nodes", WorkloadRow { gpus: 3, nodes: 2, ..row() }, "not a multiple of nodes"),
+            ("gpus", WorkloadRow { gpus: 16, ..row() }, "larger than any pool: asks 16 GPUs"),
+        ];
+        for (field, r, fragment) in cases {
+            let why = spec_of(&state, &r).expect_err(field);
+            assert!(why.starts_with(&format!("field `{field}` no longer valid under the config")), "{why}");
+            assert!(why.contains(fragment), "case {field}: {why}");
+        }
+    }
 }

@@ -1,10 +1,10 @@
-//! Checking a submission: the same rules as trace loading
-//! (`allot_trace::trace`: account exists, gpus ≥ 1, nodes divide gpus, the
-//! GPU type is one some pool has, the shape fits some pool, class and
-//! priority known) plus the policy's admission (INT-2, SVC-2, PRIO-2) and
-//! the live-only fields (command, env, retries). Numbers are held to the
-//! bounds the loaders use (`allot_trace::bounds`); messages match the trace
-//! loader's; every error names its field.
+//! Checking a submission: the caller's grant, then the workload's shape and
+//! fields by the validator trace rows and recovered store rows go through
+//! too (`allot_trace::workload`: account exists, gpus ≥ 1, nodes divide
+//! gpus, the GPU type is one some pool has, the shape fits some pool, class
+//! and priority known, numbers within `allot_trace::bounds`), plus the
+//! policy's admission (INT-2, SVC-2, PRIO-2) and the live-only fields
+//! (command, env, retries). Every error names its field.
 //!
 //! An account the caller may not submit to is answered exactly like one
 //! that does not exist, so a submission never reveals which accounts exist
@@ -14,15 +14,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use allot_core::{AccountId, Class, Cluster, GpuTypeId, Policy, PolicyKind, Priority, Rule, State, WorkloadSpec};
-use allot_trace::bounds;
+use allot_core::{AccountId, Cluster, Policy, PolicyKind, Rule, State, WorkloadSpec};
+use allot_trace::workload::{self, Field, FieldErrorKind, RawWorkload, Validator};
 
 use crate::auth::Principal;
 use crate::store::NewWorkload;
 use crate::views::SubmitRequest;
 
 /// Default expected duration of batch and service work without one.
-pub const DEFAULT_EXPECTED_S: u64 = 24 * 3600;
+pub const DEFAULT_EXPECTED_S: u64 = workload::DEFAULT_WORK_S;
 /// Limits on the live-only fields.
 pub const MAX_COMMAND_ARGS: usize = 1024;
 pub const MAX_ENV_VARS: usize = 256;
@@ -109,18 +109,6 @@ impl Catalog {
         who.can_see(path) && self.account_exists(path)
     }
 
-    /// GPU types some pool has.
-    fn pool_gpu_types(&self) -> Vec<(&str, GpuTypeId)> {
-        let c = self.cluster();
-        let mut out: Vec<(&str, GpuTypeId)> = Vec::new();
-        for p in &c.pools {
-            if !out.iter().any(|(_, g)| *g == p.gpu) {
-                out.push((c.gpu_types[p.gpu.0 as usize].name.as_str(), p.gpu));
-            }
-        }
-        out
-    }
-
     /// Checks a request from `who`; returns the row to store and the core
     /// spec (without id, which the store gives).
     pub fn check(
@@ -129,24 +117,26 @@ impl Catalog {
         who: &Principal,
         now: u64,
     ) -> Result<(NewWorkload, WorkloadSpec), FieldError> {
-        let account = match self.template.accounts.get(&req.account) {
-            Some(id) if id != AccountId::ROOT && who.can_submit(&req.account) => id,
-            _ => return Err(bad("account", unknown_account(&req.account))),
+        // The grant first: an account outside it is answered as an unknown one.
+        if !who.can_submit(&req.account) {
+            return Err(bad("account", unknown_account(&req.account)));
+        }
+        let raw = RawWorkload {
+            id: "",
+            submit: now,
+            account: &req.account,
+            user: &who.name,
+            class: req.class.as_deref(),
+            gpus: u64::from(req.gpus),
+            nodes: u64::from(req.nodes.unwrap_or(0)),
+            gpu_type: req.gpu_type.as_deref().filter(|s| !s.is_empty()),
+            work_s: req.expected_duration_s,
+            checkpoint_s: req.checkpoint_interval_s.unwrap_or(0),
+            util: req.util.unwrap_or(1.0),
+            priority: req.priority.as_deref(),
+            preemptible: req.preemptible.unwrap_or(false),
         };
-        let class = parse_class(req.class.as_deref())?;
-        let (gpus, nodes, gpu_type) = self.shape(req)?;
-        let default_s = if class == Class::Interactive {
-            self.template.contract.interactive_max_duration.clamp(bounds::WORK_S.min, bounds::WORK_S.max)
-        } else {
-            DEFAULT_EXPECTED_S
-        };
-        let work_s = req.expected_duration_s.unwrap_or(default_s);
-        bounds::WORK_S.check(work_s).map_err(|m| bad("expected_duration_s", m))?;
-        let checkpoint_s = req.checkpoint_interval_s.unwrap_or(0);
-        bounds::CHECKPOINT_S.check(checkpoint_s).map_err(|m| bad("checkpoint_interval_s", m))?;
-        let util = req.util.unwrap_or(1.0);
-        bounds::UTIL.check(util).map_err(|m| bad("util", m))?;
-        let priority = parse_priority(req.priority.as_deref())?;
+        let spec = Validator::for_state(&self.template).check(&raw).map_err(|e| field_error(&req.account, e))?;
         let retries = req.retries.unwrap_or(0);
         if retries > MAX_RETRIES {
             return Err(bad("retries", format!("at most {MAX_RETRIES}, got {retries}")));
@@ -158,49 +148,8 @@ impl Catalog {
         {
             return Err(bad("name", "at most 128 characters, no control characters"));
         }
-        let spec = WorkloadSpec {
-            id: String::new(),
-            submit: now,
-            account,
-            user: who.name.clone(),
-            class,
-            gpus,
-            nodes,
-            gpu_type,
-            work_s,
-            checkpoint_s,
-            util,
-            priority,
-            preemptible: req.preemptible.unwrap_or(false),
-        };
         self.admit(&spec)?;
         Ok((self.row(req, &spec, who), spec))
-    }
-
-    /// GPUs, nodes and GPU type: the gang fits some pool (PLACE-1, PLACE-2, PLACE-5).
-    fn shape(&self, req: &SubmitRequest) -> Result<(u32, u32, Option<GpuTypeId>), FieldError> {
-        let gpus = req.gpus;
-        bounds::GPUS.check(u64::from(gpus)).map_err(|m| bad("gpus", m))?;
-        let nodes = req.nodes.unwrap_or(0);
-        bounds::NODES.check(u64::from(nodes)).map_err(|m| bad("nodes", m))?;
-        if nodes > 0 && !gpus.is_multiple_of(nodes) {
-            return Err(bad("nodes", format!("gpus ({gpus}) is not a multiple of nodes ({nodes})")));
-        }
-        let gpu_type = match req.gpu_type.as_deref().filter(|s| !s.is_empty()) {
-            None => None,
-            Some(name) => {
-                let types = self.pool_gpu_types();
-                let found = types.iter().find(|(n, _)| *n == name).map(|(_, g)| *g);
-                Some(found.ok_or_else(|| {
-                    let known: Vec<&str> = types.iter().map(|(n, _)| *n).collect();
-                    bad("gpu_type", format!("unknown gpu type {name:?} (pools have {})", known.join(", ")))
-                })?)
-            }
-        };
-        if !self.cluster().fits_anywhere(gpus, nodes, gpu_type) {
-            return Err(bad("gpus", allot_trace::trace::too_large(self.cluster(), gpus, nodes, gpu_type)));
-        }
-        Ok((gpus, nodes, gpu_type))
     }
 
     /// The store row of a checked request.
@@ -246,20 +195,18 @@ pub fn unknown_account(path: &str) -> String {
     format!("unknown account {path:?}")
 }
 
-fn parse_class(v: Option<&str>) -> Result<Class, FieldError> {
-    let Some(v) = v else { return Ok(Class::Batch) };
-    Class::ALL
-        .into_iter()
-        .find(|c| c.as_str().eq_ignore_ascii_case(v))
-        .ok_or_else(|| bad("class", format!("unknown class {v:?} (use batch, interactive or service)")))
-}
-
-fn parse_priority(v: Option<&str>) -> Result<Priority, FieldError> {
-    let Some(v) = v else { return Ok(Priority::Normal) };
-    Priority::ALL
-        .into_iter()
-        .find(|p| p.as_str().eq_ignore_ascii_case(v))
-        .ok_or_else(|| bad("priority", format!("unknown priority {v:?} (use low, normal, high or urgent)")))
+/// A validator's error in the API's form: its field as the API names it.
+fn field_error(account: &str, e: workload::FieldError) -> FieldError {
+    let field = match e.field {
+        Field::WorkS => "expected_duration_s",
+        Field::CheckpointS => "checkpoint_interval_s",
+        f => f.as_str(),
+    };
+    match e.kind {
+        // Said exactly as for an account the caller may not see.
+        FieldErrorKind::UnknownAccount(_) => bad(field, unknown_account(account)),
+        kind => bad(field, kind.to_string()),
+    }
 }
 
 fn check_command(cmd: &[String]) -> Result<(), FieldError> {
@@ -304,6 +251,8 @@ fn check_env(env: &BTreeMap<String, String>) -> Result<(), FieldError> {
 mod tests {
     use super::*;
     use crate::auth::Role;
+    use allot_core::Class;
+    use allot_trace::bounds;
 
     const CONFIG: &str = r#"
 [cluster]

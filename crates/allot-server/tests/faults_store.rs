@@ -733,7 +733,7 @@ async fn sqlite_full_and_read_only_file_system() {
     let ro_db = format!("sqlite://{}", ro.0.join("allot.db").display());
     let mut b = Proc::spawn(&f.dir, &ro_db, "read-only", &LEASE);
     let status = b.wait_exit(20).await;
-    assert_eq!(status.code(), Some(2), "an error exit, not a signal: {status}\n{}", b.log());
+    assert_eq!(status.code(), Some(3), "the store is unavailable (docs/cli.md), not a signal: {status}\n{}", b.log());
     assert!(b.log().contains("Read-only file system"), "{}", b.log());
     drop(ro);
     let mut c = Proc::spawn(&f.dir, &db, "writable-again", &LEASE);

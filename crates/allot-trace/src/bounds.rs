@@ -56,13 +56,31 @@ pub const GPU_WEIGHT: FloatBound = FloatBound { min: 1e-3, max: 1e3 };
 /// A workload's mean GPU utilisation.
 pub const UTIL: FloatBound = FloatBound { min: 0.0, max: 1.0 };
 
+/// A value past its bound, with the bound.
+#[derive(Copy, Clone, Debug, PartialEq, thiserror::Error)]
+pub enum BoundError {
+    #[error("must be at least {min}, got {got}")]
+    BelowMin { min: u64, got: u64 },
+    #[error("must be at most {max}, got {got}")]
+    AboveMax { max: u64, got: u64 },
+    #[error("must be a number between {} and {}, got {}", Num(*min), Num(*max), Num(*got))]
+    OutOfRange { min: f64, max: f64, got: f64 },
+}
+
+/// The message, where a caller keeps messages as text.
+impl From<BoundError> for String {
+    fn from(e: BoundError) -> String {
+        e.to_string()
+    }
+}
+
 impl IntBound {
-    /// The value, or what is wrong with it (lowercase, with the bound).
-    pub fn check(self, v: u64) -> Result<u64, String> {
+    /// The value, or what is wrong with it.
+    pub fn check(self, v: u64) -> Result<u64, BoundError> {
         if v < self.min {
-            Err(format!("must be at least {}, got {v}", self.min))
+            Err(BoundError::BelowMin { min: self.min, got: v })
         } else if v > self.max {
-            Err(format!("must be at most {}, got {v}", self.max))
+            Err(BoundError::AboveMax { max: self.max, got: v })
         } else {
             Ok(v)
         }
@@ -70,12 +88,12 @@ impl IntBound {
 }
 
 impl FloatBound {
-    /// The value, or what is wrong with it (lowercase, with the bound).
-    pub fn check(self, v: f64) -> Result<f64, String> {
+    /// The value, or what is wrong with it.
+    pub fn check(self, v: f64) -> Result<f64, BoundError> {
         if v.is_finite() && (self.min..=self.max).contains(&v) {
             Ok(v)
         } else {
-            Err(format!("must be a number between {} and {}, got {}", Num(self.min), Num(self.max), Num(v)))
+            Err(BoundError::OutOfRange { min: self.min, max: self.max, got: v })
         }
     }
 }
@@ -111,7 +129,7 @@ mod tests {
             ("checkpoint zero", CHECKPOINT_S.check(0), Ok(0)),
         ];
         for (name, got, want) in cases {
-            assert_eq!(got, want, "case {name}");
+            assert_eq!(got.map_err(|e| e.to_string()), want, "case {name}");
         }
         let floats = [
             ("huge share", SHARE.check(1.7e308), Err("must be a number between 0.001 and 1000000, got 1.7e308")),
@@ -127,7 +145,7 @@ mod tests {
             ("util ends", UTIL.check(1.0), Ok(1.0)),
         ];
         for (name, got, want) in floats {
-            assert_eq!(got, want.map_err(str::to_string), "case {name}");
+            assert_eq!(got.map_err(|e| e.to_string()), want.map_err(str::to_string), "case {name}");
         }
     }
 

@@ -4,8 +4,32 @@
 
 const UNITS: [(char, u64); 4] = [('d', 86_400), ('h', 3_600), ('m', 60), ('s', 1)];
 
-fn invalid(s: &str) -> String {
-    format!("invalid duration {s:?} (use e.g. 30s, 10m, 2h, 7d)")
+/// A duration that cannot be read: the text as given and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", match kind {
+    DurationErrorKind::Invalid => format!("invalid duration {input:?} (use e.g. 30s, 10m, 2h, 7d)"),
+    DurationErrorKind::TooLarge => format!("duration {input:?} is too large"),
+})]
+pub struct DurationError {
+    pub input: String,
+    pub kind: DurationErrorKind,
+}
+
+/// What is wrong with a duration.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum DurationErrorKind {
+    /// Not a number of seconds nor `<integer><unit>` parts in decreasing order.
+    Invalid,
+    /// More seconds than a `u64` holds.
+    TooLarge,
+}
+
+fn invalid(s: &str) -> DurationError {
+    DurationError { input: s.to_string(), kind: DurationErrorKind::Invalid }
+}
+
+fn too_large(s: &str) -> DurationError {
+    DurationError { input: s.to_string(), kind: DurationErrorKind::TooLarge }
 }
 
 /// Parses a duration into whole seconds.
@@ -13,13 +37,13 @@ fn invalid(s: &str) -> String {
 /// Accepts a bare integer (seconds) or one or more `<integer><unit>` parts
 /// with units `d`, `h`, `m`, `s` in decreasing order (`1d12h`, `2h30m`).
 /// Surrounding whitespace is ignored; anything else is an error.
-pub fn parse_duration(s: &str) -> Result<u64, String> {
+pub fn parse_duration(s: &str) -> Result<u64, DurationError> {
     let t = s.trim();
     if t.is_empty() {
         return Err(invalid(s));
     }
     if t.bytes().all(|b| b.is_ascii_digit()) {
-        return t.parse().map_err(|_| format!("duration {s:?} is too large"));
+        return t.parse().map_err(|_| too_large(s));
     }
     let mut total: u64 = 0;
     let mut rest = t;
@@ -38,11 +62,8 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
             return Err(invalid(s));
         }
         next_unit = pos + 1;
-        let n: u64 = num.parse().map_err(|_| format!("duration {s:?} is too large"))?;
-        total = n
-            .checked_mul(UNITS[pos].1)
-            .and_then(|v| total.checked_add(v))
-            .ok_or_else(|| format!("duration {s:?} is too large"))?;
+        let n: u64 = num.parse().map_err(|_| too_large(s))?;
+        total = n.checked_mul(UNITS[pos].1).and_then(|v| total.checked_add(v)).ok_or_else(|| too_large(s))?;
         rest = chars.as_str();
     }
     Ok(total)

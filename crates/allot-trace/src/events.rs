@@ -69,7 +69,7 @@ fn event(file: &str, cluster: &Cluster, row: &[Option<&str>; 3], line: u64) -> R
     let err =
         |c: usize, msg: String| FormatError::new(FormatKind::Events, file, msg).at_line(line).in_field(COLUMNS[c]);
     let get = |c: usize| row[c].map(str::trim).filter(|v| !v.is_empty()).ok_or_else(|| err(c, "missing value".into()));
-    let t = parse_uint::<u64>(get(0)?, u64::MAX).map_err(|m| err(0, m))?;
+    let t = parse_uint::<u64>(get(0)?, u64::MAX).map_err(|m| err(0, m.to_string()))?;
     let name = get(1)?;
     let node = cluster.node_by_name(name).ok_or_else(|| err(1, unknown_node(cluster, name)))?;
     let kind_text = get(2)?;

@@ -3,6 +3,7 @@
 //! * [`bounds`]: the bounds of every numeric input, shared with the server;
 //! * [`config`]: the cluster + accounts + contract TOML (docs/design.md §4);
 //! * [`trace`]: workload traces in CSV or JSON Lines;
+//! * [`workload`]: the one validator of a workload's fields, for traces, the API and the store;
 //! * [`events`]: node event files (fail / repair / drain / undrain);
 //! * [`write`](mod@write): writing traces and configs back out;
 //! * [`import`]: importers for public GPU-cluster traces;
@@ -16,4 +17,5 @@ pub mod events;
 pub mod generate;
 pub mod import;
 pub mod trace;
+pub mod workload;
 pub mod write;

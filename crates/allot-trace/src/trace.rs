@@ -14,11 +14,12 @@ use std::collections::hash_map::Entry;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use allot_core::{AccountId, Class, Cluster, GpuTypeId, Priority, WorkloadSpec};
+use allot_core::WorkloadSpec;
 
-use crate::bounds::{self, IntBound};
+use crate::bounds;
 use crate::config::Config;
 use crate::error::{FormatError, FormatKind, from_csv, quoted};
+use crate::workload::{RawWorkload, Validator};
 
 /// Trace columns, in documentation order.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -207,90 +208,83 @@ pub(crate) fn json_cells<'a>(
     Ok(cells)
 }
 
+/// A cell whose text is not a value of its column's kind.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CellError {
+    #[error("expected a non-negative integer, got {}", quoted(.0))]
+    NotAnInteger(String),
+    #[error("{text} is too large (at most {max})")]
+    TooLarge { text: String, max: u64 },
+    #[error("expected a number between 0 and 1, got {}", quoted(.0))]
+    NotANumber(String),
+    #[error("expected true or false (or 1 or 0), got {}", quoted(.0))]
+    NotABoolean(String),
+}
+
 /// A non-negative integer, strictly: digits only, at most `max`.
-pub(crate) fn parse_uint<T: TryFrom<u64>>(v: &str, max: u64) -> Result<T, String> {
+pub(crate) fn parse_uint<T: TryFrom<u64>>(v: &str, max: u64) -> Result<T, CellError> {
     if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("expected a non-negative integer, got {}", quoted(v)));
+        return Err(CellError::NotAnInteger(v.to_string()));
     }
     v.parse::<u64>()
         .ok()
         .filter(|n| *n <= max)
         .and_then(|n| T::try_from(n).ok())
-        .ok_or_else(|| format!("{v} is too large (at most {max})"))
+        .ok_or_else(|| CellError::TooLarge { text: v.to_string(), max })
 }
 
 // ---------------------------------------------------------------- rows
 
 struct TraceCtx<'a> {
     file: &'a str,
-    cfg: &'a Config,
-    /// GPU types some pool has, by name.
-    gpu_types: Vec<(&'a str, GpuTypeId)>,
+    validator: Validator<'a>,
     /// Line of the first occurrence of every id.
     seen: HashMap<String, u64>,
 }
 
 impl<'a> TraceCtx<'a> {
     fn new(file: &'a str, cfg: &'a Config) -> Self {
-        let mut gpu_types: Vec<(&str, GpuTypeId)> = Vec::new();
-        for p in &cfg.cluster.pools {
-            if !gpu_types.iter().any(|(_, g)| *g == p.gpu) {
-                gpu_types.push((cfg.cluster.gpu_types[p.gpu.0 as usize].name.as_str(), p.gpu));
-            }
-        }
-        TraceCtx { file, cfg, gpu_types, seen: HashMap::new() }
+        TraceCtx { file, validator: Validator::for_config(cfg), seen: HashMap::new() }
     }
 
-    fn err(&self, line: u64, col: Col, message: impl Into<String>) -> FormatError {
-        FormatError::new(FormatKind::Trace, self.file, message).at_line(line).in_field(COLUMNS[col as usize])
+    fn err(&self, line: u64, col: Col, message: impl ToString) -> FormatError {
+        FormatError::new(FormatKind::Trace, self.file, message.to_string())
+            .at_line(line)
+            .in_field(COLUMNS[col as usize])
     }
 
-    /// One row: every field parsed and checked against the config.
+    /// One row: every cell parsed, then the workload checked against the
+    /// config (`crate::workload`).
     fn workload(&mut self, row: &[Option<&str>; NCOLS], line: u64) -> Result<WorkloadSpec, FormatError> {
         let get = |c: Col| row[c as usize].map(str::trim).filter(|v| !v.is_empty());
         let req = |c: Col| get(c).ok_or_else(|| self.err(line, c, "missing value"));
-        // Digits first (the kind of value), then its bound (`crate::bounds`).
-        let bounded = |c: Col, v: &str, b: IntBound| {
-            parse_uint::<u64>(v, u64::MAX).and_then(|n| b.check(n)).map_err(|m| self.err(line, c, m))
-        };
-        let uint32 = |c: Col, v: &str, b: IntBound| bounded(c, v, b).map(|n| n as u32);
+        // Digits first (the kind of value); bounds are the validator's.
+        let uint = |c: Col, v: &str| parse_uint::<u64>(v, u64::MAX).map_err(|m| self.err(line, c, m));
 
         let id = get(Col::Id).ok_or_else(|| self.err(line, Col::Id, "empty id"))?;
-        let submit = bounded(Col::SubmitS, req(Col::SubmitS)?, bounds::SUBMIT_S)?;
-        let account = self.account(line, req(Col::Account)?)?;
-        let user = get(Col::User).unwrap_or("default");
-        let class = get(Col::Class).map_or(Ok(Class::Batch), |v| self.class(line, v))?;
-        let gpus = uint32(Col::Gpus, req(Col::Gpus)?, bounds::GPUS)?;
-        let nodes = get(Col::Nodes).map_or(Ok(0), |v| uint32(Col::Nodes, v, bounds::NODES))?;
-        if nodes > 0 && gpus % nodes != 0 {
-            return Err(self.err(line, Col::Nodes, format!("gpus ({gpus}) is not a multiple of nodes ({nodes})")));
-        }
-        let gpu_type = get(Col::GpuType).map(|v| self.gpu_type(line, v)).transpose()?;
-        let work_s = bounded(Col::WorkS, req(Col::WorkS)?, bounds::WORK_S)?;
-        let checkpoint_s =
-            get(Col::CheckpointS).map_or(Ok(0), |v| bounded(Col::CheckpointS, v, bounds::CHECKPOINT_S))?;
-        let util = get(Col::Util).map_or(Ok(1.0), |v| self.util(line, v))?;
-        let priority = get(Col::Priority).map_or(Ok(Priority::Normal), |v| self.priority(line, v))?;
-        let preemptible = get(Col::Preemptible).map_or(Ok(false), |v| self.boolean(line, Col::Preemptible, v))?;
-        if !self.cfg.cluster.fits_anywhere(gpus, nodes, gpu_type) {
-            return Err(self.err(line, Col::Gpus, too_large(&self.cfg.cluster, gpus, nodes, gpu_type)));
-        }
-        self.claim_id(line, id)?;
-        Ok(WorkloadSpec {
-            id: id.to_string(),
+        let submit = uint(Col::SubmitS, req(Col::SubmitS)?)?;
+        let submit = bounds::SUBMIT_S.check(submit).map_err(|m| self.err(line, Col::SubmitS, m))?;
+        let raw = RawWorkload {
+            id,
             submit,
-            account,
-            user: user.to_string(),
-            class,
-            gpus,
-            nodes,
-            gpu_type,
-            work_s,
-            checkpoint_s,
-            util,
-            priority,
-            preemptible,
-        })
+            account: req(Col::Account)?,
+            user: get(Col::User).unwrap_or("default"),
+            class: get(Col::Class),
+            gpus: uint(Col::Gpus, req(Col::Gpus)?)?,
+            nodes: get(Col::Nodes).map_or(Ok(0), |v| uint(Col::Nodes, v))?,
+            gpu_type: get(Col::GpuType),
+            work_s: Some(uint(Col::WorkS, req(Col::WorkS)?)?),
+            checkpoint_s: get(Col::CheckpointS).map_or(Ok(0), |v| uint(Col::CheckpointS, v))?,
+            util: get(Col::Util).map_or(Ok(1.0), |v| self.util(line, v))?,
+            priority: get(Col::Priority),
+            preemptible: get(Col::Preemptible).map_or(Ok(false), |v| self.boolean(line, Col::Preemptible, v))?,
+        };
+        // A checked field's name is its column's.
+        let spec = self.validator.check(&raw).map_err(|e| {
+            FormatError::new(FormatKind::Trace, self.file, e.to_string()).at_line(line).in_field(e.field.as_str())
+        })?;
+        self.claim_id(line, id)?;
+        Ok(spec)
     }
 
     /// Records the id's first line; a second occurrence is an error.
@@ -307,39 +301,9 @@ impl<'a> TraceCtx<'a> {
         }
     }
 
-    fn class(&self, line: u64, v: &str) -> Result<Class, FormatError> {
-        Class::ALL.into_iter().find(|c| c.as_str().eq_ignore_ascii_case(v)).ok_or_else(|| {
-            self.err(line, Col::Class, format!("unknown class {} (use batch, interactive or service)", quoted(v)))
-        })
-    }
-
-    fn priority(&self, line: u64, v: &str) -> Result<Priority, FormatError> {
-        Priority::ALL.into_iter().find(|p| p.as_str().eq_ignore_ascii_case(v)).ok_or_else(|| {
-            let msg = format!("unknown priority {} (use low, normal, high or urgent)", quoted(v));
-            self.err(line, Col::Priority, msg)
-        })
-    }
-
-    fn account(&self, line: u64, path: &str) -> Result<AccountId, FormatError> {
-        match self.cfg.accounts.get(path) {
-            Some(id) if id != AccountId::ROOT => Ok(id),
-            _ => Err(self.err(line, Col::Account, format!("unknown account {}", quoted(path)))),
-        }
-    }
-
-    fn gpu_type(&self, line: u64, name: &str) -> Result<GpuTypeId, FormatError> {
-        self.gpu_types.iter().find(|(n, _)| *n == name).map(|(_, g)| *g).ok_or_else(|| {
-            let known: Vec<&str> = self.gpu_types.iter().map(|(n, _)| *n).collect();
-            let msg = format!("unknown gpu type {} (pools have {})", quoted(name), known.join(", "));
-            self.err(line, Col::GpuType, msg)
-        })
-    }
-
+    /// A number; its bound is the validator's.
     fn util(&self, line: u64, v: &str) -> Result<f64, FormatError> {
-        match v.parse::<f64>() {
-            Ok(u) => bounds::UTIL.check(u).map_err(|m| self.err(line, Col::Util, m)),
-            Err(_) => Err(self.err(line, Col::Util, format!("expected a number between 0 and 1, got {}", quoted(v)))),
-        }
+        v.parse::<f64>().map_err(|_| self.err(line, Col::Util, CellError::NotANumber(v.to_string())))
     }
 
     fn boolean(&self, line: u64, col: Col, v: &str) -> Result<bool, FormatError> {
@@ -348,33 +312,7 @@ impl<'a> TraceCtx<'a> {
         } else if v.eq_ignore_ascii_case("false") || v == "0" {
             Ok(false)
         } else {
-            Err(self.err(line, col, format!("expected true or false (or 1 or 0), got {}", quoted(v))))
+            Err(self.err(line, col, CellError::NotABoolean(v.to_string())))
         }
-    }
-}
-
-/// Why a shape (`gpus` over `nodes`, optionally of one GPU type) fits in no
-/// pool of `c`, with the numbers: the trace loader and the server's
-/// submission checks say it the same way.
-pub fn too_large(c: &Cluster, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>) -> String {
-    let ask = match gpus.checked_div(nodes) {
-        None => format!("{gpus} GPUs"),
-        Some(per_node) => format!("{nodes} nodes × {per_node} GPUs"),
-    };
-    let of_type = gpu.map(|g| format!(" of type {}", c.gpu_types[g.0 as usize].name)).unwrap_or_default();
-    let largest = c
-        .pools
-        .iter()
-        .filter(|p| gpu.is_none_or(|g| g == p.gpu))
-        .max_by_key(|p| (u64::from(p.nodes) * u64::from(p.gpus_per_node), p.gpus_per_node));
-    match largest {
-        Some(p) => format!(
-            "larger than any pool: asks {ask}{of_type}, the largest{} pool {} has {} nodes × {} GPUs",
-            if gpu.is_some() { " such" } else { "" },
-            p.name,
-            p.nodes,
-            p.gpus_per_node
-        ),
-        None => format!("larger than any pool: asks {ask}{of_type}"),
     }
 }

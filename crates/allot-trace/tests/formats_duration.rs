@@ -1,6 +1,6 @@
 //! Duration syntax: accepted forms, rejected forms, and format/parse round trips.
 
-use allot_trace::duration::{format_duration, parse_duration};
+use allot_trace::duration::{DurationErrorKind, format_duration, parse_duration};
 use proptest::prelude::*;
 
 #[test]
@@ -37,10 +37,13 @@ fn rejects_everything_else() {
         ("overflow", "99999999999999999999d"),
     ];
     for (name, text) in cases {
-        let err = parse_duration(text).expect_err(name);
+        let err = parse_duration(text).expect_err(name).to_string();
         assert!(err.contains(&format!("{text:?}")), "case {name}: {err}");
     }
-    assert_eq!(parse_duration("10q").unwrap_err(), "invalid duration \"10q\" (use e.g. 30s, 10m, 2h, 7d)");
+    let e = parse_duration("10q").unwrap_err();
+    assert_eq!(e.kind, DurationErrorKind::Invalid);
+    assert_eq!(e.to_string(), "invalid duration \"10q\" (use e.g. 30s, 10m, 2h, 7d)");
+    assert_eq!(parse_duration("99999999999999999999d").unwrap_err().kind, DurationErrorKind::TooLarge);
 }
 
 #[test]

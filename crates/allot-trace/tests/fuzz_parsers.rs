@@ -144,7 +144,7 @@ proptest! {
     fn durations_parse_or_say_why(text in prop_oneof![token(), "[0-9dhms ]{0,12}"]) {
         match parse_duration(&text) {
             Ok(_) => {}
-            Err(m) => prop_assert!(m.contains("duration"), "{m}"),
+            Err(m) => prop_assert!(m.to_string().contains("duration"), "{m}"),
         }
     }
 }

@@ -84,8 +84,8 @@ pub struct SubmitArgs {
     command: Vec<String>,
 }
 
-fn parse_env(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s.split_once('=').ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))?;
+fn parse_env(s: &str) -> Result<(String, String), crate::args::ArgError> {
+    let (k, v) = s.split_once('=').ok_or_else(|| crate::args::ArgError::expected("KEY=VALUE", s))?;
     Ok((k.to_string(), v.to_string()))
 }
 

@@ -10,24 +10,30 @@ use allot_server::store::{LeaseConfig, Store};
 use allot_server::{EdgeOptions, ExecutorKind, GpuInventory, ServeOptions, SlurmOptions};
 use anyhow::{Context, Result};
 
-fn parse_executor(s: &str) -> Result<ExecutorKind, String> {
-    ExecutorKind::parse(s).ok_or_else(|| format!("unknown executor {s:?} (local, slurm, none)"))
+use crate::args::ArgError;
+
+fn parse_executor(s: &str) -> Result<ExecutorKind, ArgError> {
+    ExecutorKind::parse(s).ok_or_else(|| ArgError::unknown("executor", s, &["local", "slurm", "none"]))
 }
 
-fn parse_inventory(s: &str) -> Result<GpuInventory, String> {
-    GpuInventory::parse(s).ok_or_else(|| format!("unknown GPU inventory {s:?} (config, hardware)"))
+fn parse_inventory(s: &str) -> Result<GpuInventory, ArgError> {
+    GpuInventory::parse(s).ok_or_else(|| ArgError::unknown("GPU inventory", s, &["config", "hardware"]))
 }
 
 /// `500ms`, or whole units as in the config (`15s`, `1m`).
-fn parse_time(s: &str) -> Result<std::time::Duration, String> {
+fn parse_time(s: &str) -> Result<std::time::Duration, ArgError> {
     if let Some(ms) = s.strip_suffix("ms") {
-        return ms.trim().parse().map(std::time::Duration::from_millis).map_err(|_| format!("bad duration {s:?}"));
+        return ms
+            .trim()
+            .parse()
+            .map(std::time::Duration::from_millis)
+            .map_err(|_| ArgError::expected("a duration such as 500ms, 15s or 1m", s));
     }
-    allot_trace::duration::parse_duration(s).map(std::time::Duration::from_secs)
+    Ok(allot_trace::duration::parse_duration(s).map(std::time::Duration::from_secs)?)
 }
 
-fn parse_role(s: &str) -> Result<Role, String> {
-    Role::parse(s).ok_or_else(|| format!("unknown role {s:?} ({})", Role::names()))
+fn parse_role(s: &str) -> Result<Role, ArgError> {
+    Role::parse(s).ok_or_else(|| ArgError::unknown("role", s, &Role::ALL.map(Role::as_str)))
 }
 
 #[derive(clap::Args)]

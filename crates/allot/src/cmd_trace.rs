@@ -10,8 +10,11 @@ use std::path::{Path, PathBuf};
 use allot_core::{Class, Priority};
 use allot_trace::generate::{Ai2Params, Behaviour, Scenario, generate};
 use allot_trace::import::{Format, ImportOptions, ProjectBy, RowDefaults, Sizing};
+use allot_trace::workload;
 use allot_trace::write::{ConfigOut, TraceRow, write_config_toml, write_trace_csv};
 use anyhow::{Context, Result};
+
+use crate::args::ArgError;
 
 #[derive(clap::Subcommand)]
 pub enum TraceCommand {
@@ -54,38 +57,30 @@ pub fn run(c: TraceCommand) -> Result<()> {
     }
 }
 
-fn parse_format(s: &str) -> Result<Format, String> {
+fn parse_format(s: &str) -> Result<Format, ArgError> {
     Format::parse(s).ok_or_else(|| {
         let known: Vec<&str> = Format::ALL.iter().map(|f| f.as_str()).collect();
-        format!("unknown format {s:?} (known: {})", known.join(", "))
+        ArgError::unknown("format", s, &known)
     })
 }
 
-fn parse_class(s: &str) -> Result<Class, String> {
-    Class::parse(s).ok_or_else(|| format!("unknown class {s:?} (batch, interactive, service)"))
-}
-
-fn parse_priority(s: &str) -> Result<Priority, String> {
-    Priority::parse(s).ok_or_else(|| format!("unknown priority {s:?} (low, normal, high, urgent)"))
-}
-
-fn parse_projects(s: &str) -> Result<ProjectBy, String> {
+fn parse_projects(s: &str) -> Result<ProjectBy, ArgError> {
     match s {
         "team" => Ok(ProjectBy::Team),
         "user" => Ok(ProjectBy::User),
-        _ => Err(format!("unknown project mode {s:?} (team, user)")),
+        _ => Err(ArgError::unknown("project mode", s, &["team", "user"])),
     }
 }
 
-fn parse_weight(s: &str) -> Result<(String, f64), String> {
-    let (k, v) = s.split_once('=').ok_or_else(|| format!("expected MODEL=WEIGHT, got {s:?}"))?;
-    let w: f64 = v.trim().parse().map_err(|_| format!("invalid weight in {s:?}"))?;
+fn parse_weight(s: &str) -> Result<(String, f64), ArgError> {
+    let (k, v) = s.split_once('=').ok_or_else(|| ArgError::expected("MODEL=WEIGHT", s))?;
+    let w: f64 = v.trim().parse().map_err(|_| ArgError::expected("MODEL=WEIGHT with a number as the weight", s))?;
     Ok((k.trim().to_string(), w))
 }
 
-fn fraction(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("expected a number, got {s:?}"))?;
-    if (0.0..=1.0).contains(&v) { Ok(v) } else { Err(format!("expected a value in [0, 1], got {v}")) }
+fn fraction(s: &str) -> Result<f64, ArgError> {
+    let v: f64 = s.parse().map_err(|_| ArgError::expected("a number", s))?;
+    if (0.0..=1.0).contains(&v) { Ok(v) } else { Err(ArgError::NotAFraction(v)) }
 }
 
 #[derive(clap::Args)]
@@ -134,10 +129,10 @@ pub struct ImportArgs {
     #[arg(long, value_parser = parse_projects, default_value = "team")]
     projects: ProjectBy,
     /// Class written for every row (alibaba-openb: from qos instead).
-    #[arg(long, value_parser = parse_class, default_value = RowDefaults::default().class.as_str())]
+    #[arg(long, value_parser = workload::parse_class, default_value = RowDefaults::default().class.as_str())]
     class: Class,
     /// Legacy priority written for every row (alibaba-openb: from qos).
-    #[arg(long, value_parser = parse_priority, default_value = RowDefaults::default().priority.as_str())]
+    #[arg(long, value_parser = workload::parse_priority, default_value = RowDefaults::default().priority.as_str())]
     priority: Priority,
     /// Legacy preemptible flag written for every row (alibaba-openb: from qos).
     #[arg(long, default_value_t = RowDefaults::default().preemptible, action = clap::ArgAction::Set)]
@@ -150,7 +145,7 @@ pub struct ImportArgs {
     #[arg(long, default_value_t = RowDefaults::default().checkpoint_s)]
     checkpoint_s: u64,
     /// Class of alibaba-openb LS (latency-sensitive) pods: service or interactive.
-    #[arg(long, value_parser = parse_class, default_value = "service")]
+    #[arg(long, value_parser = workload::parse_class, default_value = "service")]
     ls_class: Class,
     /// Name of the written cluster (default: the root).
     #[arg(long)]
@@ -205,10 +200,10 @@ fn write_outputs(out: &Path, config_out: Option<&Path>, rows: &[TraceRow], confi
     Ok(())
 }
 
-fn parse_scenario(s: &str) -> Result<Scenario, String> {
+fn parse_scenario(s: &str) -> Result<Scenario, ArgError> {
     Scenario::parse(s).ok_or_else(|| {
         let known: Vec<&str> = Scenario::ALL.iter().map(|x| x.as_str()).collect();
-        format!("unknown scenario {s:?} (known: {})", known.join(", "))
+        ArgError::unknown("scenario", s, &known)
     })
 }
 

@@ -1,11 +1,13 @@
 //! The `allot` command line.
 
+mod args;
 mod cmd_client;
 mod cmd_compare;
 mod cmd_db;
 mod cmd_serve;
 mod cmd_sim;
 mod cmd_trace;
+mod exit;
 
 use clap::{Parser, Subcommand};
 
@@ -53,11 +55,12 @@ fn main() -> std::process::ExitCode {
         Command::Token(c) => cmd_serve::run_token(c),
         Command::Client(c) => cmd_client::run(c),
     };
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+    let code = match result {
+        Ok(()) => exit::Code::Ok,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::from(2)
+            exit::Code::of(&e)
         }
-    }
+    };
+    std::process::ExitCode::from(code as u8)
 }
