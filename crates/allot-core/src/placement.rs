@@ -1,4 +1,4 @@
-//! Placement shared by every policy (rules PLACE-1 … PLACE-6).
+//! Placement shared by every policy (rules PLACE-1 … PLACE-7).
 //!
 //! * PLACE-1 gang: a workload gets all its GPUs at once or none.
 //! * PLACE-2 `nodes = k > 0` means exactly k nodes with `gpus / k` each;
@@ -11,12 +11,17 @@
 //!   jobs. Ties go to the lowest pool, rack and node index.
 //! * PLACE-5 a GPU-type constraint restricts the pools.
 //! * PLACE-6 only `Up` nodes receive new work.
+//! * PLACE-7 on a pool with `placement = "spread"`, a `nodes = 0` workload
+//!   that fits on no single node takes its GPUs from several nodes of the
+//!   pool (as a multi-node `nodes = 0` workload does), so that it starts
+//!   whenever the pool has that many free GPUs: count-based placement, as
+//!   in Tiresias' `count` scheme and most academic simulators.
 
 use std::fmt;
 use std::ops::Range;
 
 pub use crate::allocation::Allocation;
-use crate::cluster::{Cluster, Health, NodeId, PoolId};
+use crate::cluster::{Cluster, Health, NodeId, PoolId, PoolPlacement};
 use crate::rule::Rule;
 use crate::workload::WorkloadSpec;
 
@@ -226,10 +231,12 @@ fn fill_failure(
     };
 }
 
-/// Best placement inside one pool, rack-local when possible (PLACE-3).
+/// Best placement inside one pool, rack-local when possible (PLACE-3); on a
+/// spread pool, over several nodes when no single node fits (PLACE-7).
 fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: PoolId) -> Option<(Score, Allocation)> {
     let pool = cluster.pool(pid);
     let gpn = pool.gpus_per_node;
+    let spread = pool.placement == PoolPlacement::Spread && spec.nodes == 0;
     // Candidate nodes by rack (nodes of a rack are consecutive).
     let first = pool.first_node.0;
     let all = first..first + pool.nodes;
@@ -240,7 +247,7 @@ fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: Po
     let per_rack = pool.rack_size;
     for (ri, start) in all.clone().step_by(per_rack as usize).enumerate() {
         let rack = start..(start + per_rack).min(all.end);
-        if let Some((left, pick)) = pick_nodes(free, rack, spec, gpn) {
+        if let Some((left, pick)) = pick_nodes(free, rack, spec, gpn, spread) {
             let score = (false, left, pid.0, ri as u32);
             if best.as_ref().is_none_or(|(s, _)| score < *s) {
                 best = Some((score, pick));
@@ -248,8 +255,8 @@ fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: Po
         }
     }
     if best.is_none()
-        && (spec.nodes > 1 || spec.gpus > gpn)
-        && let Some((left, pick)) = pick_nodes(free, all, spec, gpn)
+        && (spec.nodes > 1 || spec.gpus > gpn || spread)
+        && let Some((left, pick)) = pick_nodes(free, all, spec, gpn, spread)
     {
         best = Some(((true, left, pid.0, 0), pick));
     }
@@ -280,8 +287,16 @@ fn may_fit(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec) -> bool {
 }
 
 /// Chooses nodes among the node ids `cands` by their free GPUs; returns the
-/// leftover GPUs on touched nodes and (node, GPUs to take) pairs.
-fn pick_nodes(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec, gpn: u32) -> Option<(u32, Vec<(NodeId, u32)>)> {
+/// leftover GPUs on touched nodes and (node, GPUs to take) pairs. `spread`
+/// (PLACE-7): a workload no larger than a node may use several nodes when
+/// no single node fits it.
+fn pick_nodes(
+    free: &FreeMap,
+    cands: Range<u32>,
+    spec: &WorkloadSpec,
+    gpn: u32,
+    spread: bool,
+) -> Option<(u32, Vec<(NodeId, u32)>)> {
     let nodes = || cands.clone().map(|i| (NodeId(i), free.free_on(NodeId(i))));
     // One node: the one with the fewest free GPUs that still fits (ties by
     // index). With `nodes = 1` this is also the exact-count rule below.
@@ -307,7 +322,10 @@ fn pick_nodes(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec, gpn: u32) 
         return Some((left, elig.into_iter().map(|(n, _)| (n, per)).collect()));
     }
     if spec.gpus <= gpn {
-        return single(spec.gpus);
+        let one = single(spec.gpus);
+        if one.is_some() || !spread {
+            return one;
+        }
     }
     // Several nodes, any packing: as few nodes as possible (emptiest
     // first), the last one chosen best-fit for the remainder.

@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::path::Path;
 
-use allot_core::{AccountSpec, AccountTree, AccountTreeError, Cluster, Contract, GpuType, GpuTypeId, PoolSpec};
+use allot_core::cluster::PoolPlacement;
+use allot_core::{AccountSpec, AccountTree, AccountTreeError, Cluster, Contract, GpuType, GpuTypeId, PoolId, PoolSpec};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -77,6 +78,8 @@ struct RawPool {
     rack_size: Option<Spanned<u32>>,
     #[serde(default)]
     shared: bool,
+    /// `pack` (default) or `spread` (rule PLACE-7).
+    placement: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -329,6 +332,7 @@ fn build_cluster(ctx: &Ctx<'_>, raw: &RawConfig) -> Result<Cluster, FormatError>
         gpu_types.push(GpuType { name: name.clone(), weight });
     }
     let mut specs = Vec::with_capacity(raw.cluster.pools.len());
+    let mut placements = Vec::with_capacity(raw.cluster.pools.len());
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (i, p) in raw.cluster.pools.iter().enumerate() {
         let name = p.name.get_ref();
@@ -340,6 +344,7 @@ fn build_cluster(ctx: &Ctx<'_>, raw: &RawConfig) -> Result<Cluster, FormatError>
         }
         let gpu = resolve_gpu_type(ctx, i, &p.gpu, &mut gpu_types)?;
         specs.push(pool_spec(ctx, i, p, gpu)?);
+        placements.push(pool_placement(ctx, i, p)?);
     }
     let name = match &raw.cluster.name {
         Some(n) if n.get_ref().trim().is_empty() => {
@@ -348,7 +353,22 @@ fn build_cluster(ctx: &Ctx<'_>, raw: &RawConfig) -> Result<Cluster, FormatError>
         Some(n) => n.get_ref().clone(),
         None => "cluster".to_string(),
     };
-    Ok(Cluster::new(name, gpu_types, specs))
+    let mut cluster = Cluster::new(name, gpu_types, specs);
+    for (i, placement) in placements.into_iter().enumerate() {
+        cluster.set_placement(PoolId(i as u32), placement);
+    }
+    Ok(cluster)
+}
+
+/// How the pool places `nodes = 0` workloads: `pack` (default) or `spread`.
+fn pool_placement(ctx: &Ctx<'_>, i: usize, p: &RawPool) -> Result<PoolPlacement, FormatError> {
+    let Some(v) = &p.placement else {
+        return Ok(PoolPlacement::default());
+    };
+    PoolPlacement::ALL.into_iter().find(|m| m.as_str() == v.get_ref()).ok_or_else(|| {
+        let msg = format!("unknown placement {:?} (use pack or spread)", v.get_ref());
+        ctx.err(format!("cluster.pools[{i}].placement"), Some(v.span()), msg)
+    })
 }
 
 fn check_pool_name(ctx: &Ctx<'_>, i: usize, name: &Spanned<String>) -> Result<(), FormatError> {
