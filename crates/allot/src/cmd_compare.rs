@@ -198,9 +198,9 @@ fn horizon_row(a: &CompareArgs) -> (String, String) {
     ("horizon".to_string(), v)
 }
 
-/// Generates one trace per seed (in parallel) and parses it back through
-/// the same readers as files, so generated and file inputs are validated
-/// alike.
+/// Generates one trace per seed (in parallel), checked by the same code as
+/// files (without writing and reading them), so generated and file inputs
+/// are validated alike.
 fn generated_sources(scenario: Scenario, a: &CompareArgs) -> Result<Sources> {
     let params = |seed| Ai2Params { gpus: a.gpus, days: a.days, seed, ..Ai2Params::default() };
     let seeds: Vec<u64> = (0..u64::from(a.seeds)).map(|i| a.seed + i).collect();
@@ -208,7 +208,7 @@ fn generated_sources(scenario: Scenario, a: &CompareArgs) -> Result<Sources> {
         .par_iter()
         .map(|&seed| {
             let g = generate(scenario, &params(seed)).map_err(|e| anyhow!("{e}"))?;
-            Ok(Source { inputs: parse_generated(&g, seed)?, seed: Some(seed) })
+            Ok(Source { inputs: generated_inputs(&g, seed)?, seed: Some(seed) })
         })
         .collect();
     let sources = sources.into_iter().collect::<Result<Vec<_>>>()?;
@@ -273,15 +273,8 @@ fn scenario_rows(scenario: Scenario, p: &Ai2Params, seeds: &[u64], workloads: us
     .collect()
 }
 
-fn parse_generated(g: &Generated, seed: u64) -> Result<Inputs> {
-    let name = format!("generated (seed {seed})");
-    let mut toml = Vec::new();
-    allot_trace::write::write_config_toml(&mut toml, &g.config)?;
-    let text = String::from_utf8(toml).context("generated config is not UTF-8")?;
-    let config = allot_trace::config::parse_config(&text, &format!("{name} config"))?;
-    let mut csv = Vec::new();
-    allot_trace::write::write_trace_csv(&mut csv, &g.rows)?;
-    let trace = allot_trace::trace::parse_trace_csv(csv.as_slice(), &format!("{name} trace"), &config)?;
+fn generated_inputs(g: &Generated, seed: u64) -> Result<Inputs> {
+    let (config, trace) = g.inputs(&format!("generated (seed {seed})"))?;
     Ok(Inputs { config, trace, events: Vec::new() })
 }
 
