@@ -22,6 +22,7 @@ use allot_core::WorkloadSpec;
 use crate::bounds;
 use crate::config::Config;
 use crate::error::{FormatError, FormatKind, from_csv, quoted};
+use crate::lines::{LineIndex, csv_reader, record_line};
 use crate::workload::{RawWorkload, Validator};
 use crate::write::{TraceRow, round_util};
 
@@ -78,14 +79,14 @@ pub fn load_trace(path: &Path, cfg: &Config) -> Result<Vec<WorkloadSpec>, Format
 
 /// Parses a CSV trace with a header line; `file` names it in errors.
 pub fn parse_trace_csv(reader: impl Read, file: &str, cfg: &Config) -> Result<Vec<WorkloadSpec>, FormatError> {
-    let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(reader);
-    let header = rdr.headers().map_err(|e| from_csv(FormatKind::Trace, file, e))?.clone();
+    let mut rdr = csv_reader(csv::ReaderBuilder::new().has_headers(true), reader);
+    let header = csv_header(FormatKind::Trace, file, &mut rdr)?;
     let index = map_header(FormatKind::Trace, file, &header, &COLUMNS, &REQUIRED.map(|c| c as usize))?;
     let mut ctx = TraceCtx::new(file, cfg);
     let mut out = Vec::new();
     let mut rec = csv::StringRecord::new();
-    while rdr.read_record(&mut rec).map_err(|e| from_csv(FormatKind::Trace, file, e))? {
-        let line = rec.position().map_or(0, |p| p.line());
+    while rdr.read_record(&mut rec).map_err(|e| from_csv(FormatKind::Trace, file, &mut rdr, e))? {
+        let line = rec.position().map_or(0, |p| record_line(&mut rdr, p));
         let row: [Option<&str>; NCOLS] = std::array::from_fn(|c| index[c].map(|i| &rec[i]));
         out.push(ctx.workload(&row, line)?);
     }
@@ -167,6 +168,18 @@ pub(crate) fn tabular_format(kind: FormatKind, path: &Path) -> Result<Tabular, F
             format!("unsupported file extension `.{other}` (use .csv, .jsonl or .ndjson)"),
         )),
         None => Err(FormatError::new(kind, file, "the file has no extension (use .csv, .jsonl or .ndjson)")),
+    }
+}
+
+/// The header line of a CSV file.
+pub(crate) fn csv_header<R: Read>(
+    kind: FormatKind,
+    file: &str,
+    rdr: &mut csv::Reader<LineIndex<R>>,
+) -> Result<csv::StringRecord, FormatError> {
+    match rdr.headers() {
+        Ok(h) => Ok(h.clone()),
+        Err(e) => Err(from_csv(kind, file, rdr, e)),
     }
 }
 
