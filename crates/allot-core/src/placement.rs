@@ -352,3 +352,60 @@ fn pick_nodes(
     }
     Some((0, pick))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::account::AccountId;
+    use crate::cluster::{GpuType, GpuTypeId, PoolPlacement, PoolSpec};
+    use crate::workload::{Class, Priority};
+
+    /// PLACE-7: 4 nodes of 4 GPUs in racks of 2, with `used[i]` GPUs taken
+    /// on node i; a `nodes = 0` workload of `gpus`.
+    fn placed(placement: PoolPlacement, used: [u32; 4], gpus: u32) -> Option<Vec<(u32, u32)>> {
+        let gpu = GpuTypeId(0);
+        let pool = PoolSpec { name: "p".into(), gpu, nodes: 4, gpus_per_node: 4, rack_size: 2, shared: false };
+        let mut cluster = Cluster::new("c", vec![GpuType { name: "V100".into(), weight: 1.0 }], vec![pool]);
+        cluster.set_placement(PoolId(0), placement);
+        let mut free = FreeMap::new(&cluster);
+        for (i, u) in used.into_iter().enumerate().filter(|(_, u)| *u > 0) {
+            free.take(&cluster, &Allocation { parts: vec![(NodeId(i as u32), full_mask(u))] });
+        }
+        let spec = WorkloadSpec {
+            id: "w".into(),
+            submit: 0,
+            account: AccountId(1),
+            user: "u".into(),
+            class: Class::Batch,
+            gpus,
+            nodes: 0,
+            gpu_type: None,
+            work_s: 60,
+            checkpoint_s: 0,
+            util: 1.0,
+            priority: Priority::Normal,
+            preemptible: false,
+        };
+        let a = find(&cluster, &free, &spec, &|_| true)?;
+        Some(a.parts.iter().map(|(n, m)| (n.0, m.count_ones())).collect())
+    }
+
+    /// (case, placement, GPUs used per node, GPUs asked, (node, GPUs) placed).
+    type Case = (&'static str, PoolPlacement, [u32; 4], u32, Option<Vec<(u32, u32)>>);
+
+    #[test]
+    fn spread_pools_place_by_count() {
+        use PoolPlacement::{Pack, Spread};
+        let cases: [Case; 6] = [
+            ("pack: no node has 2 free", Pack, [3, 3, 3, 3], 2, None),
+            ("spread: one GPU of two nodes of the first rack", Spread, [3, 3, 3, 3], 2, Some(vec![(0, 1), (1, 1)])),
+            ("spread: one node fits, so one node (best fit)", Spread, [3, 2, 0, 3], 2, Some(vec![(1, 2)])),
+            ("spread: the rack that holds it", Spread, [3, 4, 2, 3], 3, Some(vec![(2, 2), (3, 1)])),
+            ("spread: across racks when no rack holds it", Spread, [3, 4, 4, 3], 2, Some(vec![(0, 1), (3, 1)])),
+            ("spread: not more than the pool has free", Spread, [4, 4, 4, 3], 2, None),
+        ];
+        for (name, placement, used, gpus, want) in cases {
+            assert_eq!(placed(placement, used, gpus), want, "case {name}");
+        }
+    }
+}
