@@ -37,8 +37,10 @@ pub struct PoolSpec {
     pub shared: bool,
 }
 
-/// How a pool places workloads that may use any nodes (`nodes = 0`).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+/// How a pool places workloads that may use any nodes (`nodes = 0`); its
+/// name is the config's `placement` value.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "lowercase")]
 pub enum PoolPlacement {
     /// A workload no larger than a node goes on one node (PLACE-2, PLACE-4).
     #[default]
@@ -49,14 +51,13 @@ pub enum PoolPlacement {
 }
 
 impl PoolPlacement {
-    pub const ALL: [PoolPlacement; 2] = [PoolPlacement::Pack, PoolPlacement::Spread];
-
     /// The name used in configuration files.
     pub fn as_str(self) -> &'static str {
-        match self {
-            PoolPlacement::Pack => "pack",
-            PoolPlacement::Spread => "spread",
-        }
+        self.into()
+    }
+
+    pub fn parse(s: &str) -> Option<PoolPlacement> {
+        s.parse().ok()
     }
 }
 

@@ -451,7 +451,7 @@ fn pool_placement(ctx: &Ctx<'_>, i: usize, p: &RawPool) -> Result<PoolPlacement,
     let Some(v) = &p.placement else {
         return Ok(PoolPlacement::default());
     };
-    PoolPlacement::ALL.into_iter().find(|m| m.as_str() == v.get_ref()).ok_or_else(|| {
+    PoolPlacement::parse(v.get_ref()).ok_or_else(|| {
         let msg = format!("unknown placement {:?} (use pack or spread)", v.get_ref());
         ctx.err(format!("cluster.pools[{i}].placement"), Some(v.span()), msg)
     })
