@@ -37,6 +37,30 @@ pub struct PoolSpec {
     pub shared: bool,
 }
 
+/// How a pool places workloads that may use any nodes (`nodes = 0`); its
+/// name is the config's `placement` value.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "lowercase")]
+pub enum PoolPlacement {
+    /// A workload no larger than a node goes on one node (PLACE-2, PLACE-4).
+    #[default]
+    Pack,
+    /// Such a workload may take GPUs from several nodes when no single node
+    /// fits it (PLACE-7): placement by GPU count, as in count-based studies.
+    Spread,
+}
+
+impl PoolPlacement {
+    /// The name used in configuration files.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    pub fn parse(s: &str) -> Option<PoolPlacement> {
+        s.parse().ok()
+    }
+}
+
 /// A pool with its nodes laid out at `first_node .. first_node + nodes`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pool {
@@ -46,6 +70,9 @@ pub struct Pool {
     pub gpus_per_node: u32,
     pub rack_size: u32,
     pub shared: bool,
+    /// [`PoolPlacement::Pack`] as laid out by [`Cluster::new`]; set with
+    /// [`Cluster::set_placement`].
+    pub placement: PoolPlacement,
     pub first_node: NodeId,
     /// Global id of this pool's first rack.
     pub first_rack: u32,
@@ -126,11 +153,17 @@ impl Cluster {
                 gpus_per_node: s.gpus_per_node,
                 rack_size,
                 shared: s.shared,
+                placement: PoolPlacement::Pack,
                 first_node,
                 first_rack,
             });
         }
         Cluster { name: name.into(), gpu_types, pools, nodes, racks }
+    }
+
+    /// Sets how a pool places `nodes = 0` workloads (PLACE-7).
+    pub fn set_placement(&mut self, pool: PoolId, placement: PoolPlacement) {
+        self.pools[pool.0 as usize].placement = placement;
     }
 
     /// Total GPUs in the cluster.

@@ -1,4 +1,4 @@
-//! Placement shared by every policy (rules PLACE-1 … PLACE-6).
+//! Placement shared by every policy (rules PLACE-1 … PLACE-7).
 //!
 //! * PLACE-1 gang: a workload gets all its GPUs at once or none.
 //! * PLACE-2 `nodes = k > 0` means exactly k nodes with `gpus / k` each;
@@ -11,12 +11,17 @@
 //!   jobs. Ties go to the lowest pool, rack and node index.
 //! * PLACE-5 a GPU-type constraint restricts the pools.
 //! * PLACE-6 only `Up` nodes receive new work.
+//! * PLACE-7 on a pool with `placement = "spread"`, a `nodes = 0` workload
+//!   that fits on no single node takes its GPUs from several nodes of the
+//!   pool (as a multi-node `nodes = 0` workload does), so that it starts
+//!   whenever the pool has that many free GPUs: count-based placement, as
+//!   in Tiresias' `count` scheme and most academic simulators.
 
 use std::fmt;
 use std::ops::Range;
 
 pub use crate::allocation::Allocation;
-use crate::cluster::{Cluster, Health, NodeId, PoolId};
+use crate::cluster::{Cluster, Health, NodeId, PoolId, PoolPlacement};
 use crate::rule::Rule;
 use crate::workload::WorkloadSpec;
 
@@ -226,10 +231,12 @@ fn fill_failure(
     };
 }
 
-/// Best placement inside one pool, rack-local when possible (PLACE-3).
+/// Best placement inside one pool, rack-local when possible (PLACE-3); on a
+/// spread pool, over several nodes when no single node fits (PLACE-7).
 fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: PoolId) -> Option<(Score, Allocation)> {
     let pool = cluster.pool(pid);
     let gpn = pool.gpus_per_node;
+    let spread = pool.placement == PoolPlacement::Spread && spec.nodes == 0;
     // Candidate nodes by rack (nodes of a rack are consecutive).
     let first = pool.first_node.0;
     let all = first..first + pool.nodes;
@@ -240,7 +247,7 @@ fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: Po
     let per_rack = pool.rack_size;
     for (ri, start) in all.clone().step_by(per_rack as usize).enumerate() {
         let rack = start..(start + per_rack).min(all.end);
-        if let Some((left, pick)) = pick_nodes(free, rack, spec, gpn) {
+        if let Some((left, pick)) = pick_nodes(free, rack, spec, gpn, spread) {
             let score = (false, left, pid.0, ri as u32);
             if best.as_ref().is_none_or(|(s, _)| score < *s) {
                 best = Some((score, pick));
@@ -248,8 +255,8 @@ fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: Po
         }
     }
     if best.is_none()
-        && (spec.nodes > 1 || spec.gpus > gpn)
-        && let Some((left, pick)) = pick_nodes(free, all, spec, gpn)
+        && (spec.nodes > 1 || spec.gpus > gpn || spread)
+        && let Some((left, pick)) = pick_nodes(free, all, spec, gpn, spread)
     {
         best = Some(((true, left, pid.0, 0), pick));
     }
@@ -280,8 +287,16 @@ fn may_fit(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec) -> bool {
 }
 
 /// Chooses nodes among the node ids `cands` by their free GPUs; returns the
-/// leftover GPUs on touched nodes and (node, GPUs to take) pairs.
-fn pick_nodes(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec, gpn: u32) -> Option<(u32, Vec<(NodeId, u32)>)> {
+/// leftover GPUs on touched nodes and (node, GPUs to take) pairs. `spread`
+/// (PLACE-7): a workload no larger than a node may use several nodes when
+/// no single node fits it.
+fn pick_nodes(
+    free: &FreeMap,
+    cands: Range<u32>,
+    spec: &WorkloadSpec,
+    gpn: u32,
+    spread: bool,
+) -> Option<(u32, Vec<(NodeId, u32)>)> {
     let nodes = || cands.clone().map(|i| (NodeId(i), free.free_on(NodeId(i))));
     // One node: the one with the fewest free GPUs that still fits (ties by
     // index). With `nodes = 1` this is also the exact-count rule below.
@@ -307,7 +322,10 @@ fn pick_nodes(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec, gpn: u32) 
         return Some((left, elig.into_iter().map(|(n, _)| (n, per)).collect()));
     }
     if spec.gpus <= gpn {
-        return single(spec.gpus);
+        let one = single(spec.gpus);
+        if one.is_some() || !spread {
+            return one;
+        }
     }
     // Several nodes, any packing: as few nodes as possible (emptiest
     // first), the last one chosen best-fit for the remainder.
@@ -333,4 +351,61 @@ fn pick_nodes(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec, gpn: u32) 
         i += 1;
     }
     Some((0, pick))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::account::AccountId;
+    use crate::cluster::{GpuType, GpuTypeId, PoolPlacement, PoolSpec};
+    use crate::workload::{Class, Priority};
+
+    /// PLACE-7: 4 nodes of 4 GPUs in racks of 2, with `used[i]` GPUs taken
+    /// on node i; a `nodes = 0` workload of `gpus`.
+    fn placed(placement: PoolPlacement, used: [u32; 4], gpus: u32) -> Option<Vec<(u32, u32)>> {
+        let gpu = GpuTypeId(0);
+        let pool = PoolSpec { name: "p".into(), gpu, nodes: 4, gpus_per_node: 4, rack_size: 2, shared: false };
+        let mut cluster = Cluster::new("c", vec![GpuType { name: "V100".into(), weight: 1.0 }], vec![pool]);
+        cluster.set_placement(PoolId(0), placement);
+        let mut free = FreeMap::new(&cluster);
+        for (i, u) in used.into_iter().enumerate().filter(|(_, u)| *u > 0) {
+            free.take(&cluster, &Allocation { parts: vec![(NodeId(i as u32), full_mask(u))] });
+        }
+        let spec = WorkloadSpec {
+            id: "w".into(),
+            submit: 0,
+            account: AccountId(1),
+            user: "u".into(),
+            class: Class::Batch,
+            gpus,
+            nodes: 0,
+            gpu_type: None,
+            work_s: 60,
+            checkpoint_s: 0,
+            util: 1.0,
+            priority: Priority::Normal,
+            preemptible: false,
+        };
+        let a = find(&cluster, &free, &spec, &|_| true)?;
+        Some(a.parts.iter().map(|(n, m)| (n.0, m.count_ones())).collect())
+    }
+
+    /// (case, placement, GPUs used per node, GPUs asked, (node, GPUs) placed).
+    type Case = (&'static str, PoolPlacement, [u32; 4], u32, Option<Vec<(u32, u32)>>);
+
+    #[test]
+    fn spread_pools_place_by_count() {
+        use PoolPlacement::{Pack, Spread};
+        let cases: [Case; 6] = [
+            ("pack: no node has 2 free", Pack, [3, 3, 3, 3], 2, None),
+            ("spread: one GPU of two nodes of the first rack", Spread, [3, 3, 3, 3], 2, Some(vec![(0, 1), (1, 1)])),
+            ("spread: one node fits, so one node (best fit)", Spread, [3, 2, 0, 3], 2, Some(vec![(1, 2)])),
+            ("spread: the rack that holds it", Spread, [3, 4, 2, 3], 3, Some(vec![(2, 2), (3, 1)])),
+            ("spread: across racks when no rack holds it", Spread, [3, 4, 4, 3], 2, Some(vec![(0, 1), (3, 1)])),
+            ("spread: not more than the pool has free", Spread, [4, 4, 4, 3], 2, None),
+        ];
+        for (name, placement, used, gpus, want) in cases {
+            assert_eq!(placed(placement, used, gpus), want, "case {name}");
+        }
+    }
 }

@@ -33,6 +33,7 @@ rules! {
     PlaceBestFit => "PLACE-4", "best fit: the fullest nodes that fit are used first, keeping whole nodes free";
     PlaceGpuType => "PLACE-5", "a GPU-type constraint is honoured";
     PlaceHealthy => "PLACE-6", "unhealthy, draining or drained nodes get no new work";
+    PlaceSpread => "PLACE-7", "on a spread pool, a nodes = 0 workload that fits no single node takes GPUs from several nodes";
     FifoOrder => "FIFO-1", "strict FIFO: start in submit order, stop at the first workload that does not fit";
     FifoBackfill => "FIFO-2", "FIFO with backfill: later workloads start when they fit";
     PrioOrder => "PRIO-1", "strict priority (urgent > high > normal > low), FIFO within a level";

@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use allot_core::{AccountTree, Class, Cluster, Contract, WorkloadSpec};
+use allot_sim::report::{Block, Line, Table, Tables};
 
 use crate::PolicyRun;
 use crate::charts::{self, Figure};
@@ -30,8 +31,8 @@ pub struct Page<'a> {
     pub setup: Setup<'a>,
     /// One run per policy, in the order of the columns; charts show these.
     pub runs: &'a [PolicyRun],
-    /// The measures table, as Markdown (see [`markdown_to_html`]).
-    pub measures_markdown: &'a str,
+    /// The measures: the tables of `summary.md`, written here as HTML.
+    pub measures: &'a Tables,
     /// Remarks printed under the title (e.g. which seed the charts show).
     pub notes: Vec<String>,
 }
@@ -98,7 +99,7 @@ pub fn render(page: &Page) -> String {
     section(&mut h, "shares", "Shares and budgets", note, &shares);
     section(&mut h, "preemption", "Preemption", None, &charts::preemption_charts(runs));
     h.push_str("<section id=\"measures\"><h2>Every measure</h2>\n");
-    h.push_str(&markdown_to_html(page.measures_markdown, "table-measures"));
+    measures(&mut h, page.measures, "table-measures");
     h.push_str("</section>\n</body></html>\n");
     h
 }
@@ -226,74 +227,48 @@ fn trace_table(h: &mut String, trace: &[WorkloadSpec]) {
     table(h, "trace", &rows);
 }
 
-/// Splits a Markdown table row into cells (`\|` is a literal bar).
-fn md_cells(line: &str) -> Vec<String> {
-    let inner = line.trim().trim_start_matches('|');
-    let inner = inner.strip_suffix('|').unwrap_or(inner);
-    let mut cells = vec![String::new()];
-    let mut chars = inner.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.peek() == Some(&'|') => {
-                chars.next();
-                cells.last_mut().expect("a cell").push('|');
-            }
-            '|' => cells.push(String::new()),
-            _ => cells.last_mut().expect("a cell").push(c),
-        }
-    }
-    cells.into_iter().map(|c| c.trim().to_string()).collect()
-}
-
-fn bold(s: &str) -> Option<&str> {
-    s.strip_prefix("**").and_then(|r| r.strip_suffix("**"))
-}
-
-/// Converts the Markdown the summary tables are written in (pipe tables,
-/// bold section rows, bold title lines) to HTML tables; the first table gets
-/// `id`.
-pub fn markdown_to_html(md: &str, id: &str) -> String {
-    let mut h = String::new();
-    let mut lines = md.lines().peekable();
+/// Writes the measures: titles as `<h3>`, notes as paragraphs, tables with
+/// section rows spanning every column; the first table gets `id`.
+fn measures(h: &mut String, tables: &Tables, id: &str) {
     let mut first = true;
-    while let Some(line) = lines.next() {
-        if !line.trim_start().starts_with('|') {
-            if let Some(title) = bold(line.trim()) {
-                let _ = writeln!(h, "<h3>{}</h3>", esc(title));
-            } else if !line.trim().is_empty() {
-                let _ = writeln!(h, "<p>{}</p>", esc(line.trim()));
+    for b in &tables.blocks {
+        match b {
+            Block::Title(t) => {
+                let _ = writeln!(h, "<h3>{}</h3>", esc(t));
             }
-            continue;
-        }
-        let header = md_cells(line);
-        if lines.peek().is_some_and(|l| l.trim_start().starts_with("|:") || l.trim_start().starts_with("|-")) {
-            lines.next();
-        }
-        let id_attr = if first { format!(" id=\"{}\"", esc(id)) } else { String::new() };
-        first = false;
-        let _ = write!(h, "<table{id_attr}><thead><tr>");
-        for c in &header {
-            let _ = write!(h, "<th>{}</th>", esc(c));
-        }
-        h.push_str("</tr></thead><tbody>\n");
-        while let Some(row) = lines.next_if(|l| l.trim_start().starts_with('|')) {
-            let cells = md_cells(row);
-            match bold(&cells[0]) {
-                Some(t) if cells[1..].iter().all(String::is_empty) => {
-                    let _ = writeln!(h, "<tr class=\"section\"><th colspan=\"{}\">{}</th></tr>", header.len(), esc(t));
-                }
-                _ => {
-                    h.push_str("<tr>");
-                    for c in &cells {
-                        let _ = write!(h, "<td>{}</td>", esc(c));
-                    }
-                    h.push_str("</tr>\n");
-                }
+            Block::Note(n) => {
+                let _ = writeln!(h, "<p>{}</p>", esc(n));
+            }
+            Block::Table(t) => {
+                let id_attr = if first { format!(" id=\"{}\"", esc(id)) } else { String::new() };
+                first = false;
+                measures_table(h, t, &id_attr);
             }
         }
-        h.push_str("</tbody></table>\n");
     }
-    h
+}
+
+fn measures_table(h: &mut String, t: &Table, id_attr: &str) {
+    let _ = write!(h, "<table{id_attr}><thead><tr>");
+    for c in &t.header {
+        let _ = write!(h, "<th>{}</th>", esc(c));
+    }
+    h.push_str("</tr></thead><tbody>\n");
+    for line in &t.lines {
+        match line {
+            Line::Section(s) => {
+                let _ = writeln!(h, "<tr class=\"section\"><th colspan=\"{}\">{}</th></tr>", t.header.len(), esc(s));
+            }
+            Line::Row(cells) => {
+                h.push_str("<tr>");
+                for c in cells {
+                    let _ = write!(h, "<td>{}</td>", esc(c));
+                }
+                h.push_str("</tr>\n");
+            }
+        }
+    }
+    h.push_str("</tbody></table>\n");
 }
 
 #[cfg(test)]
@@ -301,14 +276,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn markdown_tables_become_html() {
-        let md = "| measure | a | b |\n|:---|---:|---:|\n| **capacity** |  |  |\n| occ \\| x | 0.5 | 1 |\n\n\
-                  **delivered share by account**\n\n| account | a |\n|:---|---:|\n| org | 1 |\n";
-        let h = markdown_to_html(md, "t");
+    fn measure_tables_become_html() {
+        let mut t = Table::new(vec!["measure".into(), "a".into(), "b".into()]);
+        t.section("capacity");
+        t.push_row(vec!["occ | x".into(), "0.5".into(), "1".into()]);
+        let mut accounts = Table::new(vec!["account".into(), "a".into()]);
+        accounts.push_row(vec!["org".into(), "1".into()]);
+        let tables = Tables {
+            blocks: vec![
+                Block::Table(t),
+                Block::Title("delivered share by account".into()),
+                Block::Table(accounts),
+                Block::Note("a <note>".into()),
+            ],
+        };
+        let mut h = String::new();
+        measures(&mut h, &tables, "t");
         assert!(h.starts_with("<table id=\"t\"><thead><tr><th>measure</th><th>a</th><th>b</th></tr></thead>"), "{h}");
         assert!(h.contains("<tr class=\"section\"><th colspan=\"3\">capacity</th></tr>"));
         assert!(h.contains("<td>occ | x</td><td>0.5</td><td>1</td>"));
         assert!(h.contains("<h3>delivered share by account</h3>"));
+        assert!(h.ends_with("<p>a &lt;note&gt;</p>\n"), "{h}");
         assert_eq!(h.matches("<table").count(), 2);
         assert_eq!(h.matches(" id=").count(), 1);
     }

@@ -3,7 +3,7 @@
 //! * [`series`]: time series and queue-time distributions of one run,
 //!   computed from its record and final state;
 //! * [`stats`]: mean and 95% confidence interval over repeated runs;
-//! * [`table`]: the measures of repeated runs side by side (Markdown);
+//! * [`table`]: the measures of repeated runs side by side;
 //! * [`svg`]: small hand-written SVG charts;
 //! * [`charts`]: the charts of the comparison, one family per question;
 //! * [`html`]: the self-contained page that holds them.
@@ -20,7 +20,7 @@ pub mod table;
 pub use html::{Page, Setup, render};
 pub use series::Series;
 pub use stats::{MeanCi, mean_ci, summarise};
-pub use table::seeds_markdown_table;
+pub use table::seeds_tables;
 
 use allot_core::State;
 use allot_sim::SimOutput;

@@ -1,11 +1,12 @@
-//! The measures of repeated runs side by side, as Markdown: one column per
+//! The measures of repeated runs side by side, as a [`Tables`] model (written
+//! as Markdown in `summary.md`, as HTML in `report.html`): one column per
 //! policy, one row per measure, each cell `mean ± half-width` of the 95%
 //! confidence interval over the seeds ([`crate::stats`]).
 //!
-//! Single runs use `allot_sim::report::markdown_table` instead; the rows
+//! Single runs use `allot_sim::report::measures_tables` instead; the rows
 //! here follow its sections and names.
 
-use allot_sim::report::{Report, Stats};
+use allot_sim::report::{Block, Report, Stats, Table, Tables};
 
 use crate::stats::mean_ci;
 use crate::svg::{fmt_duration, fmt_num};
@@ -124,27 +125,20 @@ fn cell(reports: &[Report], unit: Unit, get: Get) -> String {
     }
 }
 
-/// The Markdown table of repeated runs: `runs` holds, per policy, its
-/// reports over the seeds (every policy ran on the same seeds).
-pub fn seeds_markdown_table(runs: &[(String, Vec<Report>)]) -> String {
-    let row = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
-    let mut out = row(std::iter::once("measure".to_string()).chain(runs.iter().map(|r| r.0.clone())).collect());
-    out.push_str(&format!("|:---|{}\n", "---:|".repeat(runs.len())));
+/// The table of repeated runs and the note on how its cells were computed:
+/// `runs` holds, per policy, its reports over the seeds (every policy ran on
+/// the same seeds).
+pub fn seeds_tables(runs: &[(String, Vec<Report>)]) -> Tables {
+    let mut t = Table::new(std::iter::once("measure".to_string()).chain(runs.iter().map(|r| r.0.clone())).collect());
     let seeds = runs.first().map_or(0, |r| r.1.len());
-    out.push_str(&row(std::iter::once("seeds".to_string())
-        .chain(runs.iter().map(|r| r.1.len().to_string()))
-        .collect()));
+    t.push_row(std::iter::once("seeds".to_string()).chain(runs.iter().map(|r| r.1.len().to_string())).collect());
     for (section, rows) in ROWS {
-        let mut cells = vec![format!("**{section}**")];
-        cells.resize(runs.len() + 1, String::new());
-        out.push_str(&row(cells));
+        t.section(section);
         for (label, unit, get) in *rows {
             let cells = std::iter::once(label.to_string()).chain(runs.iter().map(|(_, rs)| cell(rs, *unit, *get)));
-            out.push_str(&row(cells.collect()));
+            t.push_row(cells.collect());
         }
     }
-    out.push_str(&format!(
-        "\nEach cell: mean ± half-width of the 95% confidence interval over {seeds} seeds (Student's t).\n"
-    ));
-    out
+    let note = format!("Each cell: mean ± half-width of the 95% confidence interval over {seeds} seeds (Student's t).");
+    Tables { blocks: vec![Block::Table(t), Block::Note(note)] }
 }

@@ -4,8 +4,8 @@
 
 use allot_core::{Class, PolicyKind, Priority, State, WorkloadSpec};
 use allot_report::series::Series;
-use allot_report::{Page, PolicyRun, Setup, render, seeds_markdown_table, summarise};
-use allot_sim::report::markdown_table;
+use allot_report::{Page, PolicyRun, Setup, render, seeds_tables, summarise};
+use allot_sim::report::{Tables, measures_tables};
 use allot_sim::{SimOptions, simulate};
 use allot_testkit::{StateBuilder, Wl};
 
@@ -132,7 +132,7 @@ fn queue_cdfs_match_the_percentiles(state: &State, run: &PolicyRun) {
     }
 }
 
-fn page_of(state: &State, runs: &[PolicyRun], table: &str, trace: &[WorkloadSpec]) -> String {
+fn page_of(state: &State, runs: &[PolicyRun], measures: &Tables, trace: &[WorkloadSpec]) -> String {
     render(&Page {
         title: "test <comparison>".into(),
         setup: Setup {
@@ -144,7 +144,7 @@ fn page_of(state: &State, runs: &[PolicyRun], table: &str, trace: &[WorkloadSpec
             trace,
         },
         runs,
-        measures_markdown: table,
+        measures,
         notes: vec!["a note".into()],
     })
 }
@@ -155,7 +155,7 @@ fn the_page_is_self_contained_and_holds_every_chart() {
     let s = state();
     let trace = workloads(&s);
     let reports: Vec<_> = runs.iter().map(|r| &r.report).collect();
-    let html = page_of(&s, &runs, &markdown_table(&reports), &trace);
+    let html = page_of(&s, &runs, &measures_tables(&reports), &trace);
     for id in [
         "chart-occupancy",
         "chart-utilization",
@@ -180,7 +180,7 @@ fn the_page_is_self_contained_and_holds_every_chart() {
     // Text is escaped; the legends name the policies.
     assert!(html.contains("test &lt;comparison&gt;") && html.contains("t &amp; t"));
     assert!(html.contains(">priority</text>") && html.contains(">allot</text>"));
-    // A row per measure of the Markdown table.
+    // A row per measure of the table.
     assert!(html.contains("<td>occupancy</td>") && html.contains("<td>Jain index</td>"));
 }
 
@@ -201,7 +201,7 @@ fn seed_summaries_keep_the_report_shape() {
     for key in ["horizon_s", "workloads", "metrics", "accounts"] {
         assert!(v.get(key).is_some(), "{key}");
     }
-    let md = seeds_markdown_table(&[("fifo-backfill".into(), vec![a, b])]);
+    let md = seeds_tables(&[("fifo-backfill".into(), vec![a, b])]).markdown();
     assert!(md.contains("| seeds | 2 |"));
     let occ = md.lines().find(|l| l.starts_with("| occupancy |")).unwrap();
     assert!(occ.contains(" ± "), "{occ}");

@@ -6,18 +6,24 @@
 //! `docs/config.md`. Errors name the file, the line (from the TOML span where
 //! there is one) and the dotted key, e.g.
 //! ``cluster.toml:14: key `cluster.pools[1].name`: …``.
+//!
+//! A configuration made in memory (a generator's [`ConfigOut`]) goes through
+//! the same checks without being written and read as TOML ([`config_from`]);
+//! its errors name the key only.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::path::Path;
 
-use allot_core::{AccountSpec, AccountTree, AccountTreeError, Cluster, Contract, GpuType, GpuTypeId, PoolSpec};
+use allot_core::cluster::PoolPlacement;
+use allot_core::{AccountSpec, AccountTree, AccountTreeError, Cluster, Contract, GpuType, GpuTypeId, PoolId, PoolSpec};
 use serde::Deserialize;
 use toml::Spanned;
 
 use crate::bounds::{self, FloatBound, IntBound};
 use crate::duration::parse_duration;
 use crate::error::{FormatError, FormatKind};
+use crate::write::{ConfigOut, write_config_toml};
 
 /// A loaded configuration.
 #[derive(Clone, Debug)]
@@ -39,12 +45,86 @@ pub fn load_config(path: &Path) -> Result<Config, FormatError> {
 
 /// Parses and validates config text; `file` names it in errors.
 pub fn parse_config(text: &str, file: &str) -> Result<Config, FormatError> {
-    let ctx = Ctx { text, file };
+    let ctx = Ctx { text, file, located: true };
     let raw: RawConfig = toml::from_str(text).map_err(|e| ctx.toml_error(&e))?;
-    let cluster = build_cluster(&ctx, &raw)?;
-    let accounts = build_accounts(&ctx, &raw.accounts, &cluster)?;
-    let contract = build_contract(&ctx, &raw.contract)?;
-    Ok(Config { cluster, accounts, contract, path: file.to_string(), text: text.to_string() })
+    build_config(&ctx, &raw, text.to_string())
+}
+
+/// Checks a configuration made in memory as [`parse_config`] checks a file;
+/// `file` names it in errors. Its text (what reports print) is the TOML
+/// [`write_config_toml`] writes for it.
+pub fn config_from(out: &ConfigOut, file: &str) -> Result<Config, FormatError> {
+    let ctx = Ctx { text: "", file, located: false };
+    let mut seen = BTreeMap::new();
+    for (name, w) in &out.gpu_types {
+        if seen.insert(name.clone(), Spanned::new(0..0, *w)).is_some() {
+            return Err(ctx.err(format!("gpu_types.{name}"), None, "gpu type is declared twice"));
+        }
+    }
+    let mut toml = Vec::new();
+    write_config_toml(&mut toml, out).expect("writing to memory does not fail");
+    let text = String::from_utf8(toml).expect("the config writer writes UTF-8");
+    build_config(&ctx, &raw_of(out, seen), text)
+}
+
+fn build_config(ctx: &Ctx<'_>, raw: &RawConfig, text: String) -> Result<Config, FormatError> {
+    let cluster = build_cluster(ctx, raw)?;
+    let accounts = build_accounts(ctx, &raw.accounts, &cluster)?;
+    let contract = build_contract(ctx, &raw.contract)?;
+    Ok(Config { cluster, accounts, contract, path: ctx.file.to_string(), text })
+}
+
+/// The raw form of a configuration made in memory, as the TOML reader would
+/// give it (no spans: nothing was read).
+fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConfig {
+    fn at<T>(v: T) -> Spanned<T> {
+        Spanned::new(0..0, v)
+    }
+    let c = &out.contract;
+    let pools = out
+        .pools
+        .iter()
+        .map(|p| RawPool {
+            name: at(p.name.clone()),
+            gpu: at(p.gpu.clone()),
+            nodes: at(p.nodes),
+            gpus_per_node: at(p.gpus_per_node),
+            rack_size: Some(at(p.rack_size)),
+            shared: p.shared,
+            placement: None,
+        })
+        .collect();
+    let accounts = out
+        .accounts
+        .iter()
+        .map(|a| RawAccount {
+            path: at(a.path.clone()),
+            share: a.share.map(at),
+            budget_gpu_hours: a.budget_gpu_hours.map(at),
+            impact: a.impact.map(at),
+            legacy_pools: a.legacy_pools.clone().map(at),
+            max_service_gpus: a.max_service_gpus,
+        })
+        .collect();
+    let secs = |s: u64| Some(at(Secs(s)));
+    RawConfig {
+        cluster: RawCluster { name: Some(at(out.cluster_name.clone())), pools },
+        gpu_types,
+        accounts,
+        contract: RawContract {
+            budget_period: secs(c.budget_period),
+            usage_half_life: secs(c.usage_half_life),
+            min_slice: Some(RawMinSlice {
+                batch: secs(c.min_slice.batch),
+                interactive: secs(c.min_slice.interactive),
+                service: secs(c.min_slice.service),
+            }),
+            grace: secs(c.grace),
+            interactive_max_gpus: Some(c.interactive_max_gpus),
+            interactive_max_duration: secs(c.interactive_max_duration),
+            scheduling_interval: secs(c.scheduling_interval),
+        },
+    }
 }
 
 // ---------------------------------------------------------------- raw TOML
@@ -77,6 +157,8 @@ struct RawPool {
     rack_size: Option<Spanned<u32>>,
     #[serde(default)]
     shared: bool,
+    /// `pack` (default) or `spread` (rule PLACE-7).
+    placement: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -141,18 +223,25 @@ impl<'de> Deserialize<'de> for Secs {
 struct Ctx<'a> {
     text: &'a str,
     file: &'a str,
+    /// Whether spans are offsets into `text` (false for a config made in memory).
+    located: bool,
 }
 
 impl Ctx<'_> {
-    fn line_of(&self, offset: usize) -> u64 {
+    fn line_of(&self, offset: usize) -> Option<u64> {
         let end = offset.min(self.text.len());
-        self.text.as_bytes()[..end].iter().filter(|b| **b == b'\n').count() as u64 + 1
+        self.located.then(|| self.text.as_bytes()[..end].iter().filter(|b| **b == b'\n').count() as u64 + 1)
+    }
+
+    /// ` on line n`, when the config has lines.
+    fn on_line(&self, offset: usize) -> String {
+        self.line_of(offset).map_or_else(String::new, |l| format!(" on line {l}"))
     }
 
     fn err(&self, key: impl Into<String>, span: Option<Range<usize>>, message: impl Into<String>) -> FormatError {
         let e = FormatError::new(FormatKind::Config, self.file, message).in_field(key);
-        match span {
-            Some(s) => e.at_line(self.line_of(s.start)),
+        match span.and_then(|s| self.line_of(s.start)) {
+            Some(line) => e.at_line(line),
             None => e,
         }
     }
@@ -198,11 +287,11 @@ impl Ctx<'_> {
             (Some(span), Some(key)) if span.is_empty() && span.start == 0 => out.field = Some(key.to_string()),
             // A key missing in a table: the span is the table's header.
             (Some(span), Some(key)) => {
-                out.line = Some(self.line_of(span.start));
+                out.line = self.line_of(span.start);
                 out.field = Some(key_at(self.text, span.start).map_or(key.to_string(), |t| format!("{t}.{key}")));
             }
             (Some(span), None) => {
-                out.line = Some(self.line_of(span.start));
+                out.line = self.line_of(span.start);
                 out.field = key_at(self.text, span.start);
             }
             (None, _) => out.field = missing.map(str::to_string),
@@ -329,17 +418,19 @@ fn build_cluster(ctx: &Ctx<'_>, raw: &RawConfig) -> Result<Cluster, FormatError>
         gpu_types.push(GpuType { name: name.clone(), weight });
     }
     let mut specs = Vec::with_capacity(raw.cluster.pools.len());
+    let mut placements = Vec::with_capacity(raw.cluster.pools.len());
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (i, p) in raw.cluster.pools.iter().enumerate() {
         let name = p.name.get_ref();
         check_pool_name(ctx, i, &p.name)?;
         if let Some(first) = seen.insert(name, i) {
-            let first_line = ctx.line_of(raw.cluster.pools[first].name.span().start);
-            let msg = format!("pool {name:?} is declared twice (first as cluster.pools[{first}] on line {first_line})");
+            let first_line = ctx.on_line(raw.cluster.pools[first].name.span().start);
+            let msg = format!("pool {name:?} is declared twice (first as cluster.pools[{first}]{first_line})");
             return Err(ctx.err(format!("cluster.pools[{i}].name"), Some(p.name.span()), msg));
         }
         let gpu = resolve_gpu_type(ctx, i, &p.gpu, &mut gpu_types)?;
         specs.push(pool_spec(ctx, i, p, gpu)?);
+        placements.push(pool_placement(ctx, i, p)?);
     }
     let name = match &raw.cluster.name {
         Some(n) if n.get_ref().trim().is_empty() => {
@@ -348,7 +439,22 @@ fn build_cluster(ctx: &Ctx<'_>, raw: &RawConfig) -> Result<Cluster, FormatError>
         Some(n) => n.get_ref().clone(),
         None => "cluster".to_string(),
     };
-    Ok(Cluster::new(name, gpu_types, specs))
+    let mut cluster = Cluster::new(name, gpu_types, specs);
+    for (i, placement) in placements.into_iter().enumerate() {
+        cluster.set_placement(PoolId(i as u32), placement);
+    }
+    Ok(cluster)
+}
+
+/// How the pool places `nodes = 0` workloads: `pack` (default) or `spread`.
+fn pool_placement(ctx: &Ctx<'_>, i: usize, p: &RawPool) -> Result<PoolPlacement, FormatError> {
+    let Some(v) = &p.placement else {
+        return Ok(PoolPlacement::default());
+    };
+    PoolPlacement::parse(v.get_ref()).ok_or_else(|| {
+        let msg = format!("unknown placement {:?} (use pack or spread)", v.get_ref());
+        ctx.err(format!("cluster.pools[{i}].placement"), Some(v.span()), msg)
+    })
 }
 
 fn check_pool_name(ctx: &Ctx<'_>, i: usize, name: &Spanned<String>) -> Result<(), FormatError> {
@@ -455,9 +561,14 @@ fn account_error(ctx: &Ctx<'_>, raw: &[RawAccount], e: AccountTreeError) -> Form
         }
         AccountTreeError::Duplicate(p) => {
             let mut hits = raw.iter().enumerate().filter(|(_, a)| a.path.get_ref() == p);
-            let first = hits.next().map(|(_, a)| ctx.line_of(a.path.span().start)).unwrap_or(0);
+            let first = hits.next().map(|(j, a)| ctx.line_of(a.path.span().start).ok_or(j));
             let (i, a) = hits.next().or_else(|| raw.iter().enumerate().next()).expect("a duplicate has two accounts");
-            let msg = format!("account {p:?} is declared twice (first on line {first})");
+            let first = match first {
+                Some(Ok(line)) => format!("on line {line}"),
+                Some(Err(j)) => format!("as accounts[{j}]"),
+                None => "on line 0".to_string(),
+            };
+            let msg = format!("account {p:?} is declared twice (first {first})");
             (format!("accounts[{i}].path"), Some(a.path.span()), msg)
         }
         AccountTreeError::BadNumber { path, field, .. } => {

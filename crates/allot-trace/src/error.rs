@@ -96,9 +96,16 @@ impl FormatError {
     }
 }
 
-/// Maps a `csv` error to a [`FormatError`] with the line it reports.
-pub(crate) fn from_csv(kind: FormatKind, file: &str, err: csv::Error) -> FormatError {
-    let line = err.position().map(|p| p.line());
+/// Maps a `csv` error to a [`FormatError`] at the line of the record it is
+/// about (found by [`crate::lines::LineIndex`] when the reader reads
+/// through one; the csv reader's own count is off with CRLF line ends).
+pub(crate) fn from_csv<R: std::io::Read>(
+    kind: FormatKind,
+    file: &str,
+    rdr: &mut csv::Reader<crate::lines::LineIndex<R>>,
+    err: csv::Error,
+) -> FormatError {
+    let line = err.position().map(|p| crate::lines::record_line(rdr, p));
     let message = match err.kind() {
         csv::ErrorKind::UnequalLengths { expected_len, len, .. } => {
             format!("expected {expected_len} fields like the header, found {len}")

@@ -13,7 +13,8 @@ use allot_core::{Cluster, NodeEvent, NodeEventKind};
 
 use crate::config::Config;
 use crate::error::{FormatError, FormatKind, from_csv, quoted};
-use crate::trace::{Tabular, json_cells, json_object, map_header, parse_uint, tabular_format};
+use crate::lines::{csv_reader, record_line};
+use crate::trace::{Tabular, csv_header, json_cells, json_object, map_header, parse_uint, tabular_format};
 
 const COLUMNS: [&str; 3] = ["t_s", "node", "event"];
 const KINDS: [NodeEventKind; 4] =
@@ -33,13 +34,13 @@ pub fn load_events(path: &Path, cfg: &Config) -> Result<Vec<NodeEvent>, FormatEr
 
 /// Parses a CSV events file with a header line; `file` names it in errors.
 pub fn parse_events_csv(reader: impl Read, file: &str, cfg: &Config) -> Result<Vec<NodeEvent>, FormatError> {
-    let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(reader);
-    let header = rdr.headers().map_err(|e| from_csv(FormatKind::Events, file, e))?.clone();
+    let mut rdr = csv_reader(csv::ReaderBuilder::new().has_headers(true), reader);
+    let header = csv_header(FormatKind::Events, file, &mut rdr)?;
     let index = map_header(FormatKind::Events, file, &header, &COLUMNS, &[0, 1, 2])?;
     let mut out = Vec::new();
     let mut rec = csv::StringRecord::new();
-    while rdr.read_record(&mut rec).map_err(|e| from_csv(FormatKind::Events, file, e))? {
-        let line = rec.position().map_or(0, |p| p.line());
+    while rdr.read_record(&mut rec).map_err(|e| from_csv(FormatKind::Events, file, &mut rdr, e))? {
+        let line = rec.position().map_or(0, |p| record_line(&mut rdr, p));
         let row: [Option<&str>; 3] = std::array::from_fn(|c| index[c].map(|i| &rec[i]));
         out.push(event(file, &cfg.cluster, &row, line)?);
     }

@@ -16,6 +16,7 @@ pub mod error;
 pub mod events;
 pub mod generate;
 pub mod import;
+mod lines;
 pub mod trace;
 pub mod workload;
 pub mod write;

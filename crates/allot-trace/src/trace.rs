@@ -7,6 +7,9 @@
 //! (none: no constraint), `checkpoint_s` (0: never checkpoints), `util`
 //! (1.0), `priority` (`normal`), `preemptible` (false). Every bad value is an
 //! error naming the file, the line and the field; nothing is guessed.
+//!
+//! Rows made in memory (the generator's [`TraceRow`]s) go through the same
+//! validator without being written as text ([`check_trace_rows`]).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -19,7 +22,9 @@ use allot_core::WorkloadSpec;
 use crate::bounds;
 use crate::config::Config;
 use crate::error::{FormatError, FormatKind, from_csv, quoted};
+use crate::lines::{LineIndex, csv_reader, record_line};
 use crate::workload::{RawWorkload, Validator};
+use crate::write::{TraceRow, round_util};
 
 /// Trace columns, in documentation order.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -74,14 +79,14 @@ pub fn load_trace(path: &Path, cfg: &Config) -> Result<Vec<WorkloadSpec>, Format
 
 /// Parses a CSV trace with a header line; `file` names it in errors.
 pub fn parse_trace_csv(reader: impl Read, file: &str, cfg: &Config) -> Result<Vec<WorkloadSpec>, FormatError> {
-    let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(reader);
-    let header = rdr.headers().map_err(|e| from_csv(FormatKind::Trace, file, e))?.clone();
+    let mut rdr = csv_reader(csv::ReaderBuilder::new().has_headers(true), reader);
+    let header = csv_header(FormatKind::Trace, file, &mut rdr)?;
     let index = map_header(FormatKind::Trace, file, &header, &COLUMNS, &REQUIRED.map(|c| c as usize))?;
     let mut ctx = TraceCtx::new(file, cfg);
     let mut out = Vec::new();
     let mut rec = csv::StringRecord::new();
-    while rdr.read_record(&mut rec).map_err(|e| from_csv(FormatKind::Trace, file, e))? {
-        let line = rec.position().map_or(0, |p| p.line());
+    while rdr.read_record(&mut rec).map_err(|e| from_csv(FormatKind::Trace, file, &mut rdr, e))? {
+        let line = rec.position().map_or(0, |p| record_line(&mut rdr, p));
         let row: [Option<&str>; NCOLS] = std::array::from_fn(|c| index[c].map(|i| &rec[i]));
         out.push(ctx.workload(&row, line)?);
     }
@@ -103,6 +108,40 @@ pub fn parse_trace_jsonl(reader: impl BufRead, file: &str, cfg: &Config) -> Resu
         let cells = json_cells(FormatKind::Trace, file, line, &obj, &COLUMNS)?;
         let row: [Option<&str>; NCOLS] = std::array::from_fn(|c| cells[c].as_deref());
         out.push(ctx.workload(&row, line)?);
+    }
+    Ok(out)
+}
+
+/// Checks rows made in memory (by a generator) as a trace file's rows are
+/// checked (the same validator: bounds, accounts, GPU types, fit; unique
+/// ids), without writing and reading them as text. A row's line is the one
+/// it has in the CSV [`crate::write::write_trace_csv`] writes (the header is
+/// line 1); its utilisation is the value that file holds (three decimals).
+pub fn check_trace_rows(rows: &[TraceRow], file: &str, cfg: &Config) -> Result<Vec<WorkloadSpec>, FormatError> {
+    let mut ctx = TraceCtx::new(file, cfg);
+    let mut out = Vec::with_capacity(rows.len());
+    for (i, r) in rows.iter().enumerate() {
+        let line = i as u64 + 2;
+        let submit = bounds::SUBMIT_S.check(r.submit_s).map_err(|m| ctx.err(line, Col::SubmitS, m))?;
+        fn text(v: &str) -> Option<&str> {
+            Some(v.trim()).filter(|v| !v.is_empty())
+        }
+        let raw = RawWorkload {
+            id: text(&r.id).ok_or_else(|| ctx.err(line, Col::Id, "empty id"))?,
+            submit,
+            account: text(&r.account).ok_or_else(|| ctx.err(line, Col::Account, "missing value"))?,
+            user: text(&r.user).unwrap_or("default"),
+            class: Some(r.class.as_str()),
+            gpus: u64::from(r.gpus),
+            nodes: u64::from(r.nodes),
+            gpu_type: text(&r.gpu_type),
+            work_s: Some(r.work_s),
+            checkpoint_s: r.checkpoint_s,
+            util: round_util(r.util),
+            priority: Some(r.priority.as_str()),
+            preemptible: r.preemptible,
+        };
+        out.push(ctx.checked(&raw, line)?);
     }
     Ok(out)
 }
@@ -129,6 +168,18 @@ pub(crate) fn tabular_format(kind: FormatKind, path: &Path) -> Result<Tabular, F
             format!("unsupported file extension `.{other}` (use .csv, .jsonl or .ndjson)"),
         )),
         None => Err(FormatError::new(kind, file, "the file has no extension (use .csv, .jsonl or .ndjson)")),
+    }
+}
+
+/// The header line of a CSV file.
+pub(crate) fn csv_header<R: Read>(
+    kind: FormatKind,
+    file: &str,
+    rdr: &mut csv::Reader<LineIndex<R>>,
+) -> Result<csv::StringRecord, FormatError> {
+    match rdr.headers() {
+        Ok(h) => Ok(h.clone()),
+        Err(e) => Err(from_csv(kind, file, rdr, e)),
     }
 }
 
@@ -279,11 +330,16 @@ impl<'a> TraceCtx<'a> {
             priority: get(Col::Priority),
             preemptible: get(Col::Preemptible).map_or(Ok(false), |v| self.boolean(line, Col::Preemptible, v))?,
         };
+        self.checked(&raw, line)
+    }
+
+    /// A row's values checked by the validator; its id must be new.
+    fn checked(&mut self, raw: &RawWorkload, line: u64) -> Result<WorkloadSpec, FormatError> {
         // A checked field's name is its column's.
-        let spec = self.validator.check(&raw).map_err(|e| {
+        let spec = self.validator.check(raw).map_err(|e| {
             FormatError::new(FormatKind::Trace, self.file, e.to_string()).at_line(line).in_field(e.field.as_str())
         })?;
-        self.claim_id(line, id)?;
+        self.claim_id(line, raw.id)?;
         Ok(spec)
     }
 

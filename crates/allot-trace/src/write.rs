@@ -66,10 +66,14 @@ impl TraceRow {
     }
 }
 
+/// A utilisation as the trace file keeps it: within 0..=1, three decimals.
+pub fn round_util(util: f64) -> f64 {
+    (util.clamp(0.0, 1.0) * 1000.0).round() / 1000.0
+}
+
 /// Formats a utilisation with at most three decimals (`0.46`, `1`, `0`).
 pub fn format_util(util: f64) -> String {
-    let r = (util.clamp(0.0, 1.0) * 1000.0).round() / 1000.0;
-    format!("{r}")
+    format!("{}", round_util(util))
 }
 
 /// Writes `rows` as a trace CSV with header.

@@ -115,6 +115,21 @@ legacy_pools = []
     assert_eq!(a.legacy_pools, Some(vec![]));
 }
 
+#[test]
+fn pool_placement_is_pack_unless_spread() {
+    use allot_core::cluster::PoolPlacement;
+    let placement = |line: &str| {
+        let text = MINIMAL.replace("gpus_per_node = 8\n", &format!("gpus_per_node = 8\n{line}\n"));
+        parse_config(&text, "p.toml").map(|c| c.cluster.pools[0].placement)
+    };
+    assert_eq!(placement("").unwrap(), PoolPlacement::Pack, "the default");
+    assert_eq!(placement("placement = \"pack\"").unwrap(), PoolPlacement::Pack);
+    assert_eq!(placement("placement = \"spread\"").unwrap(), PoolPlacement::Spread);
+    let err = placement("placement = \"random\"").unwrap_err();
+    assert_eq!((err.line, err.field.as_deref()), (Some(7), Some("cluster.pools[0].placement")), "{err}");
+    assert!(err.message.contains("unknown placement \"random\" (use pack or spread)"), "{err}");
+}
+
 /// Appends `extra` to [`MINIMAL`], or replaces the pool when `extra` starts with `!`.
 fn config_with(extra: &str) -> String {
     match extra.strip_prefix('!') {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use allot_core::PolicyKind;
 use allot_report::{Page, PolicyRun, Setup};
 use allot_sim::SimOptions;
-use allot_sim::report::{Report, markdown_table, summary_table};
+use allot_sim::report::{Report, Tables, measures_tables, summary_table};
 use allot_trace::generate::{Ai2Params, Generated, Scenario, generate};
 use anyhow::{Context, Result, anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -92,24 +92,24 @@ pub fn run(a: CompareArgs) -> Result<()> {
     if sources.len() == 1 {
         print!("{}", summary_table(&runs[0].iter().map(|r| &r.report).collect::<Vec<_>>()));
     } else {
-        print!("{table}");
+        print!("{}", table.markdown());
     }
     eprintln!("wrote {}/{{summary.json, summary.md, report.html}}", a.out.display());
     Ok(())
 }
 
-/// Writes summary.json and summary.md; returns the Markdown table of
-/// measures (of the single run, or means and intervals over the seeds).
+/// Writes summary.json and summary.md; returns the tables of measures (of
+/// the single run, or means and intervals over the seeds).
 fn write_summaries(
     out: &Path,
     title: &str,
     rows: &[(String, String)],
     kinds: &[PolicyKind],
     runs: &[Vec<PolicyRun>],
-) -> Result<String> {
+) -> Result<Tables> {
     let (json, table) = if let [single] = runs {
         let reports: Vec<&Report> = single.iter().map(|r| &r.report).collect();
-        (serde_json::to_string_pretty(&reports)?, markdown_table(&reports))
+        (serde_json::to_string_pretty(&reports)?, measures_tables(&reports))
     } else {
         let per_policy: Vec<(String, Vec<Report>)> = kinds
             .iter()
@@ -117,10 +117,10 @@ fn write_summaries(
             .map(|(k, kind)| (kind.as_str().to_string(), runs.iter().map(|s| s[k].report.clone()).collect()))
             .collect();
         let summaries: Vec<serde_json::Value> = per_policy.iter().map(|(_, rs)| allot_report::summarise(rs)).collect();
-        (serde_json::to_string_pretty(&summaries)?, allot_report::seeds_markdown_table(&per_policy))
+        (serde_json::to_string_pretty(&summaries)?, allot_report::seeds_tables(&per_policy))
     };
     write(&out.join("summary.json"), &(json + "\n"))?;
-    write(&out.join("summary.md"), &format!("# {title}\n\n{}\n\n{table}", inputs_line(rows)))?;
+    write(&out.join("summary.md"), &format!("# {title}\n\n{}\n\n{}", inputs_line(rows), table.markdown()))?;
     Ok(table)
 }
 
@@ -131,7 +131,7 @@ fn write_page(
     sources: &[Source],
     rows: Vec<(String, String)>,
     runs: &[PolicyRun],
-    table: &str,
+    table: &Tables,
 ) -> Result<()> {
     let inputs = &sources[0].inputs;
     let mut notes = Vec::new();
@@ -154,7 +154,7 @@ fn write_page(
             trace: &inputs.trace,
         },
         runs,
-        measures_markdown: table,
+        measures: table,
         notes,
     };
     write(&out.join("report.html"), &allot_report::render(&page))
@@ -198,9 +198,9 @@ fn horizon_row(a: &CompareArgs) -> (String, String) {
     ("horizon".to_string(), v)
 }
 
-/// Generates one trace per seed (in parallel) and parses it back through
-/// the same readers as files, so generated and file inputs are validated
-/// alike.
+/// Generates one trace per seed (in parallel), checked by the same code as
+/// files (without writing and reading them), so generated and file inputs
+/// are validated alike.
 fn generated_sources(scenario: Scenario, a: &CompareArgs) -> Result<Sources> {
     let params = |seed| Ai2Params { gpus: a.gpus, days: a.days, seed, ..Ai2Params::default() };
     let seeds: Vec<u64> = (0..u64::from(a.seeds)).map(|i| a.seed + i).collect();
@@ -208,7 +208,7 @@ fn generated_sources(scenario: Scenario, a: &CompareArgs) -> Result<Sources> {
         .par_iter()
         .map(|&seed| {
             let g = generate(scenario, &params(seed)).map_err(|e| anyhow!("{e}"))?;
-            Ok(Source { inputs: parse_generated(&g, seed)?, seed: Some(seed) })
+            Ok(Source { inputs: generated_inputs(&g, seed)?, seed: Some(seed) })
         })
         .collect();
     let sources = sources.into_iter().collect::<Result<Vec<_>>>()?;
@@ -273,15 +273,8 @@ fn scenario_rows(scenario: Scenario, p: &Ai2Params, seeds: &[u64], workloads: us
     .collect()
 }
 
-fn parse_generated(g: &Generated, seed: u64) -> Result<Inputs> {
-    let name = format!("generated (seed {seed})");
-    let mut toml = Vec::new();
-    allot_trace::write::write_config_toml(&mut toml, &g.config)?;
-    let text = String::from_utf8(toml).context("generated config is not UTF-8")?;
-    let config = allot_trace::config::parse_config(&text, &format!("{name} config"))?;
-    let mut csv = Vec::new();
-    allot_trace::write::write_trace_csv(&mut csv, &g.rows)?;
-    let trace = allot_trace::trace::parse_trace_csv(csv.as_slice(), &format!("{name} trace"), &config)?;
+fn generated_inputs(g: &Generated, seed: u64) -> Result<Inputs> {
+    let (config, trace) = g.inputs(&format!("generated (seed {seed})"))?;
     Ok(Inputs { config, trace, events: Vec::new() })
 }
 

@@ -3,7 +3,8 @@
 //! * [`Report`]: one policy run, serialised with exactly the docs/design.md §4
 //!   keys plus a few extras (see `docs/measures.md`);
 //! * [`summary_table`] / [`markdown_table`]: the reports of one or several
-//!   policies side by side;
+//!   policies side by side, both rendered from the [`Tables`] model of
+//!   [`measures_tables`];
 //! * [`write_workloads_csv`]: one row per workload of the final state.
 
 mod csv;
@@ -12,4 +13,4 @@ mod table;
 
 pub use csv::{WORKLOADS_CSV_HEADER, write_workloads_csv};
 pub use model::{AccountReport, ClassStats, Metrics, Report, Stats};
-pub use table::{markdown_table, summary_table};
+pub use table::{Block, Line, Table, Tables, markdown_table, measures_tables, summary_table};

@@ -1,36 +1,83 @@
 //! Reports side by side: a fixed-width text table for the terminal and the
-//! same content as Markdown. Both render one [`Table`] model, so they never
-//! disagree.
+//! same content as Markdown (and, in `allot-report`, as HTML). Every form
+//! renders one [`Tables`] model, so they never disagree.
 
 use std::collections::BTreeSet;
 
 use crate::report::{Report, Stats};
 
 /// A table: a header and lines that are either section titles or rows.
-struct Table {
-    header: Vec<String>,
-    lines: Vec<Line>,
+#[derive(Clone, Debug, PartialEq)]
+pub struct Table {
+    pub header: Vec<String>,
+    pub lines: Vec<Line>,
 }
 
-enum Line {
-    Section(&'static str),
+/// A line of a [`Table`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Line {
+    /// A section title, on a line of its own.
+    Section(String),
+    /// One cell per column of the header.
     Row(Vec<String>),
 }
 
+/// Tables with their titles and notes, in the order they are read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tables {
+    pub blocks: Vec<Block>,
+}
+
+/// A part of [`Tables`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Block {
+    Table(Table),
+    /// A title over the table that follows.
+    Title(String),
+    /// A remark (e.g. how the cells were computed).
+    Note(String),
+}
+
 impl Table {
-    fn new(header: Vec<String>) -> Table {
+    pub fn new(header: Vec<String>) -> Table {
         Table { header, lines: Vec::new() }
     }
 
-    fn section(&mut self, title: &'static str) {
-        self.lines.push(Line::Section(title));
+    /// Adds a section title.
+    pub fn section(&mut self, title: &str) {
+        self.lines.push(Line::Section(title.to_string()));
+    }
+
+    /// Adds a row of cells (one per column of the header).
+    pub fn push_row(&mut self, cells: Vec<String>) {
+        self.lines.push(Line::Row(cells));
     }
 
     /// A row with one cell per report.
     fn row(&mut self, label: &str, reports: &[&Report], cell: impl Fn(&Report) -> String) {
         let mut cells = vec![label.to_string()];
         cells.extend(reports.iter().map(|r| cell(r)));
-        self.lines.push(Line::Row(cells));
+        self.push_row(cells);
+    }
+}
+
+impl Tables {
+    /// Renders every block as Markdown, a blank line between blocks: tables
+    /// as pipe tables (section titles as bold rows), titles in bold, notes
+    /// as paragraphs.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        for (i, b) in self.blocks.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            match b {
+                Block::Table(t) => out.push_str(&render_markdown(t)),
+                Block::Title(s) => out.push_str(&format!("**{s}**\n")),
+                Block::Note(s) => out.push_str(&format!("{s}\n")),
+            }
+        }
+        out
     }
 }
 
@@ -125,7 +172,7 @@ fn accounts_table(reports: &[&Report]) -> Table {
         let header = ["account", "entitled", "delivered", "GPU-h", "budget NGH", "used NGH", "queue p50"];
         let mut t = Table::new(header.iter().map(|s| s.to_string()).collect());
         for (path, a) in &r.accounts {
-            t.lines.push(Line::Row(vec![
+            t.push_row(vec![
                 path.clone(),
                 ratio(a.entitled_share),
                 ratio(a.delivered_share),
@@ -133,7 +180,7 @@ fn accounts_table(reports: &[&Report]) -> Table {
                 a.budget_gpu_hours.map_or_else(|| "-".into(), hours),
                 hours(a.used_gpu_hours),
                 opt_duration(a.queue_time_p50_s),
-            ]));
+            ]);
         }
         return t;
     }
@@ -144,7 +191,7 @@ fn accounts_table(reports: &[&Report]) -> Table {
         let mut cells = vec![p.clone(), entitled(p)];
         cells
             .extend(reports.iter().map(|r| r.accounts.get(p).map_or_else(|| "-".into(), |a| ratio(a.delivered_share))));
-        t.lines.push(Line::Row(cells));
+        t.push_row(cells);
     }
     t
 }
@@ -226,17 +273,24 @@ pub fn summary_table(reports: &[&Report]) -> String {
     out
 }
 
-/// The content of [`summary_table`] as Markdown tables.
-pub fn markdown_table(reports: &[&Report]) -> String {
+/// The content of [`summary_table`] as a [`Tables`] model: the measures,
+/// then (when there are accounts) the per-account table under its title.
+pub fn measures_tables(reports: &[&Report]) -> Tables {
     if reports.is_empty() {
-        return String::new();
+        return Tables::default();
     }
     let accounts = accounts_table(reports);
-    let mut out = render_markdown(&metrics_table(reports));
+    let mut blocks = vec![Block::Table(metrics_table(reports))];
     if !accounts.lines.is_empty() {
-        out.push_str(&format!("\n**{}**\n\n{}", accounts_title(reports), render_markdown(&accounts)));
+        blocks.push(Block::Title(accounts_title(reports).to_string()));
+        blocks.push(Block::Table(accounts));
     }
-    out
+    Tables { blocks }
+}
+
+/// The content of [`summary_table`] as Markdown tables.
+pub fn markdown_table(reports: &[&Report]) -> String {
+    measures_tables(reports).markdown()
 }
 
 #[cfg(test)]
@@ -256,7 +310,7 @@ mod tests {
     fn text_columns_line_up() {
         let mut t = Table::new(vec!["measure".into(), "a".into(), "longer".into()]);
         t.section("capacity");
-        t.lines.push(Line::Row(vec!["occupancy".into(), "0.500".into(), "1.000".into()]));
+        t.push_row(vec!["occupancy".into(), "0.500".into(), "1.000".into()]);
         let text = render_text(&t);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "measure          a  longer");

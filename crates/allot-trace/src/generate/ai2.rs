@@ -5,7 +5,7 @@
 //! sessions and squatting placeholders, then batch jobs filling the rest of
 //! the demand target `load x GPUs x horizon` team by team and kind by kind.
 
-use allot_core::{Class, Priority, Time};
+use allot_core::{Class, Priority, Time, WorkloadSpec};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -15,7 +15,10 @@ use super::sample::{
 };
 use super::scenario::{BATCH_KINDS, Kind, KindSpec, TEAMS, TeamSpec, kind_spec};
 use super::stats::GenStats;
+use crate::config::{Config, config_from};
+use crate::error::FormatError;
 use crate::import::{NodeGroup, Shape, TeamNeed, apportion, size_cluster};
+use crate::trace::check_trace_rows;
 use crate::write::{AccountOut, ConfigOut, TraceRow, round_budget};
 
 /// Root of the generated account paths.
@@ -27,6 +30,18 @@ pub struct Generated {
     pub rows: Vec<TraceRow>,
     pub config: ConfigOut,
     pub stats: GenStats,
+}
+
+impl Generated {
+    /// The config and workloads as the simulator takes them, checked by the
+    /// same code as a config file and a trace file (the values are those
+    /// `allot trace gen` writes); `name` names them in errors (`{name}
+    /// config`, `{name} trace`).
+    pub fn inputs(&self, name: &str) -> Result<(Config, Vec<WorkloadSpec>), FormatError> {
+        let config = config_from(&self.config, &format!("{name} config"))?;
+        let trace = check_trace_rows(&self.rows, &format!("{name} trace"), &config)?;
+        Ok((config, trace))
+    }
 }
 
 struct User {

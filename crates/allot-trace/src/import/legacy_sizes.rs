@@ -11,13 +11,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::error::ImportError;
+use crate::lines::{csv_reader, record_line};
 
 /// Team name (as in the trace) → GPUs.
 pub(crate) fn read_legacy_sizes(path: &Path) -> Result<BTreeMap<String, u64>, ImportError> {
-    let mut reader = csv::ReaderBuilder::new().from_path(path).map_err(|e| match e.into_kind() {
-        csv::ErrorKind::Io(io) => ImportError::io(path, io),
-        other => ImportError::bad_file(path, format!("{other:?}")),
-    })?;
+    let file = std::fs::File::open(path).map_err(|e| ImportError::io(path, e))?;
+    let mut reader = csv_reader(&mut csv::ReaderBuilder::new(), std::io::BufReader::new(file));
     let header: Vec<String> = reader
         .headers()
         .map_err(|e| ImportError::bad_file(path, format!("cannot read the header: {e}")))?
@@ -25,13 +24,19 @@ pub(crate) fn read_legacy_sizes(path: &Path) -> Result<BTreeMap<String, u64>, Im
         .map(|h| h.trim().to_string())
         .collect();
     let mut rows = Vec::new();
-    for (i, rec) in reader.records().enumerate() {
-        let rec = rec.map_err(|e| ImportError::bad_file(path, format!("line {}: {e}", i + 2)))?;
+    let mut rec = csv::StringRecord::new();
+    loop {
+        let read = reader.read_record(&mut rec);
+        let pos = read.as_ref().map_or_else(|e| e.position(), |_| rec.position()).cloned();
+        let line = pos.map_or(0, |p| record_line(&mut reader, &p));
+        if !read.map_err(|e| ImportError::bad_file(path, format!("line {line}: {e}")))? {
+            break;
+        }
         let mut values = Vec::with_capacity(rec.len().saturating_sub(1));
         for (j, v) in rec.iter().enumerate().skip(1) {
             let n = parse_count(v).ok_or_else(|| {
                 let col = header.get(j).map_or("?", String::as_str);
-                ImportError::bad_file(path, format!("line {}: column {col:?}: expected a GPU count, got {v:?}", i + 2))
+                ImportError::bad_file(path, format!("line {line}: column {col:?}: expected a GPU count, got {v:?}"))
             })?;
             values.push(n);
         }

@@ -2,7 +2,7 @@
 //! the field parsers and the CSV reading the formats share.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read};
 use std::path::Path;
 
 use allot_core::{Class, Priority, Time};
@@ -11,6 +11,7 @@ use chrono::NaiveDateTime;
 use super::error::ImportError;
 use super::options::RowDefaults;
 use super::summary::{Adjustment, ImportSummary, SkipReason};
+use crate::lines::{LineIndex, csv_reader, record_line};
 
 /// One importable source row.
 #[derive(Clone, Debug, PartialEq)]
@@ -133,7 +134,7 @@ pub(crate) fn sanitize(name: &str) -> (String, bool) {
 
 /// An open CSV file with the positions of the columns asked for.
 pub(crate) struct CsvSource {
-    pub reader: csv::Reader<BufReader<File>>,
+    pub reader: csv::Reader<LineIndex<BufReader<File>>>,
     pub columns: Vec<Option<usize>>,
 }
 
@@ -141,8 +142,11 @@ pub(crate) struct CsvSource {
 /// and `optional` columns (`None` if missing), in that order.
 pub(crate) fn open_csv(path: &Path, required: &[&'static str], optional: &[&str]) -> Result<CsvSource, ImportError> {
     let file = File::open(path).map_err(|e| ImportError::io(path, e))?;
-    let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(BufReader::with_capacity(1 << 16, file));
-    let header = reader.headers().map_err(|e| csv_fatal(path, e))?.clone();
+    let mut reader = csv_reader(csv::ReaderBuilder::new().flexible(true), BufReader::with_capacity(1 << 16, file));
+    let header = match reader.headers() {
+        Ok(h) => h.clone(),
+        Err(e) => return Err(csv_fatal(path, &mut reader, e)),
+    };
     let find = |name: &str| header.iter().position(|h| h.trim().trim_start_matches('\u{feff}') == name);
     let mut columns = Vec::with_capacity(required.len() + optional.len());
     for &name in required {
@@ -157,8 +161,8 @@ pub(crate) fn open_csv(path: &Path, required: &[&'static str], optional: &[&str]
 }
 
 /// A CSV error that ends the import (I/O); others skip one record.
-pub(crate) fn csv_fatal(path: &Path, e: csv::Error) -> ImportError {
-    let line = e.position().map_or(String::new(), |p| format!(" at line {}", p.line()));
+fn csv_fatal<R: Read>(path: &Path, reader: &mut csv::Reader<LineIndex<R>>, e: csv::Error) -> ImportError {
+    let line = e.position().map_or(String::new(), |p| format!(" at line {}", record_line(reader, p)));
     ImportError::bad_file(path, format!("cannot read CSV{line}: {e}"))
 }
 
@@ -177,6 +181,8 @@ impl CsvSource {
             match self.reader.read_record(&mut rec) {
                 Ok(false) => return Ok(()),
                 Ok(true) => {
+                    // Keeps the line index short (and the line of a later error right).
+                    rec.position().map(|p| record_line(&mut self.reader, p));
                     summary.rows_read += 1;
                     let mut fields: Vec<&str> = Vec::with_capacity(self.columns.len());
                     let mut missing = 0;
@@ -195,7 +201,9 @@ impl CsvSource {
                         row(&fields, summary);
                     }
                 }
-                Err(e) if matches!(e.kind(), csv::ErrorKind::Io(_)) => return Err(csv_fatal(path, e)),
+                Err(e) if matches!(e.kind(), csv::ErrorKind::Io(_)) => {
+                    return Err(csv_fatal(path, &mut self.reader, e));
+                }
                 Err(_) => {
                     summary.rows_read += 1;
                     summary.skip(SkipReason::Malformed);
