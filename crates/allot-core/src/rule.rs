@@ -2,6 +2,7 @@
 //! it; rule ids are documented in `docs/rules.md`. A leaf: it depends on
 //! nothing else in the crate.
 
+use std::borrow::Cow;
 use std::fmt;
 
 macro_rules! rules {
@@ -70,11 +71,12 @@ impl fmt::Display for Rule {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reason {
     pub rule: Rule,
-    pub detail: String,
+    /// Fixed texts are borrowed, so most reasons cost no allocation.
+    pub detail: Cow<'static, str>,
 }
 
 impl Reason {
-    pub fn new(rule: Rule, detail: impl Into<String>) -> Reason {
+    pub fn new(rule: Rule, detail: impl Into<Cow<'static, str>>) -> Reason {
         Reason { rule, detail: detail.into() }
     }
 }

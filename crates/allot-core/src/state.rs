@@ -321,12 +321,17 @@ impl State {
     /// Stops a running or stopping workload and requeues it (CON-3 / MNT-2):
     /// progress since its last checkpoint is lost.
     pub fn stop(&mut self, w: WorkloadId, now: Time, reason: Reason) -> StopOutcome {
+        self.stop_releasing(w, now, reason).0
+    }
+
+    /// [`State::stop`], handing back the GPUs it held.
+    pub fn stop_releasing(&mut self, w: WorkloadId, now: Time, reason: Reason) -> (StopOutcome, Allocation) {
         let i = w.0 as usize;
         assert!(self.runs[i].phase.holds_gpus(), "stop of a workload that holds no GPUs");
         let progress = self.runs[i].progress(now);
         let kept = saved(progress, self.specs[i].checkpoint_s);
         let gpus = u64::from(self.specs[i].gpus);
-        let (_, assigned) = self.release(w, now);
+        let (alloc, assigned) = self.release(w, now);
         let useful = kept * gpus;
         let r = &mut self.runs[i];
         r.remaining -= kept;
@@ -338,13 +343,18 @@ impl State {
         r.lost_gpu_s += assigned - useful;
         r.last_reason = Some(reason);
         self.enqueue(w);
-        StopOutcome { assigned_gpu_s: assigned, useful_gpu_s: useful, lost_progress_s: progress - kept }
+        (StopOutcome { assigned_gpu_s: assigned, useful_gpu_s: useful, lost_progress_s: progress - kept }, alloc)
     }
 
     /// Completes a workload whose work is done.
     pub fn finish(&mut self, w: WorkloadId, now: Time, reason: Reason) -> StopOutcome {
+        self.finish_releasing(w, now, reason).0
+    }
+
+    /// [`State::finish`], handing back the GPUs it held.
+    pub fn finish_releasing(&mut self, w: WorkloadId, now: Time, reason: Reason) -> (StopOutcome, Allocation) {
         let i = w.0 as usize;
-        let (_, assigned) = self.release(w, now);
+        let (alloc, assigned) = self.release(w, now);
         let r = &mut self.runs[i];
         let useful = r.remaining * u64::from(self.specs[i].gpus);
         r.remaining = 0;
@@ -354,7 +364,7 @@ impl State {
         r.stop_at = None;
         r.progress_at_signal = None;
         r.last_reason = Some(reason);
-        StopOutcome { assigned_gpu_s: assigned, useful_gpu_s: useful, lost_progress_s: 0 }
+        (StopOutcome { assigned_gpu_s: assigned, useful_gpu_s: useful, lost_progress_s: 0 }, alloc)
     }
 
     /// Ends a pending workload for good (rejected, cancelled or failed).

@@ -66,8 +66,9 @@ struct Sim<'p> {
     /// When launched attempts complete their work: (time, workload, attempt).
     heap: BinaryHeap<Reverse<(Time, WorkloadId, u32)>>,
     out: SimOutput,
-    /// Trace id → workload, for requests.
+    /// Trace id → workload, for requests (kept only when there are some).
     ids: std::collections::HashMap<String, WorkloadId>,
+    track: bool,
 }
 
 /// Replays `workloads` (any order; sorted stably by submit time) and node
@@ -115,6 +116,7 @@ pub fn simulate_requests(
         opts: opts.clone(),
         heap: BinaryHeap::new(),
         ids: std::collections::HashMap::new(),
+        track: !requests.is_empty(),
     };
     sim.record_capacity(0);
     sim.run(workloads, events, requests);
@@ -167,9 +169,11 @@ impl Sim<'_> {
             while arrivals.peek().is_some_and(|w| w.submit == t) {
                 let spec = arrivals.next().expect("peeked");
                 self.out.events += 1;
-                let id = spec.id.clone();
+                let id = self.track.then(|| spec.id.clone());
                 let w = self.engine.arrive(&*self.policy, spec, RETRIES, t);
-                self.ids.insert(id, w);
+                if let Some(id) = id {
+                    self.ids.insert(id, w);
+                }
                 self.apply(t);
             }
             while requests.peek().is_some_and(|r| r.t == t) {

@@ -11,8 +11,10 @@ use crate::workload::WorkloadId;
 /// Something an interpreter must do or record, in the order left.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Effect {
-    /// Start attempt `attempt` of the workload on `alloc`.
-    Launch { workload: WorkloadId, attempt: u32, alloc: Allocation },
+    /// Start attempt `attempt` of the workload on its allocation (the
+    /// state's: effects are carried out after every engine call, before the
+    /// next one).
+    Launch { workload: WorkloadId, attempt: u32 },
     /// Ask the attempt to checkpoint and stop (CON-2); the engine kills it
     /// at `stop_at` unless it has ended.
     Signal { workload: WorkloadId, attempt: u32, stop_at: Time },

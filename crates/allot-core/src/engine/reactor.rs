@@ -218,10 +218,10 @@ impl Engine {
     }
 
     fn start(&mut self, w: WorkloadId, alloc: Allocation, now: Time, reason: Reason) {
-        self.state.start(w, alloc.clone(), now, reason.clone());
+        self.state.start(w, alloc, now, reason.clone());
         let attempt = self.state.run(w).attempts;
         self.record(now, w, Change::Start, reason);
-        self.effects.push(Effect::Launch { workload: w, attempt, alloc });
+        self.effects.push(Effect::Launch { workload: w, attempt });
     }
 
     /// CON-2: signals a running workload; it is killed at `now + grace`
@@ -307,10 +307,8 @@ impl Engine {
     /// state's stop, then live estimates are kept sane.
     fn release_requeue(&mut self, w: WorkloadId, now: Time, reason: Reason) -> (Allocation, Time, StopOutcome) {
         self.drop_deadline(w);
-        let run = self.state.run(w);
-        let alloc = run.alloc.clone().expect("holding workload has an allocation");
-        let started = run.started.expect("holding workload has a start");
-        let o = self.state.stop(w, now, reason);
+        let started = self.state.run(w).started.expect("holding workload has a start");
+        let (o, alloc) = self.state.stop_releasing(w, now, reason);
         // Live remaining work is an estimate: a workload that ran past it
         // and was stopped keeps at least a second to do.
         let r = &mut self.state.runs[w.0 as usize];
@@ -345,10 +343,9 @@ impl Engine {
         self.drop_deadline(w);
         let run = self.state.run(w);
         let (attempt, started) = (run.attempts, run.started.expect("holding"));
-        let alloc = run.alloc.clone().expect("holding");
-        let nodes: Vec<NodeId> = alloc.nodes().collect();
         let reason = Reason::new(Rule::Completed, "work completed");
-        let o = self.state.finish(w, now, reason.clone());
+        let (o, alloc) = self.state.finish_releasing(w, now, reason.clone());
+        let nodes: Vec<NodeId> = alloc.nodes().collect();
         let ended = Ended { alloc, started, outcome: Outcome::Finished, stop: o, exit_code };
         self.ended_record(now, w, attempt, Change::Finish, reason, ended);
         self.after_release(&nodes);
@@ -524,7 +521,7 @@ impl Engine {
     pub fn cancel(&mut self, w: WorkloadId, now: Time, detail: &str) -> Cancelled {
         match self.state.run(w).phase {
             Phase::Pending => {
-                let reason = Reason::new(Rule::Grace, detail);
+                let reason = Reason::new(Rule::Grace, detail.to_string());
                 self.record(now, w, Change::Cancel, reason.clone());
                 self.state.end_pending(w, now, Phase::Cancelled, reason);
                 self.dirty = true;

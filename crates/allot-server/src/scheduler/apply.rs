@@ -38,7 +38,7 @@ impl Scheduler {
         let effects = self.engine.take_effects();
         for e in &effects {
             match e {
-                Effect::Launch { workload, attempt, alloc } => self.launch(*workload, *attempt, alloc),
+                Effect::Launch { workload, attempt } => self.launch(*workload, *attempt),
                 Effect::Signal { workload, attempt, stop_at } => {
                     // Without grace there is nothing to ask: the kill follows.
                     if *stop_at > now {
@@ -81,9 +81,10 @@ impl Scheduler {
 
     /// A start: the attempt recorded as `starting`; its process is launched
     /// after the commit.
-    fn launch(&mut self, w: WorkloadId, attempt: u32, alloc: &Allocation) {
-        let nodes = self.allocation_view(alloc);
+    fn launch(&mut self, w: WorkloadId, attempt: u32) {
         let st = &self.engine.state;
+        let alloc = st.run(w).alloc.as_ref().expect("a launched attempt holds its GPUs until its effects are applied");
+        let nodes = self.allocation_view(alloc);
         let weight = alloc.parts.first().map_or(1.0, |(n, _)| st.cluster.weight(st.cluster.node(*n).gpu));
         let key = self.key(w, attempt);
         let spec = st.spec(w);
