@@ -247,7 +247,11 @@ fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: Po
     let per_rack = pool.rack_size;
     for (ri, start) in all.clone().step_by(per_rack as usize).enumerate() {
         let rack = start..(start + per_rack).min(all.end);
-        if let Some((left, pick)) = pick_nodes(free, rack, spec, gpn, spread) {
+        let pick = match pick_nodes(free, rack.clone(), spec, gpn) {
+            None if spread && spec.gpus <= gpn => pick_any(free, rack, spec),
+            p => p,
+        };
+        if let Some((left, pick)) = pick {
             let score = (false, left, pid.0, ri as u32);
             if best.as_ref().is_none_or(|(s, _)| score < *s) {
                 best = Some((score, pick));
@@ -256,7 +260,13 @@ fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: Po
     }
     if best.is_none()
         && (spec.nodes > 1 || spec.gpus > gpn || spread)
-        && let Some((left, pick)) = pick_nodes(free, all, spec, gpn, spread)
+        && let Some((left, pick)) = if spec.gpus <= gpn && spec.nodes <= 1 {
+            // Only a spread workload no larger than a node gets here; no
+            // single node fits it (each rack was tried).
+            pick_any(free, all, spec)
+        } else {
+            pick_nodes(free, all, spec, gpn)
+        }
     {
         best = Some(((true, left, pid.0, 0), pick));
     }
@@ -287,16 +297,8 @@ fn may_fit(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec) -> bool {
 }
 
 /// Chooses nodes among the node ids `cands` by their free GPUs; returns the
-/// leftover GPUs on touched nodes and (node, GPUs to take) pairs. `spread`
-/// (PLACE-7): a workload no larger than a node may use several nodes when
-/// no single node fits it.
-fn pick_nodes(
-    free: &FreeMap,
-    cands: Range<u32>,
-    spec: &WorkloadSpec,
-    gpn: u32,
-    spread: bool,
-) -> Option<(u32, Vec<(NodeId, u32)>)> {
+/// leftover GPUs on touched nodes and (node, GPUs to take) pairs.
+fn pick_nodes(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec, gpn: u32) -> Option<(u32, Vec<(NodeId, u32)>)> {
     let nodes = || cands.clone().map(|i| (NodeId(i), free.free_on(NodeId(i))));
     // One node: the one with the fewest free GPUs that still fits (ties by
     // index). With `nodes = 1` this is also the exact-count rule below.
@@ -322,13 +324,16 @@ fn pick_nodes(
         return Some((left, elig.into_iter().map(|(n, _)| (n, per)).collect()));
     }
     if spec.gpus <= gpn {
-        let one = single(spec.gpus);
-        if one.is_some() || !spread {
-            return one;
-        }
+        return single(spec.gpus);
     }
-    // Several nodes, any packing: as few nodes as possible (emptiest
-    // first), the last one chosen best-fit for the remainder.
+    pick_any(free, cands, spec)
+}
+
+/// Several nodes, any packing: as few nodes as possible (emptiest first),
+/// the last one chosen best-fit for the remainder (a gang larger than a
+/// node, or on a spread pool, PLACE-7, one no single node fits).
+fn pick_any(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec) -> Option<(u32, Vec<(NodeId, u32)>)> {
+    let nodes = || cands.clone().map(|i| (NodeId(i), free.free_on(NodeId(i))));
     let total: u32 = nodes().map(|(_, f)| f).sum();
     if total < spec.gpus {
         return None;

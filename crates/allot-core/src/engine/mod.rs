@@ -1,7 +1,7 @@
 //! The engine: the one place where inputs change the scheduler state.
 //!
 //! Inputs are arrivals, the policy's pass, workload exits, node events,
-//! cancels and the passing of time; each call changes the [`State`] through
+//! cancels and the passing of time; each call changes the [`State`](crate::State) through
 //! its methods and leaves [`Effect`]s behind as data: launch this attempt,
 //! signal it, kill it, record this transition, this node's health changed.
 //! Two interpreters execute them: the simulator in virtual time (a
