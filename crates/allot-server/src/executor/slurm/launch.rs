@@ -106,6 +106,15 @@ fn uniform(job: &Launch) -> Option<usize> {
 /// Runs the command on every node of the job (one task each), with `env`
 /// setting the task's variables: they reach the command only, never
 /// `sbatch` or `srun`.
+///
+/// The job's code is read from Slurm's derived exit code (the highest
+/// code of its steps: the failed task's 3, not srun's 143 for the peers it
+/// stopped). slurmctld records a step's code when the step's completion
+/// reaches it and drops step records unrecorded when the job has ended
+/// first, which a loaded node can make happen (finding: a gang's code was
+/// 143 in CI). So the script waits, at most 10 s, until Slurm no longer
+/// lists the job's srun step before it ends; where `squeue` cannot be run
+/// it does not wait.
 fn batch_script(job: &Launch, env: &[(String, String)]) -> String {
     let het = match uniform(job) {
         Some(_) => String::new(),
@@ -118,8 +127,14 @@ fn batch_script(job: &Launch, env: &[(String, String)]) -> String {
         .collect();
     format!(
         "#!/bin/sh\n# allot workload {} attempt {}: one task per node\n\
-         exec srun{het} --kill-on-bad-exit=1 /bin/sh -c \
-         'ALLOT_NODE=\"$SLURMD_NODENAME\" ALLOT_NODE_RANK=\"$SLURM_NODEID\" exec \"$@\"' allot-task {}\n",
+         srun{het} --kill-on-bad-exit=1 /bin/sh -c \
+         'ALLOT_NODE=\"$SLURMD_NODENAME\" ALLOT_NODE_RANK=\"$SLURM_NODEID\" exec \"$@\"' allot-task {}\n\
+         rc=$?\n\
+         # Slurm keeps a step's exit code only if the step ends before the job.\n\
+         i=0\n\
+         while [ $i -lt 100 ] && squeue -h -s -j \"$SLURM_JOB_ID\" -o %i 2>/dev/null \
+         | grep -Eq \"^$SLURM_JOB_ID(\\+[0-9]+)?\\.[0-9]\"; do sleep 0.1; i=$((i + 1)); done\n\
+         exit $rc\n",
         job.workload_id,
         job.key.attempt,
         words.join(" ")
@@ -148,9 +163,9 @@ mod tests {
         let env = [("A".to_string(), "x y".to_string())];
         let s = batch_script(&job, &env);
         assert!(s.contains("srun --het-group=0-1 --kill-on-bad-exit=1"), "{s}");
-        assert!(s.ends_with("allot-task '/usr/bin/env' 'A=x y' 'echo' 'it'\\''s $HOME'\n"), "{s}");
+        assert!(s.contains("allot-task '/usr/bin/env' 'A=x y' 'echo' 'it'\\''s $HOME'\nrc=$?\n"), "{s}");
         let even = Launch { gpus: vec![job.gpus[0].clone(), job.gpus[0].clone()], ..job };
-        assert!(batch_script(&even, &env).contains("exec srun --kill-on-bad-exit=1"), "a plain job when even");
+        assert!(batch_script(&even, &env).contains("\nsrun --kill-on-bad-exit=1"), "a plain job when even");
     }
 
     /// Finding: a submission's `env` reached `sbatch`'s own environment,
@@ -180,5 +195,54 @@ mod tests {
         let script = batch_script(&job, &task);
         let task_part = script.split_once("allot-task '/usr/bin/env' ").map(|(_, t)| t).unwrap_or_default();
         assert!(task_part.contains("'SBATCH_EXCLUSIVE=1'"), "set on the task only: {script}");
+    }
+
+    /// Finding: a gang whose rank 1 exited 3 was recorded with srun's 143
+    /// when the job ended before slurmctld recorded its step. The script
+    /// now ends only after Slurm stops listing the step, and keeps srun's
+    /// code as the batch script's.
+    #[test]
+    fn the_script_ends_after_slurm_records_the_step() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("allot-slurm-script-{}", std::process::id()));
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let calls = dir.join("calls");
+        let fake = |name: &str, body: &str| {
+            let p = bin.join(name);
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        fake("srun", "exit 143");
+        // The step is listed for three calls, then only the batch step.
+        fake(
+            "squeue",
+            &format!(
+                "echo x >> {c}; n=$(wc -l < {c}); echo 41.batch; if [ \"$n\" -le 3 ]; then echo 41.0; echo 41.extern; fi",
+                c = calls.display()
+            ),
+        );
+        let job = Launch {
+            key: AttemptKey { seq: 1, attempt: 1 },
+            workload_id: "1".into(),
+            command: vec!["true".into()],
+            env: Default::default(),
+            gpus: vec![NodeGpus { node: "node1".into(), indices: vec![0] }],
+            checkpoint_dir: "/ck".into(),
+            log_path: "/log".into(),
+        };
+        let script = dir.join("job.sh");
+        std::fs::write(&script, batch_script(&job, &[])).unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+        let out = std::process::Command::new("/bin/sh")
+            .arg(&script)
+            .env("PATH", path)
+            .env("SLURM_JOB_ID", "41")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(143), "srun's code is the script's: {out:?}");
+        let n = std::fs::read_to_string(&calls).unwrap().lines().count();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(n, 4, "asked until the step was gone, then stopped");
     }
 }

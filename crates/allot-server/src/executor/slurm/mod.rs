@@ -11,7 +11,9 @@
 //!   Slurm starts those from its backfill scheduler). The batch script
 //!   starts the command on every node with `srun` (one task per node,
 //!   `--kill-on-bad-exit`), with `ALLOT_NODE` / `ALLOT_NODE_RANK` from
-//!   Slurm's node name and id; Slurm sets `CUDA_VISIBLE_DEVICES`.
+//!   Slurm's node name and id; Slurm sets `CUDA_VISIBLE_DEVICES`. The
+//!   script ends only once Slurm has recorded the srun step's end (at
+//!   most 10 s), so that the step's exit code is kept.
 //!   Output is appended to the attempt's log file.
 //! * Preemption (CON-2): `scancel --signal=TERM JOB` (the job's steps, i.e.
 //!   the command on every node); at the end of grace `scancel
