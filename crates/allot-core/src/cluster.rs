@@ -1,9 +1,14 @@
-//! The cluster: GPU types, pools of identical nodes, racks and node health.
+//! The fleet: GPU types, clusters of pools of identical nodes, racks and
+//! node health.
 //!
-//! A pool is `nodes` identical nodes of `gpus_per_node` GPUs of one type;
-//! every `rack_size` consecutive nodes of a pool form one rack (network
-//! block). Nodes are named `<pool>-<index>`. The topology is static; health
-//! and free GPUs live in [`crate::State`].
+//! A [`Cluster`] value is the whole fleet one policy schedules: one or more
+//! named clusters (config order), each a set of pools. A pool is `nodes`
+//! identical nodes of `gpus_per_node` GPUs of one type; every `rack_size`
+//! consecutive nodes of a pool form one rack (network block). Nodes are
+//! named `<pool>-<index>`; in a fleet of several clusters pools are named
+//! `<cluster>/<pool>`, so node names are `<cluster>/<pool>-<index>` and
+//! unique fleet-wide. A gang never spans pools, so never clusters (FLEET-1).
+//! The topology is static; health and free GPUs live in [`crate::State`].
 
 use serde::{Deserialize, Serialize};
 
@@ -14,6 +19,41 @@ pub struct GpuTypeId(pub u16);
 /// Index of a pool in [`Cluster::pools`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PoolId(pub u32);
+
+/// Index of a cluster of the fleet in [`Cluster::clusters`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ClusterId(pub u16);
+
+/// Most clusters in one fleet (eligibility is a 64-bit set).
+pub const MAX_CLUSTERS: usize = 64;
+
+/// The clusters a workload may run on (rule FLEET-1): a set of
+/// [`ClusterId`]s, [`ClusterSet::ANY`] by default.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClusterSet(pub u64);
+
+impl ClusterSet {
+    /// Every cluster of the fleet.
+    pub const ANY: ClusterSet = ClusterSet(u64::MAX);
+
+    pub fn of(ids: impl IntoIterator<Item = ClusterId>) -> ClusterSet {
+        ClusterSet(ids.into_iter().fold(0, |m, c| m | 1u64 << c.0))
+    }
+
+    pub fn contains(self, c: ClusterId) -> bool {
+        self.0 >> c.0 & 1 == 1
+    }
+
+    pub fn is_any(self) -> bool {
+        self == ClusterSet::ANY
+    }
+}
+
+impl Default for ClusterSet {
+    fn default() -> Self {
+        ClusterSet::ANY
+    }
+}
 
 /// Index of a node in [`Cluster::nodes`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -64,7 +104,10 @@ impl PoolPlacement {
 /// A pool with its nodes laid out at `first_node .. first_node + nodes`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pool {
+    /// `<pool>`, or `<cluster>/<pool>` in a fleet of several clusters.
     pub name: String,
+    /// The cluster of the fleet the pool belongs to.
+    pub cluster: ClusterId,
     pub gpu: GpuTypeId,
     pub nodes: u32,
     pub gpus_per_node: u32,
@@ -114,7 +157,10 @@ impl Health {
 /// The static topology.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cluster {
+    /// The fleet's name: the cluster's in a fleet of one.
     pub name: String,
+    /// The fleet's clusters in config order (one for a single `[cluster]`).
+    pub clusters: Vec<String>,
     pub gpu_types: Vec<GpuType>,
     pub pools: Vec<Pool>,
     pub nodes: Vec<Node>,
@@ -126,39 +172,80 @@ pub struct Cluster {
 pub const MAX_GPUS_PER_NODE: u32 = 64;
 
 impl Cluster {
-    /// Lays out nodes and racks for the given pools. The caller validated the
-    /// specs (non-zero sizes, `gpus_per_node <= 64`, known GPU types).
+    /// Lays out nodes and racks for the given pools: a fleet of one
+    /// cluster. The caller validated the specs (non-zero sizes,
+    /// `gpus_per_node <= 64`, known GPU types).
     pub fn new(name: impl Into<String>, gpu_types: Vec<GpuType>, specs: Vec<PoolSpec>) -> Self {
-        let mut pools = Vec::with_capacity(specs.len());
+        let name = name.into();
+        Cluster::fleet(name.clone(), gpu_types, vec![(name, specs)])
+    }
+
+    /// Lays out a fleet: clusters in order, each with its pools. With more
+    /// than one cluster, pools are named `<cluster>/<pool>`. The caller
+    /// validated names (unique clusters, pools unique per cluster, at most
+    /// [`MAX_CLUSTERS`]) and specs.
+    pub fn fleet(name: impl Into<String>, gpu_types: Vec<GpuType>, clusters: Vec<(String, Vec<PoolSpec>)>) -> Self {
+        let qualify = clusters.len() > 1;
+        let mut names = Vec::with_capacity(clusters.len());
+        let mut pools = Vec::new();
         let mut nodes = Vec::new();
         let mut racks = 0u32;
-        for (pi, s) in specs.into_iter().enumerate() {
-            let rack_size = s.rack_size.max(1);
-            let first_node = NodeId(nodes.len() as u32);
-            let first_rack = racks;
-            for i in 0..s.nodes {
-                nodes.push(Node {
-                    name: format!("{}-{}", s.name, i),
-                    pool: PoolId(pi as u32),
-                    rack: first_rack + i / rack_size,
-                    gpus: s.gpus_per_node,
+        for (ci, (cname, specs)) in clusters.into_iter().enumerate() {
+            for s in specs {
+                let pi = pools.len();
+                let rack_size = s.rack_size.max(1);
+                let first_node = NodeId(nodes.len() as u32);
+                let first_rack = racks;
+                let pname = if qualify { format!("{cname}/{}", s.name) } else { s.name };
+                for i in 0..s.nodes {
+                    nodes.push(Node {
+                        name: format!("{pname}-{i}"),
+                        pool: PoolId(pi as u32),
+                        rack: first_rack + i / rack_size,
+                        gpus: s.gpus_per_node,
+                        gpu: s.gpu,
+                    });
+                }
+                racks += s.nodes.div_ceil(rack_size);
+                pools.push(Pool {
+                    name: pname,
+                    cluster: ClusterId(ci as u16),
                     gpu: s.gpu,
+                    nodes: s.nodes,
+                    gpus_per_node: s.gpus_per_node,
+                    rack_size,
+                    shared: s.shared,
+                    placement: PoolPlacement::Pack,
+                    first_node,
+                    first_rack,
                 });
             }
-            racks += s.nodes.div_ceil(rack_size);
-            pools.push(Pool {
-                name: s.name,
-                gpu: s.gpu,
-                nodes: s.nodes,
-                gpus_per_node: s.gpus_per_node,
-                rack_size,
-                shared: s.shared,
-                placement: PoolPlacement::Pack,
-                first_node,
-                first_rack,
-            });
+            names.push(cname);
         }
-        Cluster { name: name.into(), gpu_types, pools, nodes, racks }
+        Cluster { name: name.into(), clusters: names, gpu_types, pools, nodes, racks }
+    }
+
+    /// Whether the fleet has more than one cluster (names are qualified).
+    pub fn is_fleet(&self) -> bool {
+        self.clusters.len() > 1
+    }
+
+    pub fn cluster_by_name(&self, name: &str) -> Option<ClusterId> {
+        self.clusters.iter().position(|c| c == name).map(|i| ClusterId(i as u16))
+    }
+
+    pub fn cluster_name(&self, c: ClusterId) -> &str {
+        &self.clusters[c.0 as usize]
+    }
+
+    /// The cluster a node belongs to.
+    pub fn cluster_of(&self, n: NodeId) -> ClusterId {
+        self.pools[self.nodes[n.0 as usize].pool.0 as usize].cluster
+    }
+
+    /// GPUs of one cluster.
+    pub fn cluster_gpus(&self, c: ClusterId) -> u64 {
+        self.pools.iter().filter(|p| p.cluster == c).map(|p| u64::from(p.nodes) * u64::from(p.gpus_per_node)).sum()
     }
 
     /// Sets how a pool places `nodes = 0` workloads (PLACE-7).
@@ -211,11 +298,11 @@ impl Cluster {
         self.gpu_types[gpu.0 as usize].weight
     }
 
-    /// Largest number of GPUs a workload could ever get in one pool,
-    /// honouring an optional GPU type and an exact node count.
-    pub fn fits_anywhere(&self, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>) -> bool {
+    /// Whether a workload could ever get its GPUs in one pool of a cluster
+    /// it may use, honouring an optional GPU type and an exact node count.
+    pub fn fits_anywhere(&self, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>, clusters: ClusterSet) -> bool {
         self.pools.iter().any(|p| {
-            if gpu.is_some_and(|g| g != p.gpu) {
+            if gpu.is_some_and(|g| g != p.gpu) || !clusters.contains(p.cluster) {
                 return false;
             }
             if nodes == 0 {

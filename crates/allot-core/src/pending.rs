@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Time;
 use crate::account::AccountId;
-use crate::cluster::GpuTypeId;
+use crate::cluster::{ClusterSet, GpuTypeId};
 use crate::workload::{Class, Priority, WorkloadId, WorkloadSpec};
 
 /// A waiting workload as the queues order it: `(submit, id)`.
@@ -30,19 +30,20 @@ pub type Entry = (Time, WorkloadId);
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MemberId(pub u32);
 
-/// What placement sees of a gang: GPU type, exact node count and size.
-/// Ordered by size last, so the smallest gang of a type and node count
-/// comes first.
+/// What placement sees of a gang: GPU type, eligible clusters (FLEET-1),
+/// exact node count and size. Ordered by size last, so the smallest gang
+/// of a type, cluster set and node count comes first.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Shape {
     pub gpu_type: Option<GpuTypeId>,
+    pub clusters: ClusterSet,
     pub nodes: u32,
     pub gpus: u32,
 }
 
 impl Shape {
     pub fn of(spec: &WorkloadSpec) -> Shape {
-        Shape { gpu_type: spec.gpu_type, nodes: spec.nodes, gpus: spec.gpus }
+        Shape { gpu_type: spec.gpu_type, clusters: spec.clusters, nodes: spec.nodes, gpus: spec.gpus }
     }
 }
 
@@ -123,7 +124,7 @@ impl PendingIndex {
 
     /// Non-empty groups of one priority level, by account and shape.
     pub fn level(&self, p: Priority) -> impl Iterator<Item = (&LevelKey, &BTreeSet<Entry>)> {
-        let lo = (p, AccountId(0), Shape { gpu_type: None, nodes: 0, gpus: 0 });
+        let lo = (p, AccountId(0), Shape { gpu_type: None, clusters: ClusterSet(0), nodes: 0, gpus: 0 });
         self.levels.range(lo..).take_while(move |(k, _)| k.0 == p)
     }
 

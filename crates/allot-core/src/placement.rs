@@ -16,12 +16,22 @@
 //!   pool (as a multi-node `nodes = 0` workload does), so that it starts
 //!   whenever the pool has that many free GPUs: count-based placement, as
 //!   in Tiresias' `count` scheme and most academic simulators.
+//!
+//! In a fleet of several clusters (FLEET-1, FLEET-2):
+//!
+//! * FLEET-1 a workload runs only on the clusters it may use (its
+//!   `clusters`, default any); since it never spans pools, it never spans
+//!   clusters.
+//! * FLEET-2 among eligible clusters: the best fit now (PLACE-3, PLACE-4:
+//!   inside a rack, fewest free GPUs left on the touched nodes), then the
+//!   cluster with the most free GPUs of the pool's type, then config order
+//!   (pool, rack, node index).
 
 use std::fmt;
 use std::ops::Range;
 
 pub use crate::allocation::Allocation;
-use crate::cluster::{Cluster, Health, NodeId, PoolId, PoolPlacement};
+use crate::cluster::{Cluster, ClusterId, Health, NodeId, PoolId, PoolPlacement};
 use crate::rule::Rule;
 use crate::workload::WorkloadSpec;
 
@@ -126,6 +136,9 @@ pub struct PlacementFailure {
     pub best_rack_free: u32,
     /// Most free GPUs on one node of those pools.
     pub best_node_free: u32,
+    /// In a fleet of several clusters: the eligible cluster with the most
+    /// free GPUs of those pools (FLEET-2), with its free and total GPUs.
+    pub best_cluster: Option<(String, u32, u32)>,
 }
 
 impl fmt::Display for PlacementFailure {
@@ -139,12 +152,20 @@ impl fmt::Display for PlacementFailure {
             f,
             "waiting for {shape}; {} free in the pools it may use, best rack has {}, best node has {}",
             self.free_in_pools, self.best_rack_free, self.best_node_free
-        )
+        )?;
+        match &self.best_cluster {
+            Some((name, free, total)) => {
+                write!(f, "; fits no eligible cluster now (FLEET-2), best is {name} with {free} of {total} GPUs free")
+            }
+            None => Ok(()),
+        }
     }
 }
 
-/// A candidate placement: (spans racks, leftover GPUs on touched nodes, pool, rack).
-type Score = (bool, u32, u32, u32);
+/// A candidate placement: (spans racks, leftover GPUs on touched nodes,
+/// fewer free GPUs of its type in its cluster (FLEET-2; 0 in a fleet of
+/// one), pool, rack).
+type Score = (bool, u32, u32, u32, u32);
 
 /// Finds GPUs for `spec` in the allowed pools, or says why there are none
 /// (the numbers of the failure cost a walk over the nodes; hot paths that do
@@ -166,21 +187,37 @@ pub fn find(
     allowed: &dyn Fn(PoolId) -> bool,
 ) -> Option<Allocation> {
     let mut best: Option<(Score, Allocation)> = None;
+    let fleet = cluster.is_fleet();
     for (pi, pool) in cluster.pools.iter().enumerate() {
         if free.pool_free[pi] < spec.gpus {
             continue;
         }
         let pid = PoolId(pi as u32);
-        if spec.gpu_type.is_some_and(|g| g != pool.gpu) || !allowed(pid) {
+        if spec.gpu_type.is_some_and(|g| g != pool.gpu) || !spec.clusters.contains(pool.cluster) || !allowed(pid) {
             continue;
         }
-        if let Some((score, alloc)) = place_in_pool(cluster, free, spec, pid)
-            && best.as_ref().is_none_or(|(s, _)| score < *s)
-        {
+        if let Some((mut score, alloc)) = place_in_pool(cluster, free, spec, pid) {
+            if fleet {
+                score.2 = u32::MAX - type_free(cluster, free, pool.cluster, pool.gpu);
+            }
+            if best.as_ref().is_some_and(|(s, _)| score >= *s) {
+                continue;
+            }
             best = Some((score, alloc));
         }
     }
     best.map(|(_, a)| a)
+}
+
+/// Free GPUs on usable nodes of one GPU type in one cluster (FLEET-2).
+fn type_free(cluster: &Cluster, free: &FreeMap, c: ClusterId, gpu: crate::cluster::GpuTypeId) -> u32 {
+    cluster
+        .pools
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.cluster == c && p.gpu == gpu)
+        .map(|(i, _)| free.pool_free[i])
+        .sum()
 }
 
 /// Why `spec` does not fit now, with the numbers behind it.
@@ -197,11 +234,26 @@ pub fn diagnose(
         free_in_pools: 0,
         best_rack_free: 0,
         best_node_free: 0,
+        best_cluster: None,
     };
+    // Free and total GPUs per cluster, of the pools it may use.
+    let mut per_cluster = vec![(0u32, 0u32); cluster.clusters.len()];
     for (pi, pool) in cluster.pools.iter().enumerate() {
-        if spec.gpu_type.is_none_or(|g| g == pool.gpu) && allowed(PoolId(pi as u32)) {
+        if spec.gpu_type.is_none_or(|g| g == pool.gpu)
+            && spec.clusters.contains(pool.cluster)
+            && allowed(PoolId(pi as u32))
+        {
             fail.free_in_pools += free.pool_free[pi];
+            let c = &mut per_cluster[pool.cluster.0 as usize];
+            c.0 += free.pool_free[pi];
+            c.1 += pool.nodes * pool.gpus_per_node;
         }
+    }
+    if cluster.is_fleet() {
+        // Most free first, then config order.
+        let best =
+            per_cluster.iter().enumerate().filter(|(_, c)| c.1 > 0).max_by_key(|(i, c)| (c.0, std::cmp::Reverse(*i)));
+        fail.best_cluster = best.map(|(i, c)| (cluster.clusters[i].clone(), c.0, c.1));
     }
     fill_failure(cluster, free, spec, allowed, &mut fail);
     fail
@@ -216,7 +268,10 @@ fn fill_failure(
 ) {
     let mut rack_free = vec![0u32; cluster.racks as usize];
     for (i, n) in cluster.nodes.iter().enumerate() {
-        if spec.gpu_type.is_some_and(|g| g != n.gpu) || !allowed(n.pool) {
+        if spec.gpu_type.is_some_and(|g| g != n.gpu)
+            || !spec.clusters.contains(cluster.pool(n.pool).cluster)
+            || !allowed(n.pool)
+        {
             continue;
         }
         let f = free.free_on(NodeId(i as u32));
@@ -252,7 +307,7 @@ fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: Po
             p => p,
         };
         if let Some((left, pick)) = pick {
-            let score = (false, left, pid.0, ri as u32);
+            let score = (false, left, 0, pid.0, ri as u32);
             if best.as_ref().is_none_or(|(s, _)| score < *s) {
                 best = Some((score, pick));
             }
@@ -268,7 +323,7 @@ fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: Po
             pick_nodes(free, all, spec, gpn)
         }
     {
-        best = Some(((true, left, pid.0, 0), pick));
+        best = Some(((true, left, 0, pid.0, 0), pick));
     }
     let (score, pick) = best?;
     let mut parts: Vec<(NodeId, u64)> =
@@ -385,6 +440,7 @@ mod tests {
             gpus,
             nodes: 0,
             gpu_type: None,
+            clusters: crate::cluster::ClusterSet::ANY,
             work_s: 60,
             checkpoint_s: 0,
             util: 1.0,

@@ -35,6 +35,8 @@ rules! {
     PlaceGpuType => "PLACE-5", "a GPU-type constraint is honoured";
     PlaceHealthy => "PLACE-6", "unhealthy, draining or drained nodes get no new work";
     PlaceSpread => "PLACE-7", "on a spread pool, a nodes = 0 workload that fits no single node takes GPUs from several nodes";
+    FleetEligible => "FLEET-1", "a workload runs only on the clusters it names (default: any cluster that can run its shape and GPU type); a gang never spans clusters";
+    FleetPlace => "FLEET-2", "among eligible clusters: the best fit now, then the cluster with the most free GPUs of the pool's type, then config order";
     FifoOrder => "FIFO-1", "strict FIFO: start in submit order, stop at the first workload that does not fit";
     FifoBackfill => "FIFO-2", "FIFO with backfill: later workloads start when they fit";
     PrioOrder => "PRIO-1", "strict priority (urgent > high > normal > low), FIFO within a level";

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::Time;
 use crate::account::AccountId;
 use crate::allocation::Allocation;
-use crate::cluster::GpuTypeId;
+use crate::cluster::{ClusterSet, GpuTypeId};
 use crate::rule::Reason;
 
 /// Index of a workload in [`crate::State`]; also its trace order.
@@ -98,6 +98,8 @@ pub struct WorkloadSpec {
     /// 0: any packing; k > 0: exactly k nodes with gpus/k each.
     pub nodes: u32,
     pub gpu_type: Option<GpuTypeId>,
+    /// The clusters it may run on (FLEET-1); [`ClusterSet::ANY`] by default.
+    pub clusters: ClusterSet,
     /// Run time if never interrupted.
     pub work_s: Time,
     /// Checkpoint interval in seconds of progress; 0: never checkpoints.

@@ -183,3 +183,71 @@ fn draining_node_is_not_usable_but_keeps_its_gpus() {
     assert!(place(&state.cluster, &state.free, &spec, &|_| true).is_ok());
     let _ = FreeMap::new(&state.cluster);
 }
+
+/// A fleet of two clusters: c1 with one 8-GPU H100 node, c2 with two.
+fn fleet() -> State {
+    StateBuilder::new()
+        .cluster("c1")
+        .pool("h", "H100", 1, 8)
+        .cluster("c2")
+        .pool("h", "H100", 2, 8)
+        .account("org/a")
+        .build()
+}
+
+#[test]
+fn fleet_names_pools_and_nodes_by_cluster() {
+    let state = fleet();
+    let names: Vec<&str> = state.cluster.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["c1/h-0", "c2/h-0", "c2/h-1"]);
+    assert_eq!(state.cluster.node_by_name("c2/h-1"), Some(NodeId(2)));
+    assert_eq!(state.cluster.cluster_gpus(allot_core::cluster::ClusterId(1)), 16);
+}
+
+#[test]
+fn a_pinned_workload_runs_only_on_its_cluster() {
+    // FLEET-1: pinned to c1 it lands on c1 even though c2 is emptier.
+    let state = fleet();
+    let spec = Wl::new("w").account("org/a").gpus(4).on(&["c1"]).build(&state);
+    let a = place(&state.cluster, &state.free, &spec, &|_| true).unwrap();
+    assert_eq!(nodes_of(&a), [(0, 4)]);
+    // c1 full: it waits, and the reason names the best eligible cluster.
+    let mut state = fleet();
+    occupy(&mut state, &[8, 0, 0]);
+    let spec = Wl::new("w").account("org/a").gpus(4).on(&["c1"]).build(&state);
+    let f = place(&state.cluster, &state.free, &spec, &|_| true).unwrap_err();
+    assert!(f.to_string().contains("best is c1 with 0 of 8 GPUs free"), "{f}");
+}
+
+#[test]
+fn a_gang_never_spans_clusters() {
+    // FLEET-1: 16 GPUs on 2 nodes fit only in c2 (c1 has one node), and
+    // 24 GPUs never fit although the fleet has 24.
+    let state = fleet();
+    let spec = Wl::new("g").account("org/a").gpus(16).nodes(2).build(&state);
+    let a = place(&state.cluster, &state.free, &spec, &|_| true).unwrap();
+    assert_eq!(nodes_of(&a), [(1, 8), (2, 8)]);
+    let spec = Wl::new("g").account("org/a").gpus(24).nodes(3).build(&state);
+    assert!(!state.cluster.fits_anywhere(24, 3, None, spec.clusters));
+}
+
+#[test]
+fn fleet_placement_prefers_best_fit_then_most_free_then_config_order() {
+    // FLEET-2, table: (free GPUs per node before, want, expected node).
+    let cases: &[(&[u32], u32, u32)] = &[
+        // Best fit first: the node with 4 free takes a 4-GPU job.
+        (&[8, 4, 8], 4, 1),
+        // Equal fit (empty nodes): the cluster with the most free (c2).
+        (&[8, 8, 8], 8, 1),
+        // Equal fit and equal free: config order (c1).
+        (&[8, 8, 0], 8, 0),
+    ];
+    for &(free, want, node) in cases {
+        let mut state = fleet();
+        let used: Vec<u32> = free.iter().map(|f| 8 - f).collect();
+        occupy(&mut state, &used);
+        let spec = Wl::new("w").account("org/a").gpus(want).build(&state);
+        let a = place(&state.cluster, &state.free, &spec, &|_| true).unwrap();
+        assert_eq!(nodes_of(&a)[0].0, node, "free {free:?}, want {want}");
+    }
+}

@@ -195,6 +195,7 @@ fn core_pass(n: usize) {
             gpus: r.gpus,
             nodes: 0,
             gpu_type: None,
+            clusters: allot_core::cluster::ClusterSet::ANY,
             work_s: r.expected_duration_s.unwrap_or(3600),
             checkpoint_s: 600,
             util: 1.0,

@@ -110,5 +110,6 @@ fn row(w: &WorkloadRow, work_s: u64, t0: i64) -> TraceRow {
         util: w.util,
         priority: Priority::parse(&w.priority).unwrap_or(Priority::Normal),
         preemptible: w.preemptible,
+        clusters: String::new(),
     }
 }

@@ -266,6 +266,7 @@ fn spec_of(state: &State, row: &WorkloadRow) -> Result<WorkloadSpec, String> {
         util: row.util,
         priority: Some(&row.priority),
         preemptible: row.preemptible,
+        clusters: None,
     };
     Validator::for_state(state)
         .check(&raw)

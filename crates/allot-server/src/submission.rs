@@ -135,6 +135,7 @@ impl Catalog {
             util: req.util.unwrap_or(1.0),
             priority: req.priority.as_deref(),
             preemptible: req.preemptible.unwrap_or(false),
+            clusters: None,
         };
         let spec = Validator::for_state(&self.template).check(&raw).map_err(|e| field_error(&req.account, e))?;
         let retries = req.retries.unwrap_or(0);

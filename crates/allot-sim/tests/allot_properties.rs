@@ -510,7 +510,7 @@ fn build(s: &Scenario) -> (State, Vec<WorkloadSpec>, Vec<NodeEvent>) {
     let mut specs = Vec::new();
     for (i, &(submit, gpus, work, ckpt, class, acct)) in s.jobs.iter().enumerate() {
         let mut gpus = gpus;
-        while !state.cluster.fits_anywhere(gpus, 0, None) {
+        while !state.cluster.fits_anywhere(gpus, 0, None, allot_core::cluster::ClusterSet::ANY) {
             gpus -= 1;
         }
         let class = [Class::Batch, Class::Interactive, Class::Service][class as usize];

@@ -15,6 +15,8 @@ use allot_core::{
 pub struct StateBuilder {
     gpu_types: Vec<GpuType>,
     pools: Vec<PoolSpec>,
+    /// Fleet clusters: (name, index of its first pool in `pools`).
+    clusters: Vec<(String, usize)>,
     accounts: Vec<AccountSpec>,
     pub contract: Contract,
 }
@@ -27,7 +29,13 @@ impl Default for StateBuilder {
 
 impl StateBuilder {
     pub fn new() -> Self {
-        StateBuilder { gpu_types: Vec::new(), pools: Vec::new(), accounts: Vec::new(), contract: Contract::default() }
+        StateBuilder {
+            gpu_types: Vec::new(),
+            pools: Vec::new(),
+            clusters: Vec::new(),
+            accounts: Vec::new(),
+            contract: Contract::default(),
+        }
     }
 
     fn gpu_id(&mut self, name: &str) -> GpuTypeId {
@@ -44,6 +52,14 @@ impl StateBuilder {
     pub fn gpu_weight(mut self, name: &str, weight: f64) -> Self {
         let id = self.gpu_id(name);
         self.gpu_types[id.0 as usize].weight = weight;
+        self
+    }
+
+    /// Starts a cluster of a fleet: the pools added next are its own
+    /// (pools added before the first call are a fleet of one).
+    pub fn cluster(mut self, name: &str) -> Self {
+        assert!(self.clusters.is_empty() == self.pools.is_empty(), "pools before the first cluster");
+        self.clusters.push((name.into(), self.pools.len()));
         self
     }
 
@@ -102,7 +118,17 @@ impl StateBuilder {
     }
 
     pub fn build(self) -> State {
-        let cluster = Cluster::new("test", self.gpu_types, self.pools);
+        let cluster = if self.clusters.is_empty() {
+            Cluster::new("test", self.gpu_types, self.pools)
+        } else {
+            let mut pools = self.pools.into_iter();
+            let mut fleet = Vec::new();
+            for (i, (name, start)) in self.clusters.iter().enumerate() {
+                let end = self.clusters.get(i + 1).map_or(usize::MAX, |c| c.1);
+                fleet.push((name.clone(), pools.by_ref().take(end - start).collect()));
+            }
+            Cluster::fleet("test", self.gpu_types, fleet)
+        };
         let accounts = AccountTree::build(&self.accounts).expect("valid accounts");
         State::new(cluster, accounts, self.contract)
     }
@@ -119,6 +145,8 @@ pub struct Wl {
     gpus: u32,
     nodes: u32,
     gpu_type: Option<String>,
+    /// Names of the clusters it may run on; empty: any.
+    clusters: Vec<String>,
     submit: Time,
     work: Time,
     checkpoint: Time,
@@ -137,6 +165,7 @@ impl Wl {
             gpus: 1,
             nodes: 0,
             gpu_type: None,
+            clusters: Vec::new(),
             submit: 0,
             work: 3600,
             checkpoint: 0,
@@ -167,6 +196,11 @@ impl Wl {
     }
     pub fn gpu_type(mut self, t: &str) -> Self {
         self.gpu_type = Some(t.into());
+        self
+    }
+    /// The clusters it may run on (FLEET-1).
+    pub fn on(mut self, clusters: &[&str]) -> Self {
+        self.clusters = clusters.iter().map(|c| c.to_string()).collect();
         self
     }
     pub fn submit(mut self, t: Time) -> Self {
@@ -208,6 +242,15 @@ impl Wl {
             gpus: self.gpus,
             nodes: self.nodes,
             gpu_type,
+            clusters: if self.clusters.is_empty() {
+                allot_core::cluster::ClusterSet::ANY
+            } else {
+                allot_core::cluster::ClusterSet::of(
+                    self.clusters
+                        .iter()
+                        .map(|c| state.cluster.cluster_by_name(c).unwrap_or_else(|| panic!("cluster {c}"))),
+                )
+            },
             work_s: self.work,
             checkpoint_s: self.checkpoint,
             util: self.util,

@@ -28,7 +28,12 @@ use crate::write::{ConfigOut, write_config_toml};
 /// A loaded configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// The fleet: every cluster of the config, pools in config order.
     pub cluster: Cluster,
+    /// Each cluster's executor settings for `allot serve`, by
+    /// [`allot_core::cluster::ClusterId`] (`None`: not given; the command
+    /// line decides).
+    pub executors: Vec<Option<ExecutorConfig>>,
     pub accounts: AccountTree,
     pub contract: Contract,
     /// The file it was read from, as given.
@@ -36,6 +41,24 @@ pub struct Config {
     /// The raw TOML (reports print it).
     pub text: String,
 }
+
+/// How `allot serve` runs one cluster's workloads (`[clusters.executor]`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorConfig {
+    /// `local`, `slurm` or `none`.
+    pub kind: String,
+    /// Slurm: the partition of the cluster's nodes.
+    pub partition: Option<String>,
+    /// Slurm: the `slurm.conf` of a separate Slurm cluster (`SLURM_CONF`).
+    pub slurm_conf: Option<String>,
+    /// Slurm: more `sbatch` options for every job.
+    #[serde(default)]
+    pub sbatch_args: Vec<String>,
+}
+
+/// Executor kinds a config may name.
+pub const EXECUTOR_KINDS: [&str; 3] = ["local", "slurm", "none"];
 
 /// Reads and validates a config file.
 pub fn load_config(path: &Path) -> Result<Config, FormatError> {
@@ -68,10 +91,10 @@ pub fn config_from(out: &ConfigOut, file: &str) -> Result<Config, FormatError> {
 }
 
 fn build_config(ctx: &Ctx<'_>, raw: &RawConfig, text: String) -> Result<Config, FormatError> {
-    let cluster = build_cluster(ctx, raw)?;
+    let (cluster, executors) = build_fleet(ctx, raw)?;
     let accounts = build_accounts(ctx, &raw.accounts, &cluster)?;
     let contract = build_contract(ctx, &raw.contract)?;
-    Ok(Config { cluster, accounts, contract, path: ctx.file.to_string(), text })
+    Ok(Config { cluster, executors, accounts, contract, path: ctx.file.to_string(), text })
 }
 
 /// The raw form of a configuration made in memory, as the TOML reader would
@@ -81,19 +104,36 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
         Spanned::new(0..0, v)
     }
     let c = &out.contract;
-    let pools = out
-        .pools
-        .iter()
-        .map(|p| RawPool {
-            name: at(p.name.clone()),
-            gpu: at(p.gpu.clone()),
-            nodes: at(p.nodes),
-            gpus_per_node: at(p.gpus_per_node),
-            rack_size: Some(at(p.rack_size)),
-            shared: p.shared,
-            placement: None,
-        })
-        .collect();
+    let pool = |p: &crate::write::PoolOut| RawPool {
+        name: at(p.name.clone()),
+        gpu: at(p.gpu.clone()),
+        nodes: at(p.nodes),
+        gpus_per_node: at(p.gpus_per_node),
+        rack_size: Some(at(p.rack_size)),
+        shared: p.shared,
+        placement: None,
+    };
+    let fleet = out.fleet();
+    let (cluster, clusters) = if fleet.is_empty() {
+        (
+            Some(RawCluster {
+                name: Some(at(out.cluster_name.clone())),
+                pools: out.pools.iter().map(pool).collect(),
+                executor: None,
+            }),
+            None,
+        )
+    } else {
+        let clusters = fleet
+            .into_iter()
+            .map(|(name, pools)| RawCluster {
+                name: Some(at(name.to_string())),
+                pools: pools.into_iter().map(pool).collect(),
+                executor: None,
+            })
+            .collect();
+        (None, Some(clusters))
+    };
     let accounts = out
         .accounts
         .iter()
@@ -108,7 +148,9 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
         .collect();
     let secs = |s: u64| Some(at(Secs(s)));
     RawConfig {
-        cluster: RawCluster { name: Some(at(out.cluster_name.clone())), pools },
+        name: (!clusters.as_ref().is_none_or(Vec::is_empty)).then(|| at(out.cluster_name.clone())),
+        cluster,
+        clusters,
         gpu_types,
         accounts,
         contract: RawContract {
@@ -132,7 +174,12 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
-    cluster: RawCluster,
+    /// The fleet's name (with `[[clusters]]`).
+    name: Option<Spanned<String>>,
+    /// A fleet of one.
+    cluster: Option<RawCluster>,
+    /// A fleet of several clusters.
+    clusters: Option<Vec<RawCluster>>,
     #[serde(default)]
     gpu_types: BTreeMap<String, Spanned<f64>>,
     accounts: Vec<RawAccount>,
@@ -145,6 +192,7 @@ struct RawConfig {
 struct RawCluster {
     name: Option<Spanned<String>>,
     pools: Vec<RawPool>,
+    executor: Option<Spanned<ExecutorConfig>>,
 }
 
 #[derive(Deserialize)]
@@ -408,57 +456,122 @@ fn keys_in_body(body: &str) -> Vec<String> {
 
 // ---------------------------------------------------------------- cluster
 
-fn build_cluster(ctx: &Ctx<'_>, raw: &RawConfig) -> Result<Cluster, FormatError> {
-    if raw.cluster.pools.is_empty() {
-        return Err(ctx.err("cluster.pools", None, "at least one pool is required"));
-    }
+/// The fleet: one `[cluster]` (a fleet of one) or `[[clusters]]`, with
+/// the clusters' executor settings.
+fn build_fleet(ctx: &Ctx<'_>, raw: &RawConfig) -> Result<(Cluster, Vec<Option<ExecutorConfig>>), FormatError> {
     let mut gpu_types = Vec::new();
     for (name, w) in &raw.gpu_types {
         let weight = ctx.float(format!("gpu_types.{name}"), "weight", w, bounds::GPU_WEIGHT)?;
         gpu_types.push(GpuType { name: name.clone(), weight });
     }
-    let mut specs = Vec::with_capacity(raw.cluster.pools.len());
-    let mut placements = Vec::with_capacity(raw.cluster.pools.len());
-    let mut seen: HashMap<&str, usize> = HashMap::new();
-    for (i, p) in raw.cluster.pools.iter().enumerate() {
-        let name = p.name.get_ref();
-        check_pool_name(ctx, i, &p.name)?;
-        if let Some(first) = seen.insert(name, i) {
-            let first_line = ctx.on_line(raw.cluster.pools[first].name.span().start);
-            let msg = format!("pool {name:?} is declared twice (first as cluster.pools[{first}]{first_line})");
-            return Err(ctx.err(format!("cluster.pools[{i}].name"), Some(p.name.span()), msg));
+    let (list, single): (Vec<&RawCluster>, bool) = match (&raw.cluster, &raw.clusters) {
+        (Some(c), None) => (vec![c], true),
+        (None, Some(cs)) if !cs.is_empty() => (cs.iter().collect(), false),
+        (None, Some(_)) => return Err(ctx.err("clusters", None, "at least one cluster is required")),
+        (None, None) => return Err(ctx.err("cluster", None, "missing key: a [cluster] or [[clusters]] is required")),
+        (Some(_), Some(_)) => {
+            return Err(ctx.err("clusters", None, "give either one [cluster] or [[clusters]], not both"));
         }
-        let gpu = resolve_gpu_type(ctx, i, &p.gpu, &mut gpu_types)?;
-        specs.push(pool_spec(ctx, i, p, gpu)?);
-        placements.push(pool_placement(ctx, i, p)?);
-    }
-    let name = match &raw.cluster.name {
-        Some(n) if n.get_ref().trim().is_empty() => {
-            return Err(ctx.err("cluster.name", Some(n.span()), "must not be empty"));
-        }
-        Some(n) => n.get_ref().clone(),
-        None => "cluster".to_string(),
     };
-    let mut cluster = Cluster::new(name, gpu_types, specs);
+    if list.len() > allot_core::cluster::MAX_CLUSTERS {
+        let msg = format!("at most {} clusters, got {}", allot_core::cluster::MAX_CLUSTERS, list.len());
+        return Err(ctx.err("clusters", None, msg));
+    }
+    if let Some(n) = raw.name.as_ref().filter(|_| single) {
+        return Err(ctx.err("name", Some(n.span()), "the fleet's name goes with [[clusters]]; name a [cluster] in it"));
+    }
+    let mut clusters = Vec::with_capacity(list.len());
+    let mut placements = Vec::new();
+    let mut executors = Vec::with_capacity(list.len());
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    for (ci, c) in list.iter().enumerate() {
+        let at = if single { "cluster".to_string() } else { format!("clusters[{ci}]") };
+        let name = cluster_name(ctx, &at, c, single)?;
+        if let Some(first) = names.insert(name, ci) {
+            let msg = format!("cluster {name:?} is declared twice (first as clusters[{first}])");
+            return Err(ctx.err(format!("{at}.name"), c.name.as_ref().map(Spanned::span), msg));
+        }
+        if c.pools.is_empty() {
+            return Err(ctx.err(format!("{at}.pools"), None, "at least one pool is required"));
+        }
+        let mut specs = Vec::with_capacity(c.pools.len());
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for (i, p) in c.pools.iter().enumerate() {
+            let key = format!("{at}.pools[{i}]");
+            let pname = p.name.get_ref();
+            check_pool_name(ctx, &key, &p.name)?;
+            if let Some(first) = seen.insert(pname, i) {
+                let first_line = ctx.on_line(c.pools[first].name.span().start);
+                let msg = format!("pool {pname:?} is declared twice (first as {at}.pools[{first}]{first_line})");
+                return Err(ctx.err(format!("{key}.name"), Some(p.name.span()), msg));
+            }
+            let gpu = resolve_gpu_type(ctx, &key, &p.gpu, &mut gpu_types)?;
+            specs.push(pool_spec(ctx, &key, p, gpu)?);
+            placements.push(pool_placement(ctx, &key, p)?);
+        }
+        executors.push(c.executor.as_ref().map(|e| executor(ctx, &at, e)).transpose()?);
+        clusters.push((name.to_string(), specs));
+    }
+    let fleet_name = match &raw.name {
+        _ if single => clusters[0].0.clone(),
+        Some(n) if n.get_ref().trim().is_empty() => return Err(ctx.err("name", Some(n.span()), "must not be empty")),
+        Some(n) => n.get_ref().clone(),
+        None => "fleet".to_string(),
+    };
+    let mut cluster = Cluster::fleet(fleet_name, gpu_types, clusters);
     for (i, placement) in placements.into_iter().enumerate() {
         cluster.set_placement(PoolId(i as u32), placement);
     }
-    Ok(cluster)
+    Ok((cluster, executors))
+}
+
+/// A cluster's name: `cluster` by default for a single `[cluster]`;
+/// required in `[[clusters]]`; letters, digits, `_`, `.` or `-`.
+fn cluster_name<'a>(ctx: &Ctx<'_>, at: &str, c: &'a RawCluster, single: bool) -> Result<&'a str, FormatError> {
+    let key = format!("{at}.name");
+    let Some(n) = &c.name else {
+        return if single { Ok("cluster") } else { Err(ctx.err(key, None, "missing key: each cluster needs a name")) };
+    };
+    let v = n.get_ref().as_str();
+    if v.trim().is_empty() {
+        return Err(ctx.err(key, Some(n.span()), "must not be empty"));
+    }
+    if !single && !v.chars().all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-')) {
+        let msg = format!(
+            "invalid cluster name {v:?}: use letters, digits, '_', '.' or '-' (nodes are shown as <cluster>/<node>)"
+        );
+        return Err(ctx.err(key, Some(n.span()), msg));
+    }
+    Ok(v)
+}
+
+/// A cluster's `[clusters.executor]`: a known kind, Slurm keys only for Slurm.
+fn executor(ctx: &Ctx<'_>, at: &str, e: &Spanned<ExecutorConfig>) -> Result<ExecutorConfig, FormatError> {
+    let v = e.get_ref();
+    if !EXECUTOR_KINDS.contains(&v.kind.as_str()) {
+        let msg = format!("unknown executor {:?} (use {})", v.kind, EXECUTOR_KINDS.join(", "));
+        return Err(ctx.err(format!("{at}.executor.kind"), Some(e.span()), msg));
+    }
+    if v.kind != "slurm" && (v.partition.is_some() || v.slurm_conf.is_some() || !v.sbatch_args.is_empty()) {
+        let msg = format!("partition, slurm_conf and sbatch_args are for the slurm executor, not {:?}", v.kind);
+        return Err(ctx.err(format!("{at}.executor"), Some(e.span()), msg));
+    }
+    Ok(v.clone())
 }
 
 /// How the pool places `nodes = 0` workloads: `pack` (default) or `spread`.
-fn pool_placement(ctx: &Ctx<'_>, i: usize, p: &RawPool) -> Result<PoolPlacement, FormatError> {
+fn pool_placement(ctx: &Ctx<'_>, key: &str, p: &RawPool) -> Result<PoolPlacement, FormatError> {
     let Some(v) = &p.placement else {
         return Ok(PoolPlacement::default());
     };
     PoolPlacement::parse(v.get_ref()).ok_or_else(|| {
         let msg = format!("unknown placement {:?} (use pack or spread)", v.get_ref());
-        ctx.err(format!("cluster.pools[{i}].placement"), Some(v.span()), msg)
+        ctx.err(format!("{key}.placement"), Some(v.span()), msg)
     })
 }
 
-fn check_pool_name(ctx: &Ctx<'_>, i: usize, name: &Spanned<String>) -> Result<(), FormatError> {
-    let key = format!("cluster.pools[{i}].name");
+fn check_pool_name(ctx: &Ctx<'_>, at: &str, name: &Spanned<String>) -> Result<(), FormatError> {
+    let key = format!("{at}.name");
     let n = name.get_ref();
     if n.is_empty() {
         return Err(ctx.err(key, Some(name.span()), "pool name must not be empty"));
@@ -480,12 +593,12 @@ fn check_pool_name(ctx: &Ctx<'_>, i: usize, name: &Spanned<String>) -> Result<()
 /// The pool's GPU type; one not listed in `[gpu_types]` is added with weight 1.
 fn resolve_gpu_type(
     ctx: &Ctx<'_>,
-    i: usize,
+    at: &str,
     gpu: &Spanned<String>,
     types: &mut Vec<GpuType>,
 ) -> Result<GpuTypeId, FormatError> {
     let name = gpu.get_ref();
-    let key = format!("cluster.pools[{i}].gpu");
+    let key = format!("{at}.gpu");
     if name.trim().is_empty() {
         return Err(ctx.err(key, Some(gpu.span()), "gpu type must not be empty"));
     }
@@ -500,8 +613,8 @@ fn resolve_gpu_type(
     Ok(GpuTypeId((types.len() - 1) as u16))
 }
 
-fn pool_spec(ctx: &Ctx<'_>, i: usize, p: &RawPool, gpu: GpuTypeId) -> Result<PoolSpec, FormatError> {
-    let key = |k: &str| format!("cluster.pools[{i}].{k}");
+fn pool_spec(ctx: &Ctx<'_>, at: &str, p: &RawPool, gpu: GpuTypeId) -> Result<PoolSpec, FormatError> {
+    let key = |k: &str| format!("{at}.{k}");
     let nodes = ctx.int(key("nodes"), &p.nodes, bounds::POOL_NODES)?;
     let per_node = *p.gpus_per_node.get_ref();
     if !(1..=allot_core::cluster::MAX_GPUS_PER_NODE).contains(&per_node) {
@@ -613,6 +726,45 @@ fn build_contract(ctx: &Ctx<'_>, raw: &RawContract) -> Result<Contract, FormatEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const FLEET: &str = "name = \"lab\"\n[[clusters]]\nname = \"c1\"\n[[clusters.pools]]\nname = \"h\"\ngpu = \"H100\"\n\
+                         nodes = 2\ngpus_per_node = 8\n[clusters.executor]\nkind = \"local\"\n\
+                         [[clusters]]\nname = \"c2\"\n[[clusters.pools]]\nname = \"h\"\ngpu = \"B200\"\nnodes = 1\n\
+                         gpus_per_node = 8\n[[accounts]]\npath = \"org/a\"\nlegacy_pools = [\"c2/h\"]\n";
+
+    #[test]
+    fn a_fleet_of_clusters_is_one_config() {
+        let cfg = parse_config(FLEET, "f.toml").unwrap();
+        assert_eq!(cfg.cluster.name, "lab");
+        assert_eq!(cfg.cluster.clusters, ["c1", "c2"]);
+        let pools: Vec<&str> = cfg.cluster.pools.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(pools, ["c1/h", "c2/h"], "a pool name is unique per cluster");
+        assert_eq!(cfg.cluster.nodes[2].name, "c2/h-0");
+        assert_eq!(cfg.executors[0].as_ref().map(|e| e.kind.as_str()), Some("local"));
+        assert!(cfg.executors[1].is_none());
+        // The writer's TOML reads back as the same fleet.
+        let again = parse_config(&cfg.text, "f.toml").unwrap();
+        assert_eq!(again.cluster.pools.len(), 2);
+    }
+
+    #[test]
+    fn fleet_errors_name_the_key() {
+        let cases = [
+            (FLEET.replace("name = \"c2\"", "name = \"c1\""), "clusters[1].name", "declared twice"),
+            (FLEET.replace("name = \"c2\"", "name = \"c 2\""), "clusters[1].name", "invalid cluster name"),
+            (FLEET.replace("kind = \"local\"", "kind = \"k8s\""), "clusters[0].executor.kind", "unknown executor"),
+            (FLEET.replace("\"c2/h\"", "\"h\""), "accounts[0].legacy_pools", "unknown pool \"h\""),
+            (format!("[cluster]\n[[cluster.pools]]\nname=\"a\"\ngpu=\"H\"\nnodes=1\ngpus_per_node=1\n{FLEET}"), "", ""),
+        ];
+        for (text, key, msg) in cases {
+            let e = parse_config(&text, "f.toml").unwrap_err();
+            if key.is_empty() {
+                continue;
+            }
+            assert_eq!(e.field.as_deref(), Some(key), "{e}");
+            assert!(e.to_string().contains(msg), "{e}");
+        }
+    }
 
     #[test]
     fn key_at_finds_headers_inline_tables_and_keys() {

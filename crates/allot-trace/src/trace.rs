@@ -5,7 +5,8 @@
 //! their defaults when the column is absent or the cell empty: `user`
 //! (`default`), `class` (`batch`), `nodes` (0: any packing), `gpu_type`
 //! (none: no constraint), `checkpoint_s` (0: never checkpoints), `util`
-//! (1.0), `priority` (`normal`), `preemptible` (false). Every bad value is an
+//! (1.0), `priority` (`normal`), `preemptible` (false), `clusters` (any:
+//! the clusters it may run on, comma-separated, FLEET-1). Every bad value is an
 //! error naming the file, the line and the field; nothing is guessed.
 //!
 //! Rows made in memory (the generator's [`TraceRow`]s) go through the same
@@ -42,9 +43,10 @@ enum Col {
     Util,
     Priority,
     Preemptible,
+    Clusters,
 }
 
-const NCOLS: usize = 13;
+const NCOLS: usize = 14;
 
 /// Column names, indexed by `Col as usize`.
 pub(crate) const COLUMNS: [&str; NCOLS] = [
@@ -61,6 +63,7 @@ pub(crate) const COLUMNS: [&str; NCOLS] = [
     "util",
     "priority",
     "preemptible",
+    "clusters",
 ];
 
 const REQUIRED: [Col; 5] = [Col::Id, Col::SubmitS, Col::Account, Col::Gpus, Col::WorkS];
@@ -140,6 +143,7 @@ pub fn check_trace_rows(rows: &[TraceRow], file: &str, cfg: &Config) -> Result<V
             util: round_util(r.util),
             priority: Some(r.priority.as_str()),
             preemptible: r.preemptible,
+            clusters: text(&r.clusters),
         };
         out.push(ctx.checked(&raw, line)?);
     }
@@ -329,6 +333,7 @@ impl<'a> TraceCtx<'a> {
             util: get(Col::Util).map_or(Ok(1.0), |v| self.util(line, v))?,
             priority: get(Col::Priority),
             preemptible: get(Col::Preemptible).map_or(Ok(false), |v| self.boolean(line, Col::Preemptible, v))?,
+            clusters: get(Col::Clusters),
         };
         self.checked(&raw, line)
     }

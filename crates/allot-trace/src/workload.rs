@@ -9,11 +9,13 @@
 //! The checks: the account exists and is not the root; the class and the
 //! priority are known ([`parse_class`], [`parse_priority`]); gpus, nodes,
 //! work and checkpoint are held to [`crate::bounds`]; nodes divide gpus
-//! (PLACE-2); the GPU type is one some pool has (PLACE-5); the shape fits
-//! some pool (PLACE-1); util is a number between 0 and 1.
+//! (PLACE-2); the GPU type is one some pool has (PLACE-5); the clusters it
+//! names are the fleet's (FLEET-1); the shape fits some pool of those
+//! clusters (PLACE-1); util is a number between 0 and 1.
 
 use std::fmt;
 
+use allot_core::cluster::{ClusterId, ClusterSet};
 use allot_core::{AccountId, AccountTree, Class, Cluster, Contract, GpuTypeId, Priority, State, Time, WorkloadSpec};
 
 use crate::bounds::{self, BoundError};
@@ -38,6 +40,9 @@ pub struct RawWorkload<'a> {
     /// 0 = any packing.
     pub nodes: u64,
     pub gpu_type: Option<&'a str>,
+    /// The clusters it may run on, names separated by commas (or
+    /// spaces); `None` or empty: any cluster that can run it (FLEET-1).
+    pub clusters: Option<&'a str>,
     /// Default: [`DEFAULT_WORK_S`], or the interactive maximum.
     pub work_s: Option<u64>,
     pub checkpoint_s: u64,
@@ -55,6 +60,7 @@ pub enum Field {
     Gpus,
     Nodes,
     GpuType,
+    Clusters,
     WorkS,
     CheckpointS,
     Util,
@@ -62,12 +68,13 @@ pub enum Field {
 }
 
 impl Field {
-    pub const ALL: [Field; 9] = [
+    pub const ALL: [Field; 10] = [
         Field::Account,
         Field::Class,
         Field::Gpus,
         Field::Nodes,
         Field::GpuType,
+        Field::Clusters,
         Field::WorkS,
         Field::CheckpointS,
         Field::Util,
@@ -82,6 +89,7 @@ impl Field {
             Field::Gpus => "gpus",
             Field::Nodes => "nodes",
             Field::GpuType => "gpu_type",
+            Field::Clusters => "clusters",
             Field::WorkS => "work_s",
             Field::CheckpointS => "checkpoint_s",
             Field::Util => "util",
@@ -107,6 +115,8 @@ pub enum FieldErrorKind {
     UnknownPriority(String),
     #[error("unknown gpu type {} (pools have {})", quoted(name), known.join(", "))]
     UnknownGpuType { name: String, known: Vec<String> },
+    #[error("unknown cluster {} (the fleet has {})", quoted(name), known.join(", "))]
+    UnknownCluster { name: String, known: Vec<String> },
     #[error(transparent)]
     Bound(#[from] BoundError),
     #[error("gpus ({gpus}) is not a multiple of nodes ({nodes})")]
@@ -193,13 +203,14 @@ impl<'a> Validator<'a> {
             return Err(FieldError::new(Field::Nodes, FieldErrorKind::NotMultiple { gpus, nodes }));
         }
         let gpu_type = raw.gpu_type.map(|name| self.gpu_type(name)).transpose()?;
+        let clusters = raw.clusters.map_or(Ok(ClusterSet::ANY), |names| self.clusters(names))?;
         let default_work = if class == Class::Interactive { self.interactive_max_s } else { DEFAULT_WORK_S };
         let work_s = bounded(Field::WorkS, raw.work_s.unwrap_or(default_work), bounds::WORK_S)?;
         let checkpoint_s = bounded(Field::CheckpointS, raw.checkpoint_s, bounds::CHECKPOINT_S)?;
         let util = bounds::UTIL.check(raw.util).map_err(|e| FieldError::new(Field::Util, e))?;
         let priority = raw.priority.map_or(Ok(Priority::Normal), parse_priority)?;
-        if !self.cluster.fits_anywhere(gpus, nodes, gpu_type) {
-            let why = too_large(self.cluster, gpus, nodes, gpu_type);
+        if !self.cluster.fits_anywhere(gpus, nodes, gpu_type, clusters) {
+            let why = too_large(self.cluster, gpus, nodes, gpu_type, clusters);
             return Err(FieldError::new(Field::Gpus, FieldErrorKind::TooLarge(why)));
         }
         Ok(WorkloadSpec {
@@ -211,12 +222,27 @@ impl<'a> Validator<'a> {
             gpus,
             nodes,
             gpu_type,
+            clusters,
             work_s,
             checkpoint_s,
             util,
             priority,
             preemptible: raw.preemptible,
         })
+    }
+
+    /// The clusters a list of names (commas or spaces between) means;
+    /// an empty list is any cluster.
+    pub fn clusters(&self, names: &str) -> Result<ClusterSet, FieldError> {
+        let mut ids: Vec<ClusterId> = Vec::new();
+        for name in names.split([',', ' ']).map(str::trim).filter(|n| !n.is_empty()) {
+            let id = self.cluster.cluster_by_name(name).ok_or_else(|| {
+                let known = self.cluster.clusters.clone();
+                FieldError::new(Field::Clusters, FieldErrorKind::UnknownCluster { name: name.to_string(), known })
+            })?;
+            ids.push(id);
+        }
+        Ok(if ids.is_empty() { ClusterSet::ANY } else { ClusterSet::of(ids) })
     }
 
     fn gpu_type(&self, name: &str) -> Result<GpuTypeId, FieldError> {
@@ -228,17 +254,27 @@ impl<'a> Validator<'a> {
 }
 
 /// Why a shape (`gpus` over `nodes`, optionally of one GPU type) fits in no
-/// pool of `c`, with the numbers.
-pub fn too_large(c: &Cluster, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>) -> String {
+/// pool of `c` (of the clusters it may use), with the numbers.
+pub fn too_large(c: &Cluster, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>, clusters: ClusterSet) -> String {
     let ask = match gpus.checked_div(nodes) {
         None => format!("{gpus} GPUs"),
         Some(per_node) => format!("{nodes} nodes × {per_node} GPUs"),
     };
-    let of_type = gpu.map(|g| format!(" of type {}", c.gpu_types[g.0 as usize].name)).unwrap_or_default();
+    let mut of_type = gpu.map(|g| format!(" of type {}", c.gpu_types[g.0 as usize].name)).unwrap_or_default();
+    if !clusters.is_any() {
+        let names: Vec<&str> = c
+            .clusters
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| clusters.contains(ClusterId(*i as u16)))
+            .map(|(_, n)| n.as_str())
+            .collect();
+        of_type.push_str(&format!(" on cluster {}", names.join(", ")));
+    }
     let largest = c
         .pools
         .iter()
-        .filter(|p| gpu.is_none_or(|g| g == p.gpu))
+        .filter(|p| gpu.is_none_or(|g| g == p.gpu) && clusters.contains(p.cluster))
         .max_by_key(|p| (u64::from(p.nodes) * u64::from(p.gpus_per_node), p.gpus_per_node));
     match largest {
         Some(p) => format!(
@@ -269,6 +305,7 @@ mod tests {
             gpus: 1,
             nodes: 0,
             gpu_type: None,
+            clusters: None,
             work_s: Some(60),
             checkpoint_s: 0,
             util: 1.0,

@@ -57,6 +57,8 @@ pub struct TraceRow {
     pub util: f64,
     pub priority: Priority,
     pub preemptible: bool,
+    /// Clusters it may run on, comma-separated; empty: any (FLEET-1).
+    pub clusters: String,
 }
 
 impl TraceRow {
@@ -76,10 +78,16 @@ pub fn format_util(util: f64) -> String {
     format!("{}", round_util(util))
 }
 
-/// Writes `rows` as a trace CSV with header.
+/// Writes `rows` as a trace CSV with header; the `clusters` column is
+/// written only when some row names clusters.
 pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
     let mut out = csv::WriterBuilder::new().has_headers(false).from_writer(w);
-    out.write_record(TRACE_HEADER).map_err(io::Error::other)?;
+    let clusters = rows.iter().any(|r| !r.clusters.is_empty());
+    if clusters {
+        out.write_record(TRACE_HEADER.iter().chain(["clusters"].iter())).map_err(io::Error::other)?;
+    } else {
+        out.write_record(TRACE_HEADER).map_err(io::Error::other)?;
+    }
     let mut nums: [String; 6] = Default::default();
     for r in rows {
         nums[0] = r.submit_s.to_string();
@@ -103,7 +111,11 @@ pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
             r.priority.as_str(),
             if r.preemptible { "true" } else { "false" },
         ];
-        out.write_record(rec).map_err(io::Error::other)?;
+        if clusters {
+            out.write_record(rec.iter().chain([&r.clusters.as_str()])).map_err(io::Error::other)?;
+        } else {
+            out.write_record(rec).map_err(io::Error::other)?;
+        }
     }
     out.flush()
 }
@@ -111,6 +123,8 @@ pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
 /// A pool as written to `[[cluster.pools]]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolOut {
+    /// The cluster of a fleet the pool is in; empty: a single `[cluster]`.
+    pub cluster: String,
     pub name: String,
     pub gpu: String,
     pub nodes: u32,
@@ -180,6 +194,19 @@ impl ConfigOut {
         self.pools.iter().map(|p| p.gpus() as f64 * self.weight(&p.gpu) * h).sum()
     }
 
+    /// The clusters of a fleet with their pools, in order of first
+    /// appearance; empty when no pool names a cluster (a single `[cluster]`).
+    pub fn fleet(&self) -> Vec<(&str, Vec<&PoolOut>)> {
+        let mut out: Vec<(&str, Vec<&PoolOut>)> = Vec::new();
+        for p in self.pools.iter().filter(|p| !p.cluster.is_empty()) {
+            match out.iter_mut().find(|(c, _)| *c == p.cluster) {
+                Some((_, pools)) => pools.push(p),
+                None => out.push((&p.cluster, vec![p])),
+            }
+        }
+        out
+    }
+
     /// Whether some pool can hold the workload.
     pub fn fits_anywhere(&self, gpus: u32, nodes: u32, gpu_type: &str) -> bool {
         self.pools.iter().any(|p| p.fits(gpus, nodes, gpu_type))
@@ -223,15 +250,16 @@ pub fn write_config_toml<W: Write>(mut w: W, cfg: &ConfigOut) -> io::Result<()> 
     for c in &cfg.comments {
         writeln!(w, "# {c}")?;
     }
-    writeln!(w, "[cluster]\nname = {}", quote(&cfg.cluster_name))?;
-    for p in &cfg.pools {
-        writeln!(w, "\n[[cluster.pools]]")?;
-        writeln!(w, "name = {}", quote(&p.name))?;
-        writeln!(w, "gpu = {}", quote(&p.gpu))?;
-        writeln!(w, "nodes = {}", p.nodes)?;
-        writeln!(w, "gpus_per_node = {}", p.gpus_per_node)?;
-        writeln!(w, "rack_size = {}", p.rack_size)?;
-        writeln!(w, "shared = {}", p.shared)?;
+    let fleet = cfg.fleet();
+    if fleet.is_empty() {
+        writeln!(w, "[cluster]\nname = {}", quote(&cfg.cluster_name))?;
+        write_pools(&mut w, "cluster.pools", cfg.pools.iter())?;
+    } else {
+        writeln!(w, "name = {}", quote(&cfg.cluster_name))?;
+        for (name, pools) in fleet {
+            writeln!(w, "\n[[clusters]]\nname = {}", quote(name))?;
+            write_pools(&mut w, "clusters.pools", pools.into_iter())?;
+        }
     }
     writeln!(w, "\n[gpu_types]")?;
     for (name, weight) in &cfg.gpu_types {
@@ -242,6 +270,19 @@ pub fn write_config_toml<W: Write>(mut w: W, cfg: &ConfigOut) -> io::Result<()> 
     }
     write_contract(&mut w, &cfg.contract)?;
     w.flush()
+}
+
+fn write_pools<'a, W: Write>(w: &mut W, table: &str, pools: impl Iterator<Item = &'a PoolOut>) -> io::Result<()> {
+    for p in pools {
+        writeln!(w, "\n[[{table}]]")?;
+        writeln!(w, "name = {}", quote(&p.name))?;
+        writeln!(w, "gpu = {}", quote(&p.gpu))?;
+        writeln!(w, "nodes = {}", p.nodes)?;
+        writeln!(w, "gpus_per_node = {}", p.gpus_per_node)?;
+        writeln!(w, "rack_size = {}", p.rack_size)?;
+        writeln!(w, "shared = {}", p.shared)?;
+    }
+    Ok(())
 }
 
 fn write_account<W: Write>(w: &mut W, a: &AccountOut) -> io::Result<()> {
@@ -303,6 +344,7 @@ mod tests {
             util: 0.4567,
             priority: Priority::High,
             preemptible: true,
+            clusters: String::new(),
         }
     }
 
@@ -324,6 +366,7 @@ mod tests {
             comments: vec!["test".into()],
             cluster_name: "c\"x".into(),
             pools: vec![PoolOut {
+                cluster: String::new(),
                 name: "a-h100".into(),
                 gpu: "H100".into(),
                 nodes: 4,

@@ -62,6 +62,7 @@ fn defaults_expected(cfg: &Config, id: &str, submit: u64, account: &str, gpus: u
         gpus,
         nodes: 0,
         gpu_type: None,
+        clusters: allot_core::cluster::ClusterSet::ANY,
         work_s,
         checkpoint_s: 0,
         util: 1.0,

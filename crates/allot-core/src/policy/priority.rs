@@ -77,7 +77,10 @@ impl PriorityPolicy {
     fn victims(state: &State, hyp: &FreeMap, w: WorkloadId, cands: &[Cand]) -> Option<(Vec<WorkloadId>, Allocation)> {
         let spec = state.spec(w);
         let allowed = |p: PoolId| pool_allowed(state, spec.account, p);
-        let pool_ok = |p: PoolId| allowed(p) && spec.gpu_type.is_none_or(|g| g == state.cluster.pool(p).gpu);
+        let pool_ok = |p: PoolId| {
+            let pool = state.cluster.pool(p);
+            allowed(p) && spec.gpu_type.is_none_or(|g| g == pool.gpu) && spec.clusters.contains(pool.cluster)
+        };
         let mut trial = hyp.clone();
         let mut chosen = Vec::new();
         let mut found = None;
@@ -285,6 +288,7 @@ impl Policy for PriorityPolicy {
         let fits = state.cluster.pools.iter().enumerate().any(|(i, p)| {
             pool_allowed(state, spec.account, PoolId(i as u32))
                 && spec.gpu_type.is_none_or(|g| g == p.gpu)
+                && spec.clusters.contains(p.cluster)
                 && if spec.nodes == 0 {
                     spec.gpus <= p.nodes * p.gpus_per_node
                 } else {

@@ -415,7 +415,7 @@ fn build(s: &Scenario) -> Case {
             if exact && gpus > gpn && gpus % gpn == 0 {
                 nodes = gpus / gpn;
             }
-            while !state.cluster.fits_anywhere(gpus, nodes, None) {
+            while !state.cluster.fits_anywhere(gpus, nodes, None, allot_core::cluster::ClusterSet::ANY) {
                 gpus -= 1;
                 nodes = 0;
             }

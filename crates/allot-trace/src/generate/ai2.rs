@@ -256,6 +256,7 @@ impl Gen<'_> {
             util: (util * 1000.0).round() / 1000.0,
             priority,
             preemptible,
+            clusters: String::new(),
         });
     }
 

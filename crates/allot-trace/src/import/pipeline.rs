@@ -245,6 +245,7 @@ fn build_rows(
             util: r.util,
             priority: r.priority,
             preemptible: r.preemptible,
+            clusters: String::new(),
         });
     }
     (rows, teams)

@@ -201,6 +201,7 @@ pub(crate) fn size_cluster(
 
 fn pool(name: &str, g: &NodeGroup, nodes: u32, rack_size: u32, shared: bool) -> PoolOut {
     PoolOut {
+        cluster: String::new(),
         name: name.to_string(),
         gpu: g.model.clone(),
         nodes,

@@ -65,7 +65,7 @@ pub(crate) fn admit(state: &State, spec: &WorkloadSpec) -> Result<(), Reason> {
             ),
         ));
     }
-    if spec.gpus == 0 || !state.cluster.fits_anywhere(spec.gpus, spec.nodes, spec.gpu_type) {
+    if spec.gpus == 0 || !state.cluster.fits_anywhere(spec.gpus, spec.nodes, spec.gpu_type, spec.clusters) {
         let (rule, shape) = if spec.nodes > 0 {
             (Rule::PlaceNodes, format!("{} GPUs on exactly {} nodes", spec.gpus, spec.nodes))
         } else {

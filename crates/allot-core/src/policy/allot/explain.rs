@@ -234,9 +234,10 @@ fn preemption_note(state: &State, w: WorkloadId, now: Time) -> String {
     let mut earliest: Option<Time> = None;
     for &v in &state.running {
         let Some(end) = slice_end(state, v) else { continue };
-        let on_type =
-            state.run(v).alloc.as_ref().and_then(|a| a.parts.first()).map(|(n, _)| state.cluster.node(*n).gpu);
-        if spec.gpu_type.is_some_and(|g| Some(g) != on_type) {
+        let first = state.run(v).alloc.as_ref().and_then(|a| a.parts.first()).map(|(n, _)| *n);
+        let on_type = first.map(|n| state.cluster.node(n).gpu);
+        let elsewhere = first.is_some_and(|n| !spec.clusters.contains(state.cluster.cluster_of(n)));
+        if spec.gpu_type.is_some_and(|g| Some(g) != on_type) || elsewhere {
             continue;
         }
         if end <= now {

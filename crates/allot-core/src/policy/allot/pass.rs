@@ -297,7 +297,7 @@ impl<'a> Pass<'a> {
         }
         let no_free = shape.gpus > total(&self.free) || self.fails.known_shape(shape, 0);
         let no_hyp = shape.gpus > total(&self.hyp) || self.hyp_fails.known_shape(shape, 0);
-        let search = (tier, shape.gpu_type, shape.nodes, class);
+        let search = (tier, shape.gpu_type, shape.clusters, shape.nodes, class);
         no_free
             && no_hyp
             && (!any_of_type(&self.victims, shape.gpu_type) || self.search_fails.known_for(u, search, shape.gpus))

@@ -127,7 +127,17 @@ impl Victims {
                 }
             };
             keys.push((!over, Reverse(Share(value)), lost, h.gpus, h.w));
-            cands.push(Cand { w: h.w, side, over, class: h.class, slice_ok, gpu: Some(h.gpu), weight: h.weight });
+            let cluster = state.cluster.pool(h.pool).cluster;
+            cands.push(Cand {
+                w: h.w,
+                side,
+                over,
+                class: h.class,
+                slice_ok,
+                gpu: Some(h.gpu),
+                cluster,
+                weight: h.weight,
+            });
         }
         let left = cands.len();
         left_by_type.clear();
@@ -197,7 +207,7 @@ impl Victims {
     /// preempt `c`, `Some(Some(rule))` if it may at once, `Some(None)` if
     /// CON-4 decides.
     pub(crate) fn before_swap(p: &Preemptor, c: &Cand) -> Option<Option<Rule>> {
-        if p.spec.gpu_type.is_some_and(|g| Some(g) != c.gpu) {
+        if p.spec.gpu_type.is_some_and(|g| Some(g) != c.gpu) || !p.spec.clusters.contains(c.cluster) {
             return None;
         }
         let w_over = p.tier == Tier::OverBudget;
@@ -364,9 +374,9 @@ pub(crate) fn any_of_type(v: &Victims, gpu_type: Option<GpuTypeId>) -> bool {
 /// Key of the per-pass cache of failed victim searches: a later preemptor
 /// with the same key and at least as many GPUs fails too, because within a
 /// pass the preemptor's side only gains allocation and candidates only go.
-/// The full key is (slot, user, tier, GPU type, nodes, class); the user
-/// fixes the slot, so failures are kept per user under the rest.
-pub(crate) type SearchKey = (Tier, Option<GpuTypeId>, u32, Class);
+/// The full key is (slot, user, tier, GPU type, clusters, nodes, class);
+/// the user fixes the slot, so failures are kept per user under the rest.
+pub(crate) type SearchKey = (Tier, Option<GpuTypeId>, crate::cluster::ClusterSet, u32, Class);
 
 /// Failed victim searches of one pass (smallest failing gang per key).
 #[derive(Clone, Debug, Default)]
@@ -376,7 +386,7 @@ pub(crate) struct SearchFails {
 
 impl SearchFails {
     pub(crate) fn key(p: &Preemptor) -> SearchKey {
-        (p.tier, p.spec.gpu_type, p.spec.nodes, p.spec.class)
+        (p.tier, p.spec.gpu_type, p.spec.clusters, p.spec.nodes, p.spec.class)
     }
 
     pub(crate) fn known(&self, p: &Preemptor) -> bool {

@@ -47,13 +47,13 @@ impl Work<'_> {
         self.groups.iter().flat_map(|g| g.set.iter().map(|e| e.1))
     }
 
-    /// The groups of the smallest gang of each (class, GPU type, nodes):
+    /// The groups of the smallest gang of each (class, GPU type, clusters, nodes):
     /// groups are ordered by class and shape, and a shape by size last, so
     /// the first of each run.
     pub(crate) fn reps(&self) -> impl Iterator<Item = &Group<'_>> {
         let mut last = None;
         self.groups.iter().filter(move |g| {
-            let key = (g.class, g.shape.gpu_type, g.shape.nodes);
+            let key = (g.class, g.shape.gpu_type, g.shape.clusters, g.shape.nodes);
             let first = last != Some(key);
             last = Some(key);
             first

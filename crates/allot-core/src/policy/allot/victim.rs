@@ -17,6 +17,8 @@ pub(crate) struct Cand {
     pub(crate) class: Class,
     pub(crate) slice_ok: bool,
     pub(crate) gpu: Option<GpuTypeId>,
+    /// The cluster of the fleet it runs on (FLEET-1).
+    pub(crate) cluster: crate::cluster::ClusterId,
     /// Normalisation weight of the GPUs it holds (where the preemptor lands).
     pub(crate) weight: f64,
 }
