@@ -121,6 +121,14 @@ pub struct Pool {
     pub first_rack: u32,
 }
 
+impl Pool {
+    /// Whether the pool may serve work of this GPU-type constraint and
+    /// these eligible clusters (PLACE-5, FLEET-1): the one check of both.
+    pub fn may_serve(&self, gpu: Option<GpuTypeId>, clusters: ClusterSet) -> bool {
+        gpu.is_none_or(|g| g == self.gpu) && clusters.contains(self.cluster)
+    }
+}
+
 /// One node.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
@@ -302,7 +310,7 @@ impl Cluster {
     /// it may use, honouring an optional GPU type and an exact node count.
     pub fn fits_anywhere(&self, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>, clusters: ClusterSet) -> bool {
         self.pools.iter().any(|p| {
-            if gpu.is_some_and(|g| g != p.gpu) || !clusters.contains(p.cluster) {
+            if !p.may_serve(gpu, clusters) {
                 return false;
             }
             if nodes == 0 {

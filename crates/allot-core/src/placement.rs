@@ -193,7 +193,7 @@ pub fn find(
             continue;
         }
         let pid = PoolId(pi as u32);
-        if spec.gpu_type.is_some_and(|g| g != pool.gpu) || !spec.clusters.contains(pool.cluster) || !allowed(pid) {
+        if !pool.may_serve(spec.gpu_type, spec.clusters) || !allowed(pid) {
             continue;
         }
         if let Some((mut score, alloc)) = place_in_pool(cluster, free, spec, pid) {
@@ -239,10 +239,7 @@ pub fn diagnose(
     // Free and total GPUs per cluster, of the pools it may use.
     let mut per_cluster = vec![(0u32, 0u32); cluster.clusters.len()];
     for (pi, pool) in cluster.pools.iter().enumerate() {
-        if spec.gpu_type.is_none_or(|g| g == pool.gpu)
-            && spec.clusters.contains(pool.cluster)
-            && allowed(PoolId(pi as u32))
-        {
+        if pool.may_serve(spec.gpu_type, spec.clusters) && allowed(PoolId(pi as u32)) {
             fail.free_in_pools += free.pool_free[pi];
             let c = &mut per_cluster[pool.cluster.0 as usize];
             c.0 += free.pool_free[pi];
@@ -268,10 +265,7 @@ fn fill_failure(
 ) {
     let mut rack_free = vec![0u32; cluster.racks as usize];
     for (i, n) in cluster.nodes.iter().enumerate() {
-        if spec.gpu_type.is_some_and(|g| g != n.gpu)
-            || !spec.clusters.contains(cluster.pool(n.pool).cluster)
-            || !allowed(n.pool)
-        {
+        if !cluster.pool(n.pool).may_serve(spec.gpu_type, spec.clusters) || !allowed(n.pool) {
             continue;
         }
         let f = free.free_on(NodeId(i as u32));

@@ -274,7 +274,7 @@ pub fn too_large(c: &Cluster, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>, clu
     let largest = c
         .pools
         .iter()
-        .filter(|p| gpu.is_none_or(|g| g == p.gpu) && clusters.contains(p.cluster))
+        .filter(|p| p.may_serve(gpu, clusters))
         .max_by_key(|p| (u64::from(p.nodes) * u64::from(p.gpus_per_node), p.gpus_per_node));
     match largest {
         Some(p) => format!(

@@ -77,10 +77,7 @@ impl PriorityPolicy {
     fn victims(state: &State, hyp: &FreeMap, w: WorkloadId, cands: &[Cand]) -> Option<(Vec<WorkloadId>, Allocation)> {
         let spec = state.spec(w);
         let allowed = |p: PoolId| pool_allowed(state, spec.account, p);
-        let pool_ok = |p: PoolId| {
-            let pool = state.cluster.pool(p);
-            allowed(p) && spec.gpu_type.is_none_or(|g| g == pool.gpu) && spec.clusters.contains(pool.cluster)
-        };
+        let pool_ok = |p: PoolId| allowed(p) && state.cluster.pool(p).may_serve(spec.gpu_type, spec.clusters);
         let mut trial = hyp.clone();
         let mut chosen = Vec::new();
         let mut found = None;
@@ -287,8 +284,7 @@ impl Policy for PriorityPolicy {
     fn admit(&self, state: &State, spec: &WorkloadSpec) -> Result<(), Reason> {
         let fits = state.cluster.pools.iter().enumerate().any(|(i, p)| {
             pool_allowed(state, spec.account, PoolId(i as u32))
-                && spec.gpu_type.is_none_or(|g| g == p.gpu)
-                && spec.clusters.contains(p.cluster)
+                && p.may_serve(spec.gpu_type, spec.clusters)
                 && if spec.nodes == 0 {
                     spec.gpus <= p.nodes * p.gpus_per_node
                 } else {
