@@ -164,7 +164,7 @@ impl fmt::Display for PlacementFailure {
 
 /// A candidate placement: (spans racks, leftover GPUs on touched nodes,
 /// fewer free GPUs of its type in its cluster (FLEET-2; 0 in a fleet of
-/// one), pool, rack).
+/// one, and until another candidate ties on the first two), pool, rack).
 type Score = (bool, u32, u32, u32, u32);
 
 /// Finds GPUs for `spec` in the allowed pools, or says why there are none
@@ -197,11 +197,19 @@ pub fn find(
             continue;
         }
         if let Some((mut score, alloc)) = place_in_pool(cluster, free, spec, pid) {
-            if fleet {
-                score.2 = u32::MAX - type_free(cluster, free, pool.cluster, pool.gpu);
-            }
-            if best.as_ref().is_some_and(|(s, _)| score >= *s) {
-                continue;
+            if let Some((s, _)) = best.as_mut() {
+                // FLEET-2's tie-break is summed only when the fit ties (it
+                // would cost a walk over the pools for every candidate).
+                if fleet && (score.0, score.1) == (s.0, s.1) {
+                    if s.2 == 0 {
+                        let p = cluster.pool(PoolId(s.3));
+                        s.2 = u32::MAX - type_free(cluster, free, p.cluster, p.gpu);
+                    }
+                    score.2 = u32::MAX - type_free(cluster, free, pool.cluster, pool.gpu);
+                }
+                if score >= *s {
+                    continue;
+                }
             }
             best = Some((score, alloc));
         }

@@ -233,3 +233,40 @@ fn priority_victims_are_lowest_priority_then_latest_and_minimal() {
     let d = p.schedule(&state, 30);
     assert_eq!(preempted(&state, &d), [("new-low".to_string(), "urgent".to_string())]);
 }
+
+/// `explain_all` gives each policy's `explain`, workload by workload: on a
+/// busy cluster with work waiting at every priority, in two accounts.
+#[test]
+fn explain_all_is_explain_of_each() {
+    for kind in PolicyKind::ALL {
+        let mut state = StateBuilder::new()
+            .pool("a", "H100", 2, 8)
+            .pool("b", "H100", 1, 8)
+            .account("org/x")
+            .account("org/y")
+            .legacy("org/x", &["a"])
+            .legacy("org/y", &["b"])
+            .build();
+        for i in 0..24u64 {
+            let s = Wl::new(&format!("w{i}"))
+                .account(if i % 3 == 0 { "org/y" } else { "org/x" })
+                .gpus([1, 2, 4, 8, 16][i as usize % 5])
+                .nodes(if i % 5 == 4 { 2 } else { 0 })
+                .priority(Priority::ALL[i as usize % 4])
+                .submit(i)
+                .build(&state);
+            state.submit(s);
+        }
+        let mut p = kind.build();
+        let d = p.schedule(&state, 30);
+        apply(&mut state, d, 30);
+        let waiting: Vec<WorkloadId> = state.pending.iter().map(|(_, w)| *w).collect();
+        assert!(waiting.len() > 10, "{}: work waits", p.name());
+        let one_by_one: Vec<_> = waiting.iter().map(|&w| p.explain(&state, w, 40)).collect();
+        assert_eq!(p.explain_all(&state, &waiting, 40), one_by_one, "{}", p.name());
+        // A subset, out of order.
+        let some: Vec<WorkloadId> = waiting.iter().rev().step_by(3).copied().collect();
+        let each: Vec<_> = some.iter().map(|&w| p.explain(&state, w, 40)).collect();
+        assert_eq!(p.explain_all(&state, &some, 40), each, "{} (subset)", p.name());
+    }
+}

@@ -279,8 +279,8 @@ impl Sim<'_> {
         }
         // Pending workloads keep the policy's explanation of why they wait.
         let waiting: Vec<WorkloadId> = state.pending.iter().map(|(_, w)| *w).collect();
-        for w in waiting {
-            let r = self.policy.explain(&self.engine.state, w, end);
+        let reasons = self.policy.explain_all(&self.engine.state, &waiting, end);
+        for (w, r) in waiting.into_iter().zip(reasons) {
             self.engine.state.runs[w.0 as usize].last_reason = Some(r);
         }
     }

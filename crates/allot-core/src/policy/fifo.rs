@@ -1,6 +1,8 @@
 //! `fifo` and `fifo-backfill`: one shared queue in submit order, all pools,
 //! no preemption (rules FIFO-1, FIFO-2).
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::Time;
 use crate::decision::{Action, Decision};
 use crate::placement::{find, place};
@@ -25,6 +27,21 @@ impl Fifo {
     /// FIFO-2: later workloads start when they fit.
     pub fn backfill() -> Fifo {
         Fifo { backfill: true }
+    }
+
+    /// Why `w` waits, `ahead` workloads before it in submit order (strict
+    /// FIFO).
+    fn explain_with(&self, state: &State, w: WorkloadId, ahead: usize) -> Reason {
+        if ahead > 0 {
+            return Reason::new(
+                Rule::FifoOrder,
+                format!("{ahead} workloads ahead in submit order; the head blocks the queue"),
+            );
+        }
+        match place(&state.cluster, &state.free, state.spec(w), &|_| true) {
+            Ok(_) => Reason::new(self.rule(), "fits now; starts at the next scheduling pass"),
+            Err(f) => Reason::new(f.rule, f.to_string()),
+        }
     }
 
     fn rule(&self) -> Rule {
@@ -76,19 +93,26 @@ impl Policy for Fifo {
     }
 
     fn explain(&self, state: &State, w: WorkloadId, _now: Time) -> Reason {
-        let spec = state.spec(w);
+        let ahead = if self.backfill { 0 } else { state.pending.range(..(state.spec(w).submit, w)).count() };
+        self.explain_with(state, w, ahead)
+    }
+
+    fn explain_all(&self, state: &State, ws: &[WorkloadId], now: Time) -> Vec<Reason> {
+        // Positions in submit order, found in one walk.
+        let mut ahead: BTreeMap<WorkloadId, usize> = BTreeMap::new();
         if !self.backfill {
-            let ahead = state.pending.range(..(spec.submit, w)).count();
-            if ahead > 0 {
-                return Reason::new(
-                    Rule::FifoOrder,
-                    format!("{ahead} workloads ahead in submit order; the head blocks the queue"),
-                );
+            let wanted: BTreeSet<WorkloadId> = ws.iter().copied().collect();
+            for (i, (_, w)) in state.pending.iter().enumerate() {
+                if wanted.contains(w) {
+                    ahead.insert(*w, i);
+                }
             }
         }
-        match place(&state.cluster, &state.free, spec, &|_| true) {
-            Ok(_) => Reason::new(self.rule(), "fits now; starts at the next scheduling pass"),
-            Err(f) => Reason::new(f.rule, f.to_string()),
-        }
+        ws.iter()
+            .map(|&w| match ahead.get(&w) {
+                Some(&n) => self.explain_with(state, w, n),
+                None => self.explain(state, w, now),
+            })
+            .collect()
     }
 }

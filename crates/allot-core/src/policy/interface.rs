@@ -23,6 +23,13 @@ pub trait Policy: Send {
     /// Why a pending workload is not running, as the policy sees it now.
     fn explain(&self, state: &State, w: WorkloadId, now: Time) -> Reason;
 
+    /// [`Policy::explain`] of each of `ws` in one state at one instant
+    /// (the end of a replay, a whole queue): the same reasons, with the
+    /// work they have in common done once.
+    fn explain_all(&self, state: &State, ws: &[WorkloadId], now: Time) -> Vec<Reason> {
+        ws.iter().map(|&w| self.explain(state, w, now)).collect()
+    }
+
     /// The next time after `now` at which a time-based condition (a slice
     /// ending, a budget period rolling over) may change this policy's
     /// decisions while work waits. `None` when only events matter.

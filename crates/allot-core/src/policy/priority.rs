@@ -317,17 +317,37 @@ impl Policy for PriorityPolicy {
 
     fn explain(&self, state: &State, w: WorkloadId, _now: Time) -> Reason {
         let spec = state.spec(w);
-        let allowed = |p: PoolId| pool_allowed(state, spec.account, p);
         let higher = state.pending.iter().filter(|(_, x)| state.spec(*x).priority > spec.priority).count();
-        match place(&state.cluster, &state.free, spec, &allowed) {
-            Ok(_) => Reason::new(Rule::PrioOrder, "fits now; starts at the next scheduling pass"),
-            Err(f) => Reason::new(
-                Rule::PrioPools,
-                format!(
-                    "{f} (legacy pools of {} plus shared); {higher} higher-priority workloads waiting",
-                    state.accounts.account(spec.account).path
-                ),
-            ),
+        explain_with(state, w, higher)
+    }
+
+    fn explain_all(&self, state: &State, ws: &[WorkloadId], _now: Time) -> Vec<Reason> {
+        // Waiting workloads per level, counted once.
+        let mut at = [0usize; Priority::ALL.len()];
+        for (_, x) in &state.pending {
+            at[state.spec(*x).priority as usize] += 1;
         }
+        ws.iter()
+            .map(|&w| {
+                let higher: usize = at[state.spec(w).priority as usize + 1..].iter().sum();
+                explain_with(state, w, higher)
+            })
+            .collect()
+    }
+}
+
+/// Why pending `w` waits, `higher` workloads of higher priority waiting.
+fn explain_with(state: &State, w: WorkloadId, higher: usize) -> Reason {
+    let spec = state.spec(w);
+    let allowed = |p: PoolId| pool_allowed(state, spec.account, p);
+    match place(&state.cluster, &state.free, spec, &allowed) {
+        Ok(_) => Reason::new(Rule::PrioOrder, "fits now; starts at the next scheduling pass"),
+        Err(f) => Reason::new(
+            Rule::PrioPools,
+            format!(
+                "{f} (legacy pools of {} plus shared); {higher} higher-priority workloads waiting",
+                state.accounts.account(spec.account).path
+            ),
+        ),
     }
 }

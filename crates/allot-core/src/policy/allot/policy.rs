@@ -105,6 +105,11 @@ impl Policy for AllotPolicy {
         self.explainer(state, now).explain(state, w, now)
     }
 
+    fn explain_all(&self, state: &State, ws: &[WorkloadId], now: Time) -> Vec<Reason> {
+        let e = self.explainer(state, now);
+        ws.iter().map(|&w| e.explain(state, w, now)).collect()
+    }
+
     fn next_wakeup(&self, state: &State, now: Time) -> Option<Time> {
         super::contract::next_wakeup(state, now)
     }
