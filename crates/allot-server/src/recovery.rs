@@ -306,6 +306,7 @@ mod spec_of_tests {
             state: "pending".into(),
             reason: None,
             end_t: None,
+            last_alloc: None,
         }
     }
 

@@ -90,6 +90,9 @@ pub struct WorkloadView {
     pub submit_t: i64,
     pub end_t: Option<i64>,
     pub cancel_requested: bool,
+    /// The cluster of the fleet its last attempt runs or ran on (only with several clusters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 impl WorkloadView {
@@ -106,6 +109,9 @@ pub struct AttemptView {
     pub attempt: i64,
     pub state: String,
     pub allocation: Vec<NodeGpusView>,
+    /// The cluster of the fleet of its nodes (only with several clusters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     pub start_t: i64,
     pub start_reason: String,
     pub signal_t: Option<i64>,
@@ -188,6 +194,9 @@ pub struct AccountChange {
 #[schema(as = Node)]
 pub struct NodeView {
     pub name: String,
+    /// The cluster of the fleet it belongs to (only with several clusters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     pub pool: String,
     pub rack: u32,
     pub gpu_type: String,

@@ -146,3 +146,87 @@ async fn pinned_submission(backend: Backend) {
     drop(s);
     f.finish().await;
 }
+
+both_stores!(views_and_filters_sqlite, views_and_filters_postgres, views_and_filters);
+
+fn ids(list: &Value) -> Vec<String> {
+    let mut v: Vec<String> =
+        list.as_array().expect("a list").iter().map(|w| w["id"].as_str().unwrap().into()).collect();
+    v.sort();
+    v
+}
+
+fn sorted(list: &[&String]) -> Vec<String> {
+    let mut v: Vec<String> = list.iter().map(|s| s.to_string()).collect();
+    v.sort();
+    v
+}
+
+/// `cluster` in node, workload and attempt views; `?cluster=` on the node
+/// and workload listings (pending: eligible; running: placed there); an
+/// unknown cluster in a filter is a 400 naming it; the CLI's `--cluster`
+/// and its CLUSTER column.
+async fn views_and_filters(backend: Backend) {
+    let f = Fixture::new(backend, "fleet-views").await;
+    let s = start(&f);
+    let t = &f.admin;
+    let sub = |args: &[&str]| submit(&s, t, &[&["--account", "org/a", "--gpus", "2"], args, &["--", "work"]].concat());
+    let on_c2 = sub(&["--cluster", "c2"]);
+    s.wait_for(t, &on_c2, 20, is_running).await;
+    let wait_c2 = sub(&["--cluster", "c2"]);
+    let on_c1 = sub(&[]);
+    s.wait_for(t, &on_c1, 20, is_running).await;
+    let wait_c1 = sub(&["--cluster", "c1"]);
+    let wait_any = sub(&[]);
+
+    let (code, nodes) = s.http("GET", "/v1/nodes", Some(t), None).await;
+    assert_eq!(code, 200);
+    let named: Vec<(&str, &str)> = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["name"].as_str().unwrap(), n["cluster"].as_str().unwrap()))
+        .collect();
+    assert_eq!(named, [("c1/h-0", "c1"), ("c2/h-0", "c2")]);
+    let (_, only) = s.http("GET", "/v1/nodes?cluster=c2", Some(t), None).await;
+    assert_eq!(only.as_array().unwrap().len(), 1);
+    assert_eq!((only[0]["name"].as_str(), only[0]["workloads"].clone()), (Some("c2/h-0"), json!([on_c2])));
+    for path in ["/v1/nodes?cluster=c9", "/v1/workloads?cluster=c9"] {
+        let (code, e) = s.http("GET", path, Some(t), None).await;
+        assert_eq!((code, e["field"].as_str()), (400, Some("cluster")), "{path}: {e}");
+        assert!(e["error"].as_str().unwrap().contains("unknown cluster \"c9\" (the fleet has c1, c2)"), "{e}");
+    }
+
+    let (_, c2) = s.http("GET", "/v1/workloads?cluster=c2", Some(t), None).await;
+    assert_eq!(ids(&c2), sorted(&[&on_c2, &wait_c2, &wait_any]), "running on c2, pending eligible for it: {c2}");
+    let (_, c1) = s.http("GET", "/v1/workloads?cluster=c1", Some(t), None).await;
+    assert_eq!(ids(&c1), sorted(&[&on_c1, &wait_c1, &wait_any]), "{c1}");
+    let (_, both) = s.http("GET", "/v1/workloads?cluster=c1,c2", Some(t), None).await;
+    assert_eq!(ids(&both).len(), 5);
+    let cluster_of = |list: &Value, id: &str| {
+        list.as_array().unwrap().iter().find(|w| w["id"] == id).map(|w| w["cluster"].clone()).unwrap()
+    };
+    assert_eq!((cluster_of(&c2, &on_c2), cluster_of(&c2, &wait_c2)), (json!("c2"), Value::Null), "{c2}");
+
+    let (_, detail) = s.http("GET", &format!("/v1/workloads/{on_c1}"), Some(t), None).await;
+    assert_eq!(
+        (detail["workload"]["cluster"].as_str(), detail["attempts"][0]["cluster"].as_str()),
+        (Some("c1"), Some("c1"))
+    );
+
+    // The CLI: --cluster filters, and the CLUSTER column of a fleet.
+    let nodes = s.cli_ok(t, &["nodes", "--cluster", "c1"]);
+    let lines: Vec<&str> = nodes.lines().collect();
+    assert_eq!(lines.len(), 2, "{nodes}");
+    assert!(lines[0].starts_with("CLUSTER") && lines[1].starts_with("c1 ") && lines[1].contains("c1/h-0"), "{nodes}");
+    let queue = s.cli_json(t, &["queue", "--cluster", "c2"]);
+    assert_eq!(ids(&queue), sorted(&[&on_c2, &wait_c2, &wait_any]));
+    let table = s.cli_ok(t, &["queue"]);
+    assert!(table.lines().next().unwrap().contains("CLUSTER"), "{table}");
+    let shown = s.cli_ok(t, &["show", &on_c2]);
+    assert!(shown.contains("may run on c2") && shown.contains("cluster    c2"), "{shown}");
+    let bad = s.cli(t, &["nodes", "--cluster", "c9"]);
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("unknown cluster"));
+    drop(s);
+    f.finish().await;
+}

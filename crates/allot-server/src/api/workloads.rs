@@ -2,7 +2,8 @@
 
 use std::collections::HashMap;
 
-use allot_core::{Phase, WorkloadSpec};
+use allot_core::cluster::ClusterId;
+use allot_core::{Cluster, Phase, WorkloadSpec};
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode};
@@ -10,13 +11,22 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::oneshot;
 
 use super::extract::{IdempotencyKey, Path};
-use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask};
+use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask, cluster_filter};
 use crate::scheduler::Msg;
 use crate::states::{PHASES, parse_phase};
 use crate::store::{AttemptRow, Idempotency, Inserted, NewWorkload, WorkloadFilter, WorkloadRow};
 use crate::views::{AttemptView, NodeGpusView, SubmitRequest, WorkloadDetail, WorkloadView};
 
-pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
+/// The cluster of a fleet an allocation (JSON, as stored) is on: its first
+/// node's (a gang never spans clusters, FLEET-1); `None` in a fleet of one.
+fn alloc_cluster(c: &Cluster, alloc: &str) -> Option<String> {
+    let nodes: Vec<NodeGpusView> = serde_json::from_str(alloc).ok()?;
+    let n = c.node_by_name(&nodes.first()?.node)?;
+    c.is_fleet().then(|| c.cluster_name(c.cluster_of(n)).to_string())
+}
+
+/// A stored workload's view; `c` the fleet (for the cluster it runs on).
+pub fn workload_view(r: &WorkloadRow, c: &Cluster) -> WorkloadView {
     WorkloadView {
         id: r.seq.to_string(),
         name: r.name.clone(),
@@ -38,14 +48,16 @@ pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
         submit_t: r.submit_t,
         end_t: r.end_t,
         cancel_requested: r.cancel_requested,
+        cluster: r.last_alloc.as_deref().and_then(|a| alloc_cluster(c, a)),
     }
 }
 
-pub fn attempt_view(a: &AttemptRow) -> AttemptView {
+pub fn attempt_view(a: &AttemptRow, c: &Cluster) -> AttemptView {
     AttemptView {
         attempt: a.attempt,
         state: a.state.clone(),
         allocation: serde_json::from_str::<Vec<NodeGpusView>>(&a.alloc).unwrap_or_default(),
+        cluster: alloc_cluster(c, &a.alloc),
         start_t: a.start_t,
         start_reason: a.start_reason.clone(),
         signal_t: a.signal_t,
@@ -86,13 +98,13 @@ pub async fn submit(
     match inserted {
         Inserted::New(seq) => {
             tracing::info!(workload = seq, account = %row.account, principal = %who.name, "submitted");
-            Ok((StatusCode::CREATED, Json(workload_view(&new_row(seq, row)))).into_response())
+            Ok((StatusCode::CREATED, Json(workload_view(&new_row(seq, row), app.catalog.cluster()))).into_response())
         }
         Inserted::Replayed(seq) => {
             let stored =
                 app.store.workload(seq).await?.ok_or_else(|| ApiError::not_found(format!("no workload {seq}")))?;
             tracing::info!(workload = seq, principal = %who.name, "submission replayed for its idempotency key");
-            let mut r = (StatusCode::CREATED, Json(workload_view(&stored))).into_response();
+            let mut r = (StatusCode::CREATED, Json(workload_view(&stored, app.catalog.cluster()))).into_response();
             r.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
             Ok(r)
         }
@@ -156,11 +168,12 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
         state: Phase::Pending.as_str().into(),
         reason: None,
         end_t: None,
+        last_alloc: None,
     }
 }
 
 /// `GET /v1/workloads?account=&state=&user=&class=&limit=`
-#[utoipa::path(get, path = "/v1/workloads", summary = "list workloads the caller sees, newest first", description = "Roles: any (filtered).", security(("bearer" = [])), params(("account" = Option<String>, Query, description = "subtree"), ("state" = Option<String>, Query, description = "comma-separated states"), ("user" = Option<String>, Query), ("class" = Option<String>, Query), ("limit" = Option<i64>, Query, description = "1 to 100000 (default 1000)")), responses((status = 200, description = "success", body = Vec<WorkloadView>), ApiErrors))]
+#[utoipa::path(get, path = "/v1/workloads", summary = "list workloads the caller sees, newest first", description = "Roles: any (filtered).", security(("bearer" = [])), params(("account" = Option<String>, Query, description = "subtree"), ("state" = Option<String>, Query, description = "comma-separated states"), ("user" = Option<String>, Query), ("class" = Option<String>, Query), ("cluster" = Option<String>, Query, description = "clusters of the fleet, comma-separated: pending workloads (and those that never ran) eligible for one of them, the others whose last attempt ran on one"), ("limit" = Option<i64>, Query, description = "1 to 100000 (default 1000)")), responses((status = 200, description = "success", body = Vec<WorkloadView>), ApiErrors))]
 pub async fn list(
     State(app): State<App>,
     Auth(who): Auth,
@@ -172,6 +185,15 @@ pub async fn list(
             "account" => f.account = Some(v.clone()),
             "user" => f.submitter = Some(v.clone()),
             "class" => f.class = Some(v.clone()),
+            "cluster" => {
+                let set = cluster_filter(&app, v)?;
+                let c = app.catalog.cluster();
+                // In a fleet of one every workload is of its cluster.
+                if c.is_fleet() && !set.is_any() {
+                    let ids = (0..c.clusters.len()).map(|i| ClusterId(i as u16)).filter(|&i| set.contains(i));
+                    f.clusters = Some(ids.map(|i| c.cluster_name(i).to_string()).collect());
+                }
+            }
             "state" => {
                 for s in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                     if parse_phase(s).is_none() {
@@ -192,13 +214,16 @@ pub async fn list(
                     .ok_or_else(|| ApiError::field("limit", format!("expected 1 to 100000, got {v:?}")))?;
             }
             other => {
-                return Err(ApiError::field(other, "unknown query parameter (use account, state, user, class, limit)"));
+                return Err(ApiError::field(
+                    other,
+                    "unknown query parameter (use account, state, user, class, cluster, limit)",
+                ));
             }
         }
     }
     let rows = app.store.workloads(&f).await?;
     let redact = |t: &str| who.redact(t, |p| app.catalog.account_exists(p));
-    let mut views: Vec<WorkloadView> = rows.iter().map(workload_view).collect();
+    let mut views: Vec<WorkloadView> = rows.iter().map(|r| workload_view(r, app.catalog.cluster())).collect();
     views.iter_mut().for_each(|v| v.redact(&redact));
     Ok(Json(views))
 }
@@ -231,8 +256,12 @@ pub async fn show(
         let preempted = attempts.last().and_then(|a| a.signal_reason.clone());
         row.reason.clone().or(preempted)
     });
-    let mut detail =
-        WorkloadDetail { workload: workload_view(&row), attempts: attempts.iter().map(attempt_view).collect(), why };
+    let c = app.catalog.cluster();
+    let mut detail = WorkloadDetail {
+        workload: workload_view(&row, c),
+        attempts: attempts.iter().map(|a| attempt_view(a, c)).collect(),
+        why,
+    };
     detail.redact(&|t: &str| who.redact(t, |p| app.catalog.account_exists(p)));
     Ok(Json(detail))
 }
@@ -264,5 +293,5 @@ pub async fn cancel(
     let by = who.name.clone();
     ask(&app, |reply| Msg::Cancel { seq, by, reply }).await??;
     let row = app.store.workload(seq).await?.ok_or_else(|| ApiError::not_found(format!("no workload {seq}")))?;
-    Ok(Json(workload_view(&row)))
+    Ok(Json(workload_view(&row, app.catalog.cluster())))
 }

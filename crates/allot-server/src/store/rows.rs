@@ -62,6 +62,9 @@ pub struct WorkloadRow {
     pub state: String,
     pub reason: Option<String>,
     pub end_t: Option<i64>,
+    /// The allocation of its last attempt (as [`AttemptRow::alloc`]), if
+    /// any: where it runs or ran.
+    pub last_alloc: Option<String>,
 }
 
 impl WorkloadRow {
@@ -168,6 +171,11 @@ pub struct WorkloadFilter {
     pub states: Vec<String>,
     pub submitter: Option<String>,
     pub class: Option<String>,
+    /// Only workloads of these clusters of a fleet: pending ones (and
+    /// those that never ran) eligible for one of them (FLEET-1), the
+    /// others whose last attempt ran on one of them (node names
+    /// `<cluster>/…`). `None`: every cluster.
+    pub clusters: Option<Vec<String>>,
     pub limit: i64,
 }
 

@@ -9,9 +9,20 @@ use super::rows::{AttemptRow, NewWorkload, NodeEventRow, Op, WorkloadFilter, Wor
 use super::{Ctx, Store, StoreError};
 use crate::states::{AttemptState, PHASES};
 
-const WORKLOAD_COLS: &str = "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, clusters, work_s, \
-     checkpoint_s, util, priority, preemptible, name, command, env, retries, failures, cancel_requested, state, reason, \
-     end_t";
+/// The allocation of a workload's last attempt, in a query on `workloads`.
+macro_rules! last_alloc {
+    () => {
+        "(SELECT a.alloc FROM attempts a WHERE a.workload = workloads.seq ORDER BY a.attempt DESC LIMIT 1)"
+    };
+}
+const LAST_ALLOC: &str = last_alloc!();
+
+const WORKLOAD_COLS: &str = concat!(
+    "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, clusters, work_s, checkpoint_s, util, \
+     priority, preemptible, name, command, env, retries, failures, cancel_requested, state, reason, end_t, ",
+    last_alloc!(),
+    " AS last_alloc"
+);
 
 const ATTEMPT_COLS: &str = "workload, attempt, alloc, gpus, weight, state, start_t, start_reason, signal_t, \
      signal_reason, end_t, outcome, exit_code, kept_s, pid, log_path";
@@ -91,6 +102,7 @@ fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
         state: r.try_get("state")?,
         reason: r.try_get("reason")?,
         end_t: r.try_get("end_t")?,
+        last_alloc: r.try_get("last_alloc")?,
     })
 }
 
@@ -113,6 +125,12 @@ fn attempt_row(r: &AnyRow) -> Result<AttemptRow, sqlx::Error> {
         pid: r.try_get("pid")?,
         log_path: r.try_get("log_path")?,
     })
+}
+
+/// `s` for a `LIKE` pattern with `ESCAPE '\'`: `\`, `%` and `_` stand for
+/// themselves.
+fn like_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
 }
 
 impl Store {
@@ -195,8 +213,7 @@ impl Store {
         // `LIKE` with `_` and `%` escaped: account paths may contain `_`.
         let subtree = |binds: &mut Vec<String>, path: &str| {
             binds.push(path.to_string());
-            let escaped = path.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
-            binds.push(format!("{escaped}/%"));
+            binds.push(format!("{}/%", like_escape(path)));
             format!("(account = ${} OR account LIKE ${} ESCAPE '\\')", binds.len() - 1, binds.len())
         };
         if let Some(v) = &f.visible {
@@ -223,6 +240,22 @@ impl Store {
                 binds.push(v.clone());
                 sql.push_str(&format!(" AND {col} = ${}", binds.len()));
             }
+        }
+        if let Some(clusters) = &f.clusters {
+            let (mut eligible, mut on) = (vec!["clusters IS NULL".to_string()], Vec::new());
+            for c in clusters {
+                let c = like_escape(c);
+                binds.push(format!("%,{c},%"));
+                eligible.push(format!("(',' || clusters || ',') LIKE ${} ESCAPE '\\'", binds.len()));
+                binds.push(format!("%\"node\":\"{c}/%"));
+                on.push(format!("{LAST_ALLOC} LIKE ${} ESCAPE '\\'", binds.len()));
+            }
+            let waiting = format!("(state = '{}' OR {LAST_ALLOC} IS NULL)", Phase::Pending.as_str());
+            sql.push_str(&format!(
+                " AND (({waiting} AND ({})) OR (NOT {waiting} AND ({})))",
+                eligible.join(" OR "),
+                if on.is_empty() { "1 = 0".to_string() } else { on.join(" OR ") }
+            ));
         }
         sql.push_str(&format!(" ORDER BY seq DESC LIMIT {}", f.limit.max(1)));
         let mut q = sqlx::query(&sql);
