@@ -7,8 +7,11 @@
 
 mod support;
 
+use std::process::Command;
+
+use allot_core::cluster::{ClusterId, ClusterSet};
 use serde_json::{Value, json};
-use support::{Backend, Fixture, Server, state, submit};
+use support::{Backend, Fixture, Server, allot_bin, state, submit};
 
 /// Two clusters of one node of two GPUs each.
 pub const FLEET: &str = r#"
@@ -227,6 +230,59 @@ async fn views_and_filters(backend: Backend) {
     assert!(shown.contains("may run on c2") && shown.contains("cluster    c2"), "{shown}");
     let bad = s.cli(t, &["nodes", "--cluster", "c9"]);
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("unknown cluster"));
+
+    // Export: the trace keeps what each workload was allowed (`clusters`),
+    // the attempts file where each attempt ran; the trace replays under
+    // `allot sim` on the same config as a fleet, the pins kept.
+    assert!(s.cli_ok(t, &["cancel", &on_c2]).contains(&on_c2));
+    s.wait_for(t, &wait_c2, 20, is_running).await;
+    let out = f.dir.join("fleet.csv");
+    let export =
+        Command::new(allot_bin()).args(["trace", "export", "--db", &f.db.url, "--out"]).arg(&out).output().unwrap();
+    assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
+    let cfg = allot_trace::config::load_config(&s.config).unwrap();
+    let specs = allot_trace::trace::load_trace(&out, &cfg).expect("the export loads as a fleet trace");
+    let pin = |id: &str| specs.iter().find(|w| w.id == id).unwrap_or_else(|| panic!("{id} exported")).clusters;
+    let (c1, c2) = (ClusterSet::of([ClusterId(0)]), ClusterSet::of([ClusterId(1)]));
+    let want = [(&on_c2, c2), (&wait_c2, c2), (&on_c1, ClusterSet::ANY), (&wait_c1, c1), (&wait_any, ClusterSet::ANY)];
+    for (id, set) in want {
+        assert_eq!(pin(id), set, "workload {id}");
+    }
+    let attempts = std::fs::read_to_string(f.dir.join("fleet.attempts.csv")).expect("the attempts file");
+    let rows: Vec<Vec<&str>> = attempts.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert_eq!(attempts.lines().next(), Some("workload,attempt,cluster,nodes,start_s,end_s,outcome"));
+    let ran: Vec<(&str, &str, &str, &str, &str)> = rows.iter().map(|r| (r[0], r[1], r[2], r[3], r[6])).collect();
+    let want = [
+        (on_c2.as_str(), "1", "c2", "c2/h-0", "cancelled"),
+        (wait_c2.as_str(), "1", "c2", "c2/h-0", ""),
+        (on_c1.as_str(), "1", "c1", "c1/h-0", ""),
+    ];
+    assert_eq!(ran, want, "by workload and attempt: {attempts}");
+    assert!(rows.iter().all(|r| r.len() == 7 && r[4].parse::<u64>().is_ok()), "{attempts}");
+    let log = f.dir.join("sim.jsonl");
+    let sim = Command::new(allot_bin())
+        .args(["sim", "--config"])
+        .arg(&s.config)
+        .arg("--trace")
+        .arg(&out)
+        .arg("--log")
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(sim.status.success(), "allot sim on the export: {}", String::from_utf8_lossy(&sim.stderr));
+    let log = std::fs::read_to_string(&log).unwrap();
+    for id in [&on_c2, &wait_c2, &wait_c1] {
+        let cluster = if *id == wait_c1 { "c1/" } else { "c2/" };
+        let starts: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(&format!("\"workload\":\"{id}\"")) && l.contains("\"event\":\"start\""))
+            .collect();
+        assert!(!starts.is_empty(), "{id} starts in the replay:\n{log}");
+        assert!(
+            starts.iter().all(|l| l.contains(cluster) && !l.contains(if cluster == "c1/" { "c2/" } else { "c1/" })),
+            "{id} on {cluster}: {starts:?}"
+        );
+    }
     drop(s);
     f.finish().await;
 }
