@@ -80,6 +80,7 @@ async fn lifecycle(backend: Backend) {
         "allot_completed_workloads_total{",
         "allot_occupancy",
         "allot_account_used_gpu_hours{account=\"org/a\"}",
+        "allot_cluster_gpus{cluster=\"test\"} 4",
     ] {
         assert!(metrics.contains(m), "metrics have {m}:\n{metrics}");
     }

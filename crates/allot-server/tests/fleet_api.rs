@@ -72,6 +72,22 @@ async fn keyed(s: &Server, token: &str, body: Value) -> (u16, bool, Value) {
     (r.status().as_u16(), replayed, r.json::<Value>().await.expect("json"))
 }
 
+/// Scrapes `/metrics` until it has every line of `want` (gauges follow
+/// the scheduler's passes); returns the exposition.
+async fn scrape_until(s: &Server, token: &str, want: &[&str]) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (code, text) = s.http("GET", "/metrics", Some(token), None).await;
+        let text = text.as_str().unwrap_or_default().to_string();
+        let missing: Vec<&&str> = want.iter().filter(|w| !text.lines().any(|l| l == **w)).collect();
+        if code == 200 && missing.is_empty() {
+            return text;
+        }
+        assert!(std::time::Instant::now() < deadline, "/metrics lacks {missing:?}:\n{text}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 fn is_running(v: &Value) -> bool {
     state(v) == "running"
 }
@@ -231,11 +247,36 @@ async fn views_and_filters(backend: Backend) {
     let bad = s.cli(t, &["nodes", "--cluster", "c9"]);
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("unknown cluster"));
 
+    // Per-cluster gauges beside the fleet-wide ones: both clusters full,
+    // each with one workload pinned to it and the unpinned one waiting.
+    let want = [
+        "allot_gpus 4",
+        "allot_queue_length{class=\"batch\"} 3",
+        "allot_cluster_gpus{cluster=\"c1\"} 2",
+        "allot_cluster_gpus{cluster=\"c2\"} 2",
+        "allot_cluster_allocated_gpus{cluster=\"c1\"} 2",
+        "allot_cluster_allocated_gpus{cluster=\"c2\"} 2",
+        "allot_cluster_available_gpus{cluster=\"c1\"} 0",
+        "allot_cluster_running_workloads{cluster=\"c1\"} 1",
+        "allot_cluster_running_workloads{cluster=\"c2\"} 1",
+        "allot_cluster_pending_workloads{cluster=\"c1\"} 2",
+        "allot_cluster_pending_workloads{cluster=\"c2\"} 2",
+    ];
+    let metrics = scrape_until(&s, t, &want).await;
+    // Cancelling the one on c2 frees it for the one pinned there.
+    assert!(s.cli_ok(t, &["cancel", &on_c2]).contains(&on_c2));
+    s.wait_for(t, &wait_c2, 20, is_running).await;
+    let after = [
+        "allot_cluster_pending_workloads{cluster=\"c1\"} 2",
+        "allot_cluster_pending_workloads{cluster=\"c2\"} 1",
+        "allot_cluster_running_workloads{cluster=\"c2\"} 1",
+    ];
+    scrape_until(&s, t, &after).await;
+    assert!(metrics.contains("# TYPE allot_cluster_gpus gauge"), "{metrics}");
+
     // Export: the trace keeps what each workload was allowed (`clusters`),
     // the attempts file where each attempt ran; the trace replays under
     // `allot sim` on the same config as a fleet, the pins kept.
-    assert!(s.cli_ok(t, &["cancel", &on_c2]).contains(&on_c2));
-    s.wait_for(t, &wait_c2, 20, is_running).await;
     let out = f.dir.join("fleet.csv");
     let export =
         Command::new(allot_bin()).args(["trace", "export", "--db", &f.db.url, "--out"]).arg(&out).output().unwrap();

@@ -290,6 +290,7 @@ pub(crate) fn gauges(s: &Scheduler, now: Time) {
     let denom = in_service.max(1) as f64;
     m.occupancy.set(allocated as f64 / denom);
     m.utilization.set(util / denom);
+    m.set_clusters(st);
     for v in crate::accounts::views(st, now, true) {
         let l = crate::metrics::AccountLabel { account: v.path.clone() };
         if let Some(b) = v.budget_gpu_hours {
