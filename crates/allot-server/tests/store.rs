@@ -6,7 +6,7 @@
 mod support;
 
 use allot_core::Phase;
-use allot_server::store::{AttemptRow, NewWorkload, Op, Store, TokenRow, WorkloadFilter};
+use allot_server::store::{AttemptRow, ClusterFilter, NewWorkload, Op, Store, TokenRow, WorkloadFilter};
 use support::{Backend, TestDb, temp_dir};
 
 both_stores!(store_roundtrip_sqlite, store_roundtrip_postgres, roundtrip);
@@ -31,6 +31,28 @@ fn workload(account: &str) -> NewWorkload {
         command: r#"["sleep","1"]"#.into(),
         env: "{}".into(),
         retries: 1,
+    }
+}
+
+/// A started attempt on one node's GPUs 0 and 1.
+fn attempt_row(workload: i64, attempt: i64, node: &str) -> AttemptRow {
+    AttemptRow {
+        workload,
+        attempt,
+        alloc: format!(r#"[{{"node":"{node}","gpus":[0,1]}}]"#),
+        gpus: 2,
+        weight: 1.0,
+        state: "starting".into(),
+        start_t: 1010,
+        start_reason: "FS-1: test".into(),
+        signal_t: None,
+        signal_reason: None,
+        end_t: None,
+        outcome: None,
+        exit_code: None,
+        kept_s: None,
+        pid: None,
+        log_path: "/tmp/x.log".into(),
     }
 }
 
@@ -68,24 +90,7 @@ async fn roundtrip(backend: Backend) {
     let pinned_row = store.all_workloads().await.unwrap().into_iter().find(|w| w.seq == pinned).unwrap();
     assert_eq!(pinned_row.clusters.as_deref(), Some("c2,c1"), "every read has the column");
 
-    let start = AttemptRow {
-        workload: a,
-        attempt: 1,
-        alloc: r#"[{"node":"gpu-0","gpus":[0,1]}]"#.into(),
-        gpus: 2,
-        weight: 1.0,
-        state: "starting".into(),
-        start_t: 1010,
-        start_reason: "FS-1: test".into(),
-        signal_t: None,
-        signal_reason: None,
-        end_t: None,
-        outcome: None,
-        exit_code: None,
-        kept_s: None,
-        pid: None,
-        log_path: "/tmp/x.log".into(),
-    };
+    let start = attempt_row(a, 1, "gpu-0");
     store
         .apply(&[
             Op::AttemptStart { row: start.clone() },
@@ -154,6 +159,67 @@ async fn roundtrip(backend: Backend) {
     let actions: Vec<&str> = audit.iter().map(|e| e.action.as_str()).collect();
     assert_eq!(actions, ["account.share", "account.budget", "token.revoke", "token.create"]);
     assert_eq!(audit[1].after.as_deref(), Some(r#"{"budget_gpu_hours":5.0}"#));
+    store.close().await;
+    db.drop_db().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+both_stores!(cluster_filter_sqlite, cluster_filter_postgres, cluster_filter);
+
+/// `WorkloadFilter::clusters`: a pending workload is of a cluster it may
+/// run on (not pinned elsewhere, of a GPU type the cluster has); one that
+/// ran is of the cluster its last attempt ran on.
+async fn cluster_filter(backend: Backend) {
+    let dir = temp_dir("store-clusters");
+    let db = TestDb::new(backend, &dir).await;
+    let store = Store::open(&db.url).await.expect("open");
+    let any = store.insert_workload(&workload("org/a")).await.unwrap();
+    let pinned_c2 =
+        store.insert_workload(&NewWorkload { clusters: Some("c2".into()), ..workload("org/a") }).await.unwrap();
+    let pinned_both =
+        store.insert_workload(&NewWorkload { clusters: Some("c1,c2".into()), ..workload("org/a") }).await.unwrap();
+    let b200 =
+        store.insert_workload(&NewWorkload { gpu_type: Some("B200".into()), ..workload("org/a") }).await.unwrap();
+    let ran = store.insert_workload(&NewWorkload { clusters: Some("c2".into()), ..workload("org/a") }).await.unwrap();
+    let attempt = |seq, n, node| AttemptRow { state: "running".into(), ..attempt_row(seq, n, node) };
+    // `ran` ran on c_1 first (a cluster whose name holds `_`), now on c2.
+    store
+        .apply(&[
+            Op::AttemptStart { row: attempt(ran, 1, "c_1/h-0") },
+            Op::AttemptStart { row: attempt(ran, 2, "c2/h-0") },
+            Op::WorkloadState { seq: ran, state: Phase::Running, reason: "FS-1: test".into(), end_t: None },
+        ])
+        .await
+        .unwrap();
+    let of = |clusters: &[(&str, &[&str])]| {
+        let f = WorkloadFilter {
+            clusters: Some(
+                clusters
+                    .iter()
+                    .map(|(n, t)| ClusterFilter {
+                        name: n.to_string(),
+                        gpu_types: t.iter().map(|s| s.to_string()).collect(),
+                    })
+                    .collect(),
+            ),
+            limit: 100,
+            ..Default::default()
+        };
+        let store = store.clone();
+        async move {
+            let mut seqs: Vec<i64> = store.workloads(&f).await.unwrap().into_iter().map(|w| w.seq).collect();
+            seqs.sort();
+            seqs
+        }
+    };
+    let row = store.workloads(&WorkloadFilter { limit: 100, ..Default::default() }).await.unwrap();
+    let last = row.iter().find(|w| w.seq == ran).unwrap().last_alloc.clone();
+    assert_eq!(last.as_deref(), Some(r#"[{"node":"c2/h-0","gpus":[0,1]}]"#), "the last attempt's allocation");
+    assert_eq!(of(&[("c1", &["H100"])]).await, [any, pinned_both], "not pinned elsewhere, not of a type c1 lacks");
+    assert_eq!(of(&[("c2", &["H100", "B200"])]).await, [any, pinned_c2, pinned_both, b200, ran]);
+    assert_eq!(of(&[("c_1", &["H100"])]).await, [any], "`_` is not a wildcard; `ran` runs on c2 now");
+    assert_eq!(of(&[("cx1", &["H100"])]).await, [any]);
+    assert_eq!(of(&[("c1", &["H100"]), ("c9", &["B200"])]).await, [any, pinned_both, b200], "either cluster");
     store.close().await;
     db.drop_db().await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -14,7 +14,7 @@ use super::extract::{IdempotencyKey, Path};
 use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask, cluster_filter};
 use crate::scheduler::Msg;
 use crate::states::{PHASES, parse_phase};
-use crate::store::{AttemptRow, Idempotency, Inserted, NewWorkload, WorkloadFilter, WorkloadRow};
+use crate::store::{AttemptRow, ClusterFilter, Idempotency, Inserted, NewWorkload, WorkloadFilter, WorkloadRow};
 use crate::views::{AttemptView, NodeGpusView, SubmitRequest, WorkloadDetail, WorkloadView};
 
 /// The cluster of a fleet an allocation (JSON, as stored) is on: its first
@@ -23,6 +23,15 @@ fn alloc_cluster(c: &Cluster, alloc: &str) -> Option<String> {
     let nodes: Vec<NodeGpusView> = serde_json::from_str(alloc).ok()?;
     let n = c.node_by_name(&nodes.first()?.node)?;
     c.is_fleet().then(|| c.cluster_name(c.cluster_of(n)).to_string())
+}
+
+/// A cluster as the store filters by it: its name and its pools' GPU types.
+fn cluster_filter_of(c: &Cluster, id: ClusterId) -> ClusterFilter {
+    let mut gpu_types: Vec<String> =
+        c.pools.iter().filter(|p| p.cluster == id).map(|p| c.gpu_types[p.gpu.0 as usize].name.clone()).collect();
+    gpu_types.sort();
+    gpu_types.dedup();
+    ClusterFilter { name: c.cluster_name(id).to_string(), gpu_types }
 }
 
 /// A stored workload's view; `c` the fleet (for the cluster it runs on).
@@ -191,7 +200,7 @@ pub async fn list(
                 // In a fleet of one every workload is of its cluster.
                 if c.is_fleet() && !set.is_any() {
                     let ids = (0..c.clusters.len()).map(|i| ClusterId(i as u16)).filter(|&i| set.contains(i));
-                    f.clusters = Some(ids.map(|i| c.cluster_name(i).to_string()).collect());
+                    f.clusters = Some(ids.map(|i| cluster_filter_of(c, i)).collect());
                 }
             }
             "state" => {

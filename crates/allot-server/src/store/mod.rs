@@ -25,7 +25,8 @@ use sqlx::{Any, AnyPool, Executor};
 pub use lease::{Fence, LeaseConfig, LeaseHolder};
 
 pub use rows::{
-    AttemptRow, AuditRow, NewWorkload, NodeEventRow, Op, OverrideRow, TokenRow, WorkloadFilter, WorkloadRow,
+    AttemptRow, AuditRow, ClusterFilter, NewWorkload, NodeEventRow, Op, OverrideRow, TokenRow, WorkloadFilter,
+    WorkloadRow,
 };
 pub use workloads::{Idempotency, Inserted};
 

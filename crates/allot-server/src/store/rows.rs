@@ -172,11 +172,20 @@ pub struct WorkloadFilter {
     pub submitter: Option<String>,
     pub class: Option<String>,
     /// Only workloads of these clusters of a fleet: pending ones (and
-    /// those that never ran) eligible for one of them (FLEET-1), the
-    /// others whose last attempt ran on one of them (node names
-    /// `<cluster>/…`). `None`: every cluster.
-    pub clusters: Option<Vec<String>>,
+    /// those that never ran) eligible for one of them (FLEET-1: not pinned
+    /// elsewhere, and of a GPU type its pools have), the others whose last
+    /// attempt ran on one of them (node names `<cluster>/…`). `None`:
+    /// every cluster.
+    pub clusters: Option<Vec<ClusterFilter>>,
     pub limit: i64,
+}
+
+/// A cluster of a [`WorkloadFilter`]: its name and the GPU types of its
+/// pools.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterFilter {
+    pub name: String,
+    pub gpu_types: Vec<String>,
 }
 
 /// One write of a scheduling step; a step's writes commit together.

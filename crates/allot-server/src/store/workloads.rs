@@ -242,20 +242,29 @@ impl Store {
             }
         }
         if let Some(clusters) = &f.clusters {
-            let (mut eligible, mut on) = (vec!["clusters IS NULL".to_string()], Vec::new());
+            let (mut eligible, mut on) = (Vec::new(), Vec::new());
             for c in clusters {
-                let c = like_escape(c);
-                binds.push(format!("%,{c},%"));
-                eligible.push(format!("(',' || clusters || ',') LIKE ${} ESCAPE '\\'", binds.len()));
-                binds.push(format!("%\"node\":\"{c}/%"));
+                let name = like_escape(&c.name);
+                binds.push(format!("%,{name},%"));
+                let pinned =
+                    format!("(clusters IS NULL OR (',' || clusters || ',') LIKE ${} ESCAPE '\\')", binds.len());
+                let mut types = Vec::new();
+                for t in &c.gpu_types {
+                    binds.push(t.clone());
+                    types.push(format!("${}", binds.len()));
+                }
+                let typed = if types.is_empty() {
+                    "gpu_type IS NULL".to_string()
+                } else {
+                    format!("(gpu_type IS NULL OR gpu_type IN ({}))", types.join(", "))
+                };
+                eligible.push(format!("({pinned} AND {typed})"));
+                binds.push(format!("%\"node\":\"{name}/%"));
                 on.push(format!("{LAST_ALLOC} LIKE ${} ESCAPE '\\'", binds.len()));
             }
             let waiting = format!("(state = '{}' OR {LAST_ALLOC} IS NULL)", Phase::Pending.as_str());
-            sql.push_str(&format!(
-                " AND (({waiting} AND ({})) OR (NOT {waiting} AND ({})))",
-                eligible.join(" OR "),
-                if on.is_empty() { "1 = 0".to_string() } else { on.join(" OR ") }
-            ));
+            let any = |parts: Vec<String>| if parts.is_empty() { "1 = 0".to_string() } else { parts.join(" OR ") };
+            sql.push_str(&format!(" AND (({waiting} AND ({})) OR (NOT {waiting} AND ({})))", any(eligible), any(on)));
         }
         sql.push_str(&format!(" ORDER BY seq DESC LIMIT {}", f.limit.max(1)));
         let mut q = sqlx::query(&sql);
