@@ -18,10 +18,9 @@
 //!   `<out stem>.attempts.csv`, when there are any: `workload,attempt,
 //!   cluster,nodes,start_s,end_s,outcome` (times on the trace's clock;
 //!   `nodes` separated by spaces; `end_s` and `outcome` empty while it
-//!   runs). `cluster` is the cluster of its nodes, from their names
-//!   (`<cluster>/<pool>-<i>` in a fleet of several clusters; empty in a
-//!   fleet of one, whose nodes are not qualified): the trace keeps what
-//!   each workload was allowed, the attempts file where each attempt ran.
+//!   runs). `cluster` is the cluster it ran on as recorded at its start
+//!   (empty in a fleet of one): the trace keeps what each workload was
+//!   allowed, the attempts file where each attempt ran.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -136,8 +135,7 @@ fn write_attempts(mut w: impl Write, attempts: &[&AttemptRow], t0: i64) -> std::
             .into_iter()
             .map(|n| n.node)
             .collect();
-        // A gang never spans clusters (FLEET-1): its first node's is its cluster.
-        let cluster = nodes.first().and_then(|n| n.split_once('/')).map_or("", |(c, _)| c);
+        let cluster = a.cluster.as_deref().unwrap_or("");
         let end = a.end_t.map(|e| (e - t0).max(0).to_string()).unwrap_or_default();
         let start = (a.start_t - t0).max(0);
         let outcome = a.outcome.as_deref().unwrap_or("");

@@ -306,7 +306,7 @@ mod spec_of_tests {
             state: "pending".into(),
             reason: None,
             end_t: None,
-            last_alloc: None,
+            last_cluster: None,
         }
     }
 

@@ -40,6 +40,7 @@ fn attempt_row(workload: i64, attempt: i64, node: &str) -> AttemptRow {
         workload,
         attempt,
         alloc: format!(r#"[{{"node":"{node}","gpus":[0,1]}}]"#),
+        cluster: node.split_once('/').map(|(c, _)| c.to_string()),
         gpus: 2,
         weight: 1.0,
         state: "starting".into(),
@@ -93,7 +94,7 @@ async fn roundtrip(backend: Backend) {
     let start = attempt_row(a, 1, "gpu-0");
     store
         .apply(&[
-            Op::AttemptStart { row: start.clone() },
+            Op::AttemptStart { row: Box::new(start.clone()) },
             Op::WorkloadState { seq: a, state: Phase::Running, reason: "FS-1: test".into(), end_t: None },
             Op::AttemptRunning { seq: a, attempt: 1, pid: 4242 },
             Op::AttemptSignal { seq: a, attempt: 1, t: 1020, reason: "INT-1: test".into() },
@@ -185,8 +186,8 @@ async fn cluster_filter(backend: Backend) {
     // `ran` ran on c_1 first (a cluster whose name holds `_`), now on c2.
     store
         .apply(&[
-            Op::AttemptStart { row: attempt(ran, 1, "c_1/h-0") },
-            Op::AttemptStart { row: attempt(ran, 2, "c2/h-0") },
+            Op::AttemptStart { row: Box::new(attempt(ran, 1, "c_1/h-0")) },
+            Op::AttemptStart { row: Box::new(attempt(ran, 2, "c2/h-0")) },
             Op::WorkloadState { seq: ran, state: Phase::Running, reason: "FS-1: test".into(), end_t: None },
         ])
         .await
@@ -213,8 +214,11 @@ async fn cluster_filter(backend: Backend) {
         }
     };
     let row = store.workloads(&WorkloadFilter { limit: 100, ..Default::default() }).await.unwrap();
-    let last = row.iter().find(|w| w.seq == ran).unwrap().last_alloc.clone();
-    assert_eq!(last.as_deref(), Some(r#"[{"node":"c2/h-0","gpus":[0,1]}]"#), "the last attempt's allocation");
+    let last = row.iter().find(|w| w.seq == ran).unwrap().last_cluster.clone();
+    assert_eq!(last.as_deref(), Some("c2"), "the last attempt's cluster");
+    let attempts = store.attempts_of(ran).await.unwrap();
+    let clusters: Vec<Option<&str>> = attempts.iter().map(|a| a.cluster.as_deref()).collect();
+    assert_eq!(clusters, [Some("c_1"), Some("c2")], "each attempt's cluster round-trips");
     assert_eq!(of(&[("c1", &["H100"])]).await, [any, pinned_both], "not pinned elsewhere, not of a type c1 lacks");
     assert_eq!(of(&[("c2", &["H100", "B200"])]).await, [any, pinned_c2, pinned_both, b200, ran]);
     assert_eq!(of(&[("c_1", &["H100"])]).await, [any], "`_` is not a wildcard; `ran` runs on c2 now");

@@ -127,8 +127,12 @@ pub async fn nodes(
         }
     }
     let mut nodes = ask(&app, |reply| Msg::Nodes { reply }).await?;
+    // A node view names its cluster in a fleet of several; in a fleet of
+    // one every node is of the one cluster a filter may name.
     let c = app.catalog.cluster();
-    nodes.retain(|n| only.is_any() || c.node_by_name(&n.name).is_some_and(|id| only.contains(c.cluster_of(id))));
+    nodes.retain(|n| {
+        n.cluster.as_deref().is_none_or(|name| c.cluster_by_name(name).is_some_and(|id| only.contains(id)))
+    });
     for n in &mut nodes {
         n.retain_visible(|a| who.can_see(a));
     }

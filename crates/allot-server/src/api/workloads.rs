@@ -17,14 +17,6 @@ use crate::states::{PHASES, parse_phase};
 use crate::store::{AttemptRow, ClusterFilter, Idempotency, Inserted, NewWorkload, WorkloadFilter, WorkloadRow};
 use crate::views::{AttemptView, NodeGpusView, SubmitRequest, WorkloadDetail, WorkloadView};
 
-/// The cluster of a fleet an allocation (JSON, as stored) is on: its first
-/// node's (a gang never spans clusters, FLEET-1); `None` in a fleet of one.
-fn alloc_cluster(c: &Cluster, alloc: &str) -> Option<String> {
-    let nodes: Vec<NodeGpusView> = serde_json::from_str(alloc).ok()?;
-    let n = c.node_by_name(&nodes.first()?.node)?;
-    c.is_fleet().then(|| c.cluster_name(c.cluster_of(n)).to_string())
-}
-
 /// A cluster as the store filters by it: its name and its pools' GPU types.
 fn cluster_filter_of(c: &Cluster, id: ClusterId) -> ClusterFilter {
     let mut gpu_types: Vec<String> =
@@ -34,8 +26,7 @@ fn cluster_filter_of(c: &Cluster, id: ClusterId) -> ClusterFilter {
     ClusterFilter { name: c.cluster_name(id).to_string(), gpu_types }
 }
 
-/// A stored workload's view; `c` the fleet (for the cluster it runs on).
-pub fn workload_view(r: &WorkloadRow, c: &Cluster) -> WorkloadView {
+pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
     WorkloadView {
         id: r.seq.to_string(),
         name: r.name.clone(),
@@ -57,16 +48,16 @@ pub fn workload_view(r: &WorkloadRow, c: &Cluster) -> WorkloadView {
         submit_t: r.submit_t,
         end_t: r.end_t,
         cancel_requested: r.cancel_requested,
-        cluster: r.last_alloc.as_deref().and_then(|a| alloc_cluster(c, a)),
+        cluster: r.last_cluster.clone(),
     }
 }
 
-pub fn attempt_view(a: &AttemptRow, c: &Cluster) -> AttemptView {
+pub fn attempt_view(a: &AttemptRow) -> AttemptView {
     AttemptView {
         attempt: a.attempt,
         state: a.state.clone(),
         allocation: serde_json::from_str::<Vec<NodeGpusView>>(&a.alloc).unwrap_or_default(),
-        cluster: alloc_cluster(c, &a.alloc),
+        cluster: a.cluster.clone(),
         start_t: a.start_t,
         start_reason: a.start_reason.clone(),
         signal_t: a.signal_t,
@@ -107,13 +98,13 @@ pub async fn submit(
     match inserted {
         Inserted::New(seq) => {
             tracing::info!(workload = seq, account = %row.account, principal = %who.name, "submitted");
-            Ok((StatusCode::CREATED, Json(workload_view(&new_row(seq, row), app.catalog.cluster()))).into_response())
+            Ok((StatusCode::CREATED, Json(workload_view(&new_row(seq, row)))).into_response())
         }
         Inserted::Replayed(seq) => {
             let stored =
                 app.store.workload(seq).await?.ok_or_else(|| ApiError::not_found(format!("no workload {seq}")))?;
             tracing::info!(workload = seq, principal = %who.name, "submission replayed for its idempotency key");
-            let mut r = (StatusCode::CREATED, Json(workload_view(&stored, app.catalog.cluster()))).into_response();
+            let mut r = (StatusCode::CREATED, Json(workload_view(&stored))).into_response();
             r.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
             Ok(r)
         }
@@ -177,7 +168,7 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
         state: Phase::Pending.as_str().into(),
         reason: None,
         end_t: None,
-        last_alloc: None,
+        last_cluster: None,
     }
 }
 
@@ -232,7 +223,7 @@ pub async fn list(
     }
     let rows = app.store.workloads(&f).await?;
     let redact = |t: &str| who.redact(t, |p| app.catalog.account_exists(p));
-    let mut views: Vec<WorkloadView> = rows.iter().map(|r| workload_view(r, app.catalog.cluster())).collect();
+    let mut views: Vec<WorkloadView> = rows.iter().map(workload_view).collect();
     views.iter_mut().for_each(|v| v.redact(&redact));
     Ok(Json(views))
 }
@@ -265,12 +256,8 @@ pub async fn show(
         let preempted = attempts.last().and_then(|a| a.signal_reason.clone());
         row.reason.clone().or(preempted)
     });
-    let c = app.catalog.cluster();
-    let mut detail = WorkloadDetail {
-        workload: workload_view(&row, c),
-        attempts: attempts.iter().map(|a| attempt_view(a, c)).collect(),
-        why,
-    };
+    let mut detail =
+        WorkloadDetail { workload: workload_view(&row), attempts: attempts.iter().map(attempt_view).collect(), why };
     detail.redact(&|t: &str| who.redact(t, |p| app.catalog.account_exists(p)));
     Ok(Json(detail))
 }
@@ -302,5 +289,5 @@ pub async fn cancel(
     let by = who.name.clone();
     ask(&app, |reply| Msg::Cancel { seq, by, reply }).await??;
     let row = app.store.workload(seq).await?.ok_or_else(|| ApiError::not_found(format!("no workload {seq}")))?;
-    Ok(Json(workload_view(&row, app.catalog.cluster())))
+    Ok(Json(workload_view(&row)))
 }

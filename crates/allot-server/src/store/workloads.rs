@@ -9,22 +9,22 @@ use super::rows::{AttemptRow, NewWorkload, NodeEventRow, Op, WorkloadFilter, Wor
 use super::{Ctx, Store, StoreError};
 use crate::states::{AttemptState, PHASES};
 
-/// The allocation of a workload's last attempt, in a query on `workloads`.
-macro_rules! last_alloc {
+/// The cluster of a workload's last attempt, in a query on `workloads`.
+macro_rules! last_cluster {
     () => {
-        "(SELECT a.alloc FROM attempts a WHERE a.workload = workloads.seq ORDER BY a.attempt DESC LIMIT 1)"
+        "(SELECT a.cluster FROM attempts a WHERE a.workload = workloads.seq ORDER BY a.attempt DESC LIMIT 1)"
     };
 }
-const LAST_ALLOC: &str = last_alloc!();
+const LAST_CLUSTER: &str = last_cluster!();
 
 const WORKLOAD_COLS: &str = concat!(
     "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, clusters, work_s, checkpoint_s, util, \
      priority, preemptible, name, command, env, retries, failures, cancel_requested, state, reason, end_t, ",
-    last_alloc!(),
-    " AS last_alloc"
+    last_cluster!(),
+    " AS last_cluster"
 );
 
-const ATTEMPT_COLS: &str = "workload, attempt, alloc, gpus, weight, state, start_t, start_reason, signal_t, \
+const ATTEMPT_COLS: &str = "workload, attempt, alloc, cluster, gpus, weight, state, start_t, start_reason, signal_t, \
      signal_reason, end_t, outcome, exit_code, kept_s, pid, log_path";
 
 /// A submission's `Idempotency-Key`, scoped to its principal, with a hash
@@ -102,7 +102,7 @@ fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
         state: r.try_get("state")?,
         reason: r.try_get("reason")?,
         end_t: r.try_get("end_t")?,
-        last_alloc: r.try_get("last_alloc")?,
+        last_cluster: r.try_get("last_cluster")?,
     })
 }
 
@@ -111,6 +111,7 @@ fn attempt_row(r: &AnyRow) -> Result<AttemptRow, sqlx::Error> {
         workload: r.try_get("workload")?,
         attempt: r.try_get("attempt")?,
         alloc: r.try_get("alloc")?,
+        cluster: r.try_get("cluster")?,
         gpus: r.try_get("gpus")?,
         weight: r.try_get("weight")?,
         state: r.try_get("state")?,
@@ -259,10 +260,10 @@ impl Store {
                     format!("(gpu_type IS NULL OR gpu_type IN ({}))", types.join(", "))
                 };
                 eligible.push(format!("({pinned} AND {typed})"));
-                binds.push(format!("%\"node\":\"{name}/%"));
-                on.push(format!("{LAST_ALLOC} LIKE ${} ESCAPE '\\'", binds.len()));
+                binds.push(c.name.clone());
+                on.push(format!("{LAST_CLUSTER} = ${}", binds.len()));
             }
-            let waiting = format!("(state = '{}' OR {LAST_ALLOC} IS NULL)", Phase::Pending.as_str());
+            let waiting = format!("(state = '{}' OR {LAST_CLUSTER} IS NULL)", Phase::Pending.as_str());
             let any = |parts: Vec<String>| if parts.is_empty() { "1 = 0".to_string() } else { parts.join(" OR ") };
             sql.push_str(&format!(" AND (({waiting} AND ({})) OR (NOT {waiting} AND ({})))", any(eligible), any(on)));
         }
@@ -356,8 +357,8 @@ fn op_query(op: &Op) -> Query<'_> {
         }
         Op::AttemptStart { row: a } => sqlx::query(
             // A step retried after a commit whose answer was lost adds nothing twice.
-            "INSERT INTO attempts (workload, attempt, alloc, gpus, weight, state, start_t, start_reason, log_path) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (workload, attempt) DO NOTHING",
+            "INSERT INTO attempts (workload, attempt, alloc, gpus, weight, state, start_t, start_reason, log_path, \
+             cluster) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (workload, attempt) DO NOTHING",
         )
         .bind(a.workload)
         .bind(a.attempt)
@@ -367,7 +368,8 @@ fn op_query(op: &Op) -> Query<'_> {
         .bind(&a.state)
         .bind(a.start_t)
         .bind(&a.start_reason)
-        .bind(&a.log_path),
+        .bind(&a.log_path)
+        .bind(&a.cluster),
         Op::AttemptRunning { seq, attempt, pid } => sqlx::query(
             "UPDATE attempts SET pid = $1, state = CASE WHEN state = $2 THEN $3 ELSE state END \
              WHERE workload = $4 AND attempt = $5",
