@@ -9,8 +9,18 @@
 //!   still pending or running, or rejected → the expected duration given at
 //!   submission. Cancelled workloads that never ran are left out (they asked
 //!   for nothing a replay could give).
+//! * `clusters` is the clusters the workload was allowed (FLEET-1), as
+//!   submitted; empty (any) for the rest. The column is written only when
+//!   some workload names clusters.
 //! * Operator node actions (drain, undrain, fail, repair) go to a sibling
 //!   events file, `<out stem>.events.csv`, when there are any.
+//! * Every attempt of an exported workload goes to a sibling attempts file,
+//!   `<out stem>.attempts.csv`, when there are any: `workload,attempt,
+//!   cluster,nodes,start_s,end_s,outcome` (times on the trace's clock;
+//!   `nodes` separated by spaces; `end_s` and `outcome` empty while it
+//!   runs). `cluster` is the cluster it ran on as recorded at its start
+//!   (empty in a fleet of one): the trace keeps what each workload was
+//!   allowed, the attempts file where each attempt ran.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -20,6 +30,7 @@ use allot_core::{Class, Phase, Priority};
 use allot_trace::write::{TraceRow, write_trace_csv};
 
 use crate::store::{AttemptRow, Store, StoreError, WorkloadRow};
+use crate::views::NodeGpusView;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -36,14 +47,28 @@ pub struct ExportSummary {
     pub events: usize,
     /// The events file, when node events were recorded.
     pub events_path: Option<PathBuf>,
+    /// Attempts written to the attempts file.
+    pub attempts: usize,
+    /// The attempts file, when the exported workloads have attempts.
+    pub attempts_path: Option<PathBuf>,
     /// Unix time of `submit_s = 0`.
     pub t0: i64,
 }
 
 /// The events file written next to `out`.
 pub fn events_path_for(out: &Path) -> PathBuf {
+    sibling(out, "events")
+}
+
+/// The attempts file written next to `out`.
+pub fn attempts_path_for(out: &Path) -> PathBuf {
+    sibling(out, "attempts")
+}
+
+/// `<out stem>.<what>.csv` next to `out`.
+fn sibling(out: &Path, what: &str) -> PathBuf {
     let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into());
-    out.with_file_name(format!("{stem}.events.csv"))
+    out.with_file_name(format!("{stem}.{what}.csv"))
 }
 
 /// Reads the store at `db_url` and writes the trace CSV to `out`.
@@ -79,7 +104,44 @@ pub async fn export_trace(db_url: &str, out: &Path) -> Result<ExportSummary, Exp
         std::fs::File::create(&p).and_then(|mut f| f.write_all(text.as_bytes())).map_err(write_err(&p))?;
         Some(p)
     };
-    Ok(ExportSummary { workloads: rows.len(), events: events.len(), events_path, t0 })
+    let tried: Vec<&AttemptRow> =
+        kept.iter().flat_map(|(w, _)| attempts.get(&w.seq).map_or(&[][..], Vec::as_slice)).collect();
+    let attempts_path = if tried.is_empty() {
+        None
+    } else {
+        let p = attempts_path_for(out);
+        let f = std::fs::File::create(&p).map_err(write_err(&p))?;
+        write_attempts(std::io::BufWriter::new(f), &tried, t0).map_err(write_err(&p))?;
+        Some(p)
+    };
+    Ok(ExportSummary {
+        workloads: rows.len(),
+        events: events.len(),
+        events_path,
+        attempts: tried.len(),
+        attempts_path,
+        t0,
+    })
+}
+
+/// The attempts file (see the module docs). Its cells are ids, numbers,
+/// outcomes and node names (letters, digits, `_`, `.`, `-`, `/`): nothing a
+/// CSV cell would need quoted, as in the events file.
+fn write_attempts(mut w: impl Write, attempts: &[&AttemptRow], t0: i64) -> std::io::Result<()> {
+    writeln!(w, "workload,attempt,cluster,nodes,start_s,end_s,outcome")?;
+    for a in attempts {
+        let nodes: Vec<String> = serde_json::from_str::<Vec<NodeGpusView>>(&a.alloc)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| n.node)
+            .collect();
+        let cluster = a.cluster.as_deref().unwrap_or("");
+        let end = a.end_t.map(|e| (e - t0).max(0).to_string()).unwrap_or_default();
+        let start = (a.start_t - t0).max(0);
+        let outcome = a.outcome.as_deref().unwrap_or("");
+        writeln!(w, "{},{},{cluster},{},{start},{end},{outcome}", a.workload, a.attempt, nodes.join(" "))?;
+    }
+    w.flush()
 }
 
 /// The work a replay should ask for, or `None` to leave the workload out.
@@ -110,6 +172,6 @@ fn row(w: &WorkloadRow, work_s: u64, t0: i64) -> TraceRow {
         util: w.util,
         priority: Priority::parse(&w.priority).unwrap_or(Priority::Normal),
         preemptible: w.preemptible,
-        clusters: String::new(),
+        clusters: w.clusters.clone().unwrap_or_default(),
     }
 }

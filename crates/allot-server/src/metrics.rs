@@ -11,6 +11,12 @@
 //! only to principals that may see every account (admins and scrape
 //! tokens, [`crate::auth::Principal::can_read_account_metrics`]); others
 //! get the cluster-wide series only.
+//!
+//! Beside the fleet-wide gauges, each cluster of the fleet has its own,
+//! labelled `cluster` ([`Metrics::set_clusters`]): GPUs, GPUs allocated,
+//! GPUs available (free on nodes that are up), pending workloads eligible
+//! for it (FLEET-1: some pool of the cluster may serve them) and workloads
+//! running on it. A fleet of one has them for its one cluster.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -22,7 +28,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use allot_core::Phase;
+use allot_core::{Health, NodeId, Phase, State};
 
 use crate::store::{AttemptRow, WorkloadRow};
 
@@ -40,6 +46,11 @@ pub struct ClassLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AccountLabel {
     pub account: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabel {
+    pub cluster: String,
 }
 
 type FGauge = Gauge<f64, AtomicU64>;
@@ -71,6 +82,11 @@ pub struct Metrics {
     pub budget_gpu_hours: Family<AccountLabel, FGauge>,
     pub used_gpu_hours: Family<AccountLabel, FGauge>,
     pub fair_share: Family<AccountLabel, FGauge>,
+    pub cluster_gpus: Family<ClusterLabel, Gauge>,
+    pub cluster_allocated_gpus: Family<ClusterLabel, Gauge>,
+    pub cluster_available_gpus: Family<ClusterLabel, Gauge>,
+    pub cluster_pending: Family<ClusterLabel, Gauge>,
+    pub cluster_running: Family<ClusterLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -110,6 +126,11 @@ impl Metrics {
             budget_gpu_hours: Family::default(),
             used_gpu_hours: Family::default(),
             fair_share: Family::default(),
+            cluster_gpus: Family::default(),
+            cluster_allocated_gpus: Family::default(),
+            cluster_available_gpus: Family::default(),
+            cluster_pending: Family::default(),
+            cluster_running: Family::default(),
             registry: Registry::default(),
             per_account: Registry::default(),
         };
@@ -144,6 +165,15 @@ impl Metrics {
         r.register("availability", "In-service GPUs / all GPUs, now", m.availability.clone());
         r.register("occupancy", "Allocated GPUs / in-service GPUs, now", m.occupancy.clone());
         r.register("utilization", "Σ allocated GPUs × expected util / in-service GPUs, now", m.utilization.clone());
+        r.register("cluster_gpus", "GPUs of one cluster of the fleet", m.cluster_gpus.clone());
+        r.register("cluster_allocated_gpus", "GPUs held on one cluster", m.cluster_allocated_gpus.clone());
+        r.register("cluster_available_gpus", "Free GPUs on nodes up, of one cluster", m.cluster_available_gpus.clone());
+        r.register(
+            "cluster_pending_workloads",
+            "Pending workloads eligible for one cluster (FLEET-1)",
+            m.cluster_pending.clone(),
+        );
+        r.register("cluster_running_workloads", "Workloads holding GPUs on one cluster", m.cluster_running.clone());
         a.register("account_budget_gpu_hours", "Budget per period (NGH)", m.budget_gpu_hours.clone());
         a.register("account_used_gpu_hours", "Used this budget period (NGH)", m.used_gpu_hours.clone());
         a.register("account_fair_share", "FS-1 usage / entitlement (1 = at fair share)", m.fair_share.clone());
@@ -189,6 +219,45 @@ impl Metrics {
                 let waited = (t - w.submit_t).max(0) as f64;
                 self.queue_time.get_or_create(&ClassLabel { class: w.class.clone() }).observe(waited);
             }
+        }
+    }
+
+    /// Sets the per-cluster gauges from the state (see the module docs).
+    pub fn set_clusters(&self, st: &State) {
+        let c = &st.cluster;
+        let n = c.clusters.len();
+        let (mut gpus, mut free, mut held, mut pending, mut running) =
+            (vec![0i64; n], vec![0i64; n], vec![0i64; n], vec![0i64; n], vec![0i64; n]);
+        for (i, node) in c.nodes.iter().enumerate() {
+            let k = c.cluster_of(NodeId(i as u32)).0 as usize;
+            gpus[k] += i64::from(node.gpus);
+            if st.health[i] == Health::Up {
+                free[k] += i64::from(st.free.free[i].count_ones());
+            }
+        }
+        for &w in &st.running {
+            // A gang never spans clusters (FLEET-1): its first node's is its cluster.
+            if let Some(first) = st.run(w).alloc.as_ref().and_then(|a| a.nodes().next()) {
+                let k = c.cluster_of(first).0 as usize;
+                running[k] += 1;
+                held[k] += i64::from(st.spec(w).gpus);
+            }
+        }
+        for (_, w) in &st.pending {
+            let spec = st.spec(*w);
+            let mut eligible = vec![false; n];
+            for p in c.pools.iter().filter(|p| p.may_serve(spec.gpu_type, spec.clusters)) {
+                eligible[p.cluster.0 as usize] = true;
+            }
+            eligible.iter().zip(&mut pending).filter(|(e, _)| **e).for_each(|(_, k)| *k += 1);
+        }
+        for (k, name) in c.clusters.iter().enumerate() {
+            let l = ClusterLabel { cluster: name.clone() };
+            self.cluster_gpus.get_or_create(&l).set(gpus[k]);
+            self.cluster_allocated_gpus.get_or_create(&l).set(held[k]);
+            self.cluster_available_gpus.get_or_create(&l).set(free[k]);
+            self.cluster_pending.get_or_create(&l).set(pending[k]);
+            self.cluster_running.get_or_create(&l).set(running[k]);
         }
     }
 

@@ -22,6 +22,10 @@ pub struct SubmitRequest {
     pub nodes: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_type: Option<String>,
+    /// The clusters of the fleet it may run on, one name each (FLEET-1);
+    /// absent or empty: any cluster that can run it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<String>,
     /// Program and arguments (no shell).
     #[schema(min_items = 1)]
     pub command: Vec<String>,
@@ -70,6 +74,9 @@ pub struct WorkloadView {
     pub gpus: u32,
     pub nodes: u32,
     pub gpu_type: Option<String>,
+    /// The clusters it may run on (FLEET-1); empty: any.
+    #[serde(default)]
+    pub clusters: Vec<String>,
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub expected_duration_s: u64,
@@ -83,6 +90,9 @@ pub struct WorkloadView {
     pub submit_t: i64,
     pub end_t: Option<i64>,
     pub cancel_requested: bool,
+    /// The cluster of the fleet its last attempt runs or ran on (only with several clusters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 impl WorkloadView {
@@ -99,6 +109,9 @@ pub struct AttemptView {
     pub attempt: i64,
     pub state: String,
     pub allocation: Vec<NodeGpusView>,
+    /// The cluster of the fleet of its nodes (only with several clusters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     pub start_t: i64,
     pub start_reason: String,
     pub signal_t: Option<i64>,
@@ -181,6 +194,9 @@ pub struct AccountChange {
 #[schema(as = Node)]
 pub struct NodeView {
     pub name: String,
+    /// The cluster of the fleet it belongs to (only with several clusters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     pub pool: String,
     pub rack: u32,
     pub gpu_type: String,

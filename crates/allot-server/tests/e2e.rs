@@ -56,6 +56,10 @@ async fn lifecycle(backend: Backend) {
     let ids: Vec<&str> = queue.as_array().unwrap().iter().map(|w| w["id"].as_str().unwrap()).collect();
     assert_eq!(ids, [long.as_str(), queued.as_str()], "queue lists live workloads oldest first");
     assert!(s.cli_ok(&f.admin, &["queue"]).contains("pending"));
+    // A fleet of one: no cluster in the views, no CLUSTER column.
+    assert!(!s.cli_ok(&f.admin, &["queue"]).contains("CLUSTER") && !s.cli_ok(&f.admin, &["nodes"]).contains("CLUSTER"));
+    let (_, nodes) = s.http("GET", "/v1/nodes", Some(&f.admin), None).await;
+    assert!(nodes[0].get("cluster").is_none() && queue[0].get("cluster").is_none(), "{nodes}");
     assert_eq!(s.cli_ok(&f.admin, &["cancel", &queued]).trim(), format!("{queued} cancelled"));
     // `sleep` dies at once on SIGTERM: by the time the answer reads the
     // store back, the workload may already have stopped and be cancelled.
@@ -76,6 +80,7 @@ async fn lifecycle(backend: Backend) {
         "allot_completed_workloads_total{",
         "allot_occupancy",
         "allot_account_used_gpu_hours{account=\"org/a\"}",
+        "allot_cluster_gpus{cluster=\"test\"} 4",
     ] {
         assert!(metrics.contains(m), "metrics have {m}:\n{metrics}");
     }

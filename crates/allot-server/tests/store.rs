@@ -6,7 +6,7 @@
 mod support;
 
 use allot_core::Phase;
-use allot_server::store::{AttemptRow, NewWorkload, Op, Store, TokenRow, WorkloadFilter};
+use allot_server::store::{AttemptRow, ClusterFilter, NewWorkload, Op, Store, TokenRow, WorkloadFilter};
 use support::{Backend, TestDb, temp_dir};
 
 both_stores!(store_roundtrip_sqlite, store_roundtrip_postgres, roundtrip);
@@ -21,6 +21,7 @@ fn workload(account: &str) -> NewWorkload {
         gpus: 2,
         nodes: 0,
         gpu_type: None,
+        clusters: None,
         work_s: 60,
         checkpoint_s: 10,
         util: 0.5,
@@ -30,6 +31,29 @@ fn workload(account: &str) -> NewWorkload {
         command: r#"["sleep","1"]"#.into(),
         env: "{}".into(),
         retries: 1,
+    }
+}
+
+/// A started attempt on one node's GPUs 0 and 1.
+fn attempt_row(workload: i64, attempt: i64, node: &str) -> AttemptRow {
+    AttemptRow {
+        workload,
+        attempt,
+        alloc: format!(r#"[{{"node":"{node}","gpus":[0,1]}}]"#),
+        cluster: node.split_once('/').map(|(c, _)| c.to_string()),
+        gpus: 2,
+        weight: 1.0,
+        state: "starting".into(),
+        start_t: 1010,
+        start_reason: "FS-1: test".into(),
+        signal_t: None,
+        signal_reason: None,
+        end_t: None,
+        outcome: None,
+        exit_code: None,
+        kept_s: None,
+        pid: None,
+        log_path: "/tmp/x.log".into(),
     }
 }
 
@@ -59,28 +83,18 @@ async fn roundtrip(backend: Backend) {
     assert_eq!(list(None, &[]).await, [c, b, a]);
     assert_eq!(list(Some(vec!["org/a_b"]), &[]).await, [c, a], "`_` is not a wildcard");
     assert_eq!(list(Some(vec![]), &[]).await, Vec::<i64>::new());
+    // A workload's eligible clusters (FLEET-1) round-trip; NULL is any.
+    let pinned =
+        store.insert_workload(&NewWorkload { clusters: Some("c2,c1".into()), ..workload("org/p") }).await.unwrap();
+    assert_eq!(store.workload(pinned).await.unwrap().unwrap().clusters.as_deref(), Some("c2,c1"));
+    assert_eq!(store.workload(a).await.unwrap().unwrap().clusters, None);
+    let pinned_row = store.all_workloads().await.unwrap().into_iter().find(|w| w.seq == pinned).unwrap();
+    assert_eq!(pinned_row.clusters.as_deref(), Some("c2,c1"), "every read has the column");
 
-    let start = AttemptRow {
-        workload: a,
-        attempt: 1,
-        alloc: r#"[{"node":"gpu-0","gpus":[0,1]}]"#.into(),
-        gpus: 2,
-        weight: 1.0,
-        state: "starting".into(),
-        start_t: 1010,
-        start_reason: "FS-1: test".into(),
-        signal_t: None,
-        signal_reason: None,
-        end_t: None,
-        outcome: None,
-        exit_code: None,
-        kept_s: None,
-        pid: None,
-        log_path: "/tmp/x.log".into(),
-    };
+    let start = attempt_row(a, 1, "gpu-0");
     store
         .apply(&[
-            Op::AttemptStart { row: start.clone() },
+            Op::AttemptStart { row: Box::new(start.clone()) },
             Op::WorkloadState { seq: a, state: Phase::Running, reason: "FS-1: test".into(), end_t: None },
             Op::AttemptRunning { seq: a, attempt: 1, pid: 4242 },
             Op::AttemptSignal { seq: a, attempt: 1, t: 1020, reason: "INT-1: test".into() },
@@ -113,8 +127,8 @@ async fn roundtrip(backend: Backend) {
     assert_eq!(got, [want]);
     let w = store.workload(a).await.unwrap().unwrap();
     assert_eq!((w.state.as_str(), w.failures, w.cancel_requested, w.util), ("pending", 1, true, 0.5));
-    assert_eq!(list(None, &["pending"]).await, [c, b, a]);
-    assert_eq!(store.live_workloads().await.unwrap().len(), 3);
+    assert_eq!(list(None, &["pending"]).await, [pinned, c, b, a]);
+    assert_eq!(store.live_workloads().await.unwrap().len(), 4);
     assert_eq!(store.node_events().await.unwrap()[0].kind, "drain");
 
     let token = TokenRow {
@@ -146,6 +160,70 @@ async fn roundtrip(backend: Backend) {
     let actions: Vec<&str> = audit.iter().map(|e| e.action.as_str()).collect();
     assert_eq!(actions, ["account.share", "account.budget", "token.revoke", "token.create"]);
     assert_eq!(audit[1].after.as_deref(), Some(r#"{"budget_gpu_hours":5.0}"#));
+    store.close().await;
+    db.drop_db().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+both_stores!(cluster_filter_sqlite, cluster_filter_postgres, cluster_filter);
+
+/// `WorkloadFilter::clusters`: a pending workload is of a cluster it may
+/// run on (not pinned elsewhere, of a GPU type the cluster has); one that
+/// ran is of the cluster its last attempt ran on.
+async fn cluster_filter(backend: Backend) {
+    let dir = temp_dir("store-clusters");
+    let db = TestDb::new(backend, &dir).await;
+    let store = Store::open(&db.url).await.expect("open");
+    let any = store.insert_workload(&workload("org/a")).await.unwrap();
+    let pinned_c2 =
+        store.insert_workload(&NewWorkload { clusters: Some("c2".into()), ..workload("org/a") }).await.unwrap();
+    let pinned_both =
+        store.insert_workload(&NewWorkload { clusters: Some("c1,c2".into()), ..workload("org/a") }).await.unwrap();
+    let b200 =
+        store.insert_workload(&NewWorkload { gpu_type: Some("B200".into()), ..workload("org/a") }).await.unwrap();
+    let ran = store.insert_workload(&NewWorkload { clusters: Some("c2".into()), ..workload("org/a") }).await.unwrap();
+    let attempt = |seq, n, node| AttemptRow { state: "running".into(), ..attempt_row(seq, n, node) };
+    // `ran` ran on c_1 first (a cluster whose name holds `_`), now on c2.
+    store
+        .apply(&[
+            Op::AttemptStart { row: Box::new(attempt(ran, 1, "c_1/h-0")) },
+            Op::AttemptStart { row: Box::new(attempt(ran, 2, "c2/h-0")) },
+            Op::WorkloadState { seq: ran, state: Phase::Running, reason: "FS-1: test".into(), end_t: None },
+        ])
+        .await
+        .unwrap();
+    let of = |clusters: &[(&str, &[&str])]| {
+        let f = WorkloadFilter {
+            clusters: Some(
+                clusters
+                    .iter()
+                    .map(|(n, t)| ClusterFilter {
+                        name: n.to_string(),
+                        gpu_types: t.iter().map(|s| s.to_string()).collect(),
+                    })
+                    .collect(),
+            ),
+            limit: 100,
+            ..Default::default()
+        };
+        let store = store.clone();
+        async move {
+            let mut seqs: Vec<i64> = store.workloads(&f).await.unwrap().into_iter().map(|w| w.seq).collect();
+            seqs.sort();
+            seqs
+        }
+    };
+    let row = store.workloads(&WorkloadFilter { limit: 100, ..Default::default() }).await.unwrap();
+    let last = row.iter().find(|w| w.seq == ran).unwrap().last_cluster.clone();
+    assert_eq!(last.as_deref(), Some("c2"), "the last attempt's cluster");
+    let attempts = store.attempts_of(ran).await.unwrap();
+    let clusters: Vec<Option<&str>> = attempts.iter().map(|a| a.cluster.as_deref()).collect();
+    assert_eq!(clusters, [Some("c_1"), Some("c2")], "each attempt's cluster round-trips");
+    assert_eq!(of(&[("c1", &["H100"])]).await, [any, pinned_both], "not pinned elsewhere, not of a type c1 lacks");
+    assert_eq!(of(&[("c2", &["H100", "B200"])]).await, [any, pinned_c2, pinned_both, b200, ran]);
+    assert_eq!(of(&[("c_1", &["H100"])]).await, [any], "`_` is not a wildcard; `ran` runs on c2 now");
+    assert_eq!(of(&[("cx1", &["H100"])]).await, [any]);
+    assert_eq!(of(&[("c1", &["H100"]), ("c9", &["B200"])]).await, [any, pinned_both, b200], "either cluster");
     store.close().await;
     db.drop_db().await;
     let _ = std::fs::remove_dir_all(&dir);

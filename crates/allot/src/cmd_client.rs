@@ -39,7 +39,7 @@ pub enum ClientCommand {
     #[command(subcommand)]
     Share(SetCommand),
     /// Nodes with health and free GPUs.
-    Nodes(ListArgs),
+    Nodes(NodesArgs),
     /// Node maintenance: allot node drain|undrain NAME
     #[command(subcommand)]
     Node(NodeCommand),
@@ -64,6 +64,9 @@ pub struct SubmitArgs {
     /// Only GPUs of this type (as in the config's pools).
     #[arg(long)]
     gpu_type: Option<String>,
+    /// Only these clusters of the fleet, comma-separated (default: any).
+    #[arg(long = "cluster", value_delimiter = ',')]
+    clusters: Vec<String>,
     /// Checkpoint interval, e.g. 10m.
     #[arg(long, value_parser = allot_trace::duration::parse_duration)]
     checkpoint: Option<u64>,
@@ -104,6 +107,19 @@ pub struct QueueArgs {
     all: bool,
     #[arg(long)]
     user: Option<String>,
+    /// Only workloads of these clusters of the fleet, comma-separated:
+    /// pending ones eligible for one of them, the others run there.
+    #[arg(long)]
+    cluster: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct NodesArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    /// Only the nodes of these clusters of the fleet, comma-separated.
+    #[arg(long)]
+    cluster: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -186,6 +202,7 @@ async fn run_async(c: ClientCommand) -> Result<()> {
                 gpus: a.gpus,
                 nodes: a.nodes,
                 gpu_type: a.gpu_type,
+                clusters: a.clusters,
                 command: a.command,
                 env: a.env.into_iter().collect::<BTreeMap<_, _>>(),
                 checkpoint_interval_s: a.checkpoint,
@@ -204,6 +221,9 @@ async fn run_async(c: ClientCommand) -> Result<()> {
             }
             if let Some(u) = a.user {
                 q.push(("user", u));
+            }
+            if let Some(c) = a.cluster {
+                q.push(("cluster", c));
             }
             if !a.all {
                 q.push(("state", a.state.unwrap_or_else(|| "pending,running,stopping".into())));
@@ -227,7 +247,8 @@ async fn run_async(c: ClientCommand) -> Result<()> {
         ClientCommand::Budget(SetCommand::Set(a)) => set_account(a, true).await,
         ClientCommand::Share(SetCommand::Set(a)) => set_account(a, false).await,
         ClientCommand::Nodes(a) => {
-            let list = client(&a.opts)?.nodes().await.context("failed to list nodes")?;
+            let q: Vec<(&str, String)> = a.cluster.into_iter().map(|c| ("cluster", c)).collect();
+            let list = client(&a.opts)?.nodes(&q).await.context("failed to list nodes")?;
             output(a.opts.json, &list, |l| render::nodes(l))
         }
         ClientCommand::Node(n) => {

@@ -32,7 +32,7 @@ pub struct ExportArgs {
     /// The server's store: sqlite://PATH or postgres://…
     #[arg(long, default_value = "sqlite://allot.db")]
     db: String,
-    /// Trace to write (CSV); node events go next to it as `<stem>.events.csv`.
+    /// Trace to write (CSV); node events go next to it as `<stem>.events.csv`, attempts as `<stem>.attempts.csv`.
     #[arg(long)]
     out: std::path::PathBuf,
 }
@@ -44,6 +44,9 @@ fn run_export(a: ExportArgs) -> Result<()> {
     eprintln!("exported {} workloads to {}", s.workloads, a.out.display());
     if let Some(p) = s.events_path {
         eprintln!("exported {} node events to {}", s.events, p.display());
+    }
+    if let Some(p) = s.attempts_path {
+        eprintln!("exported {} attempts (with their clusters) to {}", s.attempts, p.display());
     }
     eprintln!("submit_s = 0 is Unix time {}", s.t0);
     Ok(())

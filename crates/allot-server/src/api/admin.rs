@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use allot_core::NodeEventKind;
+use allot_core::cluster::ClusterSet;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
@@ -15,7 +16,7 @@ use axum::response::IntoResponse;
 
 use allot_trace::bounds;
 
-use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask};
+use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask, cluster_filter};
 use crate::auth::{Principal, Role, TokenError, TokenSpec, create_token as make_token};
 use crate::scheduler::{AccountField, Msg};
 use crate::submission::unknown_account;
@@ -112,9 +113,26 @@ pub async fn change_account(
 
 /// `GET /v1/nodes`: every role sees the nodes, and on them the workloads
 /// it may see.
-#[utoipa::path(get, path = "/v1/nodes", summary = "nodes with health and free GPUs", description = "Roles: any.", security(("bearer" = [])), responses((status = 200, description = "success", body = Vec<NodeView>), ApiErrors))]
-pub async fn nodes(State(app): State<App>, Auth(who): Auth) -> Result<Json<Vec<NodeView>>, ApiError> {
+#[utoipa::path(get, path = "/v1/nodes", summary = "nodes with health and free GPUs", description = "Roles: any.", security(("bearer" = [])), params(("cluster" = Option<String>, Query, description = "only the nodes of these clusters of the fleet, comma-separated")), responses((status = 200, description = "success", body = Vec<NodeView>), ApiErrors))]
+pub async fn nodes(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Vec<NodeView>>, ApiError> {
+    let mut only = ClusterSet::ANY;
+    for (k, v) in &q {
+        match k.as_str() {
+            "cluster" => only = cluster_filter(&app, v)?,
+            other => return Err(ApiError::field(other, "unknown query parameter (use cluster)")),
+        }
+    }
     let mut nodes = ask(&app, |reply| Msg::Nodes { reply }).await?;
+    // A node view names its cluster in a fleet of several; in a fleet of
+    // one every node is of the one cluster a filter may name.
+    let c = app.catalog.cluster();
+    nodes.retain(|n| {
+        n.cluster.as_deref().is_none_or(|name| c.cluster_by_name(name).is_some_and(|id| only.contains(id)))
+    });
     for n in &mut nodes {
         n.retain_visible(|a| who.can_see(a));
     }

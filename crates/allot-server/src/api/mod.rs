@@ -24,6 +24,8 @@ pub use error::{ApiError, ApiErrors, ErrorKind};
 pub use extract::{Body, parse_json};
 pub use limits::Limits;
 
+use allot_core::cluster::ClusterSet;
+
 use crate::auth::{Authenticator, Principal};
 use crate::metrics::Metrics;
 use crate::scheduler::{Msg, Refusal};
@@ -119,6 +121,14 @@ impl FromRequestParts<App> for Auth {
             None => Err(ApiError::unauthorized("unknown or revoked token")),
         }
     }
+}
+
+/// A `?cluster=` filter: the clusters of the fleet it names (commas
+/// between), checked by the validator of submissions; an unknown one is a
+/// 400 naming it and the fleet's clusters.
+pub(crate) fn cluster_filter(app: &App, names: &str) -> Result<ClusterSet, ApiError> {
+    let v = allot_trace::workload::Validator::for_state(&app.catalog.template);
+    v.clusters(names).map_err(|e| ApiError::field("cluster", e.kind.to_string()))
 }
 
 /// Sends a request to the scheduler task and waits for its answer.

@@ -127,6 +127,18 @@ mod tests {
         assert_eq!(error["required"], serde_json::json!(["error"]), "{error}");
         assert!(error["properties"]["field"].is_object(), "{error}");
         assert_eq!(doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
+        for schema in ["SubmitRequest", "Workload"] {
+            let clusters = &doc["components"]["schemas"][schema]["properties"]["clusters"];
+            assert_eq!(clusters["type"], "array", "{schema}.clusters (FLEET-1): {clusters}");
+        }
+        for schema in ["Workload", "Attempt", "Node"] {
+            let cluster = &doc["components"]["schemas"][schema]["properties"]["cluster"];
+            assert!(cluster.is_object(), "{schema}.cluster: {cluster}");
+        }
+        for (path, method) in [("/v1/workloads", "get"), ("/v1/nodes", "get")] {
+            let params = doc["paths"][path][method]["parameters"].as_array().expect("parameters");
+            assert!(params.iter().any(|p| p["name"] == "cluster" && p["in"] == "query"), "{method} {path}: {params:?}");
+        }
         let mut found = Vec::new();
         refs(&doc, &mut found);
         for r in found {

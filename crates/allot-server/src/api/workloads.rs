@@ -2,7 +2,8 @@
 
 use std::collections::HashMap;
 
-use allot_core::{Phase, WorkloadSpec};
+use allot_core::cluster::ClusterId;
+use allot_core::{Cluster, Phase, WorkloadSpec};
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode};
@@ -10,11 +11,20 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::oneshot;
 
 use super::extract::{IdempotencyKey, Path};
-use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask};
+use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask, cluster_filter};
 use crate::scheduler::Msg;
 use crate::states::{PHASES, parse_phase};
-use crate::store::{AttemptRow, Idempotency, Inserted, NewWorkload, WorkloadFilter, WorkloadRow};
+use crate::store::{AttemptRow, ClusterFilter, Idempotency, Inserted, NewWorkload, WorkloadFilter, WorkloadRow};
 use crate::views::{AttemptView, NodeGpusView, SubmitRequest, WorkloadDetail, WorkloadView};
+
+/// A cluster as the store filters by it: its name and its pools' GPU types.
+fn cluster_filter_of(c: &Cluster, id: ClusterId) -> ClusterFilter {
+    let mut gpu_types: Vec<String> =
+        c.pools.iter().filter(|p| p.cluster == id).map(|p| c.gpu_types[p.gpu.0 as usize].name.clone()).collect();
+    gpu_types.sort();
+    gpu_types.dedup();
+    ClusterFilter { name: c.cluster_name(id).to_string(), gpu_types }
+}
 
 pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
     WorkloadView {
@@ -26,6 +36,7 @@ pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
         gpus: r.gpus as u32,
         nodes: r.nodes as u32,
         gpu_type: r.gpu_type.clone(),
+        clusters: r.clusters.as_deref().map_or_else(Vec::new, |c| c.split(',').map(String::from).collect()),
         command: serde_json::from_str(&r.command).unwrap_or_default(),
         env: serde_json::from_str(&r.env).unwrap_or_default(),
         expected_duration_s: r.work_s as u64,
@@ -37,6 +48,7 @@ pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
         submit_t: r.submit_t,
         end_t: r.end_t,
         cancel_requested: r.cancel_requested,
+        cluster: r.last_cluster.clone(),
     }
 }
 
@@ -45,6 +57,7 @@ pub fn attempt_view(a: &AttemptRow) -> AttemptView {
         attempt: a.attempt,
         state: a.state.clone(),
         allocation: serde_json::from_str::<Vec<NodeGpusView>>(&a.alloc).unwrap_or_default(),
+        cluster: a.cluster.clone(),
         start_t: a.start_t,
         start_reason: a.start_reason.clone(),
         signal_t: a.signal_t,
@@ -140,6 +153,7 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
         gpus: row.gpus,
         nodes: row.nodes,
         gpu_type: row.gpu_type,
+        clusters: row.clusters,
         work_s: row.work_s,
         checkpoint_s: row.checkpoint_s,
         util: row.util,
@@ -154,11 +168,12 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
         state: Phase::Pending.as_str().into(),
         reason: None,
         end_t: None,
+        last_cluster: None,
     }
 }
 
 /// `GET /v1/workloads?account=&state=&user=&class=&limit=`
-#[utoipa::path(get, path = "/v1/workloads", summary = "list workloads the caller sees, newest first", description = "Roles: any (filtered).", security(("bearer" = [])), params(("account" = Option<String>, Query, description = "subtree"), ("state" = Option<String>, Query, description = "comma-separated states"), ("user" = Option<String>, Query), ("class" = Option<String>, Query), ("limit" = Option<i64>, Query, description = "1 to 100000 (default 1000)")), responses((status = 200, description = "success", body = Vec<WorkloadView>), ApiErrors))]
+#[utoipa::path(get, path = "/v1/workloads", summary = "list workloads the caller sees, newest first", description = "Roles: any (filtered).", security(("bearer" = [])), params(("account" = Option<String>, Query, description = "subtree"), ("state" = Option<String>, Query, description = "comma-separated states"), ("user" = Option<String>, Query), ("class" = Option<String>, Query), ("cluster" = Option<String>, Query, description = "clusters of the fleet, comma-separated: pending workloads (and those that never ran) eligible for one of them, the others whose last attempt ran on one"), ("limit" = Option<i64>, Query, description = "1 to 100000 (default 1000)")), responses((status = 200, description = "success", body = Vec<WorkloadView>), ApiErrors))]
 pub async fn list(
     State(app): State<App>,
     Auth(who): Auth,
@@ -170,6 +185,15 @@ pub async fn list(
             "account" => f.account = Some(v.clone()),
             "user" => f.submitter = Some(v.clone()),
             "class" => f.class = Some(v.clone()),
+            "cluster" => {
+                let set = cluster_filter(&app, v)?;
+                let c = app.catalog.cluster();
+                // In a fleet of one every workload is of its cluster.
+                if c.is_fleet() && !set.is_any() {
+                    let ids = (0..c.clusters.len()).map(|i| ClusterId(i as u16)).filter(|&i| set.contains(i));
+                    f.clusters = Some(ids.map(|i| cluster_filter_of(c, i)).collect());
+                }
+            }
             "state" => {
                 for s in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                     if parse_phase(s).is_none() {
@@ -190,7 +214,10 @@ pub async fn list(
                     .ok_or_else(|| ApiError::field("limit", format!("expected 1 to 100000, got {v:?}")))?;
             }
             other => {
-                return Err(ApiError::field(other, "unknown query parameter (use account, state, user, class, limit)"));
+                return Err(ApiError::field(
+                    other,
+                    "unknown query parameter (use account, state, user, class, cluster, limit)",
+                ));
             }
         }
     }

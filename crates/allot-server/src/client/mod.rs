@@ -198,9 +198,7 @@ impl Client {
 
     /// Workloads; `query` is e.g. `[("state", "pending,running")]`.
     pub async fn workloads(&self, query: &[(&str, String)]) -> Result<Vec<WorkloadView>, ClientError> {
-        let q: Vec<String> = query.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
-        let path = if q.is_empty() { "/v1/workloads".to_string() } else { format!("/v1/workloads?{}", q.join("&")) };
-        self.get(&path).await
+        self.get(&with_query("/v1/workloads", query)).await
     }
 
     pub async fn workload(&self, id: &str) -> Result<WorkloadDetail, ClientError> {
@@ -219,8 +217,9 @@ impl Client {
         self.call(Method::PATCH, &format!("/v1/accounts/{path}"), Some(change)).await
     }
 
-    pub async fn nodes(&self) -> Result<Vec<NodeView>, ClientError> {
-        self.get("/v1/nodes").await
+    /// Nodes; `query` is e.g. `[("cluster", "c1")]`.
+    pub async fn nodes(&self, query: &[(&str, String)]) -> Result<Vec<NodeView>, ClientError> {
+        self.get(&with_query("/v1/nodes", query)).await
     }
 
     pub async fn node_action(&self, name: &str, action: &str) -> Result<NodeView, ClientError> {
@@ -230,6 +229,12 @@ impl Client {
     pub async fn create_token(&self, req: &TokenRequest) -> Result<TokenCreated, ClientError> {
         self.call(Method::POST, "/v1/tokens", Some(req)).await
     }
+}
+
+/// `path` with `query` encoded after it.
+fn with_query(path: &str, query: &[(&str, String)]) -> String {
+    let q: Vec<String> = query.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
+    if q.is_empty() { path.to_string() } else { format!("{path}?{}", q.join("&")) }
 }
 
 /// Percent-encodes a query or path value.

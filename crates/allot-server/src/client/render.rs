@@ -18,18 +18,28 @@ fn cut(s: &str, n: usize) -> String {
     if s.chars().count() <= n { s.to_string() } else { format!("{}…", s.chars().take(n - 1).collect::<String>()) }
 }
 
+/// The CLUSTER column's cell: the cluster, or `-` (a workload not placed
+/// yet); `None` when no row has one (the server gives clusters only in a
+/// fleet of several, so a fleet of one has no such column).
+fn cluster_cells<'a>(cells: impl Iterator<Item = Option<&'a str>> + Clone) -> Option<Vec<String>> {
+    cells.clone().any(|c| c.is_some()).then(|| cells.map(|c| format!("{:<12} ", cut(c.unwrap_or("-"), 12))).collect())
+}
+
 /// An squeue-like table: id, name, account, user, class, gpus, state, age,
-/// reason.
+/// reason; with CLUSTER (where it runs or ran) in a fleet.
 pub fn queue(ws: &[WorkloadView], now: i64) -> String {
+    let clusters = cluster_cells(ws.iter().map(|w| w.cluster.as_deref()));
+    let head = if clusters.is_some() { format!("{:<12} ", "CLUSTER") } else { String::new() };
     let mut out = format!(
-        "{:>6}  {:<14} {:<24} {:<10} {:<11} {:>4}  {:<9} {:>5}  {}\n",
+        "{:>6}  {:<14} {:<24} {:<10} {:<11} {:>4}  {:<9} {head}{:>5}  {}\n",
         "ID", "NAME", "ACCOUNT", "USER", "CLASS", "GPUS", "STATE", "AGE", "REASON"
     );
-    for w in ws {
+    for (i, w) in ws.iter().enumerate() {
         let name = w.name.clone().unwrap_or_else(|| w.command.first().cloned().unwrap_or_default());
+        let cluster = clusters.as_ref().map_or("", |c| c[i].as_str());
         let _ = writeln!(
             out,
-            "{:>6}  {:<14} {:<24} {:<10} {:<11} {:>4}  {:<9} {:>5}  {}",
+            "{:>6}  {:<14} {:<24} {:<10} {:<11} {:>4}  {:<9} {cluster}{:>5}  {}",
             w.id,
             cut(&name, 14),
             cut(&w.account, 24),
@@ -53,6 +63,12 @@ pub fn show(d: &WorkloadDetail) -> String {
     let _ = writeln!(out, "  account    {}  user {}  class {}", w.account, w.user, w.class);
     let shape = if w.nodes > 0 { format!("{} on {} nodes", w.gpus, w.nodes) } else { w.gpus.to_string() };
     let _ = writeln!(out, "  gpus       {shape}{}", w.gpu_type.as_ref().map(|t| format!(" × {t}")).unwrap_or_default());
+    if !w.clusters.is_empty() {
+        let _ = writeln!(out, "  may run on {}", w.clusters.join(", "));
+    }
+    if let Some(c) = &w.cluster {
+        let _ = writeln!(out, "  cluster    {c}");
+    }
     let _ = writeln!(out, "  command    {}", w.command.join(" "));
     let _ = writeln!(
         out,
@@ -77,9 +93,10 @@ pub fn show(d: &WorkloadDetail) -> String {
             .unwrap_or_else(|| crate::states::AttemptState::Running.as_str().into());
         let _ = writeln!(
             out,
-            "  attempt {}  {} on {}  {}  outcome {}{}",
+            "  attempt {}  {} on {}{}  {}  outcome {}{}",
             a.attempt,
             a.state,
+            a.cluster.as_ref().map(|c| format!("cluster {c}: ")).unwrap_or_default(),
             gpus.join(" "),
             end,
             a.outcome.as_deref().unwrap_or("-"),
@@ -134,16 +151,19 @@ pub fn accounts(list: &[AccountView]) -> String {
     out
 }
 
-/// `allot nodes`.
+/// `allot nodes`; with CLUSTER in a fleet.
 pub fn nodes(list: &[NodeView]) -> String {
+    let clusters = cluster_cells(list.iter().map(|n| n.cluster.as_deref()));
+    let head = if clusters.is_some() { format!("{:<12} ", "CLUSTER") } else { String::new() };
     let mut out = format!(
-        "{:<16} {:<10} {:<8} {:>5} {:>5}  {:<9} {}\n",
+        "{head}{:<16} {:<10} {:<8} {:>5} {:>5}  {:<9} {}\n",
         "NODE", "POOL", "GPU", "GPUS", "FREE", "HEALTH", "WORKLOADS"
     );
-    for n in list {
+    for (i, n) in list.iter().enumerate() {
+        let cluster = clusters.as_ref().map_or("", |c| c[i].as_str());
         let _ = writeln!(
             out,
-            "{:<16} {:<10} {:<8} {:>5} {:>5}  {:<9} {}",
+            "{cluster}{:<16} {:<10} {:<8} {:>5} {:>5}  {:<9} {}",
             n.name,
             n.pool,
             n.gpu_type,
@@ -159,6 +179,59 @@ pub fn nodes(list: &[NodeView]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn node(name: &str, cluster: Option<&str>) -> NodeView {
+        NodeView {
+            name: name.into(),
+            cluster: cluster.map(String::from),
+            pool: "h".into(),
+            rack: 0,
+            gpu_type: "H100".into(),
+            gpus: 2,
+            free_gpus: 2,
+            health: "up".into(),
+            workloads: vec![],
+            workload_accounts: vec![],
+        }
+    }
+
+    /// The CLUSTER column is there exactly when the server names clusters
+    /// (a fleet of several); a workload not placed yet shows `-`.
+    #[test]
+    fn a_cluster_column_only_in_a_fleet() {
+        let one = nodes(&[node("h-0", None), node("h-1", None)]);
+        assert!(!one.contains("CLUSTER"), "{one}");
+        let fleet = nodes(&[node("c1/h-0", Some("c1")), node("c2/h-0", Some("c2"))]);
+        let lines: Vec<&str> = fleet.lines().collect();
+        assert!(lines[0].starts_with("CLUSTER") && lines[2].starts_with("c2 "), "{fleet}");
+        let w = |id: &str, cluster: Option<&str>| WorkloadView {
+            id: id.into(),
+            name: None,
+            account: "org/a".into(),
+            user: "ann".into(),
+            class: "batch".into(),
+            gpus: 1,
+            nodes: 0,
+            gpu_type: None,
+            clusters: vec![],
+            command: vec!["work".into()],
+            env: Default::default(),
+            expected_duration_s: 1,
+            checkpoint_interval_s: 0,
+            retries: 0,
+            failures: 0,
+            state: "pending".into(),
+            reason: None,
+            submit_t: 0,
+            end_t: None,
+            cancel_requested: false,
+            cluster: cluster.map(String::from),
+        };
+        assert!(!queue(&[w("1", None)], 0).contains("CLUSTER"));
+        let q = queue(&[w("1", Some("c2")), w("2", None)], 0);
+        let rows: Vec<Vec<&str>> = q.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!((rows[0][7], rows[1][7], rows[2][7]), ("CLUSTER", "c2", "-"), "{q}");
+    }
 
     #[test]
     fn bars_and_ages() {

@@ -92,10 +92,15 @@ impl Scheduler {
         let log_path = self.paths.log_path(&id, key.attempt);
         let reason = st.run(w).last_reason.as_ref().map(ToString::to_string).unwrap_or_default();
         self.ops.push(Op::AttemptStart {
-            row: AttemptRow {
+            row: Box::new(AttemptRow {
                 workload: key.seq,
                 attempt: key.attempt,
                 alloc: serde_json::to_string(&nodes).expect("serialisable"),
+                cluster: alloc
+                    .nodes()
+                    .next()
+                    .filter(|_| st.cluster.is_fleet())
+                    .map(|n| st.cluster.cluster_name(st.cluster.cluster_of(n)).to_string()),
                 gpus: i64::from(spec.gpus),
                 weight,
                 state: AttemptState::Starting.as_str().into(),
@@ -109,7 +114,7 @@ impl Scheduler {
                 kept_s: None,
                 pid: None,
                 log_path: log_path.display().to_string(),
-            },
+            }),
         });
         let l = &self.live[w.0 as usize];
         self.launches.push(crate::executor::Launch {
@@ -290,6 +295,7 @@ pub(crate) fn gauges(s: &Scheduler, now: Time) {
     let denom = in_service.max(1) as f64;
     m.occupancy.set(allocated as f64 / denom);
     m.utilization.set(util / denom);
+    m.set_clusters(st);
     for v in crate::accounts::views(st, now, true) {
         let l = crate::metrics::AccountLabel { account: v.path.clone() };
         if let Some(b) = v.budget_gpu_hours {

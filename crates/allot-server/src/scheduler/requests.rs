@@ -130,6 +130,7 @@ impl Scheduler {
         };
         NodeView {
             name: node.name.clone(),
+            cluster: st.cluster.is_fleet().then(|| st.cluster.cluster_name(st.cluster.cluster_of(n)).to_string()),
             pool: st.cluster.pool(node.pool).name.clone(),
             rack: node.rack,
             gpu_type: st.cluster.gpu_types[node.gpu.0 as usize].name.clone(),

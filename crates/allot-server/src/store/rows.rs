@@ -14,6 +14,9 @@ pub struct NewWorkload {
     pub gpus: i64,
     pub nodes: i64,
     pub gpu_type: Option<String>,
+    /// The clusters it may run on (FLEET-1), names separated by commas;
+    /// `None`: any.
+    pub clusters: Option<String>,
     pub work_s: i64,
     pub checkpoint_s: i64,
     pub util: f64,
@@ -41,6 +44,9 @@ pub struct WorkloadRow {
     pub gpus: i64,
     pub nodes: i64,
     pub gpu_type: Option<String>,
+    /// The clusters it may run on (FLEET-1), names separated by commas;
+    /// `None`: any.
+    pub clusters: Option<String>,
     pub work_s: i64,
     pub checkpoint_s: i64,
     pub util: f64,
@@ -56,6 +62,9 @@ pub struct WorkloadRow {
     pub state: String,
     pub reason: Option<String>,
     pub end_t: Option<i64>,
+    /// The cluster of its last attempt ([`AttemptRow::cluster`]), if any:
+    /// where it runs or ran.
+    pub last_cluster: Option<String>,
 }
 
 impl WorkloadRow {
@@ -76,6 +85,9 @@ pub struct AttemptRow {
     pub attempt: i64,
     /// JSON: `[{"node": "a-0", "gpus": [0, 1]}]`.
     pub alloc: String,
+    /// The cluster of the fleet its nodes are in (a gang never spans
+    /// clusters, FLEET-1); `None` in a fleet of one.
+    pub cluster: Option<String>,
     pub gpus: i64,
     /// Normalisation weight of the GPU type it holds.
     pub weight: f64,
@@ -162,18 +174,66 @@ pub struct WorkloadFilter {
     pub states: Vec<String>,
     pub submitter: Option<String>,
     pub class: Option<String>,
+    /// Only workloads of these clusters of a fleet: pending ones (and
+    /// those that never ran) eligible for one of them (FLEET-1: not pinned
+    /// elsewhere, and of a GPU type its pools have), the others whose last
+    /// attempt ran on one of them ([`AttemptRow::cluster`]). `None`: every
+    /// cluster.
+    pub clusters: Option<Vec<ClusterFilter>>,
     pub limit: i64,
+}
+
+/// A cluster of a [`WorkloadFilter`]: its name and the GPU types of its
+/// pools.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterFilter {
+    pub name: String,
+    pub gpu_types: Vec<String>,
 }
 
 /// One write of a scheduling step; a step's writes commit together.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
-    WorkloadState { seq: i64, state: allot_core::Phase, reason: String, end_t: Option<i64> },
-    Failures { seq: i64, failures: i64 },
-    CancelRequested { seq: i64 },
-    AttemptStart { row: AttemptRow },
-    AttemptRunning { seq: i64, attempt: i64, pid: i64 },
-    AttemptSignal { seq: i64, attempt: i64, t: i64, reason: String },
-    AttemptEnd { seq: i64, attempt: i64, end_t: i64, outcome: String, exit_code: Option<i64>, kept_s: i64 },
-    NodeEvent { t: i64, node: String, kind: String, principal: String },
+    WorkloadState {
+        seq: i64,
+        state: allot_core::Phase,
+        reason: String,
+        end_t: Option<i64>,
+    },
+    Failures {
+        seq: i64,
+        failures: i64,
+    },
+    CancelRequested {
+        seq: i64,
+    },
+    /// Boxed: a row is several times the size of every other write.
+    AttemptStart {
+        row: Box<AttemptRow>,
+    },
+    AttemptRunning {
+        seq: i64,
+        attempt: i64,
+        pid: i64,
+    },
+    AttemptSignal {
+        seq: i64,
+        attempt: i64,
+        t: i64,
+        reason: String,
+    },
+    AttemptEnd {
+        seq: i64,
+        attempt: i64,
+        end_t: i64,
+        outcome: String,
+        exit_code: Option<i64>,
+        kept_s: i64,
+    },
+    NodeEvent {
+        t: i64,
+        node: String,
+        kind: String,
+        principal: String,
+    },
 }

@@ -9,10 +9,22 @@ use super::rows::{AttemptRow, NewWorkload, NodeEventRow, Op, WorkloadFilter, Wor
 use super::{Ctx, Store, StoreError};
 use crate::states::{AttemptState, PHASES};
 
-const WORKLOAD_COLS: &str = "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
-     util, priority, preemptible, name, command, env, retries, failures, cancel_requested, state, reason, end_t";
+/// The cluster of a workload's last attempt, in a query on `workloads`.
+macro_rules! last_cluster {
+    () => {
+        "(SELECT a.cluster FROM attempts a WHERE a.workload = workloads.seq ORDER BY a.attempt DESC LIMIT 1)"
+    };
+}
+const LAST_CLUSTER: &str = last_cluster!();
 
-const ATTEMPT_COLS: &str = "workload, attempt, alloc, gpus, weight, state, start_t, start_reason, signal_t, \
+const WORKLOAD_COLS: &str = concat!(
+    "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, clusters, work_s, checkpoint_s, util, \
+     priority, preemptible, name, command, env, retries, failures, cancel_requested, state, reason, end_t, ",
+    last_cluster!(),
+    " AS last_cluster"
+);
+
+const ATTEMPT_COLS: &str = "workload, attempt, alloc, cluster, gpus, weight, state, start_t, start_reason, signal_t, \
      signal_reason, end_t, outcome, exit_code, kept_s, pid, log_path";
 
 /// A submission's `Idempotency-Key`, scoped to its principal, with a hash
@@ -40,8 +52,8 @@ pub enum Inserted {
 fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64, sqlx::any::AnyArguments<'_>> {
     sqlx::query_scalar(
         "INSERT INTO workloads (submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
-         util, priority, preemptible, name, command, env, retries, owner, state) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING seq",
+         util, priority, preemptible, name, command, env, retries, owner, state, clusters) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) RETURNING seq",
     )
     .bind(w.submit_t)
     .bind(&w.account)
@@ -61,6 +73,7 @@ fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64,
     .bind(w.retries)
     .bind(&w.owner)
     .bind(Phase::Pending.as_str())
+    .bind(&w.clusters)
 }
 
 fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
@@ -74,6 +87,7 @@ fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
         gpus: r.try_get("gpus")?,
         nodes: r.try_get("nodes")?,
         gpu_type: r.try_get("gpu_type")?,
+        clusters: r.try_get("clusters")?,
         work_s: r.try_get("work_s")?,
         checkpoint_s: r.try_get("checkpoint_s")?,
         util: r.try_get("util")?,
@@ -88,6 +102,7 @@ fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
         state: r.try_get("state")?,
         reason: r.try_get("reason")?,
         end_t: r.try_get("end_t")?,
+        last_cluster: r.try_get("last_cluster")?,
     })
 }
 
@@ -96,6 +111,7 @@ fn attempt_row(r: &AnyRow) -> Result<AttemptRow, sqlx::Error> {
         workload: r.try_get("workload")?,
         attempt: r.try_get("attempt")?,
         alloc: r.try_get("alloc")?,
+        cluster: r.try_get("cluster")?,
         gpus: r.try_get("gpus")?,
         weight: r.try_get("weight")?,
         state: r.try_get("state")?,
@@ -110,6 +126,12 @@ fn attempt_row(r: &AnyRow) -> Result<AttemptRow, sqlx::Error> {
         pid: r.try_get("pid")?,
         log_path: r.try_get("log_path")?,
     })
+}
+
+/// `s` for a `LIKE` pattern with `ESCAPE '\'`: `\`, `%` and `_` stand for
+/// themselves.
+fn like_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
 }
 
 impl Store {
@@ -192,8 +214,7 @@ impl Store {
         // `LIKE` with `_` and `%` escaped: account paths may contain `_`.
         let subtree = |binds: &mut Vec<String>, path: &str| {
             binds.push(path.to_string());
-            let escaped = path.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
-            binds.push(format!("{escaped}/%"));
+            binds.push(format!("{}/%", like_escape(path)));
             format!("(account = ${} OR account LIKE ${} ESCAPE '\\')", binds.len() - 1, binds.len())
         };
         if let Some(v) = &f.visible {
@@ -220,6 +241,31 @@ impl Store {
                 binds.push(v.clone());
                 sql.push_str(&format!(" AND {col} = ${}", binds.len()));
             }
+        }
+        if let Some(clusters) = &f.clusters {
+            let (mut eligible, mut on) = (Vec::new(), Vec::new());
+            for c in clusters {
+                let name = like_escape(&c.name);
+                binds.push(format!("%,{name},%"));
+                let pinned =
+                    format!("(clusters IS NULL OR (',' || clusters || ',') LIKE ${} ESCAPE '\\')", binds.len());
+                let mut types = Vec::new();
+                for t in &c.gpu_types {
+                    binds.push(t.clone());
+                    types.push(format!("${}", binds.len()));
+                }
+                let typed = if types.is_empty() {
+                    "gpu_type IS NULL".to_string()
+                } else {
+                    format!("(gpu_type IS NULL OR gpu_type IN ({}))", types.join(", "))
+                };
+                eligible.push(format!("({pinned} AND {typed})"));
+                binds.push(c.name.clone());
+                on.push(format!("{LAST_CLUSTER} = ${}", binds.len()));
+            }
+            let waiting = format!("(state = '{}' OR {LAST_CLUSTER} IS NULL)", Phase::Pending.as_str());
+            let any = |parts: Vec<String>| if parts.is_empty() { "1 = 0".to_string() } else { parts.join(" OR ") };
+            sql.push_str(&format!(" AND (({waiting} AND ({})) OR (NOT {waiting} AND ({})))", any(eligible), any(on)));
         }
         sql.push_str(&format!(" ORDER BY seq DESC LIMIT {}", f.limit.max(1)));
         let mut q = sqlx::query(&sql);
@@ -311,8 +357,8 @@ fn op_query(op: &Op) -> Query<'_> {
         }
         Op::AttemptStart { row: a } => sqlx::query(
             // A step retried after a commit whose answer was lost adds nothing twice.
-            "INSERT INTO attempts (workload, attempt, alloc, gpus, weight, state, start_t, start_reason, log_path) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (workload, attempt) DO NOTHING",
+            "INSERT INTO attempts (workload, attempt, alloc, gpus, weight, state, start_t, start_reason, log_path, \
+             cluster) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (workload, attempt) DO NOTHING",
         )
         .bind(a.workload)
         .bind(a.attempt)
@@ -322,7 +368,8 @@ fn op_query(op: &Op) -> Query<'_> {
         .bind(&a.state)
         .bind(a.start_t)
         .bind(&a.start_reason)
-        .bind(&a.log_path),
+        .bind(&a.log_path)
+        .bind(&a.cluster),
         Op::AttemptRunning { seq, attempt, pid } => sqlx::query(
             "UPDATE attempts SET pid = $1, state = CASE WHEN state = $2 THEN $3 ELSE state END \
              WHERE workload = $4 AND attempt = $5",
