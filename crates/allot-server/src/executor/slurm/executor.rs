@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::health::poll_nodes;
+use super::health::{Watch, poll_nodes};
 use super::jobs::{POLL, Slot, Slots, is_final, owned_jobs, poll, scancel};
 use super::launch::{job_comment, job_name, sbatch_command, write_script};
 use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, Launch, LaunchError, Survivor};
 
-/// `allot serve --executor slurm` options.
+/// `allot serve --executor slurm` options, or one cluster's
+/// `[clusters.executor]` in a fleet.
 #[derive(Clone, Debug, Default)]
 pub struct SlurmOptions {
     /// The partition Allot's nodes are in (default: Slurm's default).
@@ -21,30 +22,80 @@ pub struct SlurmOptions {
     /// More `sbatch` options for every node's component (e.g.
     /// `--mem-per-gpu=100G`).
     pub sbatch_args: Vec<String>,
+    /// The `slurm.conf` of this Slurm cluster: set as `SLURM_CONF` on every
+    /// Slurm command (default: the server's own environment decides).
+    pub slurm_conf: Option<PathBuf>,
+    /// In a fleet of several clusters, the fleet's name of this cluster:
+    /// Allot's node names are `<cluster>/<Slurm node>`, translated back
+    /// to Slurm's for every command. `None`: Allot's names are Slurm's.
+    pub cluster: Option<String>,
+    /// How long Slurm may stay unreachable (every `sinfo` failing) before
+    /// the cluster is taken out of service (FLEET-3); default
+    /// [`DEFAULT_OUTAGE_AFTER`].
+    pub outage_after: Option<Duration>,
+}
+
+/// How long a Slurm cluster may be unreachable before it is taken out of
+/// service, unless configured (FLEET-3).
+pub const DEFAULT_OUTAGE_AFTER: Duration = Duration::from_secs(30);
+
+impl SlurmOptions {
+    /// A Slurm command that speaks to this cluster (`SLURM_CONF` set when
+    /// configured, never left to the server's environment then).
+    pub(super) fn command(&self, program: &'static str) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(program);
+        if let Some(conf) = &self.slurm_conf {
+            cmd.env("SLURM_CONF", conf);
+        }
+        cmd
+    }
+
+    /// Slurm's name of Allot's node `node` (the `<cluster>/` prefix off).
+    pub fn slurm_name<'a>(&self, node: &'a str) -> &'a str {
+        match &self.cluster {
+            Some(c) => node.strip_prefix(c.as_str()).and_then(|r| r.strip_prefix('/')).unwrap_or(node),
+            None => node,
+        }
+    }
+
+    /// Allot's name of the Slurm node `slurm` (`<cluster>/<slurm>` in a fleet).
+    pub fn allot_name(&self, slurm: &str) -> String {
+        match &self.cluster {
+            Some(c) => format!("{c}/{slurm}"),
+            None => slurm.to_string(),
+        }
+    }
+
+    pub fn outage_after(&self) -> Duration {
+        self.outage_after.unwrap_or(DEFAULT_OUTAGE_AFTER)
+    }
 }
 
 pub struct SlurmExecutor {
     events: mpsc::UnboundedSender<ExecEvent>,
     slots: Slots,
     instance: String,
-    opts: SlurmOptions,
+    opts: Arc<SlurmOptions>,
     /// Where batch scripts are written.
     script_dir: PathBuf,
 }
 
 impl SlurmExecutor {
-    /// Starts the pollers of jobs and of `nodes`' health; must be called
-    /// inside the runtime.
+    /// Starts the pollers of jobs and of `nodes`' health (Allot's names)
+    /// for the fleet's cluster `cluster`; must be called inside the runtime.
     pub fn new(
         events: mpsc::UnboundedSender<ExecEvent>,
         instance: &str,
         opts: SlurmOptions,
         script_dir: PathBuf,
+        cluster: &str,
         nodes: Vec<String>,
     ) -> SlurmExecutor {
         let slots: Slots = Arc::new(Mutex::new(HashMap::new()));
-        tokio::spawn(poll(slots.clone(), events.clone()));
-        tokio::spawn(poll_nodes(opts.partition.clone(), nodes, events.clone()));
+        let opts = Arc::new(opts);
+        tokio::spawn(poll(opts.clone(), slots.clone(), events.clone()));
+        let watch = Watch { cluster: cluster.to_string(), instance: instance.to_string(), slots: slots.clone() };
+        tokio::spawn(poll_nodes(opts.clone(), watch, nodes, events.clone()));
         SlurmExecutor { events, slots, instance: instance.to_string(), opts, script_dir }
     }
 
@@ -66,7 +117,8 @@ impl SlurmExecutor {
             slot.job
         };
         if let Some(job) = job {
-            tokio::spawn(scancel(job, kill));
+            let opts = self.opts.clone();
+            tokio::spawn(async move { scancel(&opts, job, kill).await });
         }
     }
 }
@@ -92,6 +144,7 @@ impl Executor for SlurmExecutor {
         self.slots.lock().expect("slurm slots").insert(key, Slot::default());
         let mut cmd = sbatch_command(&self.instance, &self.opts, &job, &script);
         let (slots, events, workload) = (self.slots.clone(), self.events.clone(), job.workload_id.clone());
+        let opts = self.opts.clone();
         tokio::spawn(async move {
             let submitted = match cmd.output().await {
                 Ok(o) if o.status.success() => {
@@ -123,10 +176,10 @@ impl Executor for SlurmExecutor {
                 (Ok(id), Some((_, term, kill))) => {
                     tracing::info!(workload = %workload, attempt = key.attempt, job = id, "submitted to slurm");
                     if term || kill {
-                        scancel(id, kill).await;
+                        scancel(&opts, id, kill).await;
                     }
                 }
-                (Ok(id), None) => scancel(id, true).await,
+                (Ok(id), None) => scancel(&opts, id, true).await,
                 (Err(error), _) => {
                     tracing::warn!(workload = %workload, attempt = key.attempt, %error, "sbatch failed");
                     let _ = events.send(ExecEvent::LaunchFailed { key, error: LaunchError::infrastructure(error) });
@@ -154,7 +207,7 @@ impl Executor for SlurmExecutor {
             // SAFETY: geteuid has no preconditions and cannot fail.
             let uid = unsafe { libc::geteuid() };
             let live = || async {
-                owned_jobs(&filter, uid, &comment)
+                owned_jobs(&self.opts, &filter, uid, &comment)
                     .await
                     .map(|j| j.into_iter().filter(|(_, st)| !is_final(st)).map(|(id, _)| id).collect())
             };
@@ -173,7 +226,7 @@ impl Executor for SlurmExecutor {
             }
             tracing::warn!(jobs = ?found, "stopping Slurm jobs that outlived the previous server");
             for &j in &found {
-                scancel(j, false).await;
+                scancel(&self.opts, j, false).await;
             }
             let deadline = Instant::now() + grace;
             while Instant::now() < deadline && live().await.is_ok_and(|l: Vec<u64>| !l.is_empty()) {
@@ -185,7 +238,7 @@ impl Executor for SlurmExecutor {
                     return;
                 }
                 for &j in &left {
-                    scancel(j, true).await;
+                    scancel(&self.opts, j, true).await;
                 }
                 tokio::time::sleep(POLL).await;
             }

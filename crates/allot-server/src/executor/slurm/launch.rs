@@ -4,15 +4,18 @@
 
 use std::path::{Path, PathBuf};
 
-use tokio::process::Command;
-
 use super::SlurmOptions;
 use super::error::{SlurmError, SlurmErrorKind};
 use crate::executor::{AttemptKey, Launch};
 
 /// The `sbatch` command for an attempt (script already written).
-pub(super) fn sbatch_command(instance: &str, opts: &SlurmOptions, job: &Launch, script: &Path) -> Command {
-    let mut cmd = Command::new("sbatch");
+pub(super) fn sbatch_command(
+    instance: &str,
+    opts: &SlurmOptions,
+    job: &Launch,
+    script: &Path,
+) -> tokio::process::Command {
+    let mut cmd = opts.command("sbatch");
     for k in crate::executor::server_only_env(false) {
         cmd.env_remove(k);
     }
@@ -26,7 +29,7 @@ pub(super) fn sbatch_command(instance: &str, opts: &SlurmOptions, job: &Launch, 
     if let Some(per_node) = uniform(job) {
         // The same GPU count everywhere: one plain job (Slurm's main
         // scheduler starts it at once).
-        let nodes: Vec<&str> = job.gpus.iter().map(|n| n.node.as_str()).collect();
+        let nodes: Vec<&str> = job.gpus.iter().map(|n| opts.slurm_name(&n.node)).collect();
         cmd.args(&partition)
             .arg(format!("--nodelist={}", nodes.join(",")))
             .arg(format!("--nodes={}", nodes.len()))
@@ -40,7 +43,7 @@ pub(super) fn sbatch_command(instance: &str, opts: &SlurmOptions, job: &Launch, 
                 cmd.arg(":");
             }
             cmd.args(&partition)
-                .arg(format!("--nodelist={}", n.node))
+                .arg(format!("--nodelist={}", opts.slurm_name(&n.node)))
                 .args(["--nodes=1", "--ntasks=1"])
                 .arg(format!("--gres=gpu:{}", n.indices.len()))
                 .args(&opts.sbatch_args);
@@ -195,6 +198,44 @@ mod tests {
         let script = batch_script(&job, &task);
         let task_part = script.split_once("allot-task '/usr/bin/env' ").map(|(_, t)| t).unwrap_or_default();
         assert!(task_part.contains("'SBATCH_EXCLUSIVE=1'"), "set on the task only: {script}");
+    }
+
+    /// In a fleet, Allot's `<cluster>/<node>` names go to Slurm as Slurm's,
+    /// and every command speaks to the cluster's own `slurm.conf`.
+    #[test]
+    fn a_fleet_cluster_speaks_to_its_own_slurm() {
+        let job = Launch {
+            key: AttemptKey { seq: 3, attempt: 1 },
+            workload_id: "3".into(),
+            command: vec!["train".into()],
+            env: Default::default(),
+            gpus: vec![
+                NodeGpus { node: "b/node1".into(), indices: vec![0, 1] },
+                NodeGpus { node: "b/node2".into(), indices: vec![0] },
+            ],
+            checkpoint_dir: "/ck".into(),
+            log_path: "/log".into(),
+        };
+        let opts = SlurmOptions {
+            cluster: Some("b".into()),
+            slurm_conf: Some("/etc/b/slurm.conf".into()),
+            partition: Some("p".into()),
+            ..SlurmOptions::default()
+        };
+        let cmd = sbatch_command("s", &opts, &job, Path::new("/scripts/3.1.sh"));
+        let args: Vec<String> = cmd.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(
+            args.contains(&"--nodelist=node1".to_string()) && args.contains(&"--nodelist=node2".to_string()),
+            "{args:?}"
+        );
+        assert!(!args.iter().any(|a| a.contains("b/")), "no fleet name reaches Slurm: {args:?}");
+        let conf = cmd.as_std().get_envs().find(|(k, _)| *k == "SLURM_CONF").and_then(|(_, v)| v);
+        assert_eq!(conf, Some(std::ffi::OsStr::new("/etc/b/slurm.conf")));
+        let even =
+            Launch { gpus: vec![job.gpus[0].clone(), NodeGpus { node: "b/node2".into(), indices: vec![0, 1] }], ..job };
+        let cmd = sbatch_command("s", &opts, &even, Path::new("/scripts/3.1.sh"));
+        let args: Vec<String> = cmd.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(args.contains(&"--nodelist=node1,node2".to_string()), "{args:?}");
     }
 
     /// Finding: a gang whose rank 1 exited 3 was recorded with srun's 143
