@@ -69,6 +69,14 @@ impl SlurmOptions {
     pub fn outage_after(&self) -> Duration {
         self.outage_after.unwrap_or(DEFAULT_OUTAGE_AFTER)
     }
+
+    /// How long a task of a fleet's cluster runs on while Slurm does not
+    /// answer before it ends itself: half the outage threshold, so that it
+    /// is gone before Allot requeues its work (FLEET-3). `None` for a fleet
+    /// of one, whose jobs run as before.
+    pub fn fence(&self) -> Option<Duration> {
+        self.cluster.as_ref().map(|_| self.outage_after() / 2)
+    }
 }
 
 pub struct SlurmExecutor {
@@ -137,7 +145,7 @@ impl Executor for SlurmExecutor {
         if job.command.is_empty() {
             return fail(LaunchError::workload("empty command"));
         }
-        let script = match write_script(&self.script_dir, &self.instance, &job) {
+        let script = match write_script(&self.script_dir, &self.instance, &self.opts, &job) {
             Ok(p) => p,
             Err(e) => return fail(LaunchError::infrastructure(crate::executor::with_sources(&e))),
         };
