@@ -266,7 +266,7 @@ fn spec_of(state: &State, row: &WorkloadRow) -> Result<WorkloadSpec, String> {
         util: row.util,
         priority: Some(&row.priority),
         preemptible: row.preemptible,
-        clusters: None,
+        clusters: row.clusters.as_deref(),
     };
     Validator::for_state(state)
         .check(&raw)
@@ -291,6 +291,7 @@ mod spec_of_tests {
             gpus: 2,
             nodes: 0,
             gpu_type: None,
+            clusters: None,
             work_s: 60,
             checkpoint_s: 0,
             util: 1.0,
@@ -324,6 +325,7 @@ mod spec_of_tests {
             ("gpu_type", WorkloadRow { gpu_type: Some("B200".into()), ..row() }, "pools have H100"),
             ("nodes", WorkloadRow { gpus: 3, nodes: 2, ..row() }, "not a multiple of nodes"),
             ("gpus", WorkloadRow { gpus: 16, ..row() }, "larger than any pool: asks 16 GPUs"),
+            ("clusters", WorkloadRow { clusters: Some("gone".into()), ..row() }, "unknown cluster \"gone\""),
         ];
         for (field, r, fragment) in cases {
             let why = spec_of(&state, &r).expect_err(field);

@@ -121,6 +121,7 @@ impl Catalog {
         if !who.can_submit(&req.account) {
             return Err(bad("account", unknown_account(&req.account)));
         }
+        let clusters = cluster_list(&req.clusters)?;
         let raw = RawWorkload {
             id: "",
             submit: now,
@@ -135,7 +136,7 @@ impl Catalog {
             util: req.util.unwrap_or(1.0),
             priority: req.priority.as_deref(),
             preemptible: req.preemptible.unwrap_or(false),
-            clusters: None,
+            clusters: clusters.as_deref(),
         };
         let spec = Validator::for_state(&self.template).check(&raw).map_err(|e| field_error(&req.account, e))?;
         let retries = req.retries.unwrap_or(0);
@@ -150,11 +151,11 @@ impl Catalog {
             return Err(bad("name", "at most 128 characters, no control characters"));
         }
         self.admit(&spec)?;
-        Ok((self.row(req, &spec, who), spec))
+        Ok((self.row(req, &spec, who, clusters), spec))
     }
 
-    /// The store row of a checked request.
-    fn row(&self, req: &SubmitRequest, spec: &WorkloadSpec, who: &Principal) -> NewWorkload {
+    /// The store row of a checked request; `clusters` as validated.
+    fn row(&self, req: &SubmitRequest, spec: &WorkloadSpec, who: &Principal, clusters: Option<String>) -> NewWorkload {
         NewWorkload {
             owner: Some(who.token_id.clone()),
             submit_t: spec.submit as i64,
@@ -164,6 +165,7 @@ impl Catalog {
             gpus: i64::from(spec.gpus),
             nodes: i64::from(spec.nodes),
             gpu_type: spec.gpu_type.map(|g| self.cluster().gpu_types[g.0 as usize].name.clone()),
+            clusters,
             work_s: spec.work_s as i64,
             checkpoint_s: spec.checkpoint_s as i64,
             util: spec.util,
@@ -210,6 +212,18 @@ fn field_error(account: &str, e: workload::FieldError) -> FieldError {
     }
 }
 
+/// A submission's `clusters` as the validator and the store take them
+/// (names joined by commas), `None` for any; an entry must be one name.
+/// Whether each name is the fleet's is the validator's check
+/// ([`Validator::clusters`]).
+fn cluster_list(names: &[String]) -> Result<Option<String>, FieldError> {
+    let names: Vec<&str> = names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).collect();
+    if let Some(n) = names.iter().find(|n| n.contains(|c: char| c == ',' || c.is_whitespace())) {
+        return Err(bad("clusters", format!("one cluster name per entry, got {n:?}")));
+    }
+    Ok((!names.is_empty()).then(|| names.join(",")))
+}
+
 fn check_command(cmd: &[String]) -> Result<(), FieldError> {
     if cmd.first().is_none_or(|p| p.is_empty()) {
         return Err(bad("command", "must name a program (a non-empty array of strings)"));
@@ -253,6 +267,7 @@ mod tests {
     use super::*;
     use crate::auth::Role;
     use allot_core::Class;
+    use allot_core::cluster::{ClusterId, ClusterSet};
     use allot_trace::bounds;
 
     const CONFIG: &str = r#"
@@ -378,6 +393,63 @@ interactive_max_gpus = 2
         assert_eq!(unknown.message, "unknown account \"lab/z\"");
         assert!(c.check(&SubmitRequest { account: "lab/y".into(), ..req() }, &admin(), 100).is_ok());
         assert!(c.check(&req(), &researcher(), 100).is_ok());
+    }
+
+    const FLEET: &str = r#"
+name = "f"
+[[clusters]]
+name = "c1"
+[[clusters.pools]]
+name = "h"
+gpu = "H100"
+nodes = 1
+gpus_per_node = 4
+[[clusters]]
+name = "c2"
+[[clusters.pools]]
+name = "h"
+gpu = "H100"
+nodes = 2
+gpus_per_node = 4
+[[accounts]]
+path = "org/x"
+"#;
+
+    /// FLEET-1 through the API: the names are the validator's to check
+    /// (its message, the field `clusters`), stored as validated, and the
+    /// shape must fit a pool of the named clusters.
+    #[test]
+    fn clusters_are_checked_by_the_validator_and_stored_as_checked() {
+        let cfg = allot_trace::config::parse_config(FLEET, "f.toml").unwrap();
+        let c = Catalog::new(State::new(cfg.cluster, cfg.accounts, cfg.contract), PolicyKind::Allot);
+        let pinned = |names: &[&str], gpus: u32| SubmitRequest {
+            clusters: names.iter().map(|n| n.to_string()).collect(),
+            gpus,
+            ..req()
+        };
+        let (row, spec) = c.check(&pinned(&["c2"], 1), &admin(), 0).unwrap();
+        assert_eq!((row.clusters.as_deref(), spec.clusters), (Some("c2"), ClusterSet::of([ClusterId(1)])));
+        let (row, spec) = c.check(&pinned(&[" c2", "c1 "], 1), &admin(), 0).unwrap();
+        assert_eq!(
+            (row.clusters.as_deref(), spec.clusters),
+            (Some("c2,c1"), ClusterSet::of([ClusterId(0), ClusterId(1)]))
+        );
+        for empty in [&[][..], &[""][..]] {
+            let (row, spec) = c.check(&pinned(empty, 1), &admin(), 0).unwrap();
+            assert_eq!((row.clusters, spec.clusters), (None, ClusterSet::ANY), "{empty:?} is any cluster");
+        }
+        let e = c.check(&pinned(&["c1", "c9"], 1), &admin(), 0).unwrap_err();
+        assert_eq!(
+            (e.field.as_str(), e.message.as_str()),
+            ("clusters", "unknown cluster \"c9\" (the fleet has c1, c2)")
+        );
+        let e = c.check(&pinned(&["c1 c2"], 1), &admin(), 0).unwrap_err();
+        assert_eq!(e.field, "clusters", "{}", e.message);
+        // 8 GPUs fit c2's pool (2 × 4) only.
+        assert!(c.check(&pinned(&["c2"], 8), &admin(), 0).is_ok());
+        let e = c.check(&pinned(&["c1"], 8), &admin(), 0).unwrap_err();
+        assert_eq!(e.field, "gpus");
+        assert!(e.message.contains("on cluster c1"), "{}", e.message);
     }
 
     #[test]

@@ -22,6 +22,10 @@ pub struct SubmitRequest {
     pub nodes: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_type: Option<String>,
+    /// The clusters of the fleet it may run on, one name each (FLEET-1);
+    /// absent or empty: any cluster that can run it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<String>,
     /// Program and arguments (no shell).
     #[schema(min_items = 1)]
     pub command: Vec<String>,
@@ -70,6 +74,9 @@ pub struct WorkloadView {
     pub gpus: u32,
     pub nodes: u32,
     pub gpu_type: Option<String>,
+    /// The clusters it may run on (FLEET-1); empty: any.
+    #[serde(default)]
+    pub clusters: Vec<String>,
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub expected_duration_s: u64,

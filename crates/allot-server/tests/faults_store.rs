@@ -817,6 +817,7 @@ async fn writes_are_fenced(backend: Backend) {
         gpus: 1,
         nodes: 0,
         gpu_type: None,
+        clusters: None,
         work_s: 1,
         checkpoint_s: 0,
         util: 1.0,

@@ -21,6 +21,7 @@ fn workload(account: &str) -> NewWorkload {
         gpus: 2,
         nodes: 0,
         gpu_type: None,
+        clusters: None,
         work_s: 60,
         checkpoint_s: 10,
         util: 0.5,
@@ -59,6 +60,13 @@ async fn roundtrip(backend: Backend) {
     assert_eq!(list(None, &[]).await, [c, b, a]);
     assert_eq!(list(Some(vec!["org/a_b"]), &[]).await, [c, a], "`_` is not a wildcard");
     assert_eq!(list(Some(vec![]), &[]).await, Vec::<i64>::new());
+    // A workload's eligible clusters (FLEET-1) round-trip; NULL is any.
+    let pinned =
+        store.insert_workload(&NewWorkload { clusters: Some("c2,c1".into()), ..workload("org/p") }).await.unwrap();
+    assert_eq!(store.workload(pinned).await.unwrap().unwrap().clusters.as_deref(), Some("c2,c1"));
+    assert_eq!(store.workload(a).await.unwrap().unwrap().clusters, None);
+    let pinned_row = store.all_workloads().await.unwrap().into_iter().find(|w| w.seq == pinned).unwrap();
+    assert_eq!(pinned_row.clusters.as_deref(), Some("c2,c1"), "every read has the column");
 
     let start = AttemptRow {
         workload: a,
@@ -113,8 +121,8 @@ async fn roundtrip(backend: Backend) {
     assert_eq!(got, [want]);
     let w = store.workload(a).await.unwrap().unwrap();
     assert_eq!((w.state.as_str(), w.failures, w.cancel_requested, w.util), ("pending", 1, true, 0.5));
-    assert_eq!(list(None, &["pending"]).await, [c, b, a]);
-    assert_eq!(store.live_workloads().await.unwrap().len(), 3);
+    assert_eq!(list(None, &["pending"]).await, [pinned, c, b, a]);
+    assert_eq!(store.live_workloads().await.unwrap().len(), 4);
     assert_eq!(store.node_events().await.unwrap()[0].kind, "drain");
 
     let token = TokenRow {

@@ -64,6 +64,9 @@ pub struct SubmitArgs {
     /// Only GPUs of this type (as in the config's pools).
     #[arg(long)]
     gpu_type: Option<String>,
+    /// Only these clusters of the fleet, comma-separated (default: any).
+    #[arg(long = "cluster", value_delimiter = ',')]
+    clusters: Vec<String>,
     /// Checkpoint interval, e.g. 10m.
     #[arg(long, value_parser = allot_trace::duration::parse_duration)]
     checkpoint: Option<u64>,
@@ -186,6 +189,7 @@ async fn run_async(c: ClientCommand) -> Result<()> {
                 gpus: a.gpus,
                 nodes: a.nodes,
                 gpu_type: a.gpu_type,
+                clusters: a.clusters,
                 command: a.command,
                 env: a.env.into_iter().collect::<BTreeMap<_, _>>(),
                 checkpoint_interval_s: a.checkpoint,

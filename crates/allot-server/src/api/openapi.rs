@@ -127,6 +127,10 @@ mod tests {
         assert_eq!(error["required"], serde_json::json!(["error"]), "{error}");
         assert!(error["properties"]["field"].is_object(), "{error}");
         assert_eq!(doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
+        for schema in ["SubmitRequest", "Workload"] {
+            let clusters = &doc["components"]["schemas"][schema]["properties"]["clusters"];
+            assert_eq!(clusters["type"], "array", "{schema}.clusters (FLEET-1): {clusters}");
+        }
         let mut found = Vec::new();
         refs(&doc, &mut found);
         for r in found {

@@ -287,6 +287,7 @@ fn new_row(state: &State, spec: &WorkloadSpec) -> NewWorkload {
         gpus: i64::from(spec.gpus),
         nodes: i64::from(spec.nodes),
         gpu_type: spec.gpu_type.map(|g| state.cluster.gpu_types[g.0 as usize].name.clone()),
+        clusters: None,
         work_s: spec.work_s as i64,
         checkpoint_s: spec.checkpoint_s as i64,
         util: spec.util,

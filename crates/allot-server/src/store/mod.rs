@@ -140,12 +140,14 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("migrations/sqlite/0002_idempotency.sql")),
     (3, include_str!("migrations/sqlite/0003_lease.sql")),
     (4, include_str!("migrations/sqlite/0004_token_ids.sql")),
+    (5, include_str!("migrations/sqlite/0005_clusters.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
     (2, include_str!("migrations/postgres/0002_idempotency.sql")),
     (3, include_str!("migrations/postgres/0003_lease.sql")),
     (4, include_str!("migrations/postgres/0004_token_ids.sql")),
+    (5, include_str!("migrations/postgres/0005_clusters.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after

@@ -14,6 +14,9 @@ pub struct NewWorkload {
     pub gpus: i64,
     pub nodes: i64,
     pub gpu_type: Option<String>,
+    /// The clusters it may run on (FLEET-1), names separated by commas;
+    /// `None`: any.
+    pub clusters: Option<String>,
     pub work_s: i64,
     pub checkpoint_s: i64,
     pub util: f64,
@@ -41,6 +44,9 @@ pub struct WorkloadRow {
     pub gpus: i64,
     pub nodes: i64,
     pub gpu_type: Option<String>,
+    /// The clusters it may run on (FLEET-1), names separated by commas;
+    /// `None`: any.
+    pub clusters: Option<String>,
     pub work_s: i64,
     pub checkpoint_s: i64,
     pub util: f64,

@@ -9,8 +9,9 @@ use super::rows::{AttemptRow, NewWorkload, NodeEventRow, Op, WorkloadFilter, Wor
 use super::{Ctx, Store, StoreError};
 use crate::states::{AttemptState, PHASES};
 
-const WORKLOAD_COLS: &str = "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
-     util, priority, preemptible, name, command, env, retries, failures, cancel_requested, state, reason, end_t";
+const WORKLOAD_COLS: &str = "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, clusters, work_s, \
+     checkpoint_s, util, priority, preemptible, name, command, env, retries, failures, cancel_requested, state, reason, \
+     end_t";
 
 const ATTEMPT_COLS: &str = "workload, attempt, alloc, gpus, weight, state, start_t, start_reason, signal_t, \
      signal_reason, end_t, outcome, exit_code, kept_s, pid, log_path";
@@ -40,8 +41,8 @@ pub enum Inserted {
 fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64, sqlx::any::AnyArguments<'_>> {
     sqlx::query_scalar(
         "INSERT INTO workloads (submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
-         util, priority, preemptible, name, command, env, retries, owner, state) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING seq",
+         util, priority, preemptible, name, command, env, retries, owner, state, clusters) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) RETURNING seq",
     )
     .bind(w.submit_t)
     .bind(&w.account)
@@ -61,6 +62,7 @@ fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64,
     .bind(w.retries)
     .bind(&w.owner)
     .bind(Phase::Pending.as_str())
+    .bind(&w.clusters)
 }
 
 fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
@@ -74,6 +76,7 @@ fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
         gpus: r.try_get("gpus")?,
         nodes: r.try_get("nodes")?,
         gpu_type: r.try_get("gpu_type")?,
+        clusters: r.try_get("clusters")?,
         work_s: r.try_get("work_s")?,
         checkpoint_s: r.try_get("checkpoint_s")?,
         util: r.try_get("util")?,
