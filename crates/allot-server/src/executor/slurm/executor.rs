@@ -131,6 +131,29 @@ impl SlurmExecutor {
     }
 }
 
+/// Runs `sbatch`: the job id, or why not.
+async fn sbatch(cmd: &mut tokio::process::Command) -> Result<u64, String> {
+    match cmd.output().await {
+        Ok(o) if o.status.success() => {
+            let out = String::from_utf8_lossy(&o.stdout);
+            // `--parsable` prints `JOBID` or `JOBID;CLUSTER`.
+            out.trim()
+                .split(';')
+                .next()
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or(format!("sbatch printed {:?}, not a job id", out.trim()))
+        }
+        Ok(o) => Err(format!("sbatch failed ({}): {}", o.status, String::from_utf8_lossy(&o.stderr).trim())),
+        Err(e) => Err(format!("cannot run sbatch: {e}")),
+    }
+}
+
+/// Slurm refused the connection: the controller is down or unreachable
+/// and cannot have taken the job (a timeout may have: never retried).
+fn refused(error: &str) -> bool {
+    error.contains("connect failure") || error.contains("Connection refused")
+}
+
 impl Executor for SlurmExecutor {
     fn name(&self) -> &'static str {
         "slurm"
@@ -154,22 +177,27 @@ impl Executor for SlurmExecutor {
         let (slots, events, workload) = (self.slots.clone(), self.events.clone(), job.workload_id.clone());
         let opts = self.opts.clone();
         tokio::spawn(async move {
-            let submitted = match cmd.output().await {
-                Ok(o) if o.status.success() => {
-                    let out = String::from_utf8_lossy(&o.stdout);
-                    // `--parsable` prints `JOBID` or `JOBID;CLUSTER`.
-                    out.trim()
-                        .split(';')
-                        .next()
-                        .and_then(|s| s.parse::<u64>().ok())
-                        .ok_or(format!("sbatch printed {:?}, not a job id", out.trim()))
+            // While Slurm refuses connections (it cannot have taken the
+            // job), the submission is retried until the cluster is taken out
+            // of service (which reports the attempt lost) or the outage
+            // threshold has passed: an outage is not the nodes' fault (MNT-3).
+            let deadline = Instant::now() + opts.outage_after() + POLL * 10;
+            let submitted = loop {
+                let r = sbatch(&mut cmd).await;
+                let tracked = || slots.lock().expect("slurm slots").contains_key(&key);
+                match &r {
+                    Err(e) if refused(e) && Instant::now() < deadline && tracked() => {
+                        tracing::debug!(workload = %workload, error = %e, "Slurm refuses connections: sbatch again");
+                        tokio::time::sleep(POLL * 2).await;
+                    }
+                    _ => break r,
                 }
-                Ok(o) => Err(format!("sbatch failed ({}): {}", o.status, String::from_utf8_lossy(&o.stderr).trim())),
-                Err(e) => Err(format!("cannot run sbatch: {e}")),
             };
-            let pending = {
+            let (pending, lost) = {
                 let mut s = slots.lock().expect("slurm slots");
-                match (&submitted, s.get_mut(&key)) {
+                // Taken out of service meanwhile: already reported lost.
+                let lost = !s.contains_key(&key);
+                let pending = match (&submitted, s.get_mut(&key)) {
                     (Ok(id), Some(slot)) => {
                         slot.job = Some(*id);
                         Some((*id, slot.term, slot.kill))
@@ -178,7 +206,8 @@ impl Executor for SlurmExecutor {
                         s.remove(&key);
                         None
                     }
-                }
+                };
+                (pending, lost)
             };
             match (submitted, pending) {
                 (Ok(id), Some((_, term, kill))) => {
@@ -188,6 +217,9 @@ impl Executor for SlurmExecutor {
                     }
                 }
                 (Ok(id), None) => scancel(&opts, id, true).await,
+                (Err(error), None) if lost => {
+                    tracing::warn!(workload = %workload, attempt = key.attempt, %error, "sbatch failed; the attempt was reported lost with its cluster");
+                }
                 (Err(error), _) => {
                     tracing::warn!(workload = %workload, attempt = key.attempt, %error, "sbatch failed");
                     let _ = events.send(ExecEvent::LaunchFailed { key, error: LaunchError::infrastructure(error) });
@@ -252,5 +284,22 @@ impl Executor for SlurmExecutor {
             }
             tracing::error!("Slurm jobs of a previous server are still not ended after 30 s");
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Only a refused connection is retried: a timeout may have submitted.
+    #[test]
+    fn retries_sbatch_only_when_slurm_refused_the_connection() {
+        let down = "sbatch failed (exit status: 1): sbatch: error: Batch job submission failed: Unable to contact \
+                    slurm controller (connect failure)";
+        assert!(super::refused(down));
+        assert!(!super::refused(
+            "sbatch failed (exit status: 1): sbatch: error: Socket timed out on send/recv operation"
+        ));
+        assert!(!super::refused(
+            "sbatch failed (exit status: 1): sbatch: error: Invalid generic resource (gres) specification"
+        ));
     }
 }
