@@ -3,6 +3,12 @@
 # never the host's own Slurm:
 #   eval "$(.ci/slurm.sh)"         # start (or reuse) it; sets SLURM_CONF, ALLOT_TEST_SLURM_PARTITION
 #   .ci/slurm.sh stop [--purge]    # cancel its jobs, stop its daemons by PID; --purge deletes it
+#   .ci/slurm.sh ctld-stop | ctld-start   # stop its slurmctld alone (by its PID), start it again
+#                                   # on the same config and state (the fleet tests' outage)
+# ALLOT_SLURM_INSTANCE=b (or `start b`, `stop b [--purge]`, `ctld-stop b`, ...) is a second,
+# separate cluster for the fleet tests: its own ClusterName, ports, munged, state directory,
+# SLURM_CONF and PIDs; it exports ALLOT_TEST_SLURM_CONF_B and ALLOT_TEST_SLURM_PARTITION_B
+# (and leaves SLURM_CONF alone). The default instance also exports ALLOT_TEST_SLURM_CONF.
 # Two fake nodes (node1, node2) of 4 fake GPUs each, all on 127.0.0.1: one
 # slurmd per node (`slurmd -N`), a private munged with its own key and
 # socket, no accounting database. Everything, config included, lives under
@@ -17,9 +23,31 @@ set -euo pipefail
 NODES=2
 GPUS=4
 PARTITION=allot
-BASE=$CI_STATE/slurm
-export SLURM_CONF=$BASE/etc/slurm.conf
 cmd=${1:-start}
+# The instance: an argument after the command that is not an option, else the environment.
+if [ -n "${2:-}" ] && [ "${2#--}" = "$2" ]; then
+  INSTANCE=$2
+  shift
+else
+  INSTANCE=${ALLOT_SLURM_INSTANCE:-}
+fi
+[ "$INSTANCE" = a ] && INSTANCE=
+case "$INSTANCE" in
+  "" | [b-z]) ;;
+  *) ci_die "unknown instance $INSTANCE (use b … z)" ;;
+esac
+BASE=$CI_STATE/slurm${INSTANCE:+-$INSTANCE}
+CLUSTER_NAME=allot-test${INSTANCE:+-$INSTANCE}
+export SLURM_CONF=$BASE/etc/slurm.conf
+
+# What the tests read: SLURM_CONF for the default instance (as before),
+# ALLOT_TEST_SLURM_CONF[_B] and ALLOT_TEST_SLURM_PARTITION[_B] for every one.
+print_env() {
+  local suffix=${INSTANCE:+_$(echo "$INSTANCE" | tr a-z A-Z)}
+  [ -z "$INSTANCE" ] && echo "export SLURM_CONF=$SLURM_CONF"
+  echo "export ALLOT_TEST_SLURM_CONF$suffix=$SLURM_CONF"
+  echo "export ALLOT_TEST_SLURM_PARTITION$suffix=$PARTITION"
+}
 
 daemon_pidfiles() { echo "$BASE/run/slurmctld.pid"; ls "$BASE"/run/slurmd-*.pid 2>/dev/null || true; }
 
@@ -48,7 +76,27 @@ if [ "$cmd" = stop ]; then
   if [ "${2:-}" = --purge ]; then rm -rf "$BASE"; fi
   exit 0
 fi
-[ "$cmd" = start ] || ci_die "usage: $0 [start | stop [--purge]]"
+if [ "$cmd" = ctld-stop ]; then
+  # slurmctld alone, by its recorded PID (its PID file goes with it: kept aside
+  # so that ctld-start knows this cluster was started).
+  [ -s "$BASE/run/slurmctld.pid" ] || ci_die "no slurmctld of $BASE runs"
+  ci_log "stopping slurmctld of $BASE (pid $(head -1 "$BASE/run/slurmctld.pid"))"
+  ci_stop_pidfiles "$BASE/run/slurmctld.pid"
+  exit 0
+fi
+if [ "$cmd" = ctld-start ]; then
+  [ -s "$SLURM_CONF" ] || ci_die "$BASE has no cluster: start it first"
+  ci_pid_alive "$BASE/run/slurmctld.pid" && exit 0
+  ci_log "starting slurmctld of $BASE again (its saved state: jobs and nodes)"
+  slurmctld -f "$SLURM_CONF"
+  for _ in $(seq 100); do
+    ci_pid_alive "$BASE/run/slurmctld.pid" && sinfo -h >/dev/null 2>&1 && exit 0
+    sleep 0.2
+  done
+  tail -20 "$BASE/log/slurmctld.log" >&2
+  ci_die "slurmctld of $BASE did not come back"
+fi
+[ "$cmd" = start ] || ci_die "usage: $0 [start | stop [--purge] | ctld-stop | ctld-start] [instance]"
 [ "$(id -u)" = 0 ] || ci_die "must run as root (slurmd runs as root)"
 
 ready() {
@@ -58,8 +106,7 @@ ready() {
 
 if [ -s "$SLURM_CONF" ] && ready; then
   ci_log "reusing the private cluster ($BASE)"
-  echo "export SLURM_CONF=$SLURM_CONF"
-  echo "export ALLOT_TEST_SLURM_PARTITION=$PARTITION"
+  print_env
   exit 0
 fi
 
@@ -98,7 +145,7 @@ read -r -a node_ports <<<"$node_ports"
 
 cat > "$SLURM_CONF" <<EOF
 # Allot's private test cluster ($CI_ROOT); written by .ci/slurm.sh
-ClusterName=allot-test
+ClusterName=$CLUSTER_NAME
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort=$ctld_port
 SlurmUser=slurm
@@ -168,6 +215,5 @@ for _ in $(seq 300); do
   sleep 0.2
 done
 ready || { sinfo -N -l >&2; ci_die "the nodes did not become idle"; }
-ci_log "cluster up: $(sinfo -h -N -p "$PARTITION" -o '%N %T %G' | tr '\n' ' ')"
-echo "export SLURM_CONF=$SLURM_CONF"
-echo "export ALLOT_TEST_SLURM_PARTITION=$PARTITION"
+ci_log "cluster $CLUSTER_NAME up: $(sinfo -h -N -p "$PARTITION" -o '%N %T %G' | tr '\n' ' ')"
+print_env

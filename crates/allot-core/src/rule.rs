@@ -37,6 +37,8 @@ rules! {
     PlaceSpread => "PLACE-7", "on a spread pool, a nodes = 0 workload that fits no single node takes GPUs from several nodes";
     FleetEligible => "FLEET-1", "a workload runs only on the clusters it names (default: any cluster that can run its shape and GPU type); a gang never spans clusters";
     FleetPlace => "FLEET-2", "among eligible clusters: the best fit now, then the cluster with the most free GPUs of the pool's type, then config order";
+    FleetOutage => "FLEET-3", "a cluster whose executor cannot be reached for the outage threshold is taken out of service as a whole: each of its nodes fails (MNT-2) and its workloads are requeued";
+    FleetReturn => "FLEET-4", "a cluster that answers again returns to service only after its jobs of Allot's store that still run are stopped; none is adopted";
     FifoOrder => "FIFO-1", "strict FIFO: start in submit order, stop at the first workload that does not fit";
     FifoBackfill => "FIFO-2", "FIFO with backfill: later workloads start when they fit";
     PrioOrder => "PRIO-1", "strict priority (urgent > high > normal > low), FIFO within a level";

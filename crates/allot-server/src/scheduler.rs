@@ -28,6 +28,7 @@
 //! handled together before one pass.
 
 mod apply;
+mod fleet;
 #[cfg(test)]
 mod parity;
 mod requests;
@@ -189,6 +190,11 @@ pub struct Scheduler {
     last_gauges: Option<std::time::Instant>,
     /// Since when the step's writes could not be committed.
     pub(crate) outage: Option<std::time::Instant>,
+    /// The nodes each cluster's outage took out of service (FLEET-3), to
+    /// return when it is back (FLEET-4).
+    pub(crate) outages: HashMap<allot_core::cluster::ClusterId, Vec<allot_core::NodeId>>,
+    /// While a cluster's outage is applied: the reason its decisions cite.
+    pub(crate) cause: Option<allot_core::Reason>,
     /// The decision log, kept when a test asks for it.
     #[cfg(test)]
     pub(crate) decisions: Option<Vec<parity::Line>>,
@@ -230,6 +236,8 @@ impl Scheduler {
             kills: Vec::new(),
             last_gauges: None,
             outage: None,
+            outages: HashMap::new(),
+            cause: None,
             #[cfg(test)]
             decisions: None,
         }

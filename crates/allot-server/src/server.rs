@@ -11,10 +11,11 @@ use tokio::task::JoinHandle;
 
 use crate::api::{AppState, Limits, router};
 use crate::auth::Authenticator;
+use crate::executor::fleet::FleetExecutor;
 use crate::executor::inventory::{self, DeviceMap, GpuInventory};
 use crate::executor::local::LocalExecutor;
 use crate::executor::slurm::{self, SlurmExecutor, SlurmOptions};
-use crate::executor::{Executor, NullExecutor};
+use crate::executor::{ExecEvent, Executor, NullExecutor};
 use crate::listener::{EdgeError, EdgeOptions};
 use crate::metrics::Metrics;
 use crate::recovery::{RecoveryError, recover};
@@ -35,6 +36,14 @@ pub enum ExecutorKind {
 }
 
 impl ExecutorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutorKind::Local => "local",
+            ExecutorKind::None => "none",
+            ExecutorKind::Slurm => "slurm",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<ExecutorKind> {
         match s {
             "local" => Some(ExecutorKind::Local),
@@ -59,7 +68,9 @@ pub struct ServeOptions {
     pub data_dir: PathBuf,
     /// Where the GPU inventory comes from (local executor).
     pub gpu_inventory: GpuInventory,
-    /// Partition and sbatch options (Slurm executor).
+    /// Partition and sbatch options (Slurm executor), the default of every
+    /// cluster without `[clusters.executor]` settings; its outage threshold
+    /// is every Slurm cluster's.
     pub slurm: SlurmOptions,
     /// Wait for the store's lease instead of refusing to start while
     /// another server holds it.
@@ -111,6 +122,8 @@ pub enum ServerError {
     Containment(#[source] crate::executor::cgroup::CgroupError),
     #[error(transparent)]
     Edge(#[from] EdgeError),
+    #[error("{0}")]
+    Executor(String),
 }
 
 /// A started server.
@@ -161,15 +174,8 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let mut cfg = allot_trace::config::load_config(&opts.config)?;
     let kind = policy_kind(&opts.policy)?;
     let max_connections = crate::listener::check(&opts.edge)?;
-    let devices = match opts.executor {
-        ExecutorKind::Local => gpu_inventory(&mut cfg.cluster, opts.gpu_inventory)?,
-        ExecutorKind::Slurm => {
-            let nodes = slurm::nodes(opts.slurm.partition.as_deref()).await?;
-            slurm::map_nodes(&mut cfg.cluster, &nodes)?;
-            DeviceMap::new()
-        }
-        ExecutorKind::None => DeviceMap::new(),
-    };
+    let plans = executor_plans(&cfg, opts)?;
+    let devices = prepare(&mut cfg.cluster, &plans, opts).await?;
     std::fs::create_dir_all(&opts.data_dir)
         .map_err(|source| ServerError::DataDir { path: opts.data_dir.clone(), source })?;
     // The lease first: a second server stops here, before anything is touched.
@@ -177,18 +183,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let (store, instance) = crate::store::instance::open_for_serve(&opts.db, &opts.data_dir).await?;
     take_lease(&store, opts, lock.is_some()).await?;
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
-    let exec: Arc<dyn Executor> = match opts.executor {
-        ExecutorKind::Local => {
-            let contain = crate::executor::cgroup::for_server(&instance, opts.allow_uncontained)
-                .map_err(ServerError::Containment)?;
-            Arc::new(LocalExecutor::new(ev_tx, &instance, devices, contain))
-        }
-        ExecutorKind::None => Arc::new(NullExecutor::new(ev_tx)),
-        ExecutorKind::Slurm => {
-            let nodes = cfg.cluster.nodes.iter().map(|n| n.name.clone()).collect();
-            Arc::new(SlurmExecutor::new(ev_tx, &instance, opts.slurm.clone(), opts.data_dir.join("slurm"), nodes))
-        }
-    };
+    let (exec, exec_name) = build_executors(&cfg.cluster, plans, devices, &instance, opts, ev_tx)?;
     let now = crate::clock::now();
     let rec = recover(&cfg, &store, exec.as_ref(), now).await?;
     let metrics = Arc::new(Metrics::new());
@@ -213,7 +208,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     tracing::info!(
         policy = kind.as_str(),
         store = store.backend.as_str(),
-        executor = opts.executor_name(),
+        executor = exec_name.as_str(),
         pending = recovered,
         closed_attempts = rec.closed_attempts,
         "recovered"
@@ -238,6 +233,139 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let http = tokio::spawn(crate::listener::serve(listener, router(app), opts.edge.clone(), max_connections, stop));
     tracing::info!(%addr, "listening");
     Ok(Running { addr, shutdown, http, scheduler, lease, store, _lock: lock })
+}
+
+/// How one cluster of the fleet is run.
+#[derive(Clone, Debug)]
+struct Plan {
+    kind: ExecutorKind,
+    slurm: SlurmOptions,
+}
+
+/// Each cluster's executor: its `[clusters.executor]` settings, else the
+/// command line's `--executor` and `--slurm-*`. In a fleet of several
+/// clusters a Slurm cluster's nodes are named `<cluster>/<Slurm node>`.
+fn executor_plans(cfg: &allot_trace::config::Config, opts: &ServeOptions) -> Result<Vec<Plan>, ServerError> {
+    let fleet = cfg.cluster.is_fleet();
+    let plans = cfg
+        .cluster
+        .clusters
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let named = fleet.then(|| name.clone());
+            match cfg.executors.get(i).and_then(Option::as_ref) {
+                None => Ok(Plan { kind: opts.executor, slurm: SlurmOptions { cluster: named, ..opts.slurm.clone() } }),
+                Some(e) => {
+                    let kind = ExecutorKind::parse(&e.kind).ok_or_else(|| {
+                        ServerError::Executor(format!("cluster {name}: unknown executor {:?}", e.kind))
+                    })?;
+                    let slurm = SlurmOptions {
+                        partition: e.partition.clone(),
+                        sbatch_args: e.sbatch_args.clone(),
+                        slurm_conf: e.slurm_conf.as_ref().map(PathBuf::from),
+                        cluster: named,
+                        outage_after: opts.slurm.outage_after,
+                    };
+                    Ok(Plan { kind, slurm })
+                }
+            }
+        })
+        .collect::<Result<Vec<Plan>, ServerError>>()?;
+    if opts.gpu_inventory == GpuInventory::Hardware {
+        let single_local = plans.len() == 1 && plans[0].kind == ExecutorKind::Local;
+        if !single_local {
+            let kinds: Vec<String> =
+                cfg.cluster.clusters.iter().zip(&plans).map(|(n, p)| format!("{n}: {}", p.kind.as_str())).collect();
+            return Err(ServerError::Executor(format!(
+                "--gpu-inventory hardware reads this host's GPUs into the one pool of a single cluster run by the \
+                 local executor; this config has {} ({}): use --gpu-inventory config",
+                if plans.len() == 1 { "one cluster" } else { "several clusters" },
+                kinds.join(", ")
+            )));
+        }
+    }
+    Ok(plans)
+}
+
+/// The inventory of every cluster: the local executor's GPUs (compared
+/// with the host's, or the host's), each Slurm cluster's nodes named after
+/// its partition's.
+async fn prepare(
+    cluster: &mut allot_core::Cluster,
+    plans: &[Plan],
+    opts: &ServeOptions,
+) -> Result<DeviceMap, ServerError> {
+    let mut devices = DeviceMap::new();
+    if plans.iter().any(|p| p.kind == ExecutorKind::Local) {
+        devices = gpu_inventory(cluster, opts.gpu_inventory)?;
+    }
+    for (i, p) in plans.iter().enumerate().filter(|(_, p)| p.kind == ExecutorKind::Slurm) {
+        let nodes = slurm::nodes(&p.slurm).await?;
+        slurm::map_nodes(cluster, allot_core::cluster::ClusterId(i as u16), &nodes, &p.slurm)?;
+    }
+    Ok(devices)
+}
+
+/// The executors of the fleet's clusters, and how they are described in
+/// logs. A fleet of one is its cluster's executor itself; a fleet of
+/// several, a [`FleetExecutor`] over one executor per cluster (clusters
+/// run by this host's local executor, or by none, share one).
+fn build_executors(
+    cluster: &allot_core::Cluster,
+    plans: Vec<Plan>,
+    devices: DeviceMap,
+    instance: &str,
+    opts: &ServeOptions,
+    events: mpsc::UnboundedSender<ExecEvent>,
+) -> Result<(Arc<dyn Executor>, String), ServerError> {
+    let one = plans.len() == 1;
+    let (tx, from_members) = if one {
+        (events.clone(), None)
+    } else {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (tx, Some(rx))
+    };
+    let described: Vec<String> = if one {
+        vec![plans[0].kind.as_str().to_string()]
+    } else {
+        cluster.clusters.iter().zip(&plans).map(|(n, p)| format!("{n}={}", p.kind.as_str())).collect()
+    };
+    let mut local: Option<Arc<dyn Executor>> = None;
+    let mut none: Option<Arc<dyn Executor>> = None;
+    let mut devices = Some(devices);
+    let mut members: Vec<Arc<dyn Executor>> = Vec::with_capacity(plans.len());
+    for (i, p) in plans.into_iter().enumerate() {
+        let name = &cluster.clusters[i];
+        let member: Arc<dyn Executor> = match p.kind {
+            ExecutorKind::Local => match &local {
+                Some(l) => l.clone(),
+                None => {
+                    let contain = crate::executor::cgroup::for_server(instance, opts.allow_uncontained)
+                        .map_err(ServerError::Containment)?;
+                    let devices = devices.take().unwrap_or_default();
+                    local.insert(Arc::new(LocalExecutor::new(tx.clone(), instance, devices, contain))).clone()
+                }
+            },
+            ExecutorKind::None => none.get_or_insert_with(|| Arc::new(NullExecutor::new(tx.clone()))).clone(),
+            ExecutorKind::Slurm => {
+                let of = allot_core::cluster::ClusterId(i as u16);
+                let nodes = (0..cluster.nodes.len() as u32)
+                    .map(allot_core::NodeId)
+                    .filter(|&n| cluster.cluster_of(n) == of)
+                    .map(|n| cluster.node(n).name.clone())
+                    .collect();
+                let dir = if one { opts.data_dir.join("slurm") } else { opts.data_dir.join("slurm").join(name) };
+                Arc::new(SlurmExecutor::new(tx.clone(), instance, p.slurm, dir, name, nodes))
+            }
+        };
+        members.push(member);
+    }
+    let described = described.join(",");
+    match from_members {
+        None => Ok((members.pop().expect("one cluster"), described)),
+        Some(rx) => Ok((Arc::new(FleetExecutor::new(cluster, members, rx, events)), described)),
+    }
 }
 
 /// SQLite: the lock on `<db>.lock` (the holder is alive while it is held),
@@ -344,16 +472,6 @@ fn gpu_inventory(cluster: &mut allot_core::Cluster, source: GpuInventory) -> Res
             );
             *cluster = built;
             Ok(devices)
-        }
-    }
-}
-
-impl ServeOptions {
-    fn executor_name(&self) -> &'static str {
-        match self.executor {
-            ExecutorKind::Local => "local",
-            ExecutorKind::None => "none",
-            ExecutorKind::Slurm => "slurm",
         }
     }
 }

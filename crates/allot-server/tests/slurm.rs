@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Backend, Fixture, RANK_SH, Server, WORK_SH, script, state, submit};
+use support::{Backend, Fixture, RANK_SH, Server, WORK_SH, script, state, store_instance, submit, wait_file};
 
 const HELP: &str = "SLURM_CONF or ALLOT_TEST_SLURM_PARTITION is not set: the Slurm executor tests run only \
     against the private cluster `.ci/slurm.sh` starts (two fake nodes on free loopback ports, its own config, munge \
@@ -254,30 +254,6 @@ async fn slurm_node_states_reach_allot() {
     drop(s);
     own.clean();
     f.finish().await;
-}
-
-/// Waits until the job has checkpointed once.
-async fn wait_file(path: &std::path::Path, secs: u64) {
-    for _ in 0..secs * 10 {
-        if path.exists() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{} did not appear within {secs} s", path.display());
-}
-
-/// The store's id (its jobs carry it in their name and comment).
-async fn store_instance(url: &str) -> String {
-    use sqlx::Connection;
-    sqlx::any::install_default_drivers();
-    let mut c = sqlx::AnyConnection::connect(url).await.expect("open the test store");
-    let id: String = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'instance'")
-        .fetch_one(&mut c)
-        .await
-        .expect("the server recorded its store id");
-    let _ = c.close().await;
-    id
 }
 
 /// What one test did to the cluster, undone when it ends (also when it

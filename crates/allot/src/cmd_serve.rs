@@ -67,6 +67,11 @@ pub struct ServeArgs {
     /// Slurm executor: one more sbatch option for every node of a job (repeatable), e.g. --slurm-sbatch-arg=--mem-per-gpu=64G.
     #[arg(long = "slurm-sbatch-arg", allow_hyphen_values = true)]
     slurm_sbatch_args: Vec<String>,
+    /// Slurm executor: how long a Slurm cluster may be unreachable (every sinfo failing) before it is taken out of
+    /// service as a whole and its workloads are requeued elsewhere (FLEET-3); applies to every Slurm cluster of
+    /// the config.
+    #[arg(long, value_parser = parse_time, default_value = "30s")]
+    slurm_outage_after: Duration,
     /// Wait as a hot standby while another server holds the store's lease, and take over (through the normal
     /// recovery) when its lease expires or it stops. Without it, a start on a served store is refused.
     #[arg(long)]
@@ -121,7 +126,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
         policy: a.policy,
         data_dir: a.data_dir,
         gpu_inventory: a.gpu_inventory,
-        slurm: SlurmOptions { partition: a.slurm_partition, sbatch_args: a.slurm_sbatch_args },
+        slurm: SlurmOptions {
+            partition: a.slurm_partition,
+            sbatch_args: a.slurm_sbatch_args,
+            outage_after: Some(a.slurm_outage_after),
+            ..SlurmOptions::default()
+        },
         standby: a.standby,
         lease,
         allow_uncontained: a.allow_uncontained,

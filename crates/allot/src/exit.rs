@@ -102,7 +102,8 @@ fn server(e: &ServerError) -> Code {
         | ServerError::Policy(..)
         | ServerError::Inventory(_)
         | ServerError::Edge(_)
-        | ServerError::Containment(_) => Code::Usage,
+        | ServerError::Containment(_)
+        | ServerError::Executor(_) => Code::Usage,
         ServerError::Store(s) => store(s),
         ServerError::Recovery(RecoveryError::Store(s)) => store(s),
         ServerError::Recovery(RecoveryError::Accounts(_)) => Code::Usage,

@@ -8,11 +8,15 @@
 //!   config's or to be the inventory.
 //! * [`slurm::SlurmExecutor`]: Allot decides, a Slurm cluster runs: one
 //!   `sbatch` per attempt on exactly the nodes and GPU counts chosen.
+//! * [`fleet::FleetExecutor`]: a fleet of several clusters, each with its
+//!   own executor; every command goes to the executor of the attempt's
+//!   cluster.
 //! * [`NullExecutor`] (`--executor none`): decides and records, runs
 //!   nothing; workloads hold their GPUs until cancelled (benchmarks, dry
 //!   runs of a policy on live submissions).
 
 pub mod cgroup;
+pub mod fleet;
 pub mod inventory;
 pub mod local;
 pub mod slurm;
@@ -48,6 +52,25 @@ pub(crate) fn server_only_env(slurm_context: bool) -> impl Iterator<Item = std::
         let k = k.to_string_lossy();
         k.starts_with("ALLOT_") || (slurm_context && k.starts_with("SLURM_") && k != "SLURM_CONF")
     })
+}
+
+/// A pool of two nodes of four H100 (unit tests).
+#[cfg(test)]
+pub(crate) fn test_pool(name: &str) -> allot_core::PoolSpec {
+    allot_core::PoolSpec {
+        name: name.into(),
+        gpu: allot_core::GpuTypeId(0),
+        nodes: 2,
+        gpus_per_node: 4,
+        rack_size: 2,
+        shared: false,
+    }
+}
+
+/// The GPU types of [`test_pool`] (unit tests).
+#[cfg(test)]
+pub(crate) fn test_types() -> Vec<allot_core::GpuType> {
+    vec![allot_core::GpuType { name: "H100".into(), weight: 1.0 }]
 }
 
 /// Identifies one attempt of one workload.
@@ -157,6 +180,13 @@ pub enum ExecEvent {
     /// or back in service): applied as that node event (MNT-1/MNT-2),
     /// recorded with `by` as its principal.
     Node { node: String, kind: allot_core::NodeEventKind, by: String },
+    /// The executor of the fleet's cluster `cluster` cannot be reached
+    /// (FLEET-3): every node of it in service fails (MNT-2), applied as
+    /// node events. Sent before the cluster's attempts are reported lost.
+    ClusterDown { cluster: String, reason: String },
+    /// The cluster answers again and was reconciled (FLEET-4): the nodes
+    /// its outage took out return to service.
+    ClusterUp { cluster: String },
 }
 
 /// An attempt recorded as holding GPUs when the server last stopped.

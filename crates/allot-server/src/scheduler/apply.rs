@@ -133,7 +133,12 @@ impl Scheduler {
         let w = tr.workload;
         let key = self.key(w, tr.attempt);
         let seq = key.seq;
-        let reason = tr.reason.to_string();
+        // A cluster's outage aborts its attempts through node failures: the
+        // decision cites the outage (FLEET-3), then the node's rule.
+        let reason = match &self.cause {
+            Some(cause) => format!("{cause}; {}", tr.reason),
+            None => tr.reason.to_string(),
+        };
         let t = tr.t as i64;
         tracing::info!(workload = seq, attempt = key.attempt, change = tr.change.as_str(), %reason);
         #[cfg(test)]
@@ -259,6 +264,8 @@ impl Scheduler {
                     tracing::warn!(node, error = ?e, "cannot apply the engine's node state");
                 }
             }
+            ExecEvent::ClusterDown { cluster, reason } => self.cluster_down(&cluster, &reason, now),
+            ExecEvent::ClusterUp { cluster } => self.cluster_up(&cluster, now),
         }
         self.apply(now);
     }

@@ -464,3 +464,27 @@ fn remove_group(dir: &Path) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The store's id (its jobs carry it in their name and comment).
+pub async fn store_instance(url: &str) -> String {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let mut c = sqlx::AnyConnection::connect(url).await.expect("open the test store");
+    let id: String = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'instance'")
+        .fetch_one(&mut c)
+        .await
+        .expect("the server recorded its store id");
+    let _ = c.close().await;
+    id
+}
+
+/// Waits until `path` exists (e.g. a job's first checkpoint); panics after `secs`.
+pub async fn wait_file(path: &std::path::Path, secs: u64) {
+    for _ in 0..secs * 10 {
+        if path.exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{} did not appear within {secs} s", path.display());
+}

@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::health::poll_nodes;
+use super::health::{Watch, poll_nodes};
 use super::jobs::{POLL, Slot, Slots, is_final, owned_jobs, poll, scancel};
 use super::launch::{job_comment, job_name, sbatch_command, write_script};
 use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, Launch, LaunchError, Survivor};
 
-/// `allot serve --executor slurm` options.
+/// `allot serve --executor slurm` options, or one cluster's
+/// `[clusters.executor]` in a fleet.
 #[derive(Clone, Debug, Default)]
 pub struct SlurmOptions {
     /// The partition Allot's nodes are in (default: Slurm's default).
@@ -21,30 +22,88 @@ pub struct SlurmOptions {
     /// More `sbatch` options for every node's component (e.g.
     /// `--mem-per-gpu=100G`).
     pub sbatch_args: Vec<String>,
+    /// The `slurm.conf` of this Slurm cluster: set as `SLURM_CONF` on every
+    /// Slurm command (default: the server's own environment decides).
+    pub slurm_conf: Option<PathBuf>,
+    /// In a fleet of several clusters, the fleet's name of this cluster:
+    /// Allot's node names are `<cluster>/<Slurm node>`, translated back
+    /// to Slurm's for every command. `None`: Allot's names are Slurm's.
+    pub cluster: Option<String>,
+    /// How long Slurm may stay unreachable (every `sinfo` failing) before
+    /// the cluster is taken out of service (FLEET-3); default
+    /// [`DEFAULT_OUTAGE_AFTER`].
+    pub outage_after: Option<Duration>,
+}
+
+/// How long a Slurm cluster may be unreachable before it is taken out of
+/// service, unless configured (FLEET-3).
+pub const DEFAULT_OUTAGE_AFTER: Duration = Duration::from_secs(30);
+
+impl SlurmOptions {
+    /// A Slurm command that speaks to this cluster (`SLURM_CONF` set when
+    /// configured, never left to the server's environment then).
+    pub(super) fn command(&self, program: &'static str) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(program);
+        if let Some(conf) = &self.slurm_conf {
+            cmd.env("SLURM_CONF", conf);
+        }
+        cmd
+    }
+
+    /// Slurm's name of Allot's node `node` (the `<cluster>/` prefix off).
+    pub fn slurm_name<'a>(&self, node: &'a str) -> &'a str {
+        match &self.cluster {
+            Some(c) => node.strip_prefix(c.as_str()).and_then(|r| r.strip_prefix('/')).unwrap_or(node),
+            None => node,
+        }
+    }
+
+    /// Allot's name of the Slurm node `slurm` (`<cluster>/<slurm>` in a fleet).
+    pub fn allot_name(&self, slurm: &str) -> String {
+        match &self.cluster {
+            Some(c) => format!("{c}/{slurm}"),
+            None => slurm.to_string(),
+        }
+    }
+
+    pub fn outage_after(&self) -> Duration {
+        self.outage_after.unwrap_or(DEFAULT_OUTAGE_AFTER)
+    }
+
+    /// How long a task of a fleet's cluster runs on while Slurm does not
+    /// answer before it ends itself: half the outage threshold, so that it
+    /// is gone before Allot requeues its work (FLEET-3). `None` for a fleet
+    /// of one, whose jobs run as before.
+    pub fn fence(&self) -> Option<Duration> {
+        self.cluster.as_ref().map(|_| self.outage_after() / 2)
+    }
 }
 
 pub struct SlurmExecutor {
     events: mpsc::UnboundedSender<ExecEvent>,
     slots: Slots,
     instance: String,
-    opts: SlurmOptions,
+    opts: Arc<SlurmOptions>,
     /// Where batch scripts are written.
     script_dir: PathBuf,
 }
 
 impl SlurmExecutor {
-    /// Starts the pollers of jobs and of `nodes`' health; must be called
-    /// inside the runtime.
+    /// Starts the pollers of jobs and of `nodes`' health (Allot's names)
+    /// for the fleet's cluster `cluster`; must be called inside the runtime.
     pub fn new(
         events: mpsc::UnboundedSender<ExecEvent>,
         instance: &str,
         opts: SlurmOptions,
         script_dir: PathBuf,
+        cluster: &str,
         nodes: Vec<String>,
     ) -> SlurmExecutor {
         let slots: Slots = Arc::new(Mutex::new(HashMap::new()));
-        tokio::spawn(poll(slots.clone(), events.clone()));
-        tokio::spawn(poll_nodes(opts.partition.clone(), nodes, events.clone()));
+        let opts = Arc::new(opts);
+        tokio::spawn(poll(opts.clone(), slots.clone(), events.clone()));
+        let watch = Watch { cluster: cluster.to_string(), instance: instance.to_string(), slots: slots.clone() };
+        tokio::spawn(poll_nodes(opts.clone(), watch, nodes, events.clone()));
         SlurmExecutor { events, slots, instance: instance.to_string(), opts, script_dir }
     }
 
@@ -66,9 +125,33 @@ impl SlurmExecutor {
             slot.job
         };
         if let Some(job) = job {
-            tokio::spawn(scancel(job, kill));
+            let opts = self.opts.clone();
+            tokio::spawn(async move { scancel(&opts, job, kill).await });
         }
     }
+}
+
+/// Runs `sbatch`: the job id, or why not.
+async fn sbatch(cmd: &mut tokio::process::Command) -> Result<u64, String> {
+    match cmd.output().await {
+        Ok(o) if o.status.success() => {
+            let out = String::from_utf8_lossy(&o.stdout);
+            // `--parsable` prints `JOBID` or `JOBID;CLUSTER`.
+            out.trim()
+                .split(';')
+                .next()
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or(format!("sbatch printed {:?}, not a job id", out.trim()))
+        }
+        Ok(o) => Err(format!("sbatch failed ({}): {}", o.status, String::from_utf8_lossy(&o.stderr).trim())),
+        Err(e) => Err(format!("cannot run sbatch: {e}")),
+    }
+}
+
+/// Slurm refused the connection: the controller is down or unreachable
+/// and cannot have taken the job (a timeout may have: never retried).
+fn refused(error: &str) -> bool {
+    error.contains("connect failure") || error.contains("Connection refused")
 }
 
 impl Executor for SlurmExecutor {
@@ -85,30 +168,36 @@ impl Executor for SlurmExecutor {
         if job.command.is_empty() {
             return fail(LaunchError::workload("empty command"));
         }
-        let script = match write_script(&self.script_dir, &self.instance, &job) {
+        let script = match write_script(&self.script_dir, &self.instance, &self.opts, &job) {
             Ok(p) => p,
             Err(e) => return fail(LaunchError::infrastructure(crate::executor::with_sources(&e))),
         };
         self.slots.lock().expect("slurm slots").insert(key, Slot::default());
         let mut cmd = sbatch_command(&self.instance, &self.opts, &job, &script);
         let (slots, events, workload) = (self.slots.clone(), self.events.clone(), job.workload_id.clone());
+        let opts = self.opts.clone();
         tokio::spawn(async move {
-            let submitted = match cmd.output().await {
-                Ok(o) if o.status.success() => {
-                    let out = String::from_utf8_lossy(&o.stdout);
-                    // `--parsable` prints `JOBID` or `JOBID;CLUSTER`.
-                    out.trim()
-                        .split(';')
-                        .next()
-                        .and_then(|s| s.parse::<u64>().ok())
-                        .ok_or(format!("sbatch printed {:?}, not a job id", out.trim()))
+            // While Slurm refuses connections (it cannot have taken the
+            // job), the submission is retried until the cluster is taken out
+            // of service (which reports the attempt lost) or the outage
+            // threshold has passed: an outage is not the nodes' fault (MNT-3).
+            let deadline = Instant::now() + opts.outage_after() + POLL * 10;
+            let submitted = loop {
+                let r = sbatch(&mut cmd).await;
+                let tracked = || slots.lock().expect("slurm slots").contains_key(&key);
+                match &r {
+                    Err(e) if refused(e) && Instant::now() < deadline && tracked() => {
+                        tracing::debug!(workload = %workload, error = %e, "Slurm refuses connections: sbatch again");
+                        tokio::time::sleep(POLL * 2).await;
+                    }
+                    _ => break r,
                 }
-                Ok(o) => Err(format!("sbatch failed ({}): {}", o.status, String::from_utf8_lossy(&o.stderr).trim())),
-                Err(e) => Err(format!("cannot run sbatch: {e}")),
             };
-            let pending = {
+            let (pending, lost) = {
                 let mut s = slots.lock().expect("slurm slots");
-                match (&submitted, s.get_mut(&key)) {
+                // Taken out of service meanwhile: already reported lost.
+                let lost = !s.contains_key(&key);
+                let pending = match (&submitted, s.get_mut(&key)) {
                     (Ok(id), Some(slot)) => {
                         slot.job = Some(*id);
                         Some((*id, slot.term, slot.kill))
@@ -117,16 +206,20 @@ impl Executor for SlurmExecutor {
                         s.remove(&key);
                         None
                     }
-                }
+                };
+                (pending, lost)
             };
             match (submitted, pending) {
                 (Ok(id), Some((_, term, kill))) => {
                     tracing::info!(workload = %workload, attempt = key.attempt, job = id, "submitted to slurm");
                     if term || kill {
-                        scancel(id, kill).await;
+                        scancel(&opts, id, kill).await;
                     }
                 }
-                (Ok(id), None) => scancel(id, true).await,
+                (Ok(id), None) => scancel(&opts, id, true).await,
+                (Err(error), None) if lost => {
+                    tracing::warn!(workload = %workload, attempt = key.attempt, %error, "sbatch failed; the attempt was reported lost with its cluster");
+                }
                 (Err(error), _) => {
                     tracing::warn!(workload = %workload, attempt = key.attempt, %error, "sbatch failed");
                     let _ = events.send(ExecEvent::LaunchFailed { key, error: LaunchError::infrastructure(error) });
@@ -154,7 +247,7 @@ impl Executor for SlurmExecutor {
             // SAFETY: geteuid has no preconditions and cannot fail.
             let uid = unsafe { libc::geteuid() };
             let live = || async {
-                owned_jobs(&filter, uid, &comment)
+                owned_jobs(&self.opts, &filter, uid, &comment)
                     .await
                     .map(|j| j.into_iter().filter(|(_, st)| !is_final(st)).map(|(id, _)| id).collect())
             };
@@ -173,7 +266,7 @@ impl Executor for SlurmExecutor {
             }
             tracing::warn!(jobs = ?found, "stopping Slurm jobs that outlived the previous server");
             for &j in &found {
-                scancel(j, false).await;
+                scancel(&self.opts, j, false).await;
             }
             let deadline = Instant::now() + grace;
             while Instant::now() < deadline && live().await.is_ok_and(|l: Vec<u64>| !l.is_empty()) {
@@ -185,11 +278,28 @@ impl Executor for SlurmExecutor {
                     return;
                 }
                 for &j in &left {
-                    scancel(j, true).await;
+                    scancel(&self.opts, j, true).await;
                 }
                 tokio::time::sleep(POLL).await;
             }
             tracing::error!("Slurm jobs of a previous server are still not ended after 30 s");
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Only a refused connection is retried: a timeout may have submitted.
+    #[test]
+    fn retries_sbatch_only_when_slurm_refused_the_connection() {
+        let down = "sbatch failed (exit status: 1): sbatch: error: Batch job submission failed: Unable to contact \
+                    slurm controller (connect failure)";
+        assert!(super::refused(down));
+        assert!(!super::refused(
+            "sbatch failed (exit status: 1): sbatch: error: Socket timed out on send/recv operation"
+        ));
+        assert!(!super::refused(
+            "sbatch failed (exit status: 1): sbatch: error: Invalid generic resource (gres) specification"
+        ));
     }
 }

@@ -2,13 +2,16 @@
 //! events (MNT-1 drain, MNT-2 failure, and back).
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use allot_core::NodeEventKind;
-use tokio::process::Command;
 use tokio::sync::mpsc;
 
+use super::SlurmOptions;
 use super::error::SlurmError;
+use super::jobs::Slots;
+use super::outage::{Reach, reconcile, take_down};
 use crate::executor::ExecEvent;
 
 /// How often `sinfo` is asked for node states.
@@ -52,20 +55,38 @@ pub fn transition(from: SlurmHealth, to: SlurmHealth) -> Vec<NodeEventKind> {
 
 /// Follows the health Slurm gives Allot's nodes. A node first seen out of
 /// service is taken out in Allot too; from then on every change is sent.
+/// `sinfo` is also the probe of whether Slurm can be reached: failing for
+/// the outage threshold takes the cluster out of service (FLEET-3), and
+/// the first answer after that reconciles its jobs, returns it
+/// (FLEET-4) and sends its nodes' states afresh.
 pub(super) async fn poll_nodes(
-    partition: Option<String>,
+    opts: Arc<SlurmOptions>,
+    watch: Watch,
     nodes: Vec<String>,
     events: mpsc::UnboundedSender<ExecEvent>,
 ) {
     let nodes: HashSet<String> = nodes.into_iter().collect();
     let mut seen: HashMap<String, SlurmHealth> = HashMap::new();
+    let mut reach = Reach::default();
+    let mut fenced: Vec<u64> = Vec::new();
     loop {
         if events.is_closed() {
             return;
         }
-        match node_states(partition.as_deref()).await {
+        match node_states(&opts).await {
             Ok(states) => {
-                for (name, state) in states.into_iter().filter(|(n, _)| nodes.contains(n)) {
+                if reach.answered() {
+                    tracing::warn!(cluster = %watch.cluster, jobs = ?fenced, "Slurm answers again: reconciling before its nodes return");
+                    reconcile(&opts, &watch.instance, &watch.slots).await;
+                    fenced.clear();
+                    let _ = events.send(ExecEvent::ClusterUp { cluster: watch.cluster.clone() });
+                    seen.clear();
+                }
+                for (slurm_name, state) in states {
+                    let name = opts.allot_name(&slurm_name);
+                    if !nodes.contains(&name) {
+                        continue;
+                    }
                     let now = health(&state);
                     let before = seen.insert(name.clone(), now).unwrap_or(SlurmHealth::Up);
                     for kind in transition(before, now) {
@@ -75,23 +96,43 @@ pub(super) async fn poll_nodes(
                     }
                 }
             }
-            Err(error) => tracing::warn!(error = &error as &dyn std::error::Error, "cannot read Slurm node states"),
+            Err(error) => {
+                let now = Instant::now();
+                tracing::warn!(cluster = %watch.cluster, error = &error as &dyn std::error::Error, "cannot read Slurm node states");
+                if reach.failed(now, opts.outage_after()) {
+                    let reason = format!(
+                        "Slurm has not answered for {} s: {}",
+                        reach.failing_for(now).as_secs(),
+                        crate::executor::with_sources(&error)
+                    );
+                    fenced.extend(take_down(&watch.cluster, reason, &watch.slots, &events));
+                }
+            }
         }
         tokio::time::sleep(NODE_POLL).await;
     }
 }
 
+/// What the node poller needs to take its cluster down and back.
+pub(super) struct Watch {
+    /// The fleet's name of the cluster.
+    pub(super) cluster: String,
+    /// The store instance (the comment on this store's jobs).
+    pub(super) instance: String,
+    pub(super) slots: Slots,
+}
+
 /// `(node, state)` of the partition's nodes (`sinfo --format=%N|%T`).
-async fn node_states(partition: Option<&str>) -> Result<Vec<(String, String)>, SlurmError> {
-    let text = sinfo("read the states of Slurm's nodes", partition, "%N|%T").await?;
+async fn node_states(opts: &SlurmOptions) -> Result<Vec<(String, String)>, SlurmError> {
+    let text = sinfo(opts, "read the states of Slurm's nodes", "%N|%T").await?;
     Ok(text.lines().filter_map(|l| l.trim().split_once('|')).map(|(n, s)| (n.to_string(), s.to_string())).collect())
 }
 
 /// `sinfo --Node` with `format`, while doing `action`.
-pub(super) async fn sinfo(action: &str, partition: Option<&str>, format: &str) -> Result<String, SlurmError> {
-    let mut cmd = Command::new("sinfo");
+pub(super) async fn sinfo(opts: &SlurmOptions, action: &str, format: &str) -> Result<String, SlurmError> {
+    let mut cmd = opts.command("sinfo");
     cmd.args(["--noheader", "--Node"]).arg(format!("--format={format}"));
-    if let Some(p) = partition {
+    if let Some(p) = &opts.partition {
         cmd.arg(format!("--partition={p}"));
     }
     let out = SlurmError::command(action, "sinfo", cmd.output().await)?;

@@ -2,7 +2,9 @@
 //! nodes, in natural name order, and give them their names.
 
 use allot_core::Cluster;
+use allot_core::cluster::ClusterId;
 
+use super::SlurmOptions;
 use super::error::{SlurmError, SlurmErrorKind};
 use super::health::sinfo;
 
@@ -14,11 +16,14 @@ pub struct SlurmNode {
 }
 
 /// The partition's nodes and GPU counts (`sinfo`), in natural name order.
-pub async fn nodes(partition: Option<&str>) -> Result<Vec<SlurmNode>, SlurmError> {
-    const ACTION: &str = "list the partition's nodes (--executor slurm)";
-    let nodes = parse_sinfo(&sinfo(ACTION, partition, "%N|%G").await?).map_err(|e| SlurmError::new(ACTION, e))?;
+pub async fn nodes(opts: &SlurmOptions) -> Result<Vec<SlurmNode>, SlurmError> {
+    let action = match &opts.cluster {
+        Some(c) => format!("list the partition's nodes (cluster {c}, slurm executor)"),
+        None => "list the partition's nodes (--executor slurm)".to_string(),
+    };
+    let nodes = parse_sinfo(&sinfo(opts, &action, "%N|%G").await?).map_err(|e| SlurmError::new(&action, e))?;
     if nodes.is_empty() {
-        return Err(SlurmError::new(ACTION, SlurmErrorKind::NoNodes { partition: partition.map(str::to_string) }));
+        return Err(SlurmError::new(action, SlurmErrorKind::NoNodes { partition: opts.partition.clone() }));
     }
     Ok(nodes)
 }
@@ -57,17 +62,30 @@ fn natural_key(s: &str) -> (String, u64, String) {
     (head.to_string(), rest[..end].parse().unwrap_or(0), rest[end..].to_string())
 }
 
-/// The config's nodes, in order, named after the Slurm nodes.
-pub fn map_nodes(cluster: &mut Cluster, slurm: &[SlurmNode]) -> Result<(), SlurmError> {
-    let fail = |kind| Err(SlurmError::new("map the config's nodes onto Slurm's (--executor slurm)", kind));
-    if cluster.nodes.len() > slurm.len() {
+/// The config's nodes of cluster `of`, in order, named after the Slurm
+/// nodes (`<cluster>/<Slurm node>` in a fleet: [`SlurmOptions::allot_name`]).
+pub fn map_nodes(
+    cluster: &mut Cluster,
+    of: ClusterId,
+    slurm: &[SlurmNode],
+    opts: &SlurmOptions,
+) -> Result<(), SlurmError> {
+    let action = match &opts.cluster {
+        Some(c) => format!("map cluster {c}'s nodes onto Slurm's"),
+        None => "map the config's nodes onto Slurm's (--executor slurm)".to_string(),
+    };
+    let fail = |kind| Err(SlurmError::new(action.clone(), kind));
+    let mine: Vec<usize> =
+        (0..cluster.nodes.len()).filter(|&i| cluster.cluster_of(allot_core::NodeId(i as u32)) == of).collect();
+    if mine.len() > slurm.len() {
         return fail(SlurmErrorKind::TooFewNodes {
-            config: cluster.nodes.len(),
+            config: mine.len(),
             slurm: slurm.len(),
             names: slurm.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", "),
         });
     }
-    for (node, s) in cluster.nodes.iter_mut().zip(slurm) {
+    for (&i, s) in mine.iter().zip(slurm) {
+        let node = &mut cluster.nodes[i];
         if s.gpus < node.gpus {
             return fail(SlurmErrorKind::TooFewGpus {
                 node: node.name.clone(),
@@ -76,10 +94,10 @@ pub fn map_nodes(cluster: &mut Cluster, slurm: &[SlurmNode]) -> Result<(), Slurm
                 slurm_gpus: s.gpus,
             });
         }
-        node.name = s.name.clone();
+        node.name = opts.allot_name(&s.name);
     }
-    if slurm.len() > cluster.nodes.len() {
-        let rest: Vec<&str> = slurm[cluster.nodes.len()..].iter().map(|n| n.name.as_str()).collect();
+    if slurm.len() > mine.len() {
+        let rest: Vec<&str> = slurm[mine.len()..].iter().map(|n| n.name.as_str()).collect();
         tracing::warn!(nodes = %rest.join(","), "Slurm nodes beyond the config's are not used by Allot");
     }
     Ok(())
@@ -101,28 +119,55 @@ mod tests {
 
     #[test]
     fn maps_config_nodes_onto_slurm_nodes() {
-        let spec = allot_core::PoolSpec {
-            name: "gpu".into(),
-            gpu: allot_core::GpuTypeId(0),
-            nodes: 2,
-            gpus_per_node: 4,
-            rack_size: 2,
-            shared: false,
-        };
-        let types = vec![allot_core::GpuType { name: "H100".into(), weight: 1.0 }];
+        let (spec, types) = (crate::executor::test_pool("gpu"), crate::executor::test_types());
         let slurm = |g: &[u32]| -> Vec<SlurmNode> {
             g.iter().enumerate().map(|(i, &gpus)| SlurmNode { name: format!("node{}", i + 1), gpus }).collect()
         };
         let mut c = Cluster::new("c", types.clone(), vec![spec.clone()]);
-        map_nodes(&mut c, &slurm(&[4, 8, 8])).unwrap();
+        map_nodes(&mut c, ClusterId(0), &slurm(&[4, 8, 8]), &SlurmOptions::default()).unwrap();
         assert_eq!(c.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["node1", "node2"]);
         assert_eq!(c.node_by_name("node2"), Some(allot_core::NodeId(1)), "found by its Slurm name");
         assert_eq!(c.node_by_name("gpu-1"), None, "the laid-out name is gone");
         let mut c = Cluster::new("c", types.clone(), vec![spec.clone()]);
         assert!(
-            map_nodes(&mut c, &slurm(&[4])).unwrap_err().kind.to_string().contains("declares 2 nodes but Slurm has 1")
+            map_nodes(&mut c, ClusterId(0), &slurm(&[4]), &SlurmOptions::default())
+                .unwrap_err()
+                .kind
+                .to_string()
+                .contains("declares 2 nodes but Slurm has 1")
         );
-        let mut c = Cluster::new("c", types, vec![spec]);
-        assert!(map_nodes(&mut c, &slurm(&[4, 2])).unwrap_err().kind.to_string().contains("node2, which has 2 GPUs"));
+        let mut c = Cluster::new("c", types.clone(), vec![spec.clone()]);
+        assert!(
+            map_nodes(&mut c, ClusterId(0), &slurm(&[4, 2]), &SlurmOptions::default())
+                .unwrap_err()
+                .kind
+                .to_string()
+                .contains("node2, which has 2 GPUs")
+        );
+    }
+
+    /// In a fleet, only the cluster's own nodes take Slurm's names, each
+    /// as `<cluster>/<Slurm node>`; two Slurm clusters' `node1` stay apart.
+    #[test]
+    fn maps_one_cluster_of_a_fleet() {
+        let (spec, types) = (crate::executor::test_pool("gpu"), crate::executor::test_types());
+        let mut c = Cluster::fleet(
+            "f",
+            types,
+            vec![("a".into(), vec![spec.clone()]), ("b".into(), vec![spec.clone()]), ("c".into(), vec![spec])],
+        );
+        let slurm = vec![SlurmNode { name: "node1".into(), gpus: 4 }, SlurmNode { name: "node2".into(), gpus: 4 }];
+        for (id, name) in [(1, "b"), (2, "c")] {
+            let opts = SlurmOptions { cluster: Some(name.into()), ..SlurmOptions::default() };
+            map_nodes(&mut c, ClusterId(id), &slurm, &opts).unwrap();
+        }
+        let names: Vec<&str> = c.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a/gpu-0", "a/gpu-1", "b/node1", "b/node2", "c/node1", "c/node2"]);
+        assert_eq!(c.node_by_name("c/node1"), Some(allot_core::NodeId(4)));
+        let opts = SlurmOptions { cluster: Some("b".into()), ..SlurmOptions::default() };
+        assert_eq!(opts.slurm_name("b/node2"), "node2");
+        assert_eq!(opts.allot_name("node2"), "b/node2");
+        assert_eq!(opts.slurm_name("bb/node2"), "bb/node2", "only this cluster's prefix is taken off");
+        assert_eq!(SlurmOptions::default().slurm_name("node2"), "node2", "a fleet of one keeps Slurm's names");
     }
 }

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
-use tokio::process::Command;
 use tokio::sync::mpsc;
 
+use super::SlurmOptions;
 use super::error::{SlurmError, SlurmErrorKind};
 use crate::executor::{AttemptKey, ExecEvent, ExitStatus};
 
@@ -34,12 +34,12 @@ pub(super) const MISSING_POLLS: u32 = 10;
 
 /// SIGTERM to the job's steps, or SIGKILL to everything and the job
 /// cancelled. Failures are logged: the poller sees what really happened.
-pub(super) async fn scancel(job: u64, kill: bool) {
+pub(super) async fn scancel(opts: &SlurmOptions, job: u64, kill: bool) {
     let id = job.to_string();
     let runs: Vec<Vec<&str>> =
         if kill { vec![vec!["--signal=KILL", "--full", &id], vec![&id]] } else { vec![vec!["--signal=TERM", &id]] };
     for args in runs {
-        match Command::new("scancel").args(&args).output().await {
+        match opts.command("scancel").args(&args).output().await {
             Ok(o) if o.status.success() => {}
             Ok(o) => tracing::debug!(job, stderr = %String::from_utf8_lossy(&o.stderr).trim(), "scancel"),
             Err(e) => tracing::warn!(job, error = %e, "cannot run scancel"),
@@ -116,9 +116,9 @@ fn wait_status(raw: i64) -> (i32, i32) {
 
 /// Every job Slurm lists, with exit codes (22.05's `squeue --json` ignores
 /// filters: only read when a tracked job failed).
-pub async fn squeue() -> Result<Vec<SqueueJob>, SlurmError> {
+pub async fn squeue(opts: &SlurmOptions) -> Result<Vec<SqueueJob>, SlurmError> {
     const ACTION: &str = "list Slurm's jobs with their exit codes";
-    let out = Command::new("squeue").args(["--json", "--states=all"]).output().await;
+    let out = opts.command("squeue").args(["--json", "--states=all"]).output().await;
     let out = SlurmError::command(ACTION, "squeue", out)?;
     parse_squeue(&out.stdout).map_err(|e| SlurmError::new(ACTION, e))
 }
@@ -130,8 +130,8 @@ pub fn parse_squeue(json: &[u8]) -> Result<Vec<SqueueJob>, SlurmErrorKind> {
 /// `(job id, state)` of the jobs `filter` selects (`--jobs=…`, `--name=…`),
 /// from `squeue`'s text output, which honours filters. Job ids Slurm no
 /// longer knows are left out.
-pub async fn job_states(filter: &str) -> Result<Vec<(u64, String)>, SlurmError> {
-    let out = Command::new("squeue").args(["--noheader", "--states=all", "--format=%A|%T", filter]).output().await;
+pub async fn job_states(opts: &SlurmOptions, filter: &str) -> Result<Vec<(u64, String)>, SlurmError> {
+    let out = opts.command("squeue").args(["--noheader", "--states=all", "--format=%A|%T", filter]).output().await;
     match SlurmError::command("poll the states of Slurm jobs", "squeue", out) {
         Ok(out) => Ok(parse_job_states(&String::from_utf8_lossy(&out.stdout))),
         // None of them is known any more.
@@ -145,9 +145,14 @@ pub async fn job_states(filter: &str) -> Result<Vec<(u64, String)>, SlurmError> 
 /// `(job id, state)` of the jobs `filter` selects that this server owns:
 /// submitted by `uid` with `comment`. Others of the same name are logged
 /// and left alone.
-pub(super) async fn owned_jobs(filter: &str, uid: u32, comment: &str) -> Result<Vec<(u64, String)>, SlurmError> {
+pub(super) async fn owned_jobs(
+    opts: &SlurmOptions,
+    filter: &str,
+    uid: u32,
+    comment: &str,
+) -> Result<Vec<(u64, String)>, SlurmError> {
     let out =
-        Command::new("squeue").args(["--noheader", "--states=all", "--format=%A|%T|%U|%k", filter]).output().await;
+        opts.command("squeue").args(["--noheader", "--states=all", "--format=%A|%T|%U|%k", filter]).output().await;
     let out = SlurmError::command("list this store's Slurm jobs", "squeue", out)?;
     let (mine, foreign) = split_owned(&String::from_utf8_lossy(&out.stdout), uid, comment);
     for j in foreign {
@@ -193,7 +198,7 @@ pub fn parse_job_states(text: &str) -> Vec<(u64, String)> {
 /// Reports what Slurm did with the tracked jobs: one filtered `squeue` per
 /// poll, and the full listing only when a tracked job ended otherwise than
 /// `COMPLETED` (for its exit code).
-pub(super) async fn poll(slots: Slots, events: mpsc::UnboundedSender<ExecEvent>) {
+pub(super) async fn poll(opts: Arc<SlurmOptions>, slots: Slots, events: mpsc::UnboundedSender<ExecEvent>) {
     loop {
         tokio::time::sleep(POLL).await;
         if events.is_closed() {
@@ -204,7 +209,7 @@ pub(super) async fn poll(slots: Slots, events: mpsc::UnboundedSender<ExecEvent>)
             continue;
         }
         let list: Vec<String> = ids.iter().map(u64::to_string).collect();
-        let states: HashMap<u64, String> = match job_states(&format!("--jobs={}", list.join(","))).await {
+        let states: HashMap<u64, String> = match job_states(&opts, &format!("--jobs={}", list.join(","))).await {
             Ok(s) => s.into_iter().collect(),
             Err(error) => {
                 tracing::warn!(error = &error as &dyn std::error::Error, "cannot poll Slurm");
@@ -213,7 +218,7 @@ pub(super) async fn poll(slots: Slots, events: mpsc::UnboundedSender<ExecEvent>)
         };
         let failed = states.values().any(|st| is_final(st) && st != "COMPLETED");
         let details: HashMap<u64, ExitStatus> = if failed {
-            match squeue().await {
+            match squeue(&opts).await {
                 Ok(jobs) => jobs.iter().map(|j| (j.job_id, j.status())).collect(),
                 Err(error) => {
                     tracing::warn!(

@@ -3,16 +3,20 @@
 //! `sbatch` command that places it exactly where Allot chose.
 
 use std::path::{Path, PathBuf};
-
-use tokio::process::Command;
+use std::time::Duration;
 
 use super::SlurmOptions;
 use super::error::{SlurmError, SlurmErrorKind};
 use crate::executor::{AttemptKey, Launch};
 
 /// The `sbatch` command for an attempt (script already written).
-pub(super) fn sbatch_command(instance: &str, opts: &SlurmOptions, job: &Launch, script: &Path) -> Command {
-    let mut cmd = Command::new("sbatch");
+pub(super) fn sbatch_command(
+    instance: &str,
+    opts: &SlurmOptions,
+    job: &Launch,
+    script: &Path,
+) -> tokio::process::Command {
+    let mut cmd = opts.command("sbatch");
     for k in crate::executor::server_only_env(false) {
         cmd.env_remove(k);
     }
@@ -26,7 +30,7 @@ pub(super) fn sbatch_command(instance: &str, opts: &SlurmOptions, job: &Launch, 
     if let Some(per_node) = uniform(job) {
         // The same GPU count everywhere: one plain job (Slurm's main
         // scheduler starts it at once).
-        let nodes: Vec<&str> = job.gpus.iter().map(|n| n.node.as_str()).collect();
+        let nodes: Vec<&str> = job.gpus.iter().map(|n| opts.slurm_name(&n.node)).collect();
         cmd.args(&partition)
             .arg(format!("--nodelist={}", nodes.join(",")))
             .arg(format!("--nodes={}", nodes.len()))
@@ -40,7 +44,7 @@ pub(super) fn sbatch_command(instance: &str, opts: &SlurmOptions, job: &Launch, 
                 cmd.arg(":");
             }
             cmd.args(&partition)
-                .arg(format!("--nodelist={}", n.node))
+                .arg(format!("--nodelist={}", opts.slurm_name(&n.node)))
                 .args(["--nodes=1", "--ntasks=1"])
                 .arg(format!("--gres=gpu:{}", n.indices.len()))
                 .args(&opts.sbatch_args);
@@ -69,7 +73,12 @@ pub(super) fn task_env(instance: &str, job: &Launch) -> Vec<(String, String)> {
 }
 
 /// Writes the attempt's batch script (and makes its directories).
-pub(super) fn write_script(script_dir: &Path, instance: &str, job: &Launch) -> Result<PathBuf, SlurmError> {
+pub(super) fn write_script(
+    script_dir: &Path,
+    instance: &str,
+    opts: &SlurmOptions,
+    job: &Launch,
+) -> Result<PathBuf, SlurmError> {
     use std::os::unix::fs::DirBuilderExt;
     let fail = |what: &'static str, path: &Path| {
         let path = path.to_path_buf();
@@ -79,7 +88,7 @@ pub(super) fn write_script(script_dir: &Path, instance: &str, job: &Launch) -> R
     // Slurm appends to the log file it finds: created here, it is private.
     crate::executor::private_files(job).map_err(fail("open (or make the directories of)", &job.log_path))?;
     let path = script_dir.join(format!("{}.{}.sh", job.key.seq, job.key.attempt));
-    std::fs::write(&path, batch_script(job, &task_env(instance, job))).map_err(fail("write", &path))?;
+    std::fs::write(&path, batch_script(job, &task_env(instance, job), opts.fence())).map_err(fail("write", &path))?;
     Ok(path)
 }
 
@@ -103,6 +112,28 @@ fn uniform(job: &Launch) -> Option<usize> {
     job.gpus.iter().all(|n| n.indices.len() == first).then_some(first)
 }
 
+/// The `/bin/sh -c` program of each task: the command with `ALLOT_NODE`
+/// and `ALLOT_NODE_RANK`, and with `fence` its self-fencing watchdog
+/// (see [`batch_script`]).
+fn task_wrapper(fence: Option<Duration>) -> String {
+    match fence {
+        None => "ALLOT_NODE=\"$SLURMD_NODENAME\" ALLOT_NODE_RANK=\"$SLURM_NODEID\" exec \"$@\"".to_string(),
+        Some(f) => {
+            let f = f.as_secs().max(1);
+            let probe = (f / 5).clamp(1, 10);
+            format!(
+                "ALLOT_NODE=\"$SLURMD_NODENAME\" ALLOT_NODE_RANK=\"$SLURM_NODEID\" \"$@\" & pid=$!; \
+                 trap \"kill -TERM $pid 2>/dev/null\" TERM; ok=$(date +%s); \
+                 while kill -0 $pid 2>/dev/null; do sleep {probe}; \
+                 if squeue -h -j \"$SLURM_JOB_ID\" -o %i >/dev/null 2>&1; then ok=$(date +%s); \
+                 elif [ $(($(date +%s) - ok)) -ge {f} ]; then \
+                 echo \"allot: Slurm has not answered for {f} s: the task ends (self-fencing)\" >&2; \
+                 kill -TERM $pid 2>/dev/null; sleep 2; kill -KILL 0; fi; done; wait $pid"
+            )
+        }
+    }
+}
+
 /// Runs the command on every node of the job (one task each), with `env`
 /// setting the task's variables: they reach the command only, never
 /// `sbatch` or `srun`.
@@ -115,7 +146,14 @@ fn uniform(job: &Launch) -> Option<usize> {
 /// 143 in CI). So the script waits, at most 10 s, until Slurm no longer
 /// lists the job's srun step before it ends; where `squeue` cannot be run
 /// it does not wait.
-fn batch_script(job: &Launch, env: &[(String, String)]) -> String {
+///
+/// With `fence` (a cluster of a fleet, FLEET-3), each task fences itself:
+/// its command runs in the background while the task asks Slurm about
+/// its job every `fence / 5` s (1 to 10 s); once Slurm has not answered
+/// for `fence`, the command is sent SIGTERM and, 2 s later, the task's
+/// process group SIGKILL. Allot declares the cluster out of service and
+/// requeues its work only after twice `fence`, by when the task is gone.
+fn batch_script(job: &Launch, env: &[(String, String)], fence: Option<Duration>) -> String {
     let het = match uniform(job) {
         Some(_) => String::new(),
         None => format!(" --het-group=0-{}", job.gpus.len() - 1),
@@ -125,10 +163,10 @@ fn batch_script(job: &Launch, env: &[(String, String)]) -> String {
         .chain(job.command.iter().cloned())
         .map(|w| sh_quote(&w))
         .collect();
+    let task = task_wrapper(fence);
     format!(
         "#!/bin/sh\n# allot workload {} attempt {}: one task per node\n\
-         srun{het} --kill-on-bad-exit=1 /bin/sh -c \
-         'ALLOT_NODE=\"$SLURMD_NODENAME\" ALLOT_NODE_RANK=\"$SLURM_NODEID\" exec \"$@\"' allot-task {}\n\
+         srun{het} --kill-on-bad-exit=1 /bin/sh -c '{task}' allot-task {}\n\
          rc=$?\n\
          # Slurm keeps a step's exit code only if the step ends before the job.\n\
          i=0\n\
@@ -161,11 +199,11 @@ mod tests {
             log_path: "/log".into(),
         };
         let env = [("A".to_string(), "x y".to_string())];
-        let s = batch_script(&job, &env);
+        let s = batch_script(&job, &env, None);
         assert!(s.contains("srun --het-group=0-1 --kill-on-bad-exit=1"), "{s}");
         assert!(s.contains("allot-task '/usr/bin/env' 'A=x y' 'echo' 'it'\\''s $HOME'\nrc=$?\n"), "{s}");
         let even = Launch { gpus: vec![job.gpus[0].clone(), job.gpus[0].clone()], ..job };
-        assert!(batch_script(&even, &env).contains("\nsrun --kill-on-bad-exit=1"), "a plain job when even");
+        assert!(batch_script(&even, &env, None).contains("\nsrun --kill-on-bad-exit=1"), "a plain job when even");
     }
 
     /// Finding: a submission's `env` reached `sbatch`'s own environment,
@@ -192,9 +230,91 @@ mod tests {
         let task = task_env("store1", &job);
         assert!(task.contains(&("MY_VAR".into(), "v".into())), "the command still gets its env: {task:?}");
         assert!(task.iter().any(|(k, v)| k == "ALLOT_TAG" && v == "store1#3.1"), "{task:?}");
-        let script = batch_script(&job, &task);
+        let script = batch_script(&job, &task, None);
         let task_part = script.split_once("allot-task '/usr/bin/env' ").map(|(_, t)| t).unwrap_or_default();
         assert!(task_part.contains("'SBATCH_EXCLUSIVE=1'"), "set on the task only: {script}");
+    }
+
+    /// In a fleet, Allot's `<cluster>/<node>` names go to Slurm as Slurm's,
+    /// and every command speaks to the cluster's own `slurm.conf`.
+    #[test]
+    fn a_fleet_cluster_speaks_to_its_own_slurm() {
+        let job = Launch {
+            key: AttemptKey { seq: 3, attempt: 1 },
+            workload_id: "3".into(),
+            command: vec!["train".into()],
+            env: Default::default(),
+            gpus: vec![
+                NodeGpus { node: "b/node1".into(), indices: vec![0, 1] },
+                NodeGpus { node: "b/node2".into(), indices: vec![0] },
+            ],
+            checkpoint_dir: "/ck".into(),
+            log_path: "/log".into(),
+        };
+        let opts = SlurmOptions {
+            cluster: Some("b".into()),
+            slurm_conf: Some("/etc/b/slurm.conf".into()),
+            partition: Some("p".into()),
+            ..SlurmOptions::default()
+        };
+        let cmd = sbatch_command("s", &opts, &job, Path::new("/scripts/3.1.sh"));
+        let args: Vec<String> = cmd.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(
+            args.contains(&"--nodelist=node1".to_string()) && args.contains(&"--nodelist=node2".to_string()),
+            "{args:?}"
+        );
+        assert!(!args.iter().any(|a| a.contains("b/")), "no fleet name reaches Slurm: {args:?}");
+        let conf = cmd.as_std().get_envs().find(|(k, _)| *k == "SLURM_CONF").and_then(|(_, v)| v);
+        assert_eq!(conf, Some(std::ffi::OsStr::new("/etc/b/slurm.conf")));
+        let even =
+            Launch { gpus: vec![job.gpus[0].clone(), NodeGpus { node: "b/node2".into(), indices: vec![0, 1] }], ..job };
+        let cmd = sbatch_command("s", &opts, &even, Path::new("/scripts/3.1.sh"));
+        let args: Vec<String> = cmd.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(args.contains(&"--nodelist=node1,node2".to_string()), "{args:?}");
+    }
+
+    /// A task of a fleet's cluster ends itself once Slurm has not answered
+    /// for its fence (here 2 s, `squeue` always failing): its command gets
+    /// SIGTERM (and checkpoints), then the task's process group is killed.
+    /// While Slurm answers, the command's own exit is the task's.
+    #[test]
+    fn a_task_fences_itself_when_slurm_does_not_answer() {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        let dir = std::env::temp_dir().join(format!("allot-slurm-fence-{}", std::process::id()));
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let squeue = bin.join("squeue");
+        let run = |answers: bool, command: &[&str]| {
+            std::fs::write(&squeue, if answers { "#!/bin/sh\nexit 0\n" } else { "#!/bin/sh\nexit 1\n" }).unwrap();
+            std::fs::set_permissions(&squeue, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+            std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(task_wrapper(Some(Duration::from_secs(2))))
+                .arg("allot-task")
+                .args(command)
+                .env("PATH", path)
+                .env("SLURM_JOB_ID", "7")
+                // `kill -KILL 0` ends the task's own process group, not the test's.
+                .process_group(0)
+                .output()
+                .unwrap()
+        };
+        let marker = dir.join("marker");
+        let trapping = format!("trap 'echo term > {}; exit 0' TERM; sleep 60 & wait", marker.display());
+        let out = run(false, &["sh", "-c", &trapping]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("self-fencing"), "{out:?}");
+        assert!(!out.status.success(), "a fenced task does not succeed: {out:?}");
+        assert_eq!(
+            std::fs::read_to_string(&marker).unwrap_or_default().trim(),
+            "term",
+            "the command was asked to stop"
+        );
+        let out = run(true, &["sh", "-c", "sleep 1; exit 3"]);
+        assert_eq!(out.status.code(), Some(3), "while Slurm answers the command's code is the task's: {out:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Finding: a gang whose rank 1 exited 3 was recorded with srun's 143
@@ -232,7 +352,7 @@ mod tests {
             log_path: "/log".into(),
         };
         let script = dir.join("job.sh");
-        std::fs::write(&script, batch_script(&job, &[])).unwrap();
+        std::fs::write(&script, batch_script(&job, &[], None)).unwrap();
         let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
         let out = std::process::Command::new("/bin/sh")
             .arg(&script)

@@ -33,6 +33,14 @@
 //!   line inside the batch script, so nothing a submitter writes can steer
 //!   `sbatch` or `srun` (sbatch(1): environment options apply unless the
 //!   command line overrides them).
+//! * Reachability (FLEET-3, FLEET-4): when every `sinfo` has failed for
+//!   the outage threshold, the cluster is taken out of service as a whole
+//!   (`ExecEvent::ClusterDown`; its tracked attempts are reported lost, so
+//!   their workloads are requeued elsewhere); at the first answer after
+//!   that, every job of this store still alive there is stopped before the
+//!   cluster returns (`ExecEvent::ClusterUp`). A separate Slurm cluster is
+//!   named by its own `slurm.conf` (`SLURM_CONF` on every command); in a
+//!   fleet, Allot's node names are `<cluster>/<Slurm node>`.
 //! * Ownership: jobs are named `allot-<store instance>-<seq>.<attempt>` and
 //!   carry `--comment=allot-store=<store instance>`. A restarted server
 //!   finds the jobs that outlived it by name and stops only those that are
@@ -42,7 +50,8 @@
 //! One module per concern: `executor` (the [`Executor`](super::Executor)
 //! itself), `launch` (the batch script and the `sbatch` command), `jobs`
 //! (`squeue` polling, exit codes, `scancel`, which jobs are this store's),
-//! `health` (`sinfo` node states as node events) and `inventory` (the
+//! `health` (`sinfo` node states as node events), `outage` (the cluster
+//! unreachable and back) and `inventory` (the
 //! partition's nodes as the config's).
 
 mod error;
@@ -51,9 +60,10 @@ mod health;
 mod inventory;
 mod jobs;
 mod launch;
+mod outage;
 
 pub use error::{SlurmError, SlurmErrorKind};
-pub use executor::{SlurmExecutor, SlurmOptions};
+pub use executor::{DEFAULT_OUTAGE_AFTER, SlurmExecutor, SlurmOptions};
 pub use health::{SlurmHealth, health, transition};
 pub use inventory::{SlurmNode, map_nodes, nodes, parse_sinfo};
 pub use jobs::{

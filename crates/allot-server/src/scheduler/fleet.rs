@@ -1,0 +1,197 @@
+//! A cluster of the fleet out of service and back (FLEET-3, FLEET-4),
+//! applied as the engine's node events on each of its nodes: the one
+//! node-event path ([`Scheduler::node_action`]), so availability, requeues
+//! (MNT-2, CON-3) and the store's node history are what a failed node's
+//! are.
+
+use allot_core::{Health, NodeEventKind, NodeId, Reason, Rule, Time};
+
+use super::Scheduler;
+
+impl Scheduler {
+    /// The executor of `cluster` cannot be reached: each of its nodes in
+    /// service fails; the decisions this makes cite FLEET-3.
+    pub(crate) fn cluster_down(&mut self, cluster: &str, why: &str, now: Time) {
+        let st = &self.engine.state;
+        let Some(c) = st.cluster.cluster_by_name(cluster) else {
+            tracing::warn!(cluster, "an executor reported an unknown cluster down");
+            return;
+        };
+        let nodes: Vec<NodeId> = (0..st.cluster.nodes.len() as u32)
+            .map(NodeId)
+            .filter(|&n| st.cluster.cluster_of(n) == c && st.health[n.0 as usize].in_service())
+            .collect();
+        let reason = Reason::new(Rule::FleetOutage, format!("cluster {cluster} is out of service: {why}"));
+        tracing::error!(cluster, nodes = nodes.len(), %reason, "cluster out of service");
+        let by = format!("{}: {reason}", self.exec.name());
+        self.cause = Some(reason);
+        for &n in &nodes {
+            let name = self.engine.state.cluster.node(n).name.clone();
+            if let Err(e) = self.node_action(&name, NodeEventKind::Fail, &by, now) {
+                tracing::warn!(node = name, error = ?e, "cannot take the node out of service");
+            }
+        }
+        self.cause = None;
+        self.outages.entry(c).or_default().extend(nodes);
+    }
+
+    /// The cluster answers again and was reconciled: the nodes its outage
+    /// took out are repaired (FLEET-4). Nodes that were out of service
+    /// before it (drained, failed) stay as they were; the executor then
+    /// reports the cluster's own node states afresh.
+    pub(crate) fn cluster_up(&mut self, cluster: &str, now: Time) {
+        let Some(c) = self.engine.state.cluster.cluster_by_name(cluster) else {
+            tracing::warn!(cluster, "an executor reported an unknown cluster back");
+            return;
+        };
+        let nodes = self.outages.remove(&c).unwrap_or_default();
+        let reason = Reason::new(Rule::FleetReturn, format!("cluster {cluster} answers again and was reconciled"));
+        tracing::warn!(cluster, nodes = nodes.len(), %reason, "cluster back in service");
+        let by = format!("{}: {reason}", self.exec.name());
+        for n in nodes {
+            if self.engine.state.health[n.0 as usize] != Health::Down {
+                continue;
+            }
+            let name = self.engine.state.cluster.node(n).name.clone();
+            if let Err(e) = self.node_action(&name, NodeEventKind::Repair, &by, now) {
+                tracing::warn!(node = name, error = ?e, "cannot return the node to service");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use allot_core::{Class, Engine, Phase, Priority, State, WorkloadSpec};
+
+    use super::*;
+    use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, ExitStatus, Launch, Survivor};
+    use crate::scheduler::{Live, Paths};
+    use crate::store::{Op, Store};
+
+    /// Is never asked: the test reads the commands the scheduler queued.
+    struct Unused;
+
+    impl Executor for Unused {
+        fn name(&self) -> &'static str {
+            "fleet"
+        }
+        fn launch(&self, _job: Launch) {}
+        fn signal(&self, _key: AttemptKey) {}
+        fn kill(&self, _key: AttemptKey) {}
+        fn terminate_survivors(&self, _s: Vec<Survivor>, _grace: Duration) -> BoxFuture<'_, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    const FLEET: &str = r#"
+[[clusters]]
+name = "a"
+[[clusters.pools]]
+name = "gpu"
+gpu = "H100"
+nodes = 2
+gpus_per_node = 2
+[[clusters]]
+name = "b"
+[[clusters.pools]]
+name = "gpu"
+gpu = "H100"
+nodes = 1
+gpus_per_node = 2
+[[accounts]]
+path = "org/a"
+share = 1
+"#;
+
+    fn nodes_of(l: &Launch) -> Vec<&str> {
+        l.gpus.iter().map(|n| n.node.as_str()).collect()
+    }
+
+    /// A cluster out of service: its nodes in service fail through the
+    /// node-event path, the abort cites FLEET-3, the workload (reported
+    /// lost) runs on the other cluster; back, only the nodes the outage
+    /// took return (a node drained before stays drained).
+    #[tokio::test]
+    async fn an_outage_fails_the_clusters_nodes_and_its_return_repairs_only_those() {
+        let cfg = allot_trace::config::parse_config(FLEET, "fleet.toml").unwrap();
+        let dir = std::env::temp_dir().join(format!("allot-fleet-outage-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open(&format!("sqlite://{}", dir.join("allot.db").display())).await.unwrap();
+        let exec = Arc::new(Unused);
+        let state = State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
+        let mut s = Scheduler::new(
+            Engine::new(state),
+            allot_core::PolicyKind::parse("allot").unwrap().build(),
+            store,
+            exec.clone(),
+            Arc::new(crate::metrics::Metrics::new()),
+            Paths { data_dir: dir.clone() },
+            Vec::new(),
+            Default::default(),
+        );
+        let now = s.tick_now();
+        s.node_action("a/gpu-1", allot_core::NodeEventKind::Drain, "operator", now).unwrap();
+        let spec = WorkloadSpec {
+            id: "1".into(),
+            submit: now,
+            account: cfg.accounts.get("org/a").unwrap(),
+            user: "u".into(),
+            class: Class::Batch,
+            gpus: 2,
+            nodes: 1,
+            gpu_type: None,
+            clusters: Default::default(),
+            work_s: 3600,
+            checkpoint_s: 60,
+            util: 1.0,
+            priority: Priority::Normal,
+            preemptible: true,
+        };
+        let live = Live { seq: 1, command: vec!["work".into()], env: BTreeMap::new() };
+        let w = s.arrive(spec, live, 0, now);
+        s.pass(now);
+        // The commands the step allows (the store is not asked here).
+        let first = s.launches.pop().expect("launched");
+        assert_eq!(nodes_of(&first), ["a/gpu-0"], "on a (config order), not on its drained node");
+        s.exec_event(ExecEvent::Started { key: first.key, pid: 7 });
+        s.ops.clear();
+
+        s.exec_event(ExecEvent::ClusterDown { cluster: "a".into(), reason: "Slurm has not answered for 30 s".into() });
+        let st = &s.engine.state;
+        let health = |n: &str| st.health[st.cluster.node_by_name(n).unwrap().0 as usize];
+        assert_eq!((health("a/gpu-0"), health("a/gpu-1")), (Health::Down, Health::Drained), "in service: failed");
+        assert_eq!(health("b/gpu-0"), Health::Up, "the other cluster keeps scheduling");
+        assert_eq!(s.engine.state.run(w).phase, Phase::Stopping);
+        let reasons: Vec<&str> = s
+            .ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::WorkloadState { reason, .. } => Some(reason.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            reasons.iter().any(|r| r.starts_with("FLEET-3: cluster a is out of service") && r.contains("MNT-2")),
+            "the abort cites the outage, then the node's rule: {reasons:?}"
+        );
+        s.exec_event(ExecEvent::Exited { key: first.key, status: ExitStatus { code: None, signal: None } });
+        let now = s.tick_now();
+        s.pass(now);
+        let second = s.launches.pop().expect("requeued and launched again");
+        assert_eq!((second.key.attempt, nodes_of(&second)), (2, vec!["b/gpu-0"]), "on the other cluster");
+
+        s.exec_event(ExecEvent::ClusterUp { cluster: "a".into() });
+        let st = &s.engine.state;
+        let health = |n: &str| st.health[st.cluster.node_by_name(n).unwrap().0 as usize];
+        assert_eq!(health("a/gpu-0"), Health::Up, "the outage's node is back");
+        assert_eq!(health("a/gpu-1"), Health::Drained, "a node drained before the outage stays drained");
+        s.exec_event(ExecEvent::ClusterUp { cluster: "a".into() });
+        assert!(s.outages.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
