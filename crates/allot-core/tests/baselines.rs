@@ -248,7 +248,7 @@ fn explain_all_is_explain_of_each() {
             .legacy("org/y", &["b"])
             .build();
         for i in 0..24u64 {
-            let s = Wl::new(&format!("w{i}"))
+            let s = Wl::new(format!("w{i}"))
                 .account(if i % 3 == 0 { "org/y" } else { "org/x" })
                 .gpus([1, 2, 4, 8, 16][i as usize % 5])
                 .nodes(if i % 5 == 4 { 2 } else { 0 })
