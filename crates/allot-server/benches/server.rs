@@ -8,6 +8,11 @@
 //!    busy GPUs: the server's own pass histogram, and the `allot` policy's
 //!    pass timed directly on the same state.
 //!
+//!
+//! The same for a fleet of three clusters (`ALLOT_BENCH_FLEET=1`): the same
+//! 1,024 GPUs as clusters of 512, 384 and 128, every third workload pinned
+//! to one of them.
+//!
 //! `cargo bench -p allot-server --bench server`
 
 use std::path::PathBuf;
@@ -55,6 +60,30 @@ scheduling_interval = "1s"
 grace = "10s"
 "#;
 
+/// [`CONFIG`]'s GPUs and accounts as a fleet of three clusters.
+fn fleet_config() -> String {
+    let (_, accounts) = CONFIG.split_once("\n[[accounts]]").expect("accounts");
+    let mut c = String::from("name = \"bench\"\n");
+    for (name, nodes) in [("c1", 64), ("c2", 48), ("c3", 16)] {
+        c.push_str(&format!(
+            "[[clusters]]\nname = \"{name}\"\n[[clusters.pools]]\nname = \"h100\"\ngpu = \"H100\"\nnodes = {nodes}\n\
+             gpus_per_node = 8\nrack_size = 16\n"
+        ));
+    }
+    c.push_str("\n[[accounts]]");
+    c.push_str(accounts);
+    c
+}
+
+/// Whether the bench runs the fleet (`ALLOT_BENCH_FLEET=1`).
+fn fleet() -> bool {
+    std::env::var("ALLOT_BENCH_FLEET").is_ok_and(|v| v == "1")
+}
+
+fn config() -> String {
+    if fleet() { fleet_config() } else { CONFIG.to_string() }
+}
+
 const PROJECTS: [&str; 6] =
     ["org/llm/pretrain", "org/llm/post", "org/vision/det", "org/vision/gen", "org/rl/sim", "org/llm/pretrain"];
 const SIZES: [u32; 6] = [1, 2, 4, 8, 8, 16];
@@ -66,6 +95,10 @@ fn request(i: usize) -> SubmitRequest {
         command: vec!["true".into()],
         expected_duration_s: Some(3600 + (i as u64 % 13) * 600),
         checkpoint_interval_s: Some(600),
+        clusters: match (fleet(), i % 3) {
+            (true, 0) => vec![format!("c{}", (i / 3) % 3 + 1)],
+            _ => vec![],
+        },
         ..Default::default()
     }
 }
@@ -137,7 +170,7 @@ async fn pass_latency(url: &str, token: &str) -> (f64, u64) {
 
 async fn run_backend(label: &str, db: String, n: usize) {
     let d = dir(label);
-    std::fs::write(d.join("cluster.toml"), CONFIG).expect("config");
+    std::fs::write(d.join("cluster.toml"), config()).expect("config");
     let store = Store::open(&db).await.expect("open store");
     let spec = TokenSpec { name: "bench".into(), role: Role::Admin, scope: None, projects: vec![] };
     let token = create_token(&store, &spec, "bench").await.expect("token");
@@ -181,7 +214,7 @@ async fn run_backend(label: &str, db: String, n: usize) {
 /// The `allot` policy's pass on a state with `n` pending and the cluster full.
 fn core_pass(n: usize) {
     use allot_core::{Action, PolicyKind};
-    let cfg = allot_trace::config::parse_config(CONFIG, "bench.toml").expect("config");
+    let cfg = allot_trace::config::parse_config(&config(), "bench.toml").expect("config");
     let mut state = allot_core::State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
     let now = 1_000_000;
     for i in 0..n {
@@ -195,7 +228,10 @@ fn core_pass(n: usize) {
             gpus: r.gpus,
             nodes: 0,
             gpu_type: None,
-            clusters: allot_core::cluster::ClusterSet::ANY,
+            clusters: match r.clusters.first() {
+                Some(c) => allot_core::cluster::ClusterSet::of([cfg.cluster.cluster_by_name(c).expect("cluster")]),
+                None => allot_core::cluster::ClusterSet::ANY,
+            },
             work_s: r.expected_duration_s.unwrap_or(3600),
             checkpoint_s: 600,
             util: 1.0,
@@ -220,9 +256,10 @@ fn core_pass(n: usize) {
     }
     times.sort();
     println!(
-        "core: allot pass with {} pending, {} running on 1024 GPUs: median {:.1} ms, max {:.1} ms (15 passes)",
+        "core: allot pass with {} pending, {} running on 1024 GPUs in {} cluster(s): median {:.1} ms, max {:.1} ms (15 passes)",
         state.pending.len(),
         state.running.len(),
+        state.cluster.clusters.len(),
         times[times.len() / 2].as_secs_f64() * 1000.0,
         times[times.len() - 1].as_secs_f64() * 1000.0
     );

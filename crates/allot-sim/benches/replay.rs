@@ -258,6 +258,8 @@ struct Timed {
     inner: Box<dyn Policy>,
     /// (ms, pending at the pass, time of the pass).
     passes: Vec<(f64, usize, Time)>,
+    /// Print progress every 500 passes (`ALLOT_BENCH_TRACE=1`).
+    trace: bool,
 }
 
 impl Policy for Timed {
@@ -271,6 +273,17 @@ impl Policy for Timed {
         let t0 = Instant::now();
         let d = self.inner.schedule(state, now);
         self.passes.push((t0.elapsed().as_secs_f64() * 1e3, state.pending.len(), now));
+        if self.trace && self.passes.len() % 500 == 0 {
+            let last = &self.passes[self.passes.len() - 500..];
+            let mean = last.iter().map(|p| p.0).sum::<f64>() / 500.0;
+            let max = last.iter().map(|p| p.0).fold(0.0, f64::max);
+            eprintln!(
+                "  {} passes, t={now} s, {} waiting, {} running: last 500 mean {mean:.2} ms, max {max:.2} ms",
+                self.passes.len(),
+                state.pending.len(),
+                state.running.len()
+            );
+        }
         d
     }
     fn explain(&self, state: &State, w: allot_core::WorkloadId, now: Time) -> allot_core::Reason {
@@ -309,7 +322,8 @@ fn fleet_pass() {
         "policy", "passes", "pending", "p50 ms", "p99 ms", "max ms", "mean ms"
     );
     for kind in policies(&[PolicyKind::Allot, PolicyKind::Priority]) {
-        let mut timed = Timed { inner: kind.build(), passes: Vec::new() };
+        let trace = std::env::var("ALLOT_BENCH_TRACE").is_ok_and(|v| v == "1");
+        let mut timed = Timed { inner: kind.build(), passes: Vec::new(), trace };
         let until = std::env::var("ALLOT_BENCH_UNTIL").ok().and_then(|v| v.parse().ok()).unwrap_or(86_400);
         let opts = SimOptions { until: Some(until), ..SimOptions::default() };
         simulate(base.clone(), specs.clone(), Vec::new(), &mut timed, &opts);
