@@ -10,5 +10,6 @@ pub use record::{Attempt, AttemptEnd, CapacityStep, ClusterCapacity, LogEvent, S
 pub mod measures;
 pub mod report;
 pub mod sim;
+pub mod split;
 
 pub use sim::{Request, RequestKind, SimOptions, simulate, simulate_requests};
