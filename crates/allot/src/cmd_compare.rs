@@ -266,6 +266,20 @@ fn generated_sources(scenario: Scenario, a: &CompareArgs) -> Result<Sources> {
         .collect();
     let sources = sources.into_iter().collect::<Result<Vec<_>>>()?;
     let mut rows = scenario_rows(scenario, &params(a.seed), &seeds, sources[0].inputs.trace.len());
+    let fleet = &sources[0].inputs.config.cluster;
+    if fleet.is_fleet() {
+        let sizes: Vec<String> = (0..fleet.clusters.len())
+            .map(|c| {
+                let id = allot_core::cluster::ClusterId(c as u16);
+                format!("{} {} GPUs", fleet.cluster_name(id), fleet.cluster_gpus(id))
+            })
+            .collect();
+        let pins = allot_trace::generate::FLEET_PIN_FRACTION * 100.0;
+        rows.push((
+            "fleet".to_string(),
+            format!("{}; {pins:.0}% of workloads pinned to their team's home cluster", sizes.join(", ")),
+        ));
+    }
     rows.push(horizon_row(a));
     Ok((sources, rows))
 }
