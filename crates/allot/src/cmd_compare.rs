@@ -287,10 +287,14 @@ fn generated_sources(scenario: Scenario, a: &CompareArgs) -> Result<Sources> {
 /// The scenario, seeds and every generator parameter, as rows for the page.
 fn scenario_rows(scenario: Scenario, p: &Ai2Params, seeds: &[u64], workloads: usize) -> Vec<(String, String)> {
     let b = &p.behaviour;
+    // A fleet's node shares are per cluster (its own row); only the weights apply.
     let mix: Vec<String> = p
         .gpu_mix
         .iter()
-        .map(|m| format!("{} {:.1}% of nodes (weight {})", m.model, m.node_share * 100.0, m.weight))
+        .map(|m| match scenario {
+            Scenario::Ai2 => format!("{} {:.1}% of nodes (weight {})", m.model, m.node_share * 100.0, m.weight),
+            Scenario::Ai2Fleet => format!("{} weight {}", m.model, m.weight),
+        })
         .collect();
     let seed_text = match seeds {
         [one] => one.to_string(),
