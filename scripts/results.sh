@@ -27,3 +27,10 @@ $allot compare --config "$out/alibaba.toml" --trace "$out/alibaba.csv" \
 # 3. The Ai2-like generator: 1,024 GPUs, 30 days, 3 seeds.
 $allot compare --scenario ai2 --gpus 1024 --days 30 --seeds 3 \
   --policies priority,fifo-backfill,allot --out "$out/ai2"
+
+# 4. The fleet: the Ai2-like lab on five clusters (384 to 88 GPUs, 1,024 in
+#    all), 35% of workloads pinned to their team's home cluster: the legacy
+#    model (team pools per cluster), Allot with budgets split per cluster (one
+#    scheduler per cluster) and Allot with one fleet-wide ledger.
+$allot compare --scenario ai2-fleet --gpus 1024 --days 7 --until 7d --seeds 3 \
+  --policies priority,allot-split,allot --out "$out/fleet"

@@ -354,6 +354,7 @@ mod tests {
                 .into_iter()
                 .map(|(t, gpus)| allot_sim::CapacityStep { t, gpus, ngpus_milli: gpus * 1000 })
                 .collect(),
+            clusters: Vec::new(),
             log: Vec::new(),
             passes: 0,
             events: 0,

@@ -6,7 +6,9 @@
 //! Single runs use `allot_sim::report::measures_tables` instead; the rows
 //! here follow its sections and names.
 
-use allot_sim::report::{Block, Report, Stats, Table, Tables};
+use allot_sim::report::{
+    Block, CLUSTERS_TITLE, ClusterReport, Report, Stats, Table, Tables, cluster_section, fleet_clusters,
+};
 
 use crate::stats::mean_ci;
 use crate::svg::{fmt_duration, fmt_num};
@@ -115,6 +117,11 @@ fn write(unit: Unit, v: f64) -> String {
 
 /// One cell: `mean ± half-width` over the runs where the measure is defined.
 fn cell(reports: &[Report], unit: Unit, get: Get) -> String {
+    cell_by(reports, unit, get)
+}
+
+/// [`cell`] of any value of a report.
+fn cell_by(reports: &[Report], unit: Unit, get: impl Fn(&Report) -> Option<f64>) -> String {
     let values: Vec<f64> = reports.iter().filter_map(get).collect();
     match mean_ci(&values) {
         None => "-".into(),
@@ -123,6 +130,43 @@ fn cell(reports: &[Report], unit: Unit, get: Get) -> String {
             None => write(unit, m.mean),
         },
     }
+}
+
+type ClusterGet = fn(&ClusterReport) -> Option<f64>;
+
+/// The rows of each cluster of a fleet: label, unit and value.
+const CLUSTER_ROWS: &[(&str, Unit, ClusterGet)] = &[
+    ("availability", Unit::Ratio, |c| Some(c.availability)),
+    ("occupancy", Unit::Ratio, |c| Some(c.occupancy)),
+    ("utilization", Unit::Ratio, |c| Some(c.utilization)),
+    ("available GPU-h", Unit::Amount, |c| Some(c.available_gpu_hours)),
+    ("assigned GPU-h", Unit::Amount, |c| Some(c.assigned_gpu_hours)),
+    ("started workloads", Unit::Amount, |c| Some(c.started_workloads as f64)),
+    ("queue p50", Unit::Seconds, |c| stat(c.queue_time_s, |s| s.p50 as f64)),
+    ("queue p95", Unit::Seconds, |c| stat(c.queue_time_s, |s| s.p95 as f64)),
+    ("queue p99", Unit::Seconds, |c| stat(c.queue_time_s, |s| s.p99 as f64)),
+    ("queue mean", Unit::Seconds, |c| stat(c.queue_time_s, |s| s.mean)),
+    ("interactive p50", Unit::Seconds, |c| stat(c.queue_time_by_class.interactive, |s| s.p50 as f64)),
+    ("interactive p95", Unit::Seconds, |c| stat(c.queue_time_by_class.interactive, |s| s.p95 as f64)),
+];
+
+/// Per cluster of a fleet of several (a section each), the cells of
+/// [`CLUSTER_ROWS`] over the seeds; `None` for a fleet of one.
+fn clusters_table(runs: &[(String, Vec<Report>)]) -> Option<Table> {
+    let first: Vec<&Report> = runs.first().and_then(|r| r.1.first()).into_iter().collect();
+    let clusters = fleet_clusters(&first);
+    if clusters.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(std::iter::once("measure".to_string()).chain(runs.iter().map(|r| r.0.clone())).collect());
+    for (name, gpus) in &clusters {
+        t.section(&cluster_section(name, *gpus));
+        for (label, unit, get) in CLUSTER_ROWS {
+            let cells = runs.iter().map(|(_, rs)| cell_by(rs, *unit, |r| r.clusters.get(name).and_then(get)));
+            t.push_row(std::iter::once(label.to_string()).chain(cells).collect());
+        }
+    }
+    Some(t)
 }
 
 /// The table of repeated runs and the note on how its cells were computed:
@@ -140,5 +184,11 @@ pub fn seeds_tables(runs: &[(String, Vec<Report>)]) -> Tables {
         }
     }
     let note = format!("Each cell: mean ± half-width of the 95% confidence interval over {seeds} seeds (Student's t).");
-    Tables { blocks: vec![Block::Table(t), Block::Note(note)] }
+    let mut blocks = vec![Block::Table(t)];
+    if let Some(clusters) = clusters_table(runs) {
+        blocks.push(Block::Title(CLUSTERS_TITLE.to_string()));
+        blocks.push(Block::Table(clusters));
+    }
+    blocks.push(Block::Note(note));
+    Tables { blocks }
 }

@@ -6,9 +6,10 @@
 
 pub mod record;
 
-pub use record::{Attempt, AttemptEnd, CapacityStep, LogEvent, SimOutput};
+pub use record::{Attempt, AttemptEnd, CapacityStep, ClusterCapacity, LogEvent, SimOutput};
 pub mod measures;
 pub mod report;
 pub mod sim;
+pub mod split;
 
 pub use sim::{Request, RequestKind, SimOptions, simulate, simulate_requests};

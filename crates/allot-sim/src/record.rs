@@ -1,6 +1,7 @@
 //! What a simulation recorded: every attempt, every log event and the
 //! in-service capacity over time. Measures are computed from this alone.
 
+use allot_core::cluster::ClusterId;
 use allot_core::{AccountId, Class, Time, WorkloadId};
 use serde::Serialize;
 
@@ -11,6 +12,8 @@ pub struct Attempt {
     pub account: AccountId,
     pub class: Class,
     pub gpus: u32,
+    /// The cluster of the fleet it ran on (a gang never spans clusters).
+    pub cluster: ClusterId,
     /// Normalisation weight of the GPU type it ran on.
     pub weight: f64,
     pub util: f64,
@@ -65,6 +68,16 @@ pub struct CapacityStep {
     pub ngpus_milli: u64,
 }
 
+/// One cluster's GPUs and in-service capacity over time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterCapacity {
+    pub name: String,
+    /// GPUs of the cluster (healthy or not).
+    pub total_gpus: u64,
+    /// In-service GPUs of the cluster from each step's `t` on.
+    pub capacity: Vec<CapacityStep>,
+}
+
 /// Everything a run produced.
 #[derive(Clone, Debug)]
 pub struct SimOutput {
@@ -75,6 +88,10 @@ pub struct SimOutput {
     pub total_gpus: u64,
     pub attempts: Vec<Attempt>,
     pub capacity: Vec<CapacityStep>,
+    /// Per cluster of a fleet of several, in config order (index =
+    /// [`ClusterId`]): its GPUs and its own in-service step function.
+    /// Empty for a fleet of one, whose cluster is the whole of `capacity`.
+    pub clusters: Vec<ClusterCapacity>,
     pub log: Vec<LogEvent>,
     /// Scheduling passes run and simulator events processed.
     pub passes: u64,

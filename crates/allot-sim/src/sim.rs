@@ -23,7 +23,7 @@ use std::collections::BinaryHeap;
 use allot_core::engine::{Change, Ended, Outcome};
 use allot_core::{Effect, Engine, Exit, NodeEvent, Policy, Reason, State, Time, Transition, WorkloadId, WorkloadSpec};
 
-use crate::record::{Attempt, AttemptEnd, CapacityStep, LogEvent, SimOutput};
+use crate::record::{Attempt, AttemptEnd, CapacityStep, ClusterCapacity, LogEvent, SimOutput};
 
 /// Options of a run.
 #[derive(Clone, Debug, Default)]
@@ -100,6 +100,18 @@ pub fn simulate_requests(
     events.sort_by_key(|e| e.t);
     requests.sort_by_key(|r| r.t);
     let total_gpus = state.cluster.total_gpus();
+    let fleet = &state.cluster;
+    let clusters = if fleet.is_fleet() {
+        (0..fleet.clusters.len())
+            .map(|c| {
+                let id = allot_core::cluster::ClusterId(c as u16);
+                let name = fleet.cluster_name(id).to_string();
+                ClusterCapacity { name, total_gpus: fleet.cluster_gpus(id), capacity: Vec::new() }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut sim = Sim {
         out: SimOutput {
             policy: policy.name().to_string(),
@@ -107,6 +119,7 @@ pub fn simulate_requests(
             total_gpus,
             attempts: Vec::new(),
             capacity: Vec::new(),
+            clusters,
             log: Vec::new(),
             passes: 0,
             events: 0,
@@ -263,12 +276,14 @@ impl Sim<'_> {
         for &w in &state.running {
             let (spec, run) = (state.spec(w), state.run(w));
             let progress = run.progress(end);
+            let (weight, cluster) = placed(state, run.alloc.as_ref().expect("holding"));
             let a = Attempt {
                 workload: w,
                 account: spec.account,
                 class: spec.class,
                 gpus: spec.gpus,
-                weight: weight(state, run.alloc.as_ref().expect("holding")),
+                cluster,
+                weight,
                 util: spec.util,
                 start: run.started.expect("holding"),
                 end,
@@ -288,12 +303,14 @@ impl Sim<'_> {
     fn attempt_record(&self, w: WorkloadId, ended: &Ended, t: Time) -> Attempt {
         let state = &self.engine.state;
         let spec = state.spec(w);
+        let (weight, cluster) = placed(state, &ended.alloc);
         Attempt {
             workload: w,
             account: spec.account,
             class: spec.class,
             gpus: spec.gpus,
-            weight: weight(state, &ended.alloc),
+            cluster,
+            weight,
             util: spec.util,
             start: ended.started,
             end: t,
@@ -328,23 +345,45 @@ impl Sim<'_> {
 
     fn record_capacity(&mut self, t: Time) {
         let state = &self.engine.state;
-        let (mut gpus, mut milli) = (0u64, 0u64);
-        for (node, h) in state.cluster.nodes.iter().zip(&state.health) {
+        let cluster = &state.cluster;
+        // (GPUs, normalised milli-GPUs) in service: the fleet's, then per
+        // cluster of a fleet of several.
+        let mut sums = vec![(0u64, 0u64); 1 + self.out.clusters.len()];
+        for (i, (node, h)) in cluster.nodes.iter().zip(&state.health).enumerate() {
             if h.in_service() {
-                gpus += u64::from(node.gpus);
-                milli += (u64::from(node.gpus) as f64 * state.cluster.weight(node.gpu) * 1000.0).round() as u64;
+                let gpus = u64::from(node.gpus);
+                let milli = (gpus as f64 * cluster.weight(node.gpu) * 1000.0).round() as u64;
+                sums[0].0 += gpus;
+                sums[0].1 += milli;
+                if !self.out.clusters.is_empty() {
+                    let c = 1 + cluster.cluster_of(allot_core::NodeId(i as u32)).0 as usize;
+                    sums[c].0 += gpus;
+                    sums[c].1 += milli;
+                }
             }
         }
-        let step = CapacityStep { t, gpus, ngpus_milli: milli };
-        match self.out.capacity.last_mut() {
-            Some(last) if last.t == t => *last = step,
-            Some(last) if last.gpus == gpus && last.ngpus_milli == milli => {}
-            _ => self.out.capacity.push(step),
+        let step = |(gpus, ngpus_milli): (u64, u64)| CapacityStep { t, gpus, ngpus_milli };
+        push_step(&mut self.out.capacity, step(sums[0]));
+        for (c, sum) in self.out.clusters.iter_mut().zip(&sums[1..]) {
+            push_step(&mut c.capacity, step(*sum));
         }
     }
 }
 
-/// Normalisation weight of the GPUs of an allocation (its first node's type).
-fn weight(state: &State, alloc: &allot_core::Allocation) -> f64 {
-    alloc.parts.first().map_or(1.0, |(n, _)| state.cluster.weight(state.cluster.node(*n).gpu))
+/// Appends a step to a step function: replaces a step at the same instant,
+/// skips one that changes nothing.
+fn push_step(steps: &mut Vec<CapacityStep>, step: CapacityStep) {
+    match steps.last_mut() {
+        Some(last) if last.t == step.t => *last = step,
+        Some(last) if last.gpus == step.gpus && last.ngpus_milli == step.ngpus_milli => {}
+        _ => steps.push(step),
+    }
+}
+
+/// Normalisation weight of the GPUs of an allocation (its first node's
+/// type) and the cluster it is on (a gang never spans clusters, FLEET-1).
+fn placed(state: &State, alloc: &allot_core::Allocation) -> (f64, allot_core::cluster::ClusterId) {
+    alloc.parts.first().map_or((1.0, allot_core::cluster::ClusterId(0)), |(n, _)| {
+        (state.cluster.weight(state.cluster.node(*n).gpu), state.cluster.cluster_of(*n))
+    })
 }

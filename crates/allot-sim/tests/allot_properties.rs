@@ -601,3 +601,59 @@ proptest! {
         prop_assert_eq!(a.attempts, b.attempts);
     }
 }
+
+/// Fleet-wide fair share (one ledger, one tree): on two clusters of 16
+/// GPUs, `org/pa` may run only on `a`, `org/pb` only on `b`, `org/x` and
+/// `org/y` anywhere; every account keeps a saturating backlog of 1-GPU
+/// jobs. Over 6 days each account's share of the fleet's GPU-time is within
+/// 5% of its weight, whichever cluster served it, for several weightings
+/// and seeds.
+#[test]
+fn fleet_wide_shares_follow_weights_across_pinned_and_free_accounts() {
+    // Weights of (pa, pb, x, y); a pinned account's share never exceeds its
+    // cluster's half of the fleet, so every weighting is attainable.
+    let cases: &[[f64; 4]] = &[[1.0, 1.0, 1.0, 1.0], [3.0, 1.0, 2.0, 2.0], [1.0, 3.0, 3.0, 1.0]];
+    let names = ["org/pa", "org/pb", "org/x", "org/y"];
+    let pins: [&[&str]; 4] = [&["a"], &["b"], &[], &[]];
+    for (ci, weights) in cases.iter().enumerate() {
+        for seed in 1..=3u64 {
+            let mut b = StateBuilder::new().cluster("a").pool("p", "H100", 2, 8).cluster("b").pool("q", "H100", 2, 8);
+            for (name, w) in names.iter().zip(weights) {
+                b = b.account_with(name, |a| a.share = Some(*w));
+            }
+            let state = b
+                .contract(|c| {
+                    c.usage_half_life = DAY;
+                    c.scheduling_interval = 60;
+                })
+                .build();
+            let mut mix = Mix(seed * 100 + ci as u64);
+            let mut specs = Vec::new();
+            for (name, pin) in names.iter().zip(pins) {
+                for i in 0..400 {
+                    let wl = Wl::new(format!("{name}-{i}"))
+                        .account(name)
+                        .submit(mix.range(0, HOUR))
+                        .work(mix.range(3 * HOUR, 9 * HOUR))
+                        .checkpoint(1800);
+                    let wl = if pin.is_empty() { wl } else { wl.on(pin) };
+                    specs.push(wl.build(&state));
+                }
+            }
+            let until = 6 * DAY;
+            let opts = SimOptions { until: Some(until), check_invariants: false, keep_log: false };
+            let (state, out) = simulate(state, specs, Vec::new(), &mut AllotPolicy::new(), &opts);
+            let r = allot_sim::measures::measure(&state, &out);
+            assert!(r.metrics.occupancy > 0.99, "case {ci} seed {seed}: not saturated ({})", r.metrics.occupancy);
+            let total: f64 = weights.iter().sum();
+            for (name, w) in names.iter().zip(weights) {
+                let got = r.accounts[*name].delivered_share;
+                let want = w / total;
+                assert!(
+                    (got - want).abs() / want < 0.05,
+                    "case {ci} seed {seed}: {name} delivered {got:.4}, weight {want:.4}"
+                );
+            }
+        }
+    }
+}

@@ -14,7 +14,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
-use crate::cmd_sim::{Inputs, load_inputs, parse_policies, run_one};
+use crate::cmd_sim::{Inputs, load_inputs, run_one};
 
 #[derive(clap::Args)]
 pub struct CompareArgs {
@@ -27,7 +27,9 @@ pub struct CompareArgs {
     /// Node events (fail / repair / drain / undrain), .csv or .jsonl.
     #[arg(long, requires = "trace")]
     events: Option<PathBuf>,
-    /// Policies to compare, separated by commas: fifo, fifo-backfill, priority, allot.
+    /// Policies to compare, separated by commas: fifo, fifo-backfill,
+    /// priority, allot, and allot-split (allot with every budget split per
+    /// cluster of a fleet, as one scheduler per cluster would have it).
     #[arg(long, default_value = "priority,fifo-backfill,allot")]
     policies: String,
     /// Stop at this time (e.g. 30d); measures cover [0, until]. Default: run
@@ -72,8 +74,49 @@ struct Source {
 /// The traces to replay and the rows that describe where they came from.
 type Sources = (Vec<Source>, Vec<(String, String)>);
 
+/// What one column of the comparison runs: a policy on the inputs, or
+/// `allot` on the inputs split per cluster ([`allot_sim::split`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Variant {
+    Policy(PolicyKind),
+    AllotSplit,
+}
+
+const ALLOT_SPLIT: &str = "allot-split";
+
+impl Variant {
+    fn as_str(self) -> &'static str {
+        match self {
+            Variant::Policy(k) => k.as_str(),
+            Variant::AllotSplit => ALLOT_SPLIT,
+        }
+    }
+}
+
+fn parse_variants(list: &str) -> Result<Vec<Variant>> {
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let v = if name == ALLOT_SPLIT {
+            Variant::AllotSplit
+        } else if let Some(k) = PolicyKind::parse(name) {
+            Variant::Policy(k)
+        } else {
+            let mut known: Vec<&str> = PolicyKind::ALL.iter().map(|k| k.as_str()).collect();
+            known.push(ALLOT_SPLIT);
+            bail!("unknown policy {name:?} (known: {})", known.join(", "));
+        };
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    if out.is_empty() {
+        bail!("--policies names no policy");
+    }
+    Ok(out)
+}
+
 pub fn run(a: CompareArgs) -> Result<()> {
-    let kinds = parse_policies(&a.policies)?;
+    let kinds = parse_variants(&a.policies)?;
     let until = match &a.until {
         Some(s) => Some(allot_trace::duration::parse_duration(s).map_err(|e| anyhow!("--until: {e}"))?),
         None => None,
@@ -84,8 +127,18 @@ pub fn run(a: CompareArgs) -> Result<()> {
     };
     std::fs::create_dir_all(&a.out).with_context(|| format!("failed to create {}", a.out.display()))?;
     let opts = SimOptions { until, check_invariants: false, keep_log: false };
+    let splits = if kinds.contains(&Variant::AllotSplit) {
+        let split = |s: &Source| {
+            let c = &s.inputs.config;
+            allot_sim::split::split_by_cluster(&c.cluster, &c.accounts, &s.inputs.trace)
+                .map_err(|e| anyhow!("allot-split: cannot copy the account tree per cluster: {e}"))
+        };
+        sources.iter().map(|s| split(s).map(Some)).collect::<Result<Vec<_>>>()?
+    } else {
+        vec![None; sources.len()]
+    };
     // runs[s][k]: source s under policy k.
-    let runs = run_all(&sources, &kinds, &opts);
+    let runs = run_all(&sources, &splits, &kinds, &opts);
     let title = format!("Allot policy comparison: {}", sources[0].inputs.config.cluster.name);
     let table = write_summaries(&a.out, &title, &source_rows, &kinds, &runs)?;
     write_page(&a.out, title, &sources, source_rows, &runs[0], &table)?;
@@ -104,7 +157,7 @@ fn write_summaries(
     out: &Path,
     title: &str,
     rows: &[(String, String)],
-    kinds: &[PolicyKind],
+    kinds: &[Variant],
     runs: &[Vec<PolicyRun>],
 ) -> Result<Tables> {
     let (json, table) = if let [single] = runs {
@@ -213,6 +266,20 @@ fn generated_sources(scenario: Scenario, a: &CompareArgs) -> Result<Sources> {
         .collect();
     let sources = sources.into_iter().collect::<Result<Vec<_>>>()?;
     let mut rows = scenario_rows(scenario, &params(a.seed), &seeds, sources[0].inputs.trace.len());
+    let fleet = &sources[0].inputs.config.cluster;
+    if fleet.is_fleet() {
+        let sizes: Vec<String> = (0..fleet.clusters.len())
+            .map(|c| {
+                let id = allot_core::cluster::ClusterId(c as u16);
+                format!("{} {} GPUs", fleet.cluster_name(id), fleet.cluster_gpus(id))
+            })
+            .collect();
+        let pins = allot_trace::generate::FLEET_PIN_FRACTION * 100.0;
+        rows.push((
+            "fleet".to_string(),
+            format!("{}; {pins:.0}% of workloads pinned to their team's home cluster", sizes.join(", ")),
+        ));
+    }
     rows.push(horizon_row(a));
     Ok((sources, rows))
 }
@@ -220,10 +287,14 @@ fn generated_sources(scenario: Scenario, a: &CompareArgs) -> Result<Sources> {
 /// The scenario, seeds and every generator parameter, as rows for the page.
 fn scenario_rows(scenario: Scenario, p: &Ai2Params, seeds: &[u64], workloads: usize) -> Vec<(String, String)> {
     let b = &p.behaviour;
+    // A fleet's node shares are per cluster (its own row); only the weights apply.
     let mix: Vec<String> = p
         .gpu_mix
         .iter()
-        .map(|m| format!("{} {:.1}% of nodes (weight {})", m.model, m.node_share * 100.0, m.weight))
+        .map(|m| match scenario {
+            Scenario::Ai2 => format!("{} {:.1}% of nodes (weight {})", m.model, m.node_share * 100.0, m.weight),
+            Scenario::Ai2Fleet => format!("{} weight {}", m.model, m.weight),
+        })
         .collect();
     let seed_text = match seeds {
         [one] => one.to_string(),
@@ -292,16 +363,43 @@ fn progress(len: usize) -> ProgressBar {
     bar
 }
 
+/// Runs one variant on one source: `allot-split` runs `allot` on the split
+/// inputs and maps the result back onto the original accounts.
+fn run_variant(
+    source: &Source,
+    split: Option<&allot_sim::split::Split>,
+    v: Variant,
+    opts: &SimOptions,
+) -> (allot_core::State, allot_sim::SimOutput) {
+    match (v, split) {
+        (Variant::Policy(k), _) => run_one(&source.inputs, k, opts),
+        (Variant::AllotSplit, Some(split)) => {
+            let c = &source.inputs.config;
+            let state = allot_core::State::new(c.cluster.clone(), split.accounts.clone(), c.contract);
+            let mut policy = PolicyKind::Allot.build();
+            let (state, out) =
+                allot_sim::simulate(state, split.trace.clone(), source.inputs.events.clone(), policy.as_mut(), opts);
+            split.unsplit(&c.accounts, state, out, ALLOT_SPLIT)
+        }
+        (Variant::AllotSplit, None) => unreachable!("split inputs are made for every source when allot-split runs"),
+    }
+}
+
 /// Runs every (source, policy) pair on the rayon pool; returns the runs per
 /// source, in policy order.
-fn run_all(sources: &[Source], kinds: &[PolicyKind], opts: &SimOptions) -> Vec<Vec<PolicyRun>> {
-    let jobs: Vec<(usize, PolicyKind)> = (0..sources.len()).flat_map(|s| kinds.iter().map(move |&k| (s, k))).collect();
+fn run_all(
+    sources: &[Source],
+    splits: &[Option<allot_sim::split::Split>],
+    kinds: &[Variant],
+    opts: &SimOptions,
+) -> Vec<Vec<PolicyRun>> {
+    let jobs: Vec<(usize, Variant)> = (0..sources.len()).flat_map(|s| kinds.iter().map(move |&k| (s, k))).collect();
     let bar = progress(jobs.len());
     let done: Vec<(PolicyRun, Duration)> = jobs
         .par_iter()
         .map(|&(s, k)| {
             let t0 = Instant::now();
-            let (state, out) = run_one(&sources[s].inputs, k, opts);
+            let (state, out) = run_variant(&sources[s], splits[s].as_ref(), k, opts);
             let run = PolicyRun::of(&state, &out);
             let took = t0.elapsed();
             bar.inc(1);

@@ -2,7 +2,7 @@
 
 use allot_core::Time;
 
-use crate::record::SimOutput;
+use crate::record::{CapacityStep, SimOutput};
 
 /// Length of `[lo, hi) ∩ [a, b)`.
 pub(crate) fn overlap(lo: Time, hi: Time, a: Time, b: Time) -> Time {
@@ -19,11 +19,16 @@ pub(crate) fn ratio(num: f64, den: f64) -> f64 {
 /// first step, and when there is no step at all, every GPU counts as in
 /// service. Steps at the same instant: the last one recorded holds.
 pub(crate) fn available_gpu_s(out: &SimOutput) -> u64 {
-    let h = out.horizon_end;
-    let mut steps: Vec<(Time, u64)> = out.capacity.iter().map(|s| (s.t, s.gpus)).collect();
+    integrate(&out.capacity, out.total_gpus, out.horizon_end)
+}
+
+/// [`available_gpu_s`] of any step function over `[0, h]`, with `total`
+/// GPUs in service before its first step.
+pub(crate) fn integrate(capacity: &[CapacityStep], total: u64, h: Time) -> u64 {
+    let mut steps: Vec<(Time, u64)> = capacity.iter().map(|s| (s.t, s.gpus)).collect();
     steps.sort_by_key(|s| s.0); // stable: same-instant steps keep their order
     let first = steps.first().map_or(h, |s| s.0);
-    let mut sum = out.total_gpus * first.min(h);
+    let mut sum = total * first.min(h);
     for (i, &(t, gpus)) in steps.iter().enumerate() {
         let next = steps.get(i + 1).map_or(h, |s| s.0);
         sum += gpus * overlap(t, next, 0, h);
@@ -34,7 +39,6 @@ pub(crate) fn available_gpu_s(out: &SimOutput) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::CapacityStep;
 
     fn out(h: Time, steps: &[(Time, u64)]) -> SimOutput {
         SimOutput {
@@ -43,6 +47,7 @@ mod tests {
             total_gpus: 16,
             attempts: Vec::new(),
             capacity: steps.iter().map(|&(t, gpus)| CapacityStep { t, gpus, ngpus_milli: gpus * 1000 }).collect(),
+            clusters: Vec::new(),
             log: Vec::new(),
             passes: 0,
             events: 0,

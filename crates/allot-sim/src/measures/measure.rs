@@ -1,13 +1,13 @@
 //! [`measure`]: the report of one run.
 
-use allot_core::{Class, Phase, State};
+use allot_core::{Phase, State};
 
 use crate::measures::capacity::{available_gpu_s, ratio};
 use crate::measures::queue::{Times, stats};
 use crate::measures::work::{Work, max_impact, wants};
-use crate::measures::{budget, fairness};
+use crate::measures::{budget, clusters, fairness};
 use crate::record::SimOutput;
-use crate::report::{ClassStats, Metrics, Report};
+use crate::report::{Metrics, Report};
 
 const HOUR: f64 = 3600.0;
 const DAY: f64 = 86_400.0;
@@ -28,11 +28,7 @@ pub fn measure(state: &State, out: &SimOutput) -> Report {
     let days = h as f64 / DAY;
     let assigned = work.assigned_gpu_s as f64;
     let useful = work.useful_gpu_s as f64;
-    let by_class = ClassStats {
-        batch: times.queue_stats(Some(Class::Batch)),
-        interactive: times.queue_stats(Some(Class::Interactive)),
-        service: times.queue_stats(Some(Class::Service)),
-    };
+    let (queue_time_s, by_class) = times.class_stats(|_| true);
     let metrics = Metrics {
         availability: ratio(available, out.total_gpus as f64 * h as f64),
         occupancy: ratio(assigned, available),
@@ -40,7 +36,7 @@ pub fn measure(state: &State, out: &SimOutput) -> Report {
         impact: ratio(work.impact_gpu_s, available * max_impact(state)),
         budget_attainment: budget::attainment(state, out, &wants),
         jain_index: fairness::jain_index(state, &wants, available_gpu_s, &accounts),
-        queue_time_s: times.queue_stats(None),
+        queue_time_s,
         queue_time_by_class: by_class,
         completed_workloads: completed,
         throughput_per_day: ratio(completed as f64, days),
@@ -64,6 +60,7 @@ pub fn measure(state: &State, out: &SimOutput) -> Report {
         workloads: state.specs.len() as u64,
         metrics,
         accounts,
+        clusters: clusters::clusters(out, &times),
         passes: out.passes,
         events: out.events,
     }

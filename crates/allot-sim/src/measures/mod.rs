@@ -6,13 +6,15 @@
 //! * `work`: assigned, useful and lost GPU-time per attempt, per account;
 //! * `queue`: queue and completion times, nearest-rank percentiles;
 //! * `budget`: budget attainment per budget period;
-//! * `fairness`: per-account shares and Jain's index.
+//! * `fairness`: per-account shares and Jain's index;
+//! * `clusters`: the capacity and queue-time measures per cluster of a fleet.
 //!
 //! [`State`]: allot_core::State
 //! [`SimOutput`]: crate::SimOutput
 
 mod budget;
 mod capacity;
+mod clusters;
 mod fairness;
 mod measure;
 mod queue;

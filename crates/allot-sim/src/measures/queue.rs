@@ -2,7 +2,7 @@
 
 use allot_core::{Class, Phase, State, Time};
 
-use crate::report::Stats;
+use crate::report::{ClassStats, Stats};
 
 /// The value of nearest rank `⌈pct/100 · n⌉` (at least 1) in `sorted`,
 /// which must be non-empty and ascending.
@@ -53,9 +53,22 @@ impl Times {
         Times { queue, jct }
     }
 
-    /// Queue-time statistics of one class, or of all when `class` is `None`.
-    pub(crate) fn queue_stats(&self, class: Option<Class>) -> Option<Stats> {
-        stats(self.queue.iter().filter(|(_, c, _)| class.is_none_or(|k| k == *c)).map(|q| q.2).collect())
+    /// Queue-time statistics of one class, or of all when `class` is
+    /// `None`, over the workloads (by index) `keep` accepts.
+    pub(crate) fn queue_stats_of(&self, class: Option<Class>, keep: impl Fn(usize) -> bool) -> Option<Stats> {
+        let of = |(i, c, _): &&(usize, Class, Time)| class.is_none_or(|k| k == *c) && keep(*i);
+        stats(self.queue.iter().filter(of).map(|q| q.2).collect())
+    }
+
+    /// Statistics of every class and per class, over the workloads `keep`
+    /// accepts.
+    pub(crate) fn class_stats(&self, keep: impl Fn(usize) -> bool + Copy) -> (Option<Stats>, ClassStats) {
+        let by_class = ClassStats {
+            batch: self.queue_stats_of(Some(Class::Batch), keep),
+            interactive: self.queue_stats_of(Some(Class::Interactive), keep),
+            service: self.queue_stats_of(Some(Class::Service), keep),
+        };
+        (self.queue_stats_of(None, keep), by_class)
     }
 }
 

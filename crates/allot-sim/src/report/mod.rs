@@ -12,5 +12,8 @@ mod model;
 mod table;
 
 pub use csv::{WORKLOADS_CSV_HEADER, write_workloads_csv};
-pub use model::{AccountReport, ClassStats, Metrics, Report, Stats};
-pub use table::{Block, Line, Table, Tables, markdown_table, measures_tables, summary_table};
+pub use model::{AccountReport, ClassStats, ClusterReport, Metrics, Report, Stats};
+pub use table::{
+    Block, CLUSTERS_TITLE, Line, Table, Tables, cluster_section, fleet_clusters, markdown_table, measures_tables,
+    summary_table,
+};

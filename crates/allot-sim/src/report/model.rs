@@ -15,6 +15,10 @@ pub struct Report {
     pub metrics: Metrics,
     /// Every account except the virtual root, by path.
     pub accounts: BTreeMap<String, AccountReport>,
+    /// Per cluster of a fleet of several, by name; absent (empty) for a
+    /// fleet of one, whose cluster-wide measures are `metrics`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub clusters: BTreeMap<String, ClusterReport>,
     /// Scheduling passes the run made.
     pub passes: u64,
     /// Simulator events the run processed.
@@ -89,4 +93,25 @@ pub struct AccountReport {
     pub used_gpu_hours: f64,
     /// Median queue time of the subtree's started workloads.
     pub queue_time_p50_s: Option<u64>,
+}
+
+/// The capacity and queue-time measures of [`Metrics`] restricted to one
+/// cluster of a fleet: its GPUs, the attempts that ran on it and the
+/// workloads whose first attempt started on it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ClusterReport {
+    /// Position of the cluster in the config (the fleet's order).
+    pub index: u64,
+    /// GPUs of the cluster (healthy or not).
+    pub gpus: u64,
+    pub availability: f64,
+    pub occupancy: f64,
+    pub utilization: f64,
+    pub available_gpu_hours: f64,
+    pub assigned_gpu_hours: f64,
+    /// Workloads whose first attempt started on the cluster within the horizon.
+    pub started_workloads: u64,
+    /// Over the workloads that started here; `null` if none did.
+    pub queue_time_s: Option<Stats>,
+    pub queue_time_by_class: ClassStats,
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::report::{Report, Stats};
+use crate::report::{ClusterReport, Report, Stats};
 
 /// A table: a header and lines that are either section titles or rows.
 #[derive(Clone, Debug, PartialEq)]
@@ -196,6 +196,49 @@ fn accounts_table(reports: &[&Report]) -> Table {
     t
 }
 
+/// The clusters of a fleet of several, in config order, by the names of the
+/// first report (every report of one comparison ran on the same fleet).
+pub fn fleet_clusters(reports: &[&Report]) -> Vec<(String, u64)> {
+    let mut cs: Vec<(&String, &ClusterReport)> =
+        reports.first().map(|r| r.clusters.iter().collect()).unwrap_or_default();
+    cs.sort_by_key(|(_, c)| c.index);
+    cs.into_iter().map(|(name, c)| (name.clone(), c.gpus)).collect()
+}
+
+/// Title of the per-cluster section of cluster `name` of `gpus` GPUs.
+pub fn cluster_section(name: &str, gpus: u64) -> String {
+    format!("cluster {name} ({gpus} GPUs)")
+}
+
+/// Per cluster of a fleet (a section each), the capacity and queue-time
+/// measures, one column per report; `None` for a fleet of one.
+fn clusters_table(reports: &[&Report]) -> Option<Table> {
+    let clusters = fleet_clusters(reports);
+    if clusters.is_empty() {
+        return None;
+    }
+    let mut header = vec!["measure".to_string()];
+    header.extend(reports.iter().map(|r| r.policy.clone()));
+    let mut t = Table::new(header);
+    for (name, gpus) in &clusters {
+        t.section(&cluster_section(name, *gpus));
+        let of = |r: &Report| r.clusters.get(name).cloned();
+        let num = |f: fn(&ClusterReport) -> String| move |r: &Report| of(r).map_or_else(|| "-".into(), |c| f(&c));
+        t.row("availability", reports, num(|c| ratio(c.availability)));
+        t.row("occupancy", reports, num(|c| ratio(c.occupancy)));
+        t.row("utilization", reports, num(|c| ratio(c.utilization)));
+        t.row("available GPU-h", reports, num(|c| hours(c.available_gpu_hours)));
+        t.row("assigned GPU-h", reports, num(|c| hours(c.assigned_gpu_hours)));
+        t.row("started workloads", reports, num(|c| c.started_workloads.to_string()));
+        stats_rows(&mut t, "queue", reports, |r| of(r).and_then(|c| c.queue_time_s));
+        stats_rows(&mut t, "interactive", reports, |r| of(r).and_then(|c| c.queue_time_by_class.interactive));
+    }
+    Some(t)
+}
+
+/// Title of the per-cluster table.
+pub const CLUSTERS_TITLE: &str = "per cluster (queue times of the workloads that first started there)";
+
 fn accounts_title(reports: &[&Report]) -> &'static str {
     if reports.len() == 1 { "accounts" } else { "delivered share by account" }
 }
@@ -260,13 +303,17 @@ fn render_markdown(t: &Table) -> String {
 /// The reports side by side as a fixed-width text table, one column per
 /// policy, in sections (run, capacity, queue time, work, preemption,
 /// fairness), followed by a per-account table: full detail for a single
-/// report, the delivered share per policy for several.
+/// report, the delivered share per policy for several. A fleet of several
+/// clusters gets a per-cluster table between the two.
 pub fn summary_table(reports: &[&Report]) -> String {
     if reports.is_empty() {
         return String::new();
     }
     let accounts = accounts_table(reports);
     let mut out = render_text(&metrics_table(reports));
+    if let Some(clusters) = clusters_table(reports) {
+        out.push_str(&format!("\n{CLUSTERS_TITLE}\n{}", render_text(&clusters)));
+    }
     if !accounts.lines.is_empty() {
         out.push_str(&format!("\n{}\n{}", accounts_title(reports), render_text(&accounts)));
     }
@@ -281,6 +328,10 @@ pub fn measures_tables(reports: &[&Report]) -> Tables {
     }
     let accounts = accounts_table(reports);
     let mut blocks = vec![Block::Table(metrics_table(reports))];
+    if let Some(clusters) = clusters_table(reports) {
+        blocks.push(Block::Title(CLUSTERS_TITLE.to_string()));
+        blocks.push(Block::Table(clusters));
+    }
     if !accounts.lines.is_empty() {
         blocks.push(Block::Title(accounts_title(reports).to_string()));
         blocks.push(Block::Table(accounts));

@@ -1,9 +1,12 @@
-//! The `ai2` scenario generator.
+//! The `ai2` and `ai2-fleet` scenario generators.
 //!
 //! Order of generation (one seeded ChaCha8 stream, so a seed gives the same
 //! bytes): cluster and team pools, users, inference services, interactive
 //! sessions and squatting placeholders, then batch jobs filling the rest of
 //! the demand target `load x GPUs x horizon` team by team and kind by kind.
+//! `ai2-fleet` lays the same capacity out as the clusters of [`FLEET`] and
+//! pins [`FLEET_PIN_FRACTION`] of every team's workloads to its home
+//! cluster (one more draw per workload, after its labels).
 
 use allot_core::{Class, Priority, Time, WorkloadSpec};
 use rand::{Rng, SeedableRng};
@@ -13,13 +16,16 @@ use super::params::{Ai2Params, GenerateError};
 use super::sample::{
     Arrivals, INTERACTIVE_WEEKEND, interactive_hour, is_weekend, lognormal_s, poisson, uniform, weighted,
 };
-use super::scenario::{BATCH_KINDS, Kind, KindSpec, TEAMS, TeamSpec, kind_spec};
+use super::scenario::{
+    BATCH_KINDS, FLEET, FLEET_MIN_GPUS, FLEET_PIN_FRACTION, FLEET_REFERENCE_GPUS, Kind, KindSpec, TEAM_HOMES, TEAMS,
+    TeamSpec, kind_spec,
+};
 use super::stats::GenStats;
 use crate::config::{Config, config_from};
 use crate::error::FormatError;
 use crate::import::{NodeGroup, Shape, TeamNeed, apportion, size_cluster};
 use crate::trace::check_trace_rows;
-use crate::write::{AccountOut, ConfigOut, TraceRow, round_budget};
+use crate::write::{AccountOut, ConfigOut, PoolOut, TraceRow, round_budget};
 
 /// Root of the generated account paths.
 pub const ROOT: &str = "ai2";
@@ -53,9 +59,12 @@ struct User {
 }
 
 struct Team {
-    /// Nodes of the team's largest pool (caps its gangs) and that pool's GPU type.
+    /// Nodes of the team's largest pool (in a fleet: of its home cluster;
+    /// caps its gangs) and that pool's GPU type.
     max_nodes: u32,
     main_type: String,
+    /// In a fleet: the team's home cluster, where its pinned work goes.
+    home: Option<&'static str>,
     /// Indices into the user list, with submission weights.
     users: Vec<(usize, f64)>,
 }
@@ -75,7 +84,26 @@ struct Gen<'a> {
 /// Generates the `ai2` scenario.
 pub fn generate_ai2(p: &Ai2Params) -> Result<Generated, GenerateError> {
     p.validate(TEAMS.len())?;
-    let config = cluster_config(p);
+    generate_lab(p, cluster_config(p))
+}
+
+/// Generates the `ai2-fleet` scenario: `p.gpus` over the clusters of
+/// [`FLEET`] in proportion to their reference sizes, each at least
+/// [`FLEET_MIN_GPUS`].
+pub fn generate_ai2_fleet(p: &Ai2Params) -> Result<Generated, GenerateError> {
+    p.validate(TEAMS.len())?;
+    let min = FLEET_MIN_GPUS * FLEET.len() as u32;
+    if p.gpus_per_node != 8 || p.gpus < min {
+        return Err(GenerateError(format!(
+            "ai2-fleet needs 8 GPUs per node and --gpus of at least {min} ({} clusters of at least {FLEET_MIN_GPUS}), got {}",
+            FLEET.len(),
+            p.gpus
+        )));
+    }
+    generate_lab(p, fleet_config(p))
+}
+
+fn generate_lab(p: &Ai2Params, config: ConfigOut) -> Result<Generated, GenerateError> {
     let mut g = Gen {
         p,
         rng: ChaCha8Rng::seed_from_u64(p.seed),
@@ -100,28 +128,37 @@ pub fn generate_ai2(p: &Ai2Params) -> Result<Generated, GenerateError> {
     Ok(Generated { rows, config, stats })
 }
 
-/// Pools: the GPU models' node shares, each team's exclusive slice in
-/// proportion to its budget share; budgets = share x capacity per 7 days.
-fn cluster_config(p: &Ai2Params) -> ConfigOut {
-    let total_nodes = p.gpus / p.gpus_per_node;
-    let shares: Vec<f64> = p.gpu_mix.iter().map(|m| m.node_share).collect();
-    let nodes = apportion(total_nodes, &shares, &vec![0; shares.len()]);
-    let groups: Vec<NodeGroup> = p
-        .gpu_mix
-        .iter()
-        .zip(nodes)
-        .filter(|(_, n)| *n > 0)
-        .map(|(m, n)| NodeGroup { model: m.model.clone(), gpus_per_node: p.gpus_per_node, nodes: n })
-        .collect();
-    let needs: Vec<TeamNeed> = TEAMS
+/// Each team's claim on a cluster's nodes: its budget share, at least one node.
+fn team_needs(gpus_per_node: u32) -> Vec<TeamNeed> {
+    TEAMS
         .iter()
         .map(|t| TeamNeed {
             name: t.name.to_string(),
             weight: t.budget_share,
-            reserve: vec![(Shape { gpus: p.gpus_per_node, nodes: 1 }, None)],
+            reserve: vec![(Shape { gpus: gpus_per_node, nodes: 1 }, None)],
             fixed_gpus: None,
         })
-        .collect();
+        .collect()
+}
+
+/// `nodes` split over GPU models by their node shares (largest
+/// remainder); models without a node are left out.
+fn node_groups(nodes: u32, mix: &[(&str, f64)], gpus_per_node: u32) -> Vec<NodeGroup> {
+    let shares: Vec<f64> = mix.iter().map(|m| m.1).collect();
+    let per_model = apportion(nodes, &shares, &vec![0; shares.len()]);
+    mix.iter()
+        .zip(per_model)
+        .filter(|(_, n)| *n > 0)
+        .map(|((model, _), n)| NodeGroup { model: model.to_string(), gpus_per_node, nodes: n })
+        .collect()
+}
+
+/// Pools: the GPU models' node shares, each team's exclusive slice in
+/// proportion to its budget share; budgets = share x capacity per 7 days.
+fn cluster_config(p: &Ai2Params) -> ConfigOut {
+    let mix: Vec<(&str, f64)> = p.gpu_mix.iter().map(|m| (m.model.as_str(), m.node_share)).collect();
+    let groups = node_groups(p.gpus / p.gpus_per_node, &mix, p.gpus_per_node);
+    let needs = team_needs(p.gpus_per_node);
     let sized = size_cluster(Some(groups), "", p.gpus_per_node, &needs, 0.0, p.rack_size);
     let mut config = ConfigOut {
         comments: vec![
@@ -138,35 +175,96 @@ fn cluster_config(p: &Ai2Params) -> ConfigOut {
         accounts: Vec::new(),
         contract: allot_core::Contract::default(),
     };
+    push_accounts(&mut config, |ti| sized.team_pools.get(TEAMS[ti].name).cloned().unwrap_or_default());
+    config
+}
+
+/// The `ai2-fleet` layout: `p.gpus` split over the clusters of [`FLEET`]
+/// in proportion to their reference sizes (whole nodes, each cluster at
+/// least [`FLEET_MIN_GPUS`]); in each cluster its GPU models' node shares
+/// and each team's exclusive slice in proportion to its budget share (the
+/// legacy model on a fleet: team pools per cluster, `<cluster>/<pool>`);
+/// budgets = share x the fleet's normalised GPU-hours per 7 days.
+fn fleet_config(p: &Ai2Params) -> ConfigOut {
+    let gpn = p.gpus_per_node;
+    let weights: Vec<f64> = FLEET.iter().map(|c| f64::from(c.gpus)).collect();
+    let mins = vec![FLEET_MIN_GPUS / gpn; FLEET.len()];
+    let cluster_nodes = apportion(p.gpus / gpn, &weights, &mins);
+    let needs = team_needs(gpn);
+    let mut pools = Vec::new();
+    let mut team_pools: Vec<Vec<String>> = vec![Vec::new(); TEAMS.len()];
+    for (plan, nodes) in FLEET.iter().zip(cluster_nodes) {
+        let groups = node_groups(nodes, plan.mix, gpn);
+        let sized = size_cluster(Some(groups), "", gpn, &needs, 0.0, p.rack_size);
+        for (ti, t) in TEAMS.iter().enumerate() {
+            let mine = sized.team_pools.get(t.name).cloned().unwrap_or_default();
+            team_pools[ti].extend(mine.into_iter().map(|n| format!("{}/{n}", plan.name)));
+        }
+        pools.extend(sized.pools.into_iter().map(|pool| PoolOut { cluster: plan.name.to_string(), ..pool }));
+    }
+    let scale = f64::from(p.gpus) / f64::from(FLEET_REFERENCE_GPUS);
+    let mut config = ConfigOut {
+        comments: vec![
+            format!(
+                "written by `allot trace gen --scenario ai2-fleet --gpus {} --days {} --seed {} --load {}`",
+                p.gpus, p.days, p.seed, p.load
+            ),
+            format!("clusters: the ai2-fleet reference sizes x {scale:.3}, each at least {FLEET_MIN_GPUS} GPUs"),
+            "legacy pools: in every cluster, each team's slice of its nodes in proportion to its budget share"
+                .to_string(),
+            "budgets: each team's budget share x the fleet's normalised GPU-hours per 7 days".to_string(),
+        ],
+        cluster_name: ROOT.to_string(),
+        pools,
+        gpu_types: p.gpu_mix.iter().map(|m| (m.model.clone(), m.weight)).collect(),
+        accounts: Vec::new(),
+        contract: allot_core::Contract::default(),
+    };
+    push_accounts(&mut config, |ti| team_pools[ti].clone());
+    config
+}
+
+/// Every team's account (budget share x capacity per 7 days, its legacy
+/// pools) and its projects.
+fn push_accounts(config: &mut ConfigOut, legacy: impl Fn(usize) -> Vec<String>) {
     let capacity = config.capacity_ngh(config.contract.budget_period);
-    for t in &TEAMS {
+    for (ti, t) in TEAMS.iter().enumerate() {
         config.accounts.push(AccountOut {
             path: format!("{ROOT}/{}", t.name),
             budget_gpu_hours: Some(round_budget(capacity * t.budget_share)),
-            legacy_pools: Some(sized.team_pools.get(t.name).cloned().unwrap_or_default()),
+            legacy_pools: Some(legacy(ti)),
             ..Default::default()
         });
         for (project, _) in t.projects {
             config.accounts.push(AccountOut { path: format!("{ROOT}/{}/{project}", t.name), ..Default::default() });
         }
     }
-    config
 }
 
+/// The teams' gang caps and GPU types: from their largest legacy pool, in a
+/// fleet the largest of their home cluster (legacy pools there are named
+/// `<cluster>/<pool>`).
 fn teams(config: &ConfigOut) -> Vec<Team> {
+    let fleet = !config.fleet().is_empty();
     TEAMS
         .iter()
-        .map(|spec: &TeamSpec| {
+        .enumerate()
+        .map(|(ti, spec): (usize, &TeamSpec)| {
             let account = config.accounts.iter().find(|a| a.path == format!("{ROOT}/{}", spec.name));
             let names = account.and_then(|a| a.legacy_pools.clone()).unwrap_or_default();
+            let home = fleet.then(|| FLEET[TEAM_HOMES[ti]].name);
             let largest = config
                 .pools
                 .iter()
-                .filter(|p| names.contains(&p.name))
+                .filter(|p| match home {
+                    Some(h) => p.cluster == h && names.contains(&format!("{}/{}", p.cluster, p.name)),
+                    None => names.contains(&p.name),
+                })
                 .max_by(|a, b| a.nodes.cmp(&b.nodes).then(b.name.cmp(&a.name)));
             Team {
                 max_nodes: largest.map_or(1, |p| p.nodes),
                 main_type: largest.map_or_else(String::new, |p| p.gpu.clone()),
+                home,
                 users: Vec::new(),
             }
         })
@@ -242,6 +340,10 @@ impl Gen<'_> {
         let nodes = if gpus <= gpn { 1 } else { gpus / gpn };
         let gpu_type = if kind == Kind::Pretrain { self.teams[team].main_type.clone() } else { String::new() };
         let checkpoint_s = if kind == Kind::Squat { 0 } else { kind_spec(kind_base(kind)).checkpoint_s };
+        let clusters = match self.teams[team].home {
+            Some(home) if self.rng.gen_bool(FLEET_PIN_FRACTION) => home.to_string(),
+            _ => String::new(),
+        };
         self.rows.push(TraceRow {
             id,
             submit_s: submit,
@@ -256,7 +358,7 @@ impl Gen<'_> {
             util: (util * 1000.0).round() / 1000.0,
             priority,
             preemptible,
-            clusters: String::new(),
+            clusters,
         });
     }
 

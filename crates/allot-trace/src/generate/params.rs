@@ -13,14 +13,19 @@ pub enum Scenario {
     /// A research lab shaped like Ai2: LLM/VLM pre-training, RL simulation,
     /// post-training, interactive debugging and inference services.
     Ai2,
+    /// The same lab on a fleet of five clusters of 88 to 1,024 GPUs (H100,
+    /// B200, B300) under one budget ledger: teams with home clusters, part
+    /// of their work pinned there (docs/generator.md).
+    Ai2Fleet,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 1] = [Scenario::Ai2];
+    pub const ALL: [Scenario; 2] = [Scenario::Ai2, Scenario::Ai2Fleet];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Scenario::Ai2 => "ai2",
+            Scenario::Ai2Fleet => "ai2-fleet",
         }
     }
 

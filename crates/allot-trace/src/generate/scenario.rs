@@ -248,3 +248,41 @@ pub const TEAMS: [TeamSpec; 8] = [
 
 /// The batch kinds in the order of [`TeamSpec::mix`].
 pub const BATCH_KINDS: [Kind; 4] = [Kind::Pretrain, Kind::PostTrain, Kind::RlSim, Kind::Eval];
+
+/// One cluster of the `ai2-fleet` scenario: its name, its GPUs in the
+/// reference fleet of [`FLEET_REFERENCE_GPUS`] (`--gpus` scales them all in
+/// proportion, each at least [`FLEET_MIN_GPUS`]) and its GPU models with
+/// their shares of its nodes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterPlan {
+    pub name: &'static str,
+    pub gpus: u32,
+    pub mix: &'static [(&'static str, f64)],
+}
+
+/// The `ai2-fleet` clusters, largest first: 1,024 to 88 GPUs at the
+/// reference size, H100, B200 and B300 (one mixed cluster).
+pub const FLEET: [ClusterPlan; 5] = [
+    ClusterPlan { name: "jupiter", gpus: 1024, mix: &[("H100", 1.0)] },
+    ClusterPlan { name: "saturn", gpus: 640, mix: &[("B200", 1.0)] },
+    ClusterPlan { name: "neptune", gpus: 512, mix: &[("H100", 0.5), ("B200", 0.5)] },
+    ClusterPlan { name: "titan", gpus: 296, mix: &[("B300", 1.0)] },
+    ClusterPlan { name: "ceres", gpus: 88, mix: &[("H100", 1.0)] },
+];
+
+/// GPUs of the reference fleet (the sum of [`FLEET`]).
+pub const FLEET_REFERENCE_GPUS: u32 = 2560;
+
+/// Smallest cluster of a scaled fleet (11 nodes of 8: one node per team
+/// and a few more).
+pub const FLEET_MIN_GPUS: u32 = 88;
+
+/// Each team's home cluster (index into [`FLEET`], by [`TEAMS`] order):
+/// where its data lives, where it submits pinned work and where its gang
+/// size and pre-training GPU type come from.
+pub const TEAM_HOMES: [usize; 8] = [0, 1, 2, 0, 3, 4, 2, 1];
+
+/// Share of every team's workloads pinned to its home cluster (data
+/// locality: the dataset or checkpoint is stored there); the rest may run
+/// on any cluster that fits them.
+pub const FLEET_PIN_FRACTION: f64 = 0.35;

@@ -1,0 +1,85 @@
+//! `allot compare` on a fleet through the real binary: the `ai2-fleet`
+//! scenario under the legacy baseline, split budgets and the fleet-wide
+//! ledger, with per-cluster measures in every output.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn allot(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_allot")).args(args).current_dir(dir).output().expect("run allot")
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("allot-fleet-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn compare_runs_the_fleet_under_priority_split_and_fleet_wide_allot() {
+    let dir = tmpdir("compare");
+    let out = dir.join("out");
+    let o = allot(
+        &[
+            "compare",
+            "--scenario",
+            "ai2-fleet",
+            "--gpus",
+            "440",
+            "--days",
+            "2",
+            "--until",
+            "3d",
+            "--policies",
+            "priority,allot-split,allot",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let json: Value = serde_json::from_str(&read(&out.join("summary.json"))).expect("summary.json");
+    let reports = json.as_array().expect("one report per policy");
+    let policies: Vec<&str> = reports.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(policies, ["priority", "allot-split", "allot"]);
+    for r in reports {
+        let clusters = r["clusters"].as_object().expect("per-cluster measures");
+        assert_eq!(clusters.len(), 5, "{}", r["policy"]);
+        let assigned: f64 = clusters.values().map(|c| c["assigned_gpu_hours"].as_f64().unwrap()).sum();
+        let fleet = r["metrics"]["assigned_gpu_hours"].as_f64().unwrap();
+        assert!((assigned - fleet).abs() < 1e-6 * fleet.max(1.0), "{}: {assigned} vs {fleet}", r["policy"]);
+        // The split run is reported under the original accounts.
+        let accounts: Vec<&String> = r["accounts"].as_object().unwrap().keys().collect();
+        assert!(accounts.iter().all(|a| a.starts_with("ai2")), "{}: {accounts:?}", r["policy"]);
+    }
+    let split = &reports[1]["accounts"];
+    let entitled: f64 = ["olmo", "molmo", "tulu", "prior", "agents", "s2", "climate", "playground"]
+        .iter()
+        .map(|t| split[format!("ai2/{t}")]["entitled_share"].as_f64().unwrap())
+        .sum();
+    assert!((entitled - 1.0).abs() < 1e-9, "teams' entitled shares sum to {entitled}");
+    let md = read(&out.join("summary.md"));
+    assert!(md.contains("cluster jupiter (") && md.contains("cluster ceres (88 GPUs)"), "{md}");
+    let html = read(&out.join("report.html"));
+    assert!(html.contains("cluster ceres (88 GPUs)"));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("allot-split"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_unknown_variant_lists_allot_split() {
+    let dir = tmpdir("unknown");
+    let o = allot(&["compare", "--scenario", "ai2-fleet", "--policies", "allot,split", "--out", "x"], &dir);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("unknown policy \"split\"") && err.contains("allot-split"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
