@@ -273,7 +273,7 @@ impl Policy for Timed {
         let t0 = Instant::now();
         let d = self.inner.schedule(state, now);
         self.passes.push((t0.elapsed().as_secs_f64() * 1e3, state.pending.len(), now));
-        if self.trace && self.passes.len() % 500 == 0 {
+        if self.trace && self.passes.len().is_multiple_of(500) {
             let last = &self.passes[self.passes.len() - 500..];
             let mean = last.iter().map(|p| p.0).sum::<f64>() / 500.0;
             let max = last.iter().map(|p| p.0).fold(0.0, f64::max);
