@@ -53,6 +53,9 @@ pub struct Recovered {
     /// Every recorded workload and attempt, as read once after the
     /// survivors were closed (the metrics are restored from them).
     pub history: (Vec<WorkloadRow>, Vec<AttemptRow>),
+    /// Nodes out of service because their cluster was (FLEET-3): the last
+    /// event of each is a failure recorded by a cluster outage.
+    pub outage_nodes: Vec<allot_core::NodeId>,
 }
 
 pub async fn recover(
@@ -76,7 +79,7 @@ pub async fn recover(
     let base = base_specs(&cfg.accounts);
     let tree = build_tree(&base, &overrides)?;
     let mut engine = Engine::new(State::new(cfg.cluster.clone(), tree, cfg.contract));
-    replay_node_events(&mut engine, store).await?;
+    let outage_nodes = replay_node_events(&mut engine, store).await?;
 
     let live_rows = store.live_workloads().await?;
     let closed = close_open_attempts(store, exec, &live_rows, cfg.contract.grace, now).await?;
@@ -125,19 +128,23 @@ pub async fn recover(
         workloads: out,
         closed_attempts: closed,
         history: (all_workloads, all_attempts),
+        outage_nodes,
     })
 }
 
 /// The recorded node events, through the engine (no workload holds GPUs
-/// yet, so a drain is complete at once).
-async fn replay_node_events(engine: &mut Engine, store: &Store) -> Result<(), StoreError> {
+/// yet, so a drain is complete at once); returns the nodes whose last
+/// event is a failure by a cluster outage (FLEET-3).
+async fn replay_node_events(engine: &mut Engine, store: &Store) -> Result<Vec<allot_core::NodeId>, StoreError> {
+    let mut last: BTreeMap<allot_core::NodeId, bool> = BTreeMap::new();
     for e in store.node_events().await? {
         let (Some(n), Some(kind)) = (engine.state.cluster.node_by_name(&e.node), NodeEventKind::parse(&e.kind)) else {
             continue;
         };
         engine.node_event(&NodeEvent { t: e.t.max(0) as Time, node: n, kind });
+        last.insert(n, kind == NodeEventKind::Fail && crate::scheduler::by_outage(&e.principal));
     }
-    Ok(())
+    Ok(last.into_iter().filter(|&(_, outage)| outage).map(|(n, _)| n).collect())
 }
 
 /// Stops whatever survived of the previous server's attempts, then closes

@@ -29,6 +29,7 @@
 
 mod apply;
 mod fleet;
+pub(crate) use fleet::by_outage;
 #[cfg(test)]
 mod parity;
 mod requests;

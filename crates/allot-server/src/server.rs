@@ -205,6 +205,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     for (spec, live, retries, past) in rec.workloads {
         sched.restore(spec, live, retries, &past, now);
     }
+    sched.resume_after_outages(rec.outage_nodes, now);
     tracing::info!(
         policy = kind.as_str(),
         store = store.backend.as_str(),

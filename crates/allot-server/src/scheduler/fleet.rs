@@ -23,7 +23,7 @@ impl Scheduler {
             .collect();
         let reason = Reason::new(Rule::FleetOutage, format!("cluster {cluster} is out of service: {why}"));
         tracing::error!(cluster, nodes = nodes.len(), %reason, "cluster out of service");
-        let by = format!("{}: {reason}", self.exec.name());
+        let by = outage_principal(self.exec.name(), &reason);
         self.cause = Some(reason);
         for &n in &nodes {
             let name = self.engine.state.cluster.node(n).name.clone();
@@ -33,6 +33,27 @@ impl Scheduler {
         }
         self.cause = None;
         self.outages.entry(c).or_default().extend(nodes);
+    }
+
+    /// At start: the nodes a cluster outage had taken out when the last
+    /// server stopped (from the store's node events) return (FLEET-4).
+    /// Every Slurm cluster answered before recovery (its nodes were mapped
+    /// with `sinfo`), and recovery stopped the store's jobs there
+    /// ([`Executor::terminate_survivors`](crate::executor::Executor::terminate_survivors)),
+    /// so the cluster is reconciled.
+    pub(crate) fn resume_after_outages(&mut self, nodes: Vec<NodeId>, now: Time) {
+        let mut clusters = Vec::new();
+        for n in nodes {
+            let c = self.engine.state.cluster.cluster_of(n);
+            self.outages.entry(c).or_default().push(n);
+            if !clusters.contains(&c) {
+                clusters.push(c);
+            }
+        }
+        for c in clusters {
+            let name = self.engine.state.cluster.cluster_name(c).to_string();
+            self.cluster_up(&name, now);
+        }
     }
 
     /// The cluster answers again and was reconciled: the nodes its outage
@@ -58,6 +79,17 @@ impl Scheduler {
             }
         }
     }
+}
+
+/// The principal of the node failures of a cluster outage.
+fn outage_principal(executor: &str, reason: &Reason) -> String {
+    format!("{executor}: {reason}")
+}
+
+/// Whether a node event's principal is a cluster outage's (FLEET-3).
+pub(crate) fn by_outage(principal: &str) -> bool {
+    let head = format!("{}: cluster ", Rule::FleetOutage.id());
+    principal.split_once(": ").is_some_and(|(_, rest)| rest.starts_with(&head) && rest.contains(" is out of service"))
 }
 
 #[cfg(test)]
@@ -108,6 +140,25 @@ path = "org/a"
 share = 1
 "#;
 
+    fn scheduler(
+        engine: Engine,
+        store: Store,
+        dir: &std::path::Path,
+        base: Vec<allot_core::AccountSpec>,
+        overrides: crate::accounts::Overrides,
+    ) -> Scheduler {
+        Scheduler::new(
+            engine,
+            allot_core::PolicyKind::parse("allot").unwrap().build(),
+            store,
+            Arc::new(Unused),
+            Arc::new(crate::metrics::Metrics::new()),
+            Paths { data_dir: dir.to_path_buf() },
+            base,
+            overrides,
+        )
+    }
+
     fn nodes_of(l: &Launch) -> Vec<&str> {
         l.gpus.iter().map(|n| n.node.as_str()).collect()
     }
@@ -122,18 +173,8 @@ share = 1
         let dir = std::env::temp_dir().join(format!("allot-fleet-outage-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let store = Store::open(&format!("sqlite://{}", dir.join("allot.db").display())).await.unwrap();
-        let exec = Arc::new(Unused);
         let state = State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
-        let mut s = Scheduler::new(
-            Engine::new(state),
-            allot_core::PolicyKind::parse("allot").unwrap().build(),
-            store,
-            exec.clone(),
-            Arc::new(crate::metrics::Metrics::new()),
-            Paths { data_dir: dir.clone() },
-            Vec::new(),
-            Default::default(),
-        );
+        let mut s = scheduler(Engine::new(state), store, &dir, Vec::new(), Default::default());
         let now = s.tick_now();
         s.node_action("a/gpu-1", allot_core::NodeEventKind::Drain, "operator", now).unwrap();
         let spec = WorkloadSpec {
@@ -191,6 +232,55 @@ share = 1
         assert_eq!(health("a/gpu-0"), Health::Up, "the outage's node is back");
         assert_eq!(health("a/gpu-1"), Health::Drained, "a node drained before the outage stays drained");
         s.exec_event(ExecEvent::ClusterUp { cluster: "a".into() });
+        assert!(s.outages.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A server stopped while a cluster was out of service: at the next
+    /// start, recovery finds the nodes the outage failed (their last event
+    /// is FLEET-3's) and they return (FLEET-4); a node drained before the
+    /// outage, or failed by someone else, stays out.
+    #[tokio::test]
+    async fn a_restart_returns_the_nodes_an_outage_took() {
+        let cfg = allot_trace::config::parse_config(FLEET, "fleet.toml").unwrap();
+        let dir = std::env::temp_dir().join(format!("allot-fleet-restart-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("allot.db").display());
+        let store = Store::open(&url).await.unwrap();
+        let state = State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
+        let mut s = scheduler(Engine::new(state), store.clone(), &dir, Vec::new(), Default::default());
+        let now = s.tick_now();
+        s.node_action("a/gpu-1", allot_core::NodeEventKind::Drain, "operator", now).unwrap();
+        s.node_action("b/gpu-0", allot_core::NodeEventKind::Fail, "operator: FLEET-3 is not my name", now).unwrap();
+        s.exec_event(ExecEvent::ClusterDown { cluster: "a".into(), reason: "Slurm has not answered for 30 s".into() });
+        store.apply(&std::mem::take(&mut s.ops)).await.unwrap();
+        drop(s);
+
+        let rec = crate::recovery::recover(&cfg, &store, &Unused, now + 60).await.unwrap();
+        let names: Vec<&str> =
+            rec.outage_nodes.iter().map(|&n| rec.engine.state.cluster.node(n).name.as_str()).collect();
+        assert_eq!(names, ["a/gpu-0"], "only the node the outage failed");
+        let mut s = scheduler(rec.engine, store, &dir, rec.base_accounts, rec.overrides);
+        s.resume_after_outages(rec.outage_nodes, now + 60);
+        let st = &s.engine.state;
+        let health = |n: &str| st.health[st.cluster.node_by_name(n).unwrap().0 as usize];
+        assert_eq!(
+            (health("a/gpu-0"), health("a/gpu-1"), health("b/gpu-0")),
+            (Health::Up, Health::Drained, Health::Down),
+            "the outage's node is back; the drained and the operator's failed node are not"
+        );
+        let repaired: Vec<&str> = s
+            .ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::NodeEvent { node, kind, principal, .. } if kind == "repair" => {
+                    assert!(principal.contains("FLEET-4"), "{principal}");
+                    Some(node.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(repaired, ["a/gpu-0"]);
         assert!(s.outages.is_empty());
         let _ = std::fs::remove_dir_all(&dir);
     }

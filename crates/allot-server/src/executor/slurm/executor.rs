@@ -107,10 +107,6 @@ impl SlurmExecutor {
         SlurmExecutor { events, slots, instance: instance.to_string(), opts, script_dir }
     }
 
-    fn job_name(&self, key: AttemptKey) -> String {
-        job_name(&self.instance, key)
-    }
-
     /// Runs `scancel` for the attempt's job now if its id is known, else
     /// when `sbatch` answers.
     fn stop(&self, key: AttemptKey, kill: bool) {
@@ -236,16 +232,24 @@ impl Executor for SlurmExecutor {
         self.stop(key, true);
     }
 
+    /// Stops every job of this store still alive on this Slurm cluster,
+    /// not only the survivors': before the scheduler runs, this server has
+    /// submitted nothing, so each one is a previous server's, and its
+    /// attempt is either a survivor (closed and requeued by recovery) or
+    /// already closed (lost while the cluster was out of service, FLEET-3),
+    /// whose workload may be running elsewhere: none is adopted (FLEET-4).
     fn terminate_survivors(&self, survivors: Vec<Survivor>, grace: Duration) -> BoxFuture<'_, ()> {
-        let names: Vec<String> = survivors.iter().map(|s| self.job_name(s.key)).collect();
+        let names: Vec<String> = survivors.iter().map(|s| job_name(&self.instance, s.key)).collect();
         Box::pin(async move {
-            if names.is_empty() {
-                return;
-            }
-            let filter = format!("--name={}", names.join(","));
             let comment = job_comment(&self.instance);
             // SAFETY: geteuid has no preconditions and cannot fail.
             let uid = unsafe { libc::geteuid() };
+            if !names.is_empty() {
+                // Jobs of the survivors' names that are not this store's
+                // are logged, and left alone.
+                let _ = owned_jobs(&self.opts, &format!("--name={}", names.join(",")), uid, &comment).await;
+            }
+            let filter = format!("--user={uid}");
             let live = || async {
                 owned_jobs(&self.opts, &filter, uid, &comment)
                     .await

@@ -143,8 +143,7 @@ pub async fn job_states(opts: &SlurmOptions, filter: &str) -> Result<Vec<(u64, S
 }
 
 /// `(job id, state)` of the jobs `filter` selects that this server owns:
-/// submitted by `uid` with `comment`. Others of the same name are logged
-/// and left alone.
+/// submitted by `uid` with `comment`. Others are logged and left alone.
 pub(super) async fn owned_jobs(
     opts: &SlurmOptions,
     filter: &str,
@@ -156,7 +155,7 @@ pub(super) async fn owned_jobs(
     let out = SlurmError::command("list this store's Slurm jobs", "squeue", out)?;
     let (mine, foreign) = split_owned(&String::from_utf8_lossy(&out.stdout), uid, comment);
     for j in foreign {
-        tracing::warn!(job = j.id, user = %j.user, comment = %j.comment, "a Slurm job with this store's job name is not its own: left alone");
+        tracing::info!(job = j.id, user = %j.user, comment = %j.comment, "this Slurm job (another user's or store's) is not its own: left alone");
     }
     Ok(mine)
 }

@@ -43,9 +43,10 @@
 //!   fleet, Allot's node names are `<cluster>/<Slurm node>`.
 //! * Ownership: jobs are named `allot-<store instance>-<seq>.<attempt>` and
 //!   carry `--comment=allot-store=<store instance>`. A restarted server
-//!   finds the jobs that outlived it by name and stops only those that are
-//!   also its own by submitting user and comment: a job of the same name
-//!   that another user (or another store) submitted is left alone.
+//!   stops every job that is its own by submitting user and comment (the
+//!   survivors', and any left by a cluster outage) before it serves: a job
+//!   of the same name that another user (or another store) submitted is
+//!   left alone.
 //!
 //! One module per concern: `executor` (the [`Executor`](super::Executor)
 //! itself), `launch` (the batch script and the `sbatch` command), `jobs`
