@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::health::{Watch, poll_nodes};
-use super::jobs::{POLL, Slot, Slots, is_final, owned_jobs, poll, scancel};
+use super::jobs::{POLL, Slot, Slots, live_store_jobs, owned_jobs, poll, scancel};
 use super::launch::{job_comment, job_name, sbatch_command, write_script};
 use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, Launch, LaunchError, Survivor};
 
@@ -249,12 +249,7 @@ impl Executor for SlurmExecutor {
                 // are logged, and left alone.
                 let _ = owned_jobs(&self.opts, &format!("--name={}", names.join(",")), uid, &comment).await;
             }
-            let filter = format!("--user={uid}");
-            let live = || async {
-                owned_jobs(&self.opts, &filter, uid, &comment)
-                    .await
-                    .map(|j| j.into_iter().filter(|(_, st)| !is_final(st)).map(|(id, _)| id).collect())
-            };
+            let live = || live_store_jobs(&self.opts, &self.instance);
             let found: Vec<u64> = match live().await {
                 Ok(f) => f,
                 Err(error) => {

@@ -160,6 +160,16 @@ pub(super) async fn owned_jobs(
     Ok(mine)
 }
 
+/// The ids of this store's jobs still alive on the cluster: submitted by
+/// this server's user with the store's comment, not in a final state.
+pub(super) async fn live_store_jobs(opts: &SlurmOptions, instance: &str) -> Result<Vec<u64>, SlurmError> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let comment = super::launch::job_comment(instance);
+    let jobs = owned_jobs(opts, &format!("--user={uid}"), uid, &comment).await?;
+    Ok(jobs.into_iter().filter(|(_, st)| !is_final(st)).map(|(id, _)| id).collect())
+}
+
 /// A job that is not this server's, as `squeue` lists it.
 #[derive(Debug)]
 pub struct ForeignJob {

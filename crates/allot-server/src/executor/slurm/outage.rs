@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::SlurmOptions;
-use super::jobs::{POLL, Slots, is_final, owned_jobs, scancel};
+use super::jobs::{POLL, Slots, live_store_jobs, scancel};
 use crate::executor::{ExecEvent, ExitStatus};
 
 /// Whether Slurm answers: failures since when, and whether the cluster was
@@ -72,18 +72,11 @@ pub(super) fn take_down(
 /// so none runs twice. Waits until Slurm lists none of them alive (at most
 /// about 30 s; past that the cluster returns anyway, logged).
 pub(super) async fn reconcile(opts: &SlurmOptions, instance: &str, slots: &Slots) {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    let comment = super::launch::job_comment(instance);
-    let filter = format!("--user={uid}");
     let stale = || async {
         let tracked: Vec<u64> = slots.lock().expect("slurm slots").values().filter_map(|s| s.job).collect();
-        owned_jobs(opts, &filter, uid, &comment).await.map(|jobs| {
-            jobs.into_iter()
-                .filter(|(id, st)| !is_final(st) && !tracked.contains(id))
-                .map(|(id, _)| id)
-                .collect::<Vec<u64>>()
-        })
+        live_store_jobs(opts, instance)
+            .await
+            .map(|jobs| jobs.into_iter().filter(|id| !tracked.contains(id)).collect::<Vec<u64>>())
     };
     for round in 0..60 {
         match stale().await {
