@@ -112,40 +112,64 @@ fn uniform(job: &Launch) -> Option<usize> {
     job.gpus.iter().all(|n| n.indices.len() == first).then_some(first)
 }
 
-/// The `/bin/sh -c` program of each task: the command with `ALLOT_NODE`
-/// and `ALLOT_NODE_RANK`, and with `fence` its self-fencing watchdog
-/// (see [`batch_script`]).
+/// The `/bin/sh -c` program of each task (its first argument the attempt's
+/// exit record, then the command): the command with `ALLOT_NODE` and
+/// `ALLOT_NODE_RANK`, and with `fence` its self-fencing watchdog (see
+/// [`batch_script`]). A command that ends by itself with a code from 1 to
+/// 128 while its task was not signalled appends `<rank> <code>` to the
+/// record: the code of the member that failed, which Slurm does not keep
+/// reliably (see [`batch_script`]). A code above 128 is left to Slurm (the
+/// shell cannot tell a signal from such a code), and the task ends by
+/// that signal as its command did: Slurm sees what it would without the
+/// wrapper (a stopped peer's code is never mistaken for a failure's).
 fn task_wrapper(fence: Option<Duration>) -> String {
+    const RECORD: &str = "c=$?; if [ $c -gt 0 ] && [ $c -le 128 ] && [ -z \"$s\" ]; then \
+                          echo \"$SLURM_NODEID $c\" >> \"$r\"; fi; \
+                          if [ $c -gt 128 ]; then trap - TERM; kill -$((c - 128)) $$; fi; exit $c";
+    let env = "ALLOT_NODE=\"$SLURMD_NODENAME\" ALLOT_NODE_RANK=\"$SLURM_NODEID\"";
     match fence {
-        None => "ALLOT_NODE=\"$SLURMD_NODENAME\" ALLOT_NODE_RANK=\"$SLURM_NODEID\" exec \"$@\"".to_string(),
+        // Slurm signals every process of the step (the command and this
+        // shell): the trap only notes it, and runs once the command ended.
+        None => format!("r=$1; shift; trap \"s=1\" TERM; {env} \"$@\"; {RECORD}"),
         Some(f) => {
             let f = f.as_secs().max(1);
             let probe = (f / 5).clamp(1, 10);
             format!(
-                "ALLOT_NODE=\"$SLURMD_NODENAME\" ALLOT_NODE_RANK=\"$SLURM_NODEID\" \"$@\" & pid=$!; \
-                 trap \"kill -TERM $pid 2>/dev/null\" TERM; ok=$(date +%s); \
+                "r=$1; shift; {env} \"$@\" & pid=$!; \
+                 trap \"s=1; kill -TERM $pid 2>/dev/null\" TERM; ok=$(date +%s); \
                  while kill -0 $pid 2>/dev/null; do sleep {probe}; \
                  if squeue -h -j \"$SLURM_JOB_ID\" -o %i >/dev/null 2>&1; then ok=$(date +%s); \
                  elif [ $(($(date +%s) - ok)) -ge {f} ]; then \
                  echo \"allot: Slurm has not answered for {f} s: the task ends (self-fencing)\" >&2; \
-                 kill -TERM $pid 2>/dev/null; sleep 2; kill -KILL 0; fi; done; wait $pid"
+                 kill -TERM $pid 2>/dev/null; sleep 2; kill -KILL 0; fi; done; wait $pid; {RECORD}"
             )
         }
     }
+}
+
+/// The attempt's exit record: beside its log, which every node and the
+/// server see (Slurm writes the log on the job's first node).
+fn exit_record(job: &Launch) -> PathBuf {
+    let mut p = job.log_path.clone().into_os_string();
+    p.push(".exit");
+    p.into()
 }
 
 /// Runs the command on every node of the job (one task each), with `env`
 /// setting the task's variables: they reach the command only, never
 /// `sbatch` or `srun`.
 ///
-/// The job's code is read from Slurm's derived exit code (the highest
-/// code of its steps: the failed task's 3, not srun's 143 for the peers it
-/// stopped). slurmctld records a step's code when the step's completion
-/// reaches it and drops step records unrecorded when the job has ended
-/// first, which a loaded node can make happen (finding: a gang's code was
-/// 143 in CI). So the script waits, at most 10 s, until Slurm no longer
-/// lists the job's srun step before it ends; where `squeue` cannot be run
-/// it does not wait.
+/// The job's code is the failed member's: when one task of a gang fails,
+/// `srun --kill-on-bad-exit` stops the others and returns 143 (the
+/// highest of its tasks' codes, a signal counting as 128 + its number).
+/// Slurm's derived exit code (the highest of the steps' codes) would be
+/// the failed task's 3, but slurmctld can close the step from srun's
+/// request before the failed node's report reaches it, and then keeps
+/// only the stopped peers' signal (finding: a gang's code was 143 in CI,
+/// twice, the second time after a wait for the step's end). So each task
+/// records its own failure in the attempt's exit record and the script
+/// ends with the first recorded code when srun failed; without a record
+/// (a task killed by a signal), with srun's.
 ///
 /// With `fence` (a cluster of a fleet, FLEET-3), each task fences itself:
 /// its command runs in the background while the task asks Slurm about
@@ -164,14 +188,15 @@ fn batch_script(job: &Launch, env: &[(String, String)], fence: Option<Duration>)
         .map(|w| sh_quote(&w))
         .collect();
     let task = task_wrapper(fence);
+    let record = sh_quote(&exit_record(job).display().to_string());
     format!(
         "#!/bin/sh\n# allot workload {} attempt {}: one task per node\n\
-         srun{het} --kill-on-bad-exit=1 /bin/sh -c '{task}' allot-task {}\n\
+         rm -f {record}\n\
+         srun{het} --kill-on-bad-exit=1 /bin/sh -c '{task}' allot-task {record} {}\n\
          rc=$?\n\
-         # Slurm keeps a step's exit code only if the step ends before the job.\n\
-         i=0\n\
-         while [ $i -lt 100 ] && squeue -h -s -j \"$SLURM_JOB_ID\" -o %i 2>/dev/null \
-         | grep -Eq \"^$SLURM_JOB_ID(\\+[0-9]+)?\\.[0-9]\"; do sleep 0.1; i=$((i + 1)); done\n\
+         # The failed member's code (Slurm's own record of it is not reliable).\n\
+         if [ $rc -ne 0 ] && [ -s {record} ]; then read -r _ code < {record} && rc=$code; fi\n\
+         rm -f {record}\n\
          exit $rc\n",
         job.workload_id,
         job.key.attempt,
@@ -201,7 +226,7 @@ mod tests {
         let env = [("A".to_string(), "x y".to_string())];
         let s = batch_script(&job, &env, None);
         assert!(s.contains("srun --het-group=0-1 --kill-on-bad-exit=1"), "{s}");
-        assert!(s.contains("allot-task '/usr/bin/env' 'A=x y' 'echo' 'it'\\''s $HOME'\nrc=$?\n"), "{s}");
+        assert!(s.contains("allot-task '/log.exit' '/usr/bin/env' 'A=x y' 'echo' 'it'\\''s $HOME'\nrc=$?\n"), "{s}");
         let even = Launch { gpus: vec![job.gpus[0].clone(), job.gpus[0].clone()], ..job };
         assert!(batch_script(&even, &env, None).contains("\nsrun --kill-on-bad-exit=1"), "a plain job when even");
     }
@@ -231,7 +256,7 @@ mod tests {
         assert!(task.contains(&("MY_VAR".into(), "v".into())), "the command still gets its env: {task:?}");
         assert!(task.iter().any(|(k, v)| k == "ALLOT_TAG" && v == "store1#3.1"), "{task:?}");
         let script = batch_script(&job, &task, None);
-        let task_part = script.split_once("allot-task '/usr/bin/env' ").map(|(_, t)| t).unwrap_or_default();
+        let task_part = script.split_once("allot-task '/log.exit' '/usr/bin/env' ").map(|(_, t)| t).unwrap_or_default();
         assert!(task_part.contains("'SBATCH_EXCLUSIVE=1'"), "set on the task only: {script}");
     }
 
@@ -293,6 +318,7 @@ mod tests {
                 .arg("-c")
                 .arg(task_wrapper(Some(Duration::from_secs(2))))
                 .arg("allot-task")
+                .arg(dir.join("exit"))
                 .args(command)
                 .env("PATH", path)
                 .env("SLURM_JOB_ID", "7")
@@ -318,51 +344,68 @@ mod tests {
     }
 
     /// Finding: a gang whose rank 1 exited 3 was recorded with srun's 143
-    /// when the job ended before slurmctld recorded its step. The script
-    /// now ends only after Slurm stops listing the step, and keeps srun's
-    /// code as the batch script's.
+    /// (twice in CI under load: Slurm closed the step before the failed
+    /// node's code reached it). The script now ends with the code of the
+    /// task that failed by itself, not with that of the peers srun
+    /// stopped; a success or a failure only by signal keeps srun's code.
+    /// The fake `srun` runs the real task program as two local tasks and
+    /// stops rank 0 (and its command) with SIGTERM once rank 1 exited, as
+    /// `--kill-on-bad-exit` does.
     #[test]
-    fn the_script_ends_after_slurm_records_the_step() {
+    fn a_gang_ends_with_the_failed_members_code() {
         use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("allot-slurm-script-{}", std::process::id()));
         let bin = dir.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
-        let calls = dir.join("calls");
-        let fake = |name: &str, body: &str| {
-            let p = bin.join(name);
-            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let srun = bin.join("srun");
+        std::fs::write(
+            &srun,
+            "#!/bin/sh\nshift\n\
+             SLURM_NODEID=0 setsid \"$@\" & p0=$!\n\
+             SLURM_NODEID=1 \"$@\"; c1=$?\n\
+             if [ $c1 -ne 0 ]; then sleep 0.2; kill -TERM -$p0; fi\n\
+             wait $p0; c0=$?\n\
+             [ $c0 -gt $c1 ] && exit $c0; exit $c1\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&srun, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let run = |command: &str| {
+            let job = Launch {
+                key: AttemptKey { seq: 1, attempt: 1 },
+                workload_id: "1".into(),
+                command: vec!["sh".into(), "-c".into(), command.into()],
+                env: Default::default(),
+                gpus: vec![NodeGpus { node: "node1".into(), indices: vec![0] }],
+                checkpoint_dir: "/ck".into(),
+                log_path: dir.join("attempt-1.log"),
+            };
+            let script = dir.join("job.sh");
+            std::fs::write(&script, batch_script(&job, &[], None)).unwrap();
+            let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+            let out = std::process::Command::new("/bin/sh").arg(&script).env("PATH", path).output().unwrap();
+            assert!(!exit_record(&job).exists(), "the record is removed");
+            out.status.code()
         };
-        fake("srun", "exit 143");
-        // The step is listed for three calls, then only the batch step.
-        fake(
-            "squeue",
-            &format!(
-                "echo x >> {c}; n=$(wc -l < {c}); echo 41.batch; if [ \"$n\" -le 3 ]; then echo 41.0; echo 41.extern; fi",
-                c = calls.display()
-            ),
-        );
-        let job = Launch {
-            key: AttemptKey { seq: 1, attempt: 1 },
-            workload_id: "1".into(),
-            command: vec!["true".into()],
-            env: Default::default(),
-            gpus: vec![NodeGpus { node: "node1".into(), indices: vec![0] }],
-            checkpoint_dir: "/ck".into(),
-            log_path: "/log".into(),
-        };
-        let script = dir.join("job.sh");
-        std::fs::write(&script, batch_script(&job, &[], None)).unwrap();
-        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-        let out = std::process::Command::new("/bin/sh")
-            .arg(&script)
-            .env("PATH", path)
-            .env("SLURM_JOB_ID", "41")
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(143), "srun's code is the script's: {out:?}");
-        let n = std::fs::read_to_string(&calls).unwrap().lines().count();
+        let gang = "if [ \"$ALLOT_NODE_RANK\" = 1 ]; then exit 3; fi; sleep 30";
+        assert_eq!(run(gang), Some(3), "the failed member's code, not srun's 143");
+        assert_eq!(run("exit 0"), Some(0));
+        let killed = "if [ \"$ALLOT_NODE_RANK\" = 1 ]; then kill -KILL $$; fi; sleep 30";
+        assert_eq!(run(killed), Some(143), "a member killed by a signal: no record, srun's code (the highest)");
+        // A task whose command a signal ended ends by that signal (Slurm's
+        // step code then says "signal", as without the wrapper, and never
+        // outranks the failed member's code).
+        for fence in [None, Some(Duration::from_secs(30))] {
+            use std::os::unix::process::ExitStatusExt;
+            let out = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(task_wrapper(fence))
+                .args(["allot-task", &dir.join("exit").display().to_string(), "sh", "-c", "kill -TERM $$"])
+                .env("SLURM_JOB_ID", "7")
+                .output()
+                .unwrap();
+            assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{fence:?}: {out:?}");
+            assert!(!dir.join("exit").exists(), "a signal is not recorded");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(n, 4, "asked until the step was gone, then stopped");
     }
 }
