@@ -18,5 +18,6 @@ pub mod generate;
 pub mod import;
 mod lines;
 pub mod trace;
+pub mod vary;
 pub mod workload;
 pub mod write;

@@ -56,6 +56,13 @@ pub struct CompareArgs {
     /// First seed; the runs use seed, seed + 1, …
     #[arg(long, requires = "scenario", default_value_t = Ai2Params::default().seed)]
     seed: u64,
+    /// What-if sweep, repeatable: KEY=V1,V2,… with KEY budget:<account>,
+    /// share:<account>, impact:<account> (a number, or +20% / -10% of the
+    /// config's value) or contract.<key> (e.g. contract.min_slice.batch=1h,2h).
+    /// Each policy runs on the config as given and once per combination of
+    /// values, side by side.
+    #[arg(long, value_name = "KEY=VALUES")]
+    vary: Vec<String>,
 }
 
 fn parse_scenario(s: &str) -> Result<Scenario, String> {
@@ -75,7 +82,8 @@ struct Source {
 type Sources = (Vec<Source>, Vec<(String, String)>);
 
 /// What one column of the comparison runs: a policy on the inputs, or
-/// `allot` on the inputs split per cluster ([`allot_sim::split`]).
+/// `allot` on the inputs split per cluster ([`allot_sim::split`]), on one
+/// variation of the config.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Variant {
     Policy(PolicyKind),
@@ -115,8 +123,33 @@ fn parse_variants(list: &str) -> Result<Vec<Variant>> {
     Ok(out)
 }
 
+/// One column: a variant on one variation of the config, and its name in
+/// the report (the variant's alone when nothing varies).
+struct Column {
+    variant: Variant,
+    variation: usize,
+    label: String,
+}
+
+fn columns(kinds: &[Variant], variations: &[allot_trace::vary::Variation]) -> Vec<Column> {
+    let mut out = Vec::new();
+    for &variant in kinds {
+        for (variation, v) in variations.iter().enumerate() {
+            let label = match variations {
+                [_] => variant.as_str().to_string(),
+                _ => format!("{} [{}]", variant.as_str(), v.label),
+            };
+            out.push(Column { variant, variation, label });
+        }
+    }
+    out
+}
+
 pub fn run(a: CompareArgs) -> Result<()> {
     let kinds = parse_variants(&a.policies)?;
+    let sweeps = a.vary.iter().map(|v| allot_trace::vary::parse_sweep(v)).collect::<Result<Vec<_>, _>>()?;
+    let variations = allot_trace::vary::variations(&sweeps)?;
+    let columns = columns(&kinds, &variations);
     let until = match &a.until {
         Some(s) => Some(allot_trace::duration::parse_duration(s).map_err(|e| anyhow!("--until: {e}"))?),
         None => None,
@@ -125,22 +158,41 @@ pub fn run(a: CompareArgs) -> Result<()> {
         Some(scenario) => generated_sources(scenario, &a)?,
         None => file_sources(&a)?,
     };
+    // inputs[s][v]: source s under variation v (checked before any run).
+    let inputs = sources
+        .iter()
+        .map(|s| {
+            variations
+                .iter()
+                .map(|v| {
+                    let config = v.apply(&s.inputs.config)?;
+                    let (trace, events) = (s.inputs.trace.clone(), s.inputs.events.clone());
+                    Ok(Inputs { config, trace, events })
+                })
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<Vec<_>>>()?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("failed to create {}", a.out.display()))?;
     let opts = SimOptions { until, check_invariants: false, keep_log: false };
     let splits = if kinds.contains(&Variant::AllotSplit) {
-        let split = |s: &Source| {
-            let c = &s.inputs.config;
-            allot_sim::split::split_by_cluster(&c.cluster, &c.accounts, &s.inputs.trace)
+        let split = |i: &Inputs| {
+            let c = &i.config;
+            allot_sim::split::split_by_cluster(&c.cluster, &c.accounts, &i.trace)
                 .map_err(|e| anyhow!("allot-split: cannot copy the account tree per cluster: {e}"))
         };
-        sources.iter().map(|s| split(s).map(Some)).collect::<Result<Vec<_>>>()?
+        inputs.iter().map(|vs| vs.iter().map(|i| split(i).map(Some)).collect()).collect::<Result<Vec<Vec<_>>>>()?
     } else {
-        vec![None; sources.len()]
+        vec![vec![None; variations.len()]; sources.len()]
     };
-    // runs[s][k]: source s under policy k.
-    let runs = run_all(&sources, &splits, &kinds, &opts);
+    // runs[s][c]: source s in column c.
+    let runs = run_all(&sources, &inputs, &splits, &columns, &opts);
     let title = format!("Allot policy comparison: {}", sources[0].inputs.config.cluster.name);
-    let table = write_summaries(&a.out, &title, &source_rows, &kinds, &runs)?;
+    let mut source_rows = source_rows;
+    if variations.len() > 1 {
+        let labels: Vec<&str> = variations.iter().map(|v| v.label.as_str()).collect();
+        source_rows.push(("variations".to_string(), labels.join("; ")));
+    }
+    let table = write_summaries(&a.out, &title, &source_rows, &columns, &runs)?;
     write_page(&a.out, title, &sources, source_rows, &runs[0], &table)?;
     if sources.len() == 1 {
         print!("{}", summary_table(&runs[0].iter().map(|r| &r.report).collect::<Vec<_>>()));
@@ -157,17 +209,17 @@ fn write_summaries(
     out: &Path,
     title: &str,
     rows: &[(String, String)],
-    kinds: &[Variant],
+    columns: &[Column],
     runs: &[Vec<PolicyRun>],
 ) -> Result<Tables> {
     let (json, table) = if let [single] = runs {
         let reports: Vec<&Report> = single.iter().map(|r| &r.report).collect();
         (serde_json::to_string_pretty(&reports)?, measures_tables(&reports))
     } else {
-        let per_policy: Vec<(String, Vec<Report>)> = kinds
+        let per_policy: Vec<(String, Vec<Report>)> = columns
             .iter()
             .enumerate()
-            .map(|(k, kind)| (kind.as_str().to_string(), runs.iter().map(|s| s[k].report.clone()).collect()))
+            .map(|(c, col)| (col.label.clone(), runs.iter().map(|s| s[c].report.clone()).collect()))
             .collect();
         let summaries: Vec<serde_json::Value> = per_policy.iter().map(|(_, rs)| allot_report::summarise(rs)).collect();
         (serde_json::to_string_pretty(&summaries)?, allot_report::seeds_tables(&per_policy))
@@ -363,55 +415,58 @@ fn progress(len: usize) -> ProgressBar {
     bar
 }
 
-/// Runs one variant on one source: `allot-split` runs `allot` on the split
-/// inputs and maps the result back onto the original accounts.
+/// Runs one variant on one source's inputs: `allot-split` runs `allot` on
+/// the split inputs and maps the result back onto the original accounts.
 fn run_variant(
-    source: &Source,
+    inputs: &Inputs,
     split: Option<&allot_sim::split::Split>,
     v: Variant,
     opts: &SimOptions,
 ) -> (allot_core::State, allot_sim::SimOutput) {
     match (v, split) {
-        (Variant::Policy(k), _) => run_one(&source.inputs, k, opts),
+        (Variant::Policy(k), _) => run_one(inputs, k, opts),
         (Variant::AllotSplit, Some(split)) => {
-            let c = &source.inputs.config;
+            let c = &inputs.config;
             let state = allot_core::State::new(c.cluster.clone(), split.accounts.clone(), c.contract);
             let mut policy = PolicyKind::Allot.build();
             let (state, out) =
-                allot_sim::simulate(state, split.trace.clone(), source.inputs.events.clone(), policy.as_mut(), opts);
+                allot_sim::simulate(state, split.trace.clone(), inputs.events.clone(), policy.as_mut(), opts);
             split.unsplit(&c.accounts, state, out, ALLOT_SPLIT)
         }
         (Variant::AllotSplit, None) => unreachable!("split inputs are made for every source when allot-split runs"),
     }
 }
 
-/// Runs every (source, policy) pair on the rayon pool; returns the runs per
-/// source, in policy order.
+/// Runs every (source, column) pair on the rayon pool; returns the runs per
+/// source, in column order. A run's policy name is its column's label.
 fn run_all(
     sources: &[Source],
-    splits: &[Option<allot_sim::split::Split>],
-    kinds: &[Variant],
+    inputs: &[Vec<Inputs>],
+    splits: &[Vec<Option<allot_sim::split::Split>>],
+    columns: &[Column],
     opts: &SimOptions,
 ) -> Vec<Vec<PolicyRun>> {
-    let jobs: Vec<(usize, Variant)> = (0..sources.len()).flat_map(|s| kinds.iter().map(move |&k| (s, k))).collect();
+    let jobs: Vec<(usize, &Column)> = (0..sources.len()).flat_map(|s| columns.iter().map(move |c| (s, c))).collect();
     let bar = progress(jobs.len());
     let done: Vec<(PolicyRun, Duration)> = jobs
         .par_iter()
-        .map(|&(s, k)| {
+        .map(|&(s, c)| {
             let t0 = Instant::now();
-            let (state, out) = run_variant(&sources[s], splits[s].as_ref(), k, opts);
-            let run = PolicyRun::of(&state, &out);
+            let split = splits[s][c.variation].as_ref();
+            let (state, out) = run_variant(&inputs[s][c.variation], split, c.variant, opts);
+            let mut run = PolicyRun::of(&state, &out);
+            run.report.policy.clone_from(&c.label);
             let took = t0.elapsed();
             bar.inc(1);
-            bar.set_message(format!("{} {:.1} s", k.as_str(), took.as_secs_f64()));
+            bar.set_message(format!("{} {:.1} s", c.label, took.as_secs_f64()));
             (run, took)
         })
         .collect();
     bar.finish_and_clear();
-    for ((s, k), (_, took)) in jobs.iter().zip(&done) {
+    for ((s, c), (_, took)) in jobs.iter().zip(&done) {
         let seed = sources[*s].seed.map_or_else(String::new, |x| format!(" (seed {x})"));
-        eprintln!("{}{seed}: simulated and measured in {:.2} s", k.as_str(), took.as_secs_f64());
+        eprintln!("{}{seed}: simulated and measured in {:.2} s", c.label, took.as_secs_f64());
     }
     let mut runs = done.into_iter().map(|d| d.0);
-    (0..sources.len()).map(|_| runs.by_ref().take(kinds.len()).collect()).collect()
+    (0..sources.len()).map(|_| runs.by_ref().take(columns.len()).collect()).collect()
 }
