@@ -21,6 +21,14 @@
 //!   runs). `cluster` is the cluster it ran on as recorded at its start
 //!   (empty in a fleet of one): the trace keeps what each workload was
 //!   allowed, the attempts file where each attempt ran.
+//! * The budgets and shares set through the API (the audit log's
+//!   `account.*` entries) go to a sibling account changes file,
+//!   `<out stem>.accounts.csv`, when there are any: `t_s,account,field,
+//!   value` on the trace's clock (a change before the first submission at
+//!   0), `value` empty where the change went back to the config's value —
+//!   the format `allot sim` / `allot compare --account-changes` read
+//!   (`allot_trace::changes`), so a replay has the budgets that were in
+//!   force, when they were.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -51,6 +59,10 @@ pub struct ExportSummary {
     pub attempts: usize,
     /// The attempts file, when the exported workloads have attempts.
     pub attempts_path: Option<PathBuf>,
+    /// Account changes written to the account changes file.
+    pub account_changes: usize,
+    /// The account changes file, when budgets or shares were changed.
+    pub account_changes_path: Option<PathBuf>,
     /// Unix time of `submit_s = 0`.
     pub t0: i64,
 }
@@ -58,6 +70,11 @@ pub struct ExportSummary {
 /// The events file written next to `out`.
 pub fn events_path_for(out: &Path) -> PathBuf {
     sibling(out, "events")
+}
+
+/// The account changes file written next to `out`.
+pub fn account_changes_path_for(out: &Path) -> PathBuf {
+    sibling(out, "accounts")
 }
 
 /// The attempts file written next to `out`.
@@ -80,6 +97,8 @@ pub async fn export_trace(db_url: &str, out: &Path) -> Result<ExportSummary, Exp
         attempts.entry(a.workload).or_default().push(a);
     }
     let events = store.node_events().await?;
+    let mut audit = store.audit(i64::MAX).await?;
+    audit.reverse();
     store.close().await;
     let kept: Vec<(&WorkloadRow, u64)> = workloads
         .iter()
@@ -114,7 +133,18 @@ pub async fn export_trace(db_url: &str, out: &Path) -> Result<ExportSummary, Exp
         write_attempts(std::io::BufWriter::new(f), &tried, t0).map_err(write_err(&p))?;
         Some(p)
     };
+    let changes: Vec<String> = audit.iter().filter_map(|a| account_change(a, t0)).collect();
+    let account_changes_path = if changes.is_empty() {
+        None
+    } else {
+        let p = account_changes_path_for(out);
+        let text = format!("t_s,account,field,value\n{}", changes.concat());
+        std::fs::File::create(&p).and_then(|mut f| f.write_all(text.as_bytes())).map_err(write_err(&p))?;
+        Some(p)
+    };
     Ok(ExportSummary {
+        account_changes: changes.len(),
+        account_changes_path,
         workloads: rows.len(),
         events: events.len(),
         events_path,
@@ -122,6 +152,20 @@ pub async fn export_trace(db_url: &str, out: &Path) -> Result<ExportSummary, Exp
         attempts_path,
         t0,
     })
+}
+
+/// One line of the account changes file for an audit entry that changed an
+/// account's budget, share or impact: the value given (`set`; entries
+/// written before it was recorded: the value in force after the change).
+/// Account paths need no CSV quoting (letters, digits, `-`, `_`, `.`, `/`).
+fn account_change(a: &crate::store::AuditRow, t0: i64) -> Option<String> {
+    let field = match a.action.strip_prefix("account.")? {
+        "budget" => "budget_gpu_hours",
+        f => allot_trace::changes::FIELDS.into_iter().find(|x| *x == f)?,
+    };
+    let after: serde_json::Value = serde_json::from_str(a.after.as_deref()?).ok()?;
+    let value = after.get("set").unwrap_or(&after[field]).as_f64().map_or_else(String::new, |v| v.to_string());
+    Some(format!("{},{},{field},{value}\n", (a.t - t0).max(0), a.target))
 }
 
 /// The attempts file (see the module docs). Its cells are ids, numbers,

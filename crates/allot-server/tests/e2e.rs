@@ -85,12 +85,36 @@ async fn lifecycle(backend: Backend) {
         assert!(metrics.contains(m), "metrics have {m}:\n{metrics}");
     }
 
+    // Budgets and shares set through the API, then one back to the config's.
+    for (body, want) in [
+        (r#"{"budget_gpu_hours":5}"#, 200),
+        (r#"{"share":3}"#, 200),
+        (r#"{"share":null}"#, 200),
+        (r#"{"budget_gpu_hours":-1}"#, 400),
+    ] {
+        let (status, v) = s.http("PATCH", "/v1/accounts/org/a", Some(&f.admin), Some(body)).await;
+        assert_eq!(status, want, "{body}: {v}");
+    }
+
     // The history as a simulator trace.
     let out = f.dir.join("trace.csv");
     let summary = allot_server::export_trace(&f.db.url, &out).await.expect("export");
     let cfg = allot_trace::config::load_config(&s.config).unwrap();
     let rows = allot_trace::trace::load_trace(&out, &cfg).expect("the export loads as a trace");
     assert_eq!(summary.workloads, rows.len());
+    // ... with the account changes in force, when they were: the replay's
+    // trees are the server's.
+    let path = summary.account_changes_path.as_ref().expect("an account changes file");
+    let (_, audit) = s.http("GET", "/v1/audit", Some(&f.admin), None).await;
+    assert_eq!(summary.account_changes, 3, "the refused change is not one: {audit}");
+    let changes = allot_trace::changes::load_account_changes(path, &cfg).expect("the changes load");
+    let fields: Vec<(&str, Option<f64>)> = changes.iter().map(|c| (c.field, c.value)).collect();
+    assert_eq!(fields, [("budget_gpu_hours", Some(5.0)), ("share", Some(3.0)), ("share", None)]);
+    assert!(changes.windows(2).all(|w| w[0].t <= w[1].t) && changes.iter().all(|c| c.account == "org/a"));
+    let trees = allot_trace::changes::trees_in_force(&cfg, &changes).unwrap();
+    let (_, last) = trees.last().unwrap();
+    let org_a = last.account(last.get("org/a").unwrap());
+    assert_eq!((org_a.budget_gpu_hours, org_a.share), (Some(5.0), 1.0), "as the server has it now");
     let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, [a.as_str(), b.as_str(), c.as_str(), long.as_str()], "cancelled-before-running is left out");
     assert!(rows[1].work_s >= 1 && rows[1].work_s <= 3, "real run time of `sleep 1`: {}", rows[1].work_s);

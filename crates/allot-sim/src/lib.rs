@@ -12,4 +12,4 @@ pub mod report;
 pub mod sim;
 pub mod split;
 
-pub use sim::{Request, RequestKind, SimOptions, simulate, simulate_requests};
+pub use sim::{Request, RequestKind, SimOptions, simulate, simulate_requests, simulate_with_accounts};

@@ -4,7 +4,8 @@
 //! simulator supplies what a live fleet would: a launched attempt's process
 //! ends when its work is done, a killed one at once, and time advances to
 //! the next thing due. Integer virtual time. At one instant the simulator processes, in this
-//! order: completions (work done, grace ended), node events, arrivals, then
+//! order: completions (work done, grace ended), node events, account
+//! changes, arrivals, then
 //! one scheduling pass; decisions are applied at once. A pass runs when
 //! something happened at the instant, when the policy asked to be woken
 //! (`Policy::next_wakeup`: a slice ends, a budget period rolls over), and,
@@ -89,13 +90,31 @@ pub fn simulate(
 /// submitted is ignored).
 pub fn simulate_requests(
     state: State,
+    workloads: Vec<WorkloadSpec>,
+    events: Vec<NodeEvent>,
+    requests: Vec<Request>,
+    policy: &mut dyn Policy,
+    opts: &SimOptions,
+) -> (State, SimOutput) {
+    simulate_with_accounts(state, workloads, events, requests, Vec::new(), policy, opts)
+}
+
+/// [`simulate_requests`], with the account tree replaced at given times
+/// (`trees`: the tree in force from each time on, e.g. budgets changed
+/// through the API, `allot_trace::changes`), as the server's account
+/// changes replace it (`Engine::set_accounts`). At one instant the tree
+/// changes after node events and before arrivals.
+pub fn simulate_with_accounts(
+    state: State,
     mut workloads: Vec<WorkloadSpec>,
     mut events: Vec<NodeEvent>,
     mut requests: Vec<Request>,
+    mut trees: Vec<(Time, allot_core::AccountTree)>,
     policy: &mut dyn Policy,
     opts: &SimOptions,
 ) -> (State, SimOutput) {
     assert!(state.specs.is_empty(), "simulate starts from a state without workloads");
+    trees.sort_by_key(|(t, _)| *t);
     workloads.sort_by_key(|w| w.submit);
     events.sort_by_key(|e| e.t);
     requests.sort_by_key(|r| r.t);
@@ -132,13 +151,20 @@ pub fn simulate_requests(
         track: !requests.is_empty(),
     };
     sim.record_capacity(0);
-    sim.run(workloads, events, requests);
+    sim.run(workloads, events, requests, trees);
     let Sim { engine, out, .. } = sim;
     (engine.state, out)
 }
 
 impl Sim<'_> {
-    fn run(&mut self, workloads: Vec<WorkloadSpec>, events: Vec<NodeEvent>, requests: Vec<Request>) {
+    fn run(
+        &mut self,
+        workloads: Vec<WorkloadSpec>,
+        events: Vec<NodeEvent>,
+        requests: Vec<Request>,
+        trees: Vec<(Time, allot_core::AccountTree)>,
+    ) {
+        let mut trees = trees.into_iter().peekable();
         let mut arrivals = workloads.into_iter().peekable();
         let mut node_events = events.into_iter().peekable();
         let mut requests = requests.into_iter().peekable();
@@ -148,6 +174,7 @@ impl Sim<'_> {
                 self.heap.peek().map(|Reverse((t, _, _))| *t),
                 self.engine.next_deadline(),
                 node_events.peek().map(|e| e.t),
+                trees.peek().map(|(t, _)| *t),
                 arrivals.peek().map(|w| w.submit),
                 requests.peek().map(|r| r.t),
                 self.engine.wake(),
@@ -178,6 +205,11 @@ impl Sim<'_> {
                 self.out.events += 1;
                 self.engine.node_event(&e);
                 self.apply(t);
+            }
+            while trees.peek().is_some_and(|(tt, _)| *tt == t) {
+                let (_, tree) = trees.next().expect("peeked");
+                self.out.events += 1;
+                self.engine.set_accounts(tree);
             }
             while arrivals.peek().is_some_and(|w| w.submit == t) {
                 let spec = arrivals.next().expect("peeked");

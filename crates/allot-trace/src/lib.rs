@@ -10,6 +10,7 @@
 //! * [`generate`]: synthetic workload generators.
 
 pub mod bounds;
+pub mod changes;
 pub mod config;
 pub mod duration;
 pub mod error;

@@ -16,6 +16,7 @@
 //! combination of their values is one variation. The first variation is
 //! always the config as given (`base`).
 
+use crate::changes::AccountChange;
 use crate::config::{Config, parse_config};
 
 /// At most this many variations (the product of the sweeps' value counts,
@@ -189,23 +190,37 @@ impl Variation {
     }
 }
 
+impl Variation {
+    /// The account changes of a replay ([`crate::changes`]) under this
+    /// variation: a relative change of an account's field scales every
+    /// later value of it too (an empty value, "the config's", is the varied
+    /// config's already); a value set holds for the whole run, so the
+    /// changes of that field are dropped.
+    pub fn adjust(&self, changes: &[AccountChange]) -> Vec<AccountChange> {
+        let mut out = Vec::with_capacity(changes.len());
+        'next: for c in changes {
+            let mut c = c.clone();
+            for (_, target, change) in &self.changes {
+                let Target::Account { path, field } = target else { continue };
+                if *path != c.account || *field != c.field {
+                    continue;
+                }
+                match change {
+                    Change::Set(_) => continue 'next,
+                    Change::Relative(p) => c.value = c.value.map(|v| v * (1.0 + p / 100.0)),
+                }
+            }
+            out.push(c);
+        }
+        out
+    }
+}
+
 fn set_account(doc: &mut toml::Table, path: &str, field: &str, change: &Change) -> Result<(), String> {
-    let accounts = doc.get_mut("accounts").and_then(|a| a.as_array_mut());
-    let Some(accounts) = accounts else { return Err("the config declares no [[accounts]]".into()) };
-    let declared: Vec<String> =
-        accounts.iter().filter_map(|a| a.get("path").and_then(|p| p.as_str()).map(str::to_string)).collect();
-    let Some(account) = accounts
-        .iter_mut()
-        .filter_map(|a| a.as_table_mut())
-        .find(|a| a.get("path").and_then(|p| p.as_str()) == Some(path))
-    else {
-        return Err(format!("no declared account {path:?} (declared: {})", declared.join(", ")));
-    };
     let value = match change {
         Change::Set(v) => v.parse::<f64>().map_err(|_| format!("{v:?} is not a number"))?,
         Change::Relative(p) => {
-            let current = account.get(field).and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)));
-            let Some(current) = current else {
+            let Some(current) = account_field(doc, path, field)? else {
                 return Err(format!(
                     "account {path:?} has no {field} of its own in the config to change by {p:+}%: give a value"
                 ));
@@ -213,7 +228,41 @@ fn set_account(doc: &mut toml::Table, path: &str, field: &str, change: &Change) 
             current * (1.0 + p / 100.0)
         }
     };
-    account.insert(field.to_string(), toml::Value::Float(value));
+    set_account_field(doc, path, field, Some(value))
+}
+
+/// The declared account `path` of a config's TOML (an error lists the
+/// declared ones).
+fn account_table<'d>(doc: &'d mut toml::Table, path: &str) -> Result<&'d mut toml::Table, String> {
+    let accounts = doc.get_mut("accounts").and_then(|a| a.as_array_mut());
+    let Some(accounts) = accounts else { return Err("the config declares no [[accounts]]".into()) };
+    let declared: Vec<String> =
+        accounts.iter().filter_map(|a| a.get("path").and_then(|p| p.as_str()).map(str::to_string)).collect();
+    accounts
+        .iter_mut()
+        .filter_map(|a| a.as_table_mut())
+        .find(|a| a.get("path").and_then(|p| p.as_str()) == Some(path))
+        .ok_or_else(|| format!("no declared account {path:?} (declared: {})", declared.join(", ")))
+}
+
+/// A numeric field of a declared account as the config's TOML gives it.
+pub(crate) fn account_field(doc: &mut toml::Table, path: &str, field: &str) -> Result<Option<f64>, String> {
+    let account = account_table(doc, path)?;
+    Ok(account.get(field).and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64))))
+}
+
+/// Sets (or, with `None`, removes) a numeric field of a declared account.
+pub(crate) fn set_account_field(
+    doc: &mut toml::Table,
+    path: &str,
+    field: &str,
+    value: Option<f64>,
+) -> Result<(), String> {
+    let account = account_table(doc, path)?;
+    match value {
+        Some(v) => account.insert(field.to_string(), toml::Value::Float(v)),
+        None => account.remove(field),
+    };
     Ok(())
 }
 
@@ -242,10 +291,11 @@ fn set_contract(doc: &mut toml::Table, keys: &[String], change: &Change) -> Resu
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const CONFIG: &str = r#"
+    /// Two accounts (one with a budget, one with a share), a batch slice.
+    pub(crate) const CONFIG: &str = r#"
 [cluster]
 name = "c"
 [[cluster.pools]]
@@ -292,6 +342,28 @@ min_slice = { batch = "2h" }
         let vs = variations(&[parse_sweep("contract.usage_half_life=1d").unwrap()]).unwrap();
         assert_eq!(vs[1].label, "contract.usage_half_life=1d");
         assert_eq!(vs[1].apply(&config()).unwrap().contract.usage_half_life, 86_400);
+    }
+
+    #[test]
+    fn a_variation_adjusts_the_account_changes_of_a_replay() {
+        let ch = |t, account: &str, field, value| AccountChange { t, account: account.into(), field, value };
+        let changes = [
+            ch(10, "org/a", "budget_gpu_hours", Some(200.0)),
+            ch(20, "org/a", "budget_gpu_hours", None),
+            ch(30, "org/b", "share", Some(4.0)),
+        ];
+        let vs = variations(&[parse_sweep("budget:org/a=+50%,80").unwrap()]).unwrap();
+        assert_eq!(vs[0].adjust(&changes), changes, "the base replays them as they were");
+        assert_eq!(
+            vs[1].adjust(&changes),
+            [changes[0].clone(), changes[1].clone(), changes[2].clone()].map(|c| if c.t == 10 {
+                AccountChange { value: Some(300.0), ..c }
+            } else {
+                c
+            }),
+            "+50% of every value in force"
+        );
+        assert_eq!(vs[2].adjust(&changes), [changes[2].clone()], "80 for the whole run");
     }
 
     #[test]

@@ -27,6 +27,11 @@ pub struct CompareArgs {
     /// Node events (fail / repair / drain / undrain), .csv or .jsonl.
     #[arg(long, requires = "trace")]
     events: Option<PathBuf>,
+    /// Account changes (budgets, shares, impacts with their times, as
+    /// `allot trace export` writes them), .csv: applied as they happened
+    /// (a --vary of an account's field adjusts them too).
+    #[arg(long, requires = "trace")]
+    account_changes: Option<PathBuf>,
     /// Policies to compare, separated by commas: fifo, fifo-backfill,
     /// priority, allot, and allot-split (allot with every budget split per
     /// cluster of a fleet, as one scheduler per cluster would have it).
@@ -167,13 +172,16 @@ pub fn run(a: CompareArgs) -> Result<()> {
                 .map(|v| {
                     let config = v.apply(&s.inputs.config)?;
                     let (trace, events) = (s.inputs.trace.clone(), s.inputs.events.clone());
-                    Ok(Inputs { config, trace, events })
+                    Inputs::new(config, trace, events, v.adjust(&s.inputs.changes))
                 })
                 .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<Vec<_>>>()?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("failed to create {}", a.out.display()))?;
     let opts = SimOptions { until, check_invariants: false, keep_log: false };
+    if kinds.contains(&Variant::AllotSplit) && sources.iter().any(|s| !s.inputs.changes.is_empty()) {
+        bail!("allot-split does not replay --account-changes (its accounts are copies per cluster): leave one out");
+    }
     let splits = if kinds.contains(&Variant::AllotSplit) {
         let split = |i: &Inputs| {
             let c = &i.config;
@@ -279,7 +287,7 @@ fn file_sources(a: &CompareArgs) -> Result<Sources> {
         (Some(c), Some(t)) => (c, t),
         _ => bail!("give --config and --trace, or --scenario"),
     };
-    let inputs = load_inputs(config, trace, a.events.as_ref())?;
+    let inputs = load_inputs(config, trace, a.events.as_ref(), a.account_changes.as_ref())?;
     let mut rows = vec![
         ("config".to_string(), config.display().to_string()),
         ("trace".to_string(), format!("{} ({} workloads)", trace.display(), inputs.trace.len())),
@@ -291,6 +299,9 @@ fn file_sources(a: &CompareArgs) -> Result<Sources> {
             },
         ),
     ];
+    if let Some(c) = &a.account_changes {
+        rows.push(("account changes".to_string(), format!("{} ({} changes)", c.display(), inputs.changes.len())));
+    }
     rows.push(horizon_row(a));
     Ok((vec![Source { inputs, seed: None }], rows))
 }
@@ -398,7 +409,7 @@ fn scenario_rows(scenario: Scenario, p: &Ai2Params, seeds: &[u64], workloads: us
 
 fn generated_inputs(g: &Generated, seed: u64) -> Result<Inputs> {
     let (config, trace) = g.inputs(&format!("generated (seed {seed})"))?;
-    Ok(Inputs { config, trace, events: Vec::new() })
+    Inputs::new(config, trace, Vec::new(), Vec::new())
 }
 
 /// A progress bar on a terminal; hidden otherwise.

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use allot_core::PolicyKind;
 use allot_sim::measures::measure;
 use allot_sim::report::{Report, summary_table, write_workloads_csv};
-use allot_sim::{SimOptions, SimOutput, simulate};
+use allot_sim::{SimOptions, SimOutput, simulate_with_accounts};
+use allot_trace::changes::AccountChange;
 use anyhow::{Context, Result, bail};
 
 #[derive(clap::Args)]
@@ -21,6 +22,10 @@ pub struct SimArgs {
     /// Node events (fail / repair / drain / undrain), .csv or .jsonl.
     #[arg(long)]
     events: Option<PathBuf>,
+    /// Account changes (budgets, shares, impacts with their times, as
+    /// `allot trace export` writes them), .csv: applied as they happened.
+    #[arg(long)]
+    account_changes: Option<PathBuf>,
     /// Policy, or several separated by commas to compare side by side:
     /// fifo, fifo-backfill, priority, allot.
     #[arg(long, default_value = "allot")]
@@ -67,16 +72,42 @@ pub(crate) struct Inputs {
     pub config: allot_trace::config::Config,
     pub trace: Vec<allot_core::WorkloadSpec>,
     pub events: Vec<allot_core::NodeEvent>,
+    /// The account changes as read (a sweep adjusts them).
+    pub changes: Vec<AccountChange>,
+    /// The account trees they put in force, with their times.
+    pub trees: Vec<(allot_core::Time, allot_core::AccountTree)>,
 }
 
-pub(crate) fn load_inputs(config: &Path, trace: &Path, events: Option<&PathBuf>) -> Result<Inputs> {
+impl Inputs {
+    /// Inputs with `changes` applied on `config` (checked by its parser).
+    pub(crate) fn new(
+        config: allot_trace::config::Config,
+        trace: Vec<allot_core::WorkloadSpec>,
+        events: Vec<allot_core::NodeEvent>,
+        changes: Vec<AccountChange>,
+    ) -> Result<Inputs> {
+        let trees = allot_trace::changes::trees_in_force(&config, &changes)?;
+        Ok(Inputs { config, trace, events, changes, trees })
+    }
+}
+
+pub(crate) fn load_inputs(
+    config: &Path,
+    trace: &Path,
+    events: Option<&PathBuf>,
+    account_changes: Option<&PathBuf>,
+) -> Result<Inputs> {
     let config = allot_trace::config::load_config(config)?;
     let trace = allot_trace::trace::load_trace(trace, &config)?;
     let events = match events {
         Some(e) => allot_trace::events::load_events(e, &config)?,
         None => Vec::new(),
     };
-    Ok(Inputs { config, trace, events })
+    let changes = match account_changes {
+        Some(c) => allot_trace::changes::load_account_changes(c, &config)?,
+        None => Vec::new(),
+    };
+    Inputs::new(config, trace, events, changes)
 }
 
 /// Runs one policy on the inputs.
@@ -84,7 +115,8 @@ pub(crate) fn run_one(inputs: &Inputs, kind: PolicyKind, opts: &SimOptions) -> (
     let c = &inputs.config;
     let state = allot_core::State::new(c.cluster.clone(), c.accounts.clone(), c.contract);
     let mut policy = kind.build();
-    simulate(state, inputs.trace.clone(), inputs.events.clone(), policy.as_mut(), opts)
+    let (trace, events, trees) = (inputs.trace.clone(), inputs.events.clone(), inputs.trees.clone());
+    simulate_with_accounts(state, trace, events, Vec::new(), trees, policy.as_mut(), opts)
 }
 
 pub fn run(a: SimArgs) -> Result<()> {
@@ -96,7 +128,7 @@ pub fn run(a: SimArgs) -> Result<()> {
         Some(s) => Some(allot_trace::duration::parse_duration(s).map_err(|e| anyhow::anyhow!("--until: {e}"))?),
         None => None,
     };
-    let inputs = load_inputs(&a.config, &a.trace, a.events.as_ref())?;
+    let inputs = load_inputs(&a.config, &a.trace, a.events.as_ref(), a.account_changes.as_ref())?;
     let opts = SimOptions { until, check_invariants: a.check_invariants, keep_log: a.log.is_some() };
     let runs: Vec<(allot_core::State, SimOutput, Report)> = std::thread::scope(|s| {
         let handles: Vec<_> = kinds

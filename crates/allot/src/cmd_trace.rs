@@ -45,6 +45,9 @@ fn run_export(a: ExportArgs) -> Result<()> {
     if let Some(p) = s.events_path {
         eprintln!("exported {} node events to {}", s.events, p.display());
     }
+    if let Some(p) = &s.account_changes_path {
+        eprintln!("exported {} account changes (budgets, shares) to {}", s.account_changes, p.display());
+    }
     if let Some(p) = s.attempts_path {
         eprintln!("exported {} attempts (with their clusters) to {}", s.attempts, p.display());
     }

@@ -130,3 +130,68 @@ fn bad_sweeps_are_refused_before_anything_runs() {
         assert!(!out.exists(), "{vary}: nothing is written");
     }
 }
+
+/// Budgets changed during the replay (`--account-changes`, the file
+/// `allot trace export` writes): in force from their time; a relative sweep
+/// scales them, an absolute one holds for the whole run.
+#[test]
+fn account_changes_replay_and_sweeps_adjust_them() {
+    let dir = tmpdir("changes");
+    std::fs::create_dir_all(&dir).unwrap();
+    let changes = dir.join("trace.accounts.csv");
+    std::fs::write(&changes, "t_s,account,field,value\n86400,org/llm,budget_gpu_hours,1000\n").unwrap();
+    let out = dir.join("out");
+    let o = allot(&[
+        "compare",
+        "--config",
+        "examples/cluster.toml",
+        "--trace",
+        "examples/trace.csv",
+        "--until",
+        "4d",
+        "--policies",
+        "allot",
+        "--account-changes",
+        changes.to_str().unwrap(),
+        "--vary",
+        "budget:org/llm=+50%,12000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    ok(&o);
+    let runs = summary(&out);
+    let budget = |r: &Value| r["accounts"]["org/llm"]["budget_gpu_hours"].as_f64();
+    assert_eq!(runs.iter().map(budget).collect::<Vec<_>>(), [Some(1000.0), Some(1500.0), Some(12000.0)]);
+    let plain = dir.join("plain");
+    let p = allot(&[
+        "compare",
+        "--config",
+        "examples/cluster.toml",
+        "--trace",
+        "examples/trace.csv",
+        "--until",
+        "4d",
+        "--policies",
+        "allot",
+        "--out",
+        plain.to_str().unwrap(),
+    ]);
+    ok(&p);
+    assert_ne!(summary(&plain)[0]["metrics"], runs[0]["metrics"], "a budget cut after a day changes what happens");
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains("account changes: ") && md.contains("(1 changes)"), "{md}");
+
+    std::fs::write(&changes, "t_s,account,field,value\n10,org/llm,budget_gpu_hours,lots\n").unwrap();
+    let o = allot(&[
+        "sim",
+        "--config",
+        "examples/cluster.toml",
+        "--trace",
+        "examples/trace.csv",
+        "--account-changes",
+        changes.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("trace.accounts.csv:2") && err.contains("value"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

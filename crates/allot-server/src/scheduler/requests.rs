@@ -179,7 +179,9 @@ impl Scheduler {
         let a = self.engine.state.accounts.account(id);
         let before = serde_json::json!({"budget_gpu_hours": a.budget_gpu_hours, "share": a.share});
         let b = tree.account(id);
-        let after = serde_json::json!({"budget_gpu_hours": b.budget_gpu_hours, "share": b.share});
+        // `set`: the value given (null: back to the config's), which
+        // `allot trace export` replays (docs/server.md).
+        let after = serde_json::json!({"budget_gpu_hours": b.budget_gpu_hours, "share": b.share, "set": value});
         match self.store.set_override(path, field.as_str(), value, by, now as i64, &before, &after).await {
             Ok(()) => {}
             Err(e) if e.is_fenced() => return Err(e),
