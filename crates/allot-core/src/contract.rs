@@ -3,7 +3,7 @@
 //! Defaults (documented in `docs/config.md`): budget period 7 days, usage
 //! half-life 7 days, minimum slice 2 h for batch and 0 for interactive and
 //! service, grace 10 minutes, interactive lane up to 8 GPUs and 8 hours,
-//! scheduling interval 30 s.
+//! scheduling interval 30 s, impact weighting off (`docs/impact.md`).
 
 use crate::Time;
 use crate::workload::Class;
@@ -36,6 +36,9 @@ pub struct Contract {
     pub interactive_max_gpus: u32,
     pub interactive_max_duration: Time,
     pub scheduling_interval: Time,
+    /// IMP-3: FS-1 entitlements are weighted by share × impact among
+    /// siblings (`docs/impact.md`); off by default.
+    pub impact_weighting: bool,
 }
 
 pub const HOUR: Time = 3600;
@@ -51,6 +54,7 @@ impl Default for Contract {
             interactive_max_gpus: 8,
             interactive_max_duration: 8 * HOUR,
             scheduling_interval: 30,
+            impact_weighting: false,
         }
     }
 }

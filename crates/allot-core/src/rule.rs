@@ -50,6 +50,10 @@ rules! {
     ShareDefault => "FS-0", "share defaults to the budget when all unset siblings have one, else 1";
     FairShare => "FS-1", "hierarchical fair share: lowest (decayed usage + allocation) / entitlement first, level by level";
     FairUsers => "FS-2", "within a project: users by the same measure, then FIFO";
+    ImpactIdle => "IMP-1", "over-budget work gets idle capacity by impact, highest first, then by fair share, level by level";
+    ImpactVictim => "IMP-2", "among victims of equal standing (budget, fair share), the lower impact yields first";
+    ImpactWeight => "IMP-3", "with impact_weighting = on, FS-1 entitlement among siblings is proportional to share x impact";
+    ImpactBudget => "IMP-4", "impact never lifts work across a budget tier: BUD-1 and BUD-2 come first";
     Slice => "CON-1", "a started workload runs at least min_slice before policy preemption";
     Grace => "CON-2", "preemption signals the workload and stops it after grace";
     Requeue => "CON-3", "a stopped workload loses progress since its last checkpoint and is requeued";

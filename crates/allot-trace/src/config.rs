@@ -165,6 +165,7 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
             interactive_max_gpus: Some(c.interactive_max_gpus),
             interactive_max_duration: secs(c.interactive_max_duration),
             scheduling_interval: secs(c.scheduling_interval),
+            impact_weighting: c.impact_weighting.then(|| at("on".to_string())),
         },
     }
 }
@@ -230,6 +231,8 @@ struct RawContract {
     interactive_max_gpus: Option<u32>,
     interactive_max_duration: Option<Spanned<Secs>>,
     scheduling_interval: Option<Spanned<Secs>>,
+    /// `off` (default) or `on` (rule IMP-3).
+    impact_weighting: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -720,6 +723,16 @@ fn build_contract(ctx: &Ctx<'_>, raw: &RawContract) -> Result<Contract, FormatEr
     c.interactive_max_gpus = raw.interactive_max_gpus.unwrap_or(c.interactive_max_gpus);
     let max_duration = &raw.interactive_max_duration;
     c.interactive_max_duration = secs("interactive_max_duration", max_duration, wait, c.interactive_max_duration)?;
+    if let Some(v) = &raw.impact_weighting {
+        c.impact_weighting = match v.get_ref().as_str() {
+            "off" => false,
+            "on" => true,
+            other => {
+                let msg = format!("unknown impact_weighting {other:?} (use off or on)");
+                return Err(ctx.err("contract.impact_weighting", Some(v.span()), msg));
+            }
+        };
+    }
     Ok(c)
 }
 

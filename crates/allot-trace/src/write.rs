@@ -317,6 +317,10 @@ fn write_contract<W: Write>(w: &mut W, c: &Contract) -> io::Result<()> {
     writeln!(w, "interactive_max_gpus = {}", c.interactive_max_gpus)?;
     writeln!(w, "interactive_max_duration = {}", d(c.interactive_max_duration))?;
     writeln!(w, "scheduling_interval = {}", d(c.scheduling_interval))?;
+    // Written only when on, so configs without it are unchanged (IMP-3).
+    if c.impact_weighting {
+        writeln!(w, "impact_weighting = \"on\"")?;
+    }
     Ok(())
 }
 

@@ -57,7 +57,7 @@ fn fixture_loads_with_weights_racks_and_legacy_pools() {
 #[test]
 fn contract_keys_override_defaults_one_by_one() {
     let d = Contract::default();
-    let cases: [(&str, &str, Contract); 6] = [
+    let cases: [(&str, &str, Contract); 8] = [
         ("grace only", "grace = \"30s\"", Contract { grace: 30, ..d }),
         ("integer seconds", "scheduling_interval = 5", Contract { scheduling_interval: 5, ..d }),
         ("compound duration", "budget_period = \"1d12h\"", Contract { budget_period: 129_600, ..d }),
@@ -76,6 +76,8 @@ fn contract_keys_override_defaults_one_by_one() {
             "interactive_max_gpus = 2\ninteractive_max_duration = \"1h\"",
             Contract { interactive_max_gpus: 2, interactive_max_duration: 3600, ..d },
         ),
+        ("impact weighting on (IMP-3)", "impact_weighting = \"on\"", Contract { impact_weighting: true, ..d }),
+        ("impact weighting off", "impact_weighting = \"off\"", Contract { impact_weighting: false, ..d }),
     ];
     for (name, body, want) in cases {
         let text = format!("{MINIMAL}\n[contract]\n{body}\n");
@@ -165,6 +167,20 @@ fn bad_configs_name_file_line_and_key() {
             Some(11),
             "contract.budget_period",
             "must be at least 1, got 0",
+        ),
+        (
+            "impact_weighting neither off nor on",
+            "[contract]\ngrace = \"1m\"\nimpact_weighting = \"maybe\"\n",
+            Some(12),
+            "contract.impact_weighting",
+            "unknown impact_weighting \"maybe\" (use off or on)",
+        ),
+        (
+            "impact_weighting not a string",
+            "[contract]\nimpact_weighting = true\n",
+            Some(11),
+            "contract.impact_weighting",
+            "expected a string",
         ),
         (
             "zero scheduling interval",

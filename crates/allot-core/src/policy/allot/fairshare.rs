@@ -8,7 +8,8 @@
 //! FS-1, per slot `s` with demand (pending or running work in its subtree):
 //! * entitlement `e(s) = e(parent) · share(s) / Σ share(siblings with demand)`,
 //!   `e(root) = 1`; siblings without demand get nothing, so their part flows
-//!   to those with demand (work conservation);
+//!   to those with demand (work conservation); with `impact_weighting = "on"`
+//!   (IMP-3, `docs/impact.md`) every `share` here is `share · impact`;
 //! * usage `m(s) = U(s) / τ`, the decayed usage `U` of the ledger divided by
 //!   `τ = half_life / ln 2`: the steady-state usage of a constant allocation
 //!   is `A·τ`, so `m` is an average allocation in normalised GPUs;
@@ -76,6 +77,8 @@ struct SlotShare {
     parent: Slot,
     depth: u32,
     share: f64,
+    /// Own or inherited impact (an own-work slot: its account's).
+    impact: f64,
     demand: bool,
     ent: f64,
     hist: f64,
@@ -106,7 +109,16 @@ impl FairShare {
         let tree = &state.accounts;
         let n = tree.len() as u32;
         let size = 2 * n as usize;
-        let blank = SlotShare { parent: ROOT, depth: 0, share: 1.0, demand: false, ent: 0.0, hist: 0.0, alloc: 0.0 };
+        let blank = SlotShare {
+            parent: ROOT,
+            depth: 0,
+            share: 1.0,
+            impact: 1.0,
+            demand: false,
+            ent: 0.0,
+            hist: 0.0,
+            alloc: 0.0,
+        };
         let FairShareBuffers { mut s, mut internal } = buffers;
         s.clear();
         s.resize(size, blank);
@@ -126,8 +138,13 @@ impl FairShare {
             let i = a.0 as usize;
             fs.s[i].parent = acc.parent.map_or(ROOT, |p| p.0);
             fs.s[i].depth = acc.depth;
-            fs.s[i].share = acc.share;
+            // IMP-3: entitlement weight share · impact among siblings.
+            let weight = if state.contract.impact_weighting { acc.impact } else { 1.0 };
+            fs.s[i].share = acc.share * weight;
+            fs.s[i].impact = acc.impact;
             fs.internal[i] = !acc.children.is_empty();
+            fs.s[n as usize + i].share = weight;
+            fs.s[n as usize + i].impact = acc.impact;
             fs.s[n as usize + i].parent = a.0;
             fs.s[n as usize + i].depth = acc.depth + 1;
         }
@@ -213,6 +230,11 @@ impl FairShare {
 
     pub(crate) fn parent(&self, s: Slot) -> Slot {
         self.s[s as usize].parent
+    }
+
+    /// Impact of a slot's account, own or inherited (IMP-1).
+    pub(crate) fn impact(&self, s: Slot) -> f64 {
+        self.s[s as usize].impact
     }
 
     /// Depth of a slot (top-level accounts are at depth 1).

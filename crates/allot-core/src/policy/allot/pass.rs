@@ -105,6 +105,9 @@ pub(crate) struct Pass<'a> {
     probe: Probe,
     /// Outcome of every waiting workload when probing.
     pub(crate) outcomes: BTreeMap<WorkloadId, Outcome>,
+    /// Whether the over-budget work of this pass has more than one impact,
+    /// so IMP-1 orders it (and its start reasons say so).
+    impact_steers: bool,
 }
 
 /// Takes out of `free` the GPUs of `alloc` that are free there.
@@ -173,6 +176,7 @@ impl<'a> Pass<'a> {
             out: Vec::new(),
             probe,
             outcomes: BTreeMap::new(),
+            impact_steers: false,
         }
     }
 
@@ -201,7 +205,15 @@ impl<'a> Pass<'a> {
     /// Serves one tier in fair-share order until it is empty or nothing
     /// more can be done.
     fn serve(&mut self, tier: Tier, work: &[Work]) {
-        let mut q = Queue::build(&self.fs, &self.users, work, std::mem::take(&mut self.queue));
+        if tier == Tier::OverBudget {
+            // Any two impacts on the paths of the tier's work (IMP-1
+            // compares siblings at every level).
+            let fs = &self.fs;
+            let mut impacts = work.iter().flat_map(|wk| fs.path(fs.slot(wk.account))).map(|s| fs.impact(s));
+            let first = impacts.next();
+            self.impact_steers = impacts.any(|i| Some(i) != first);
+        }
+        let mut q = Queue::build(&self.fs, &self.users, tier, work, std::mem::take(&mut self.queue));
         while let Some((w, u, g)) = q.next() {
             if self.probe == Probe::All {
                 let outcome = self.consider(w, u, tier, &mut q);
@@ -382,19 +394,28 @@ impl<'a> Pass<'a> {
             Tier::InBudget => Reason::new(
                 Rule::FairShare,
                 format!(
-                    "{} next by fair share (usage/entitlement {:.2}), user {} usage+held {:.1} GPUs; fits",
+                    "{} next by fair share (usage/entitlement {:.2}{}), user {} usage+held {:.1} GPUs; fits",
                     self.fs.name(state, slot),
                     self.fs.value(slot),
+                    if state.contract.impact_weighting { ", IMP-3: entitlement weighted by impact" } else { "" },
                     spec.user,
                     self.users.value(u)
                 ),
             ),
             Tier::OverBudget => {
                 let culprit = self.budgets.culprit(spec.account).unwrap_or(spec.account);
+                let steer = if self.impact_steers {
+                    format!(
+                        "; IMP-1: over-budget work is served highest impact first (this account: {})",
+                        self.fs.impact(slot)
+                    )
+                } else {
+                    String::new()
+                };
                 Reason::new(
                     Rule::BudgetOver,
                     format!(
-                        "{}; runs on capacity no in-budget work can use, without a slice",
+                        "{}; runs on capacity no in-budget work can use, without a slice{steer}",
                         budget::describe(state, culprit, self.now)
                     ),
                 )

@@ -1,11 +1,12 @@
 //! Choosing victims for a waiting workload (rules BUD-2, CON-1, CON-4,
-//! CON-5, INT-1, SVC-1; see `docs/contract.md`).
+//! CON-5, IMP-2, INT-1, SVC-1; see `docs/contract.md`, `docs/impact.md`).
 //!
 //! Candidates are built once per pass: running (not stopping) workloads that
 //! are not services (SVC-1) and that some waiting workload may ever preempt
 //! in this pass, i.e. over budget or past their slice, each with its key in
 //! CON-5 order: over budget first, then the slots furthest above their
-//! fair share (highest FS-1 value), then the least work lost (GPU-seconds
+//! fair share (highest FS-1 value), then the lowest impact (IMP-2), then
+//! the least work lost (GPU-seconds
 //! since the last checkpoint), then the fewest GPUs, then id. For one
 //! preemptor the candidates are walked in that order, eligible victims are
 //! added until the preemptor can be placed, and the set is pruned to a
@@ -41,9 +42,9 @@ use super::fairshare::{FairShare, Removed, Share, Side, Slot, Users, better_afte
 use super::rank::Tier;
 pub(crate) use super::victim::{Cand, Preemptor};
 
-/// CON-5 order: in budget last, highest FS-1 value first, least work
-/// lost, fewest GPUs, id.
-type VictimKey = (bool, Reverse<Share>, u64, u32, WorkloadId);
+/// CON-5 order: in budget last, highest FS-1 value first, lowest impact
+/// among equal standing (IMP-2), least work lost, fewest GPUs, id.
+type VictimKey = (bool, Reverse<Share>, Share, u64, u32, WorkloadId);
 
 /// Victims chosen for one preemptor and the placement they make possible.
 #[derive(Clone, Debug)]
@@ -126,7 +127,7 @@ impl Victims {
                     fs.value(slot)
                 }
             };
-            keys.push((!over, Reverse(Share(value)), lost, h.gpus, h.w));
+            keys.push((!over, Reverse(Share(value)), Share(fs.impact(slot)), lost, h.gpus, h.w));
             let cluster = state.cluster.pool(h.pool).cluster;
             cands.push(Cand {
                 w: h.w,

@@ -2,7 +2,8 @@
 //! pass changes allocations (rules FS-1, FS-2).
 //!
 //! Every slot with waiting work sits in its parent's ordered set keyed by
-//! its current FS-1 value (ties by slot id); every user with waiting work sits
+//! its current FS-1 value (ties by slot id), in the over-budget tier after
+//! its impact, highest first (IMP-1, [`slot_key`]); every user with waiting work sits
 //! in its slot's set keyed by its FS-2 value and its oldest waiting workload;
 //! each user's workloads are FIFO by `(submit, id)`, read from the groups of
 //! the pending index ([`crate::pending`]) rather than copied. Taking the next workload
@@ -20,6 +21,7 @@ use crate::pending::{Entry, Shape};
 use crate::workload::{Class, WorkloadId};
 
 use super::fairshare::{FairShare, ROOT, Share, Slot, Users};
+use super::rank::{SlotKey, Tier, slot_key};
 
 type UserKey = (Share, Entry, u32);
 
@@ -103,8 +105,8 @@ impl Stream {
 /// set empty and every key `None` between uses.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct QueueBuffers {
-    kids: Vec<BTreeSet<(Share, Slot)>>,
-    key: Vec<Option<Share>>,
+    kids: Vec<BTreeSet<(SlotKey, Slot)>>,
+    key: Vec<Option<SlotKey>>,
     users: Vec<BTreeSet<UserKey>>,
     ukey: Vec<Option<UserKey>>,
     /// Per user: its index in the tier's work, or `NONE`.
@@ -116,8 +118,10 @@ const NONE: u32 = u32::MAX;
 /// Waiting workloads of one tier, by fair share.
 #[derive(Debug)]
 pub(crate) struct Queue<'q> {
-    kids: Vec<BTreeSet<(Share, Slot)>>,
-    key: Vec<Option<Share>>,
+    /// The tier served, for the slot keys (IMP-1).
+    tier: Tier,
+    kids: Vec<BTreeSet<(SlotKey, Slot)>>,
+    key: Vec<Option<SlotKey>>,
     users: Vec<BTreeSet<UserKey>>,
     ukey: Vec<Option<UserKey>>,
     /// Per user: its index in `work` and `lists`, or `NONE`.
@@ -133,7 +137,7 @@ pub(crate) struct Queue<'q> {
 impl<'q> Queue<'q> {
     /// Builds the queue from the users' waiting work, in the buffers of an
     /// earlier queue ([`Queue::into_buffers`]).
-    pub(crate) fn build(fs: &FairShare, users: &Users, work: &'q [Work<'q>], b: QueueBuffers) -> Queue<'q> {
+    pub(crate) fn build(fs: &FairShare, users: &Users, tier: Tier, work: &'q [Work<'q>], b: QueueBuffers) -> Queue<'q> {
         let QueueBuffers { mut kids, mut key, users: mut sets, mut ukey, mut at } = b;
         if kids.len() < fs.slots() {
             kids.resize_with(fs.slots(), BTreeSet::new);
@@ -144,8 +148,17 @@ impl<'q> Queue<'q> {
             ukey.resize(users.len(), None);
             at.resize(users.len(), NONE);
         }
-        let mut q =
-            Queue { kids, key, users: sets, ukey, at, lists: Vec::with_capacity(work.len()), parts: Vec::new(), work };
+        let mut q = Queue {
+            tier,
+            kids,
+            key,
+            users: sets,
+            ukey,
+            at,
+            lists: Vec::with_capacity(work.len()),
+            parts: Vec::new(),
+            work,
+        };
         for (i, wk) in work.iter().enumerate() {
             q.at[wk.user as usize] = i as u32;
             let start = q.parts.len();
@@ -196,7 +209,7 @@ impl<'q> Queue<'q> {
     fn attach(&mut self, fs: &FairShare, slot: Slot) {
         let mut s = slot;
         while s != ROOT && self.key[s as usize].is_none() {
-            let k = Share(fs.value(s));
+            let k = slot_key(fs, s, self.tier);
             self.kids[fs.parent(s) as usize].insert((k, s));
             self.key[s as usize] = Some(k);
             s = fs.parent(s);
@@ -288,7 +301,7 @@ impl<'q> Queue<'q> {
         let mut s = slot;
         while s != ROOT {
             let p = fs.parent(s);
-            let new = self.has_work(s).then(|| Share(fs.value(s)));
+            let new = self.has_work(s).then(|| slot_key(fs, s, self.tier));
             let old = self.key[s as usize];
             if old.cmp(&new) != std::cmp::Ordering::Equal {
                 if let Some(k) = old {

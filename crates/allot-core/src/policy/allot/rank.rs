@@ -1,13 +1,15 @@
 //! The rank of waiting work: a value type with a total order (rules BUD-1,
-//! INT-1, FS-1, FS-2; see `docs/fairshare.md`).
+//! INT-1, FS-1, FS-2, IMP-1; see `docs/fairshare.md`, `docs/impact.md`).
 //!
 //! `Rank = (tier, fair-share path, user key, (submit, id))`, compared
 //! lexicographically:
 //! * tier (BUD-1, INT-1): in-budget interactive work within the lane, then
 //!   other in-budget work, then over-budget work;
-//! * path (FS-1): `(value, slot)` of every slot from the top level down to
+//! * path (FS-1): `(key, slot)` of every slot from the top level down to
 //!   the workload's leaf slot, so accounts compare at the level where their
-//!   paths diverge (Fair Tree's depth-first order);
+//!   paths diverge (Fair Tree's depth-first order); the key is the FS-1
+//!   value, and in the over-budget tier impact, highest first, then the
+//!   value (IMP-1, [`slot_key`]);
 //! * user key (FS-2): normalised GPUs the user holds in the slot, then the
 //!   user's oldest waiting workload of the tier;
 //! * FIFO: `(submit, id)`.
@@ -62,11 +64,22 @@ pub(crate) fn tier_of(state: &State, budgets: &Budgets, spec: &WorkloadSpec) -> 
     })
 }
 
+/// The key of a slot among its siblings in a tier: `(-impact, FS-1 value)`
+/// in the over-budget tier (IMP-1: idle capacity goes to the higher impact
+/// first, then by fair share), `(0, FS-1 value)` in the others.
+pub(crate) type SlotKey = (Share, Share);
+
+/// [`SlotKey`] of slot `s` in `tier` now.
+pub(crate) fn slot_key(fs: &FairShare, s: Slot, tier: Tier) -> SlotKey {
+    let impact = if tier == Tier::OverBudget { -fs.impact(s) } else { 0.0 };
+    (Share(impact), Share(fs.value(s)))
+}
+
 /// The rank of one waiting workload.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Rank {
     pub(crate) tier: Tier,
-    pub(crate) path: Vec<(Share, Slot)>,
+    pub(crate) path: Vec<(SlotKey, Slot)>,
     pub(crate) user: (Share, (Time, WorkloadId), u32),
     pub(crate) fifo: (Time, WorkloadId),
 }
@@ -84,7 +97,7 @@ pub(crate) struct Ranked {
 /// the instant `fs`, `users` and `budgets` describe.
 pub(crate) fn ranks(state: &State, fs: &FairShare, users: &Users, budgets: &Budgets) -> Vec<Ranked> {
     let mut heads: BTreeMap<(Tier, u32), (Time, WorkloadId)> = BTreeMap::new();
-    let mut paths: BTreeMap<Slot, Vec<(Share, Slot)>> = BTreeMap::new();
+    let mut paths: BTreeMap<(Tier, Slot), Vec<(SlotKey, Slot)>> = BTreeMap::new();
     let mut out = Vec::with_capacity(state.pending.len());
     for &(submit, w) in &state.pending {
         let spec = state.spec(w);
@@ -92,8 +105,9 @@ pub(crate) fn ranks(state: &State, fs: &FairShare, users: &Users, budgets: &Budg
         let slot = fs.slot(spec.account);
         let user = users.of(state, w);
         let head = *heads.entry((tier, user)).or_insert((submit, w));
-        let path =
-            paths.entry(slot).or_insert_with(|| fs.path(slot).into_iter().map(|s| (Share(fs.value(s)), s)).collect());
+        let path = paths
+            .entry((tier, slot))
+            .or_insert_with(|| fs.path(slot).into_iter().map(|s| (slot_key(fs, s, tier), s)).collect());
         let rank = Rank { tier, path: path.clone(), user: (Share(users.value(user)), head, user), fifo: (submit, w) };
         out.push(Ranked { rank, w, slot, user });
     }
