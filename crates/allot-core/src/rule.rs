@@ -49,7 +49,7 @@ rules! {
     BudgetLedger => "BUD-3", "usage is charged per second of GPU allocation, normalised by GPU type";
     ShareDefault => "FS-0", "share defaults to the budget when all unset siblings have one, else 1";
     FairShare => "FS-1", "hierarchical fair share: lowest (decayed usage + allocation) / entitlement first, level by level";
-    FairUsers => "FS-2", "within a project: users by the same measure, then FIFO";
+    FairUsers => "FS-2", "within a project: users by the same measure over their user share (default 1), then FIFO";
     Slice => "CON-1", "a started workload runs at least min_slice before policy preemption";
     Grace => "CON-2", "preemption signals the workload and stops it after grace";
     Requeue => "CON-3", "a stopped workload loses progress since its last checkpoint and is requeued";

@@ -31,6 +31,7 @@ pub fn base_specs(tree: &AccountTree) -> Vec<AccountSpec> {
             impact: Some(a.impact),
             legacy_pools: a.legacy_pools.clone(),
             max_service_gpus: a.max_service_gpus,
+            users: a.users.clone(),
         })
         .collect()
 }
