@@ -31,6 +31,9 @@ pub struct AccountSpec {
     pub legacy_pools: Option<Vec<PoolId>>,
     /// Cap on GPUs held by `service` workloads of this subtree (rule SVC-2).
     pub max_service_gpus: Option<u32>,
+    /// Shares of named users of this account's own work (rule FS-2); a user
+    /// not named has share 1.
+    pub users: BTreeMap<String, f64>,
 }
 
 /// A resolved account.
@@ -53,6 +56,15 @@ pub struct Account {
     pub max_service_gpus: Option<u32>,
     /// Whether this account was declared (not only implied by a path).
     pub declared: bool,
+    /// Shares of named users of this account's own work (rule FS-2).
+    pub users: BTreeMap<String, f64>,
+}
+
+impl Account {
+    /// The FS-2 share of `user` in this account: as set, else 1.
+    pub fn user_share(&self, user: &str) -> f64 {
+        self.users.get(user).copied().unwrap_or(1.0)
+    }
 }
 
 /// Errors building the tree.
@@ -66,6 +78,10 @@ pub enum AccountTreeError {
     Duplicate(String),
     #[error("account {path:?}: {field} must be a finite number > 0 (got {value})")]
     BadNumber { path: String, field: &'static str, value: f64 },
+    #[error("account {path:?}: invalid user name {user:?} in users: use letters, digits, '-', '_', '.'")]
+    BadUser { path: String, user: String },
+    #[error("account {path:?}: users.{user} must be a finite number > 0 (got {value})")]
+    BadUserShare { path: String, user: String, value: f64 },
 }
 
 /// The resolved tree.
@@ -97,6 +113,7 @@ impl AccountTree {
             legacy_pools: None,
             max_service_gpus: None,
             declared: false,
+            users: BTreeMap::new(),
         };
         let mut tree = AccountTree { accounts: vec![root], by_path: BTreeMap::new() };
         tree.by_path.insert(String::new(), AccountId::ROOT);
@@ -113,6 +130,14 @@ impl AccountTree {
                     return Err(AccountTreeError::BadNumber { path: s.path.clone(), field, value: v });
                 }
             }
+            for (user, &v) in &s.users {
+                if !valid_segment(user) {
+                    return Err(AccountTreeError::BadUser { path: s.path.clone(), user: user.clone() });
+                }
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(AccountTreeError::BadUserShare { path: s.path.clone(), user: user.clone(), value: v });
+                }
+            }
             let id = tree.ensure(&s.path);
             let a = &mut tree.accounts[id.0 as usize];
             if a.declared {
@@ -125,6 +150,7 @@ impl AccountTree {
             a.impact = s.impact.unwrap_or(f64::NAN);
             a.legacy_pools = s.legacy_pools.clone();
             a.max_service_gpus = s.max_service_gpus;
+            a.users = s.users.clone();
         }
         tree.resolve();
         Ok(tree)
@@ -154,6 +180,7 @@ impl AccountTree {
             legacy_pools: None,
             max_service_gpus: None,
             declared: false,
+            users: BTreeMap::new(),
         });
         self.accounts[parent.0 as usize].children.push(id);
         self.by_path.insert(path.to_string(), id);
@@ -244,6 +271,24 @@ mod tests {
 
     fn spec(path: &str) -> AccountSpec {
         AccountSpec { path: path.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn user_shares_default_to_one_and_bad_ones_are_refused() {
+        let mut a = spec("org/a");
+        a.users.insert("alice".into(), 2.0);
+        let t = AccountTree::build(std::slice::from_ref(&a)).unwrap();
+        let acc = t.account(t.get("org/a").unwrap());
+        assert_eq!((acc.user_share("alice"), acc.user_share("bob")), (2.0, 1.0));
+        for v in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let mut b = a.clone();
+            b.users.insert("bob".into(), v);
+            let e = AccountTree::build(&[b]).unwrap_err();
+            assert!(matches!(&e, AccountTreeError::BadUserShare { user, .. } if user == "bob"), "{v}: {e}");
+        }
+        let mut b = a.clone();
+        b.users.insert("no one".into(), 1.0);
+        assert!(matches!(AccountTree::build(&[b]), Err(AccountTreeError::BadUser { .. })));
     }
 
     #[test]

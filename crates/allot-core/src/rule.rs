@@ -49,7 +49,7 @@ rules! {
     BudgetLedger => "BUD-3", "usage is charged per second of GPU allocation, normalised by GPU type";
     ShareDefault => "FS-0", "share defaults to the budget when all unset siblings have one, else 1";
     FairShare => "FS-1", "hierarchical fair share: lowest (decayed usage + allocation) / entitlement first, level by level";
-    FairUsers => "FS-2", "within a project: users by the same measure, then FIFO";
+    FairUsers => "FS-2", "within a project: users by the same measure over their user share (default 1), then FIFO";
     ImpactIdle => "IMP-1", "over-budget work gets idle capacity by impact, highest first, then by fair share, level by level";
     ImpactVictim => "IMP-2", "among victims of equal standing (budget, fair share), the lower impact yields first";
     ImpactWeight => "IMP-3", "with impact_weighting = on, FS-1 entitlement among siblings is proportional to share x impact";

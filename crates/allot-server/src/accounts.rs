@@ -31,6 +31,7 @@ pub fn base_specs(tree: &AccountTree) -> Vec<AccountSpec> {
             impact: Some(a.impact),
             legacy_pools: a.legacy_pools.clone(),
             max_service_gpus: a.max_service_gpus,
+            users: a.users.clone(),
         })
         .collect()
 }
@@ -129,5 +130,17 @@ mod tests {
         assert_eq!(budget(&o), Some(10.0), "null: the config's value, not no budget");
         o.share.insert("org/new".into(), None);
         assert!(build_tree(&base, &o).unwrap().get("org/new").is_none(), "a null adds no account");
+    }
+
+    #[test]
+    fn user_shares_survive_a_rebuild_with_overrides() {
+        let mut a = AccountSpec { path: "org/a".into(), ..Default::default() };
+        a.users.insert("alice".into(), 2.0);
+        let tree = AccountTree::build(&[a]).unwrap();
+        let mut o = Overrides::default();
+        o.share.insert("org/a".into(), Some(3.0));
+        let t = build_tree(&base_specs(&tree), &o).unwrap();
+        let acc = t.account(t.get("org/a").unwrap());
+        assert_eq!((acc.share, acc.user_share("alice"), acc.user_share("bob")), (3.0, 2.0, 1.0));
     }
 }

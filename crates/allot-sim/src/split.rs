@@ -137,6 +137,7 @@ pub fn split_by_cluster(
                 impact: Some(a.impact),
                 legacy_pools: pools,
                 max_service_gpus: a.max_service_gpus,
+                users: a.users.clone(),
             });
         }
     }

@@ -657,3 +657,52 @@ fn fleet_wide_shares_follow_weights_across_pinned_and_free_accounts() {
         }
     }
 }
+
+/// FS-2 with user shares: under saturation the users of one account get the
+/// account's time in proportion to their user shares (within 5%), the
+/// default user (no share set) counting 1.
+#[test]
+fn user_shares_within_an_account_follow_weights() {
+    // User shares of (alice, bob, carol); `None`: not set (share 1). Each
+    // weighting splits the 16 GPUs into whole GPUs.
+    let cases: &[[Option<f64>; 3]] = &[[Some(2.0), None, None], [Some(3.0), Some(1.0), Some(4.0)]];
+    let users = ["alice", "bob", "carol"];
+    for (ci, shares) in cases.iter().enumerate() {
+        let state = StateBuilder::new()
+            .pool("p", "H100", 2, 8)
+            .account_with("org/llm", |a| {
+                for (u, s) in users.iter().zip(shares) {
+                    if let Some(s) = s {
+                        a.users.insert(u.to_string(), *s);
+                    }
+                }
+            })
+            .contract(|c| {
+                c.usage_half_life = DAY;
+                c.scheduling_interval = 60;
+            })
+            .build();
+        let mut mix = Mix(40 + ci as u64);
+        let mut specs = Vec::new();
+        for u in users {
+            specs.extend(backlog(&state, &mut mix, "org/llm", u, 400, 0));
+        }
+        let until = 6 * DAY;
+        let (state, out) = run(state, specs, vec![], Some(until));
+        let mut got = BTreeMap::<&str, f64>::new();
+        for x in &out.attempts {
+            let user = state.spec(x.workload).user.as_str();
+            let u = users.iter().find(|u| **u == user).expect("a known user");
+            *got.entry(u).or_default() += (u64::from(x.gpus) * x.end.min(until).saturating_sub(x.start)) as f64;
+        }
+        let total: f64 = got.values().sum();
+        assert!(total >= 0.99 * (16 * until) as f64, "case {ci}: not saturated ({total})");
+        let weights: Vec<f64> = shares.iter().map(|s| s.unwrap_or(1.0)).collect();
+        let wsum: f64 = weights.iter().sum();
+        for (u, w) in users.iter().zip(&weights) {
+            let share = got.get(u).copied().unwrap_or(0.0) / total;
+            let want = w / wsum;
+            assert!((share - want).abs() / want < 0.05, "case {ci}: {u} delivered {share:.4}, user share {want:.4}");
+        }
+    }
+}

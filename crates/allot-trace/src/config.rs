@@ -144,6 +144,7 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
             impact: a.impact.map(at),
             legacy_pools: a.legacy_pools.clone().map(at),
             max_service_gpus: a.max_service_gpus,
+            users: BTreeMap::new(),
         })
         .collect();
     let secs = |s: u64| Some(at(Secs(s)));
@@ -219,6 +220,9 @@ struct RawAccount {
     impact: Option<Spanned<f64>>,
     legacy_pools: Option<Spanned<Vec<String>>>,
     max_service_gpus: Option<u32>,
+    /// User shares of the account's own work (FS-2): `users = { alice = 2 }`.
+    #[serde(default)]
+    users: BTreeMap<String, Spanned<f64>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -661,6 +665,13 @@ fn build_accounts(ctx: &Ctx<'_>, raw: &[RawAccount], cluster: &Cluster) -> Resul
             impact: float("impact", &a.impact, bounds::IMPACT)?,
             legacy_pools,
             max_service_gpus: a.max_service_gpus,
+            users: a
+                .users
+                .iter()
+                .map(|(u, v)| {
+                    Ok((u.clone(), ctx.float(format!("accounts[{i}].users.{u}"), "user share", v, bounds::SHARE)?))
+                })
+                .collect::<Result<_, FormatError>>()?,
         });
     }
     AccountTree::build(&specs).map_err(|e| account_error(ctx, raw, e))
@@ -695,6 +706,11 @@ fn account_error(ctx: &Ctx<'_>, raw: &[RawAccount], e: AccountTreeError) -> Form
                 _ => a.impact.as_ref().map(Spanned::span),
             });
             (format!("accounts[{i}].{field}"), span, e.to_string())
+        }
+        AccountTreeError::BadUser { path, user } | AccountTreeError::BadUserShare { path, user, .. } => {
+            let i = find(path).unwrap_or(0);
+            let span = raw.get(i).and_then(|a| a.users.get(user)).map(Spanned::span);
+            (format!("accounts[{i}].users.{user}"), span, e.to_string())
         }
     };
     ctx.err(key, span, message).caused_by(e)
@@ -774,6 +790,25 @@ mod tests {
             if key.is_empty() {
                 continue;
             }
+            assert_eq!(e.field.as_deref(), Some(key), "{e}");
+            assert!(e.to_string().contains(msg), "{e}");
+        }
+    }
+
+    #[test]
+    fn user_shares_seed_from_the_config_and_bad_ones_name_the_key() {
+        let ok = FLEET.replace("legacy_pools = [\"c2/h\"]\n", "users = { alice = 2, bob = 0.5 }\n");
+        let cfg = parse_config(&ok, "f.toml").unwrap();
+        let a = cfg.accounts.account(cfg.accounts.get("org/a").unwrap());
+        assert_eq!((a.user_share("alice"), a.user_share("bob"), a.user_share("carol")), (2.0, 0.5, 1.0));
+        let cases = [
+            ("users = { alice = -1 }", "accounts[0].users.alice", "user share"),
+            ("users = { alice = 0 }", "accounts[0].users.alice", "user share"),
+            ("users = { \"a b\" = 1 }", "accounts[0].users.a b", "invalid user name"),
+        ];
+        for (users, key, msg) in cases {
+            let text = FLEET.replace("legacy_pools = [\"c2/h\"]", users);
+            let e = parse_config(&text, "f.toml").unwrap_err();
             assert_eq!(e.field.as_deref(), Some(key), "{e}");
             assert!(e.to_string().contains(msg), "{e}");
         }

@@ -18,11 +18,12 @@
 //!   `v = 1` means "exactly at its fair share, now and in the recent past".
 //!   With a half-life of 0 there is no history: `v = A / (e · C)`.
 //!
-//! FS-2: users of one slot are equal; the user with the lowest usage plus
-//! allocation `m(u) + A(u)` (the same measure, per member of the slot: the
-//! ledger's decayed usage of the user's work in that account over `τ`, plus
-//! the normalised GPUs held now) goes first, ties by the user's oldest
-//! waiting workload. With a half-life of 0 it is `A(u)`.
+//! FS-2: users of one slot are weighed by their user share (1 unless the
+//! account sets one, [`crate::account::Account::user_share`]); the user with
+//! the lowest `(m(u) + A(u)) / share(u)` (the same measure, per member of the
+//! slot: the ledger's decayed usage of the user's work in that account over
+//! `τ`, plus the normalised GPUs held now) goes first, ties by the user's
+//! oldest waiting workload. With a half-life of 0 it is `A(u) / share(u)`.
 
 use crate::Time;
 use crate::account::AccountId;
@@ -341,6 +342,8 @@ pub(crate) struct Users {
     pub(crate) alloc: Vec<f64>,
     /// The user's decayed usage in the slot over `τ` (0 without decay).
     hist: Vec<f64>,
+    /// The user's share in its account (FS-2; 1 unless set).
+    share: Vec<f64>,
 }
 
 const NONE: u32 = u32::MAX;
@@ -389,6 +392,7 @@ impl Users {
         self.slot.clear();
         self.alloc.clear();
         self.hist.clear();
+        self.share.clear();
         self
     }
 
@@ -398,7 +402,8 @@ impl Users {
             return i;
         }
         let i = self.slot.len() as u32;
-        let (account, _) = state.member_info(m);
+        let (account, user) = state.member_info(m);
+        self.share.push(state.accounts.account(account).user_share(user));
         self.index[m.0 as usize] = i;
         self.member.push(m);
         self.slot.push(fs.slot(account));
@@ -412,14 +417,14 @@ impl Users {
         state.member_info(self.member[u as usize]).1
     }
 
-    /// FS-2 value of user `u`: usage plus allocation.
+    /// FS-2 value of user `u`: usage plus allocation, over its share.
     pub(crate) fn value(&self, u: u32) -> f64 {
-        self.hist[u as usize] + self.alloc[u as usize]
+        self.value_with(u, self.alloc[u as usize])
     }
 
     /// FS-2 value of user `u` if it held `alloc` normalised GPUs.
     pub(crate) fn value_with(&self, u: u32, alloc: f64) -> f64 {
-        self.hist[u as usize] + alloc.max(0.0)
+        (self.hist[u as usize] + alloc.max(0.0)) / self.share[u as usize]
     }
 
     /// The user of a member with pending or holding work.
