@@ -6,6 +6,7 @@
 //! scheduling interval 30 s.
 
 use crate::Time;
+use crate::calendar::{Calendar, Periods};
 use crate::workload::Class;
 
 /// A value per workload class.
@@ -29,7 +30,13 @@ impl<T: Copy> PerClass<T> {
 /// Contract parameters, all in seconds.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct Contract {
+    /// Length of a fixed budget period (ignored for calendar months).
     pub budget_period: Time,
+    /// How budget periods are laid out (BUD-4): fixed from an anchor, or months.
+    pub budget_calendar: Calendar,
+    /// BUD-5: unused budget carried into the next period, at most this
+    /// fraction (0..=1) of that period's budget; 0 carries nothing.
+    pub budget_carry_over: f64,
     pub usage_half_life: Time,
     pub min_slice: PerClass<Time>,
     pub grace: Time,
@@ -45,6 +52,8 @@ impl Default for Contract {
     fn default() -> Self {
         Contract {
             budget_period: 7 * DAY,
+            budget_calendar: Calendar::Fixed { anchor: 0 },
+            budget_carry_over: 0.0,
             usage_half_life: 7 * DAY,
             min_slice: PerClass { batch: 2 * HOUR, interactive: 0, service: 0 },
             grace: 600,
@@ -52,5 +61,12 @@ impl Default for Contract {
             interactive_max_duration: 8 * HOUR,
             scheduling_interval: 30,
         }
+    }
+}
+
+impl Contract {
+    /// The budget periods (BUD-4).
+    pub fn periods(&self) -> Periods {
+        Periods { length: self.budget_period, calendar: self.budget_calendar }
     }
 }
