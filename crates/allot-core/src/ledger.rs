@@ -94,6 +94,28 @@ impl Projection {
     }
 }
 
+/// Normalised GPU-hours as people read them (reasons, `allot accounts`):
+/// whole numbers with thousands separators from 100 up, three significant
+/// digits below (0.005 stays 0.005, not 0).
+pub fn format_ngh(x: f64) -> String {
+    let x = x.max(0.0);
+    if x > 0.0 && x < 99.95 {
+        let decimals = (2 - x.log10().floor() as i32).max(0) as usize;
+        let s = format!("{x:.decimals$}");
+        return if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
+    }
+    let v = x.round() as u64;
+    let digits = v.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// `U(now)` from `U(last)` while holding `alloc` normalised GPUs.
 fn decay(decayed: f64, alloc: f64, last: Time, now: Time, half_life: Time) -> f64 {
     if now <= last {
@@ -263,6 +285,30 @@ impl Ledger {
                 v.alloc_ngpus = 0.0; // no float residue when nothing is held
             }
             self.usage[x.0 as usize] = v;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_ngh as ngh;
+
+    #[test]
+    fn significant_digits_and_thousands_separators() {
+        for (x, s) in [
+            (0.0, "0"),
+            (0.005, "0.005"),
+            (0.012_34, "0.0123"),
+            (1.5, "1.5"),
+            (12.0, "12"),
+            (12.345, "12.3"),
+            (99.96, "100"),
+            (999.4, "999"),
+            (1000.0, "1,000"),
+            (1204.0, "1,204"),
+            (1_234_567.0, "1,234,567"),
+        ] {
+            assert_eq!(ngh(x), s);
         }
     }
 }

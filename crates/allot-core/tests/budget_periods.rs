@@ -188,3 +188,31 @@ fn the_policy_wakes_at_a_month_boundary_and_counts_carry_over() {
     charge(&mut state, "org/a", 8, feb + 2 * H, 3.0);
     assert_eq!(p.over_budget(&state, "org/a", feb + 3 * H), Some(true));
 }
+
+#[test]
+fn waiting_in_budget_work_says_when_its_budget_runs_out() {
+    // 8 GPUs of org/a from t = 0 against 100 NGH per 24 h: 8 NGH/h, out at 12.5 h.
+    let mut state = StateBuilder::new()
+        .pool("p", "H100", 1, 8)
+        .account_with("org/a", |a| a.budget_gpu_hours = Some(100.0))
+        .account("org/b")
+        .contract(|c| c.budget_period = 24 * H)
+        .build();
+    let mut p = AllotPolicy::new();
+    sub(&mut state, "run", "org/a", 8, 0);
+    allot_support::pass(&mut p, &mut state, 0);
+    let t = 5 * H;
+    let w = sub(&mut state, "next", "org/a", 8, t);
+    allot_support::pass(&mut p, &mut state, t);
+    let why = p.explain(&state, w, t);
+    assert!(
+        why.detail.contains(
+            "BUD-1: account org/a runs out of budget at 1970-01-01T12:30:00Z at this period's rate (40/100 NGH used)"
+        ),
+        "{why}"
+    );
+    // Work of an account without a budget says nothing of it.
+    let other = sub(&mut state, "b", "org/b", 8, t);
+    allot_support::pass(&mut p, &mut state, t);
+    assert!(!p.explain(&state, other, t).detail.contains("runs out"));
+}

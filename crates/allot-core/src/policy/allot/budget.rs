@@ -80,26 +80,7 @@ pub(crate) fn near_exhaustion(state: &State, a: AccountId, now: Time) -> Option<
     })
 }
 
-/// Normalised GPU-hours for reasons: whole numbers with thousands separators
-/// from 100 up, three significant digits below (0.005 stays 0.005).
-pub(crate) fn ngh(x: f64) -> String {
-    let x = x.max(0.0);
-    if x > 0.0 && x < 99.95 {
-        let decimals = (2 - x.log10().floor() as i32).max(0) as usize;
-        let s = format!("{x:.decimals$}");
-        return if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
-    }
-    let v = x.round() as u64;
-    let digits = v.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub(crate) use crate::ledger::format_ngh as ngh;
 
 /// The next instant after `now` at which some account's budget status can
 /// change on its own: a period boundary (BUD-4), or an in-budget account
@@ -124,28 +105,4 @@ pub(crate) fn next_change(state: &State, now: Time) -> Option<Time> {
         next = Some(next.map_or(end, |x| x.min(end)));
     }
     next
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ngh;
-
-    #[test]
-    fn significant_digits_and_thousands_separators() {
-        for (x, s) in [
-            (0.0, "0"),
-            (0.005, "0.005"),
-            (0.012_34, "0.0123"),
-            (1.5, "1.5"),
-            (12.0, "12"),
-            (12.345, "12.3"),
-            (99.96, "100"),
-            (999.4, "999"),
-            (1000.0, "1,000"),
-            (1204.0, "1,204"),
-            (1_234_567.0, "1,234,567"),
-        ] {
-            assert_eq!(ngh(x), s);
-        }
-    }
 }
