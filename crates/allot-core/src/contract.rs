@@ -6,6 +6,7 @@
 //! scheduling interval 30 s.
 
 use crate::Time;
+use crate::alerts::Thresholds;
 use crate::calendar::{Calendar, Periods};
 use crate::workload::Class;
 
@@ -37,6 +38,8 @@ pub struct Contract {
     /// BUD-5: unused budget carried into the next period, at most this
     /// fraction (0..=1) of that period's budget; 0 carries nothing.
     pub budget_carry_over: f64,
+    /// Fractions of the period's budget at which a threshold event fires.
+    pub budget_alerts: Thresholds,
     pub usage_half_life: Time,
     pub min_slice: PerClass<Time>,
     pub grace: Time,
@@ -54,6 +57,7 @@ impl Default for Contract {
             budget_period: 7 * DAY,
             budget_calendar: Calendar::Fixed { anchor: 0 },
             budget_carry_over: 0.0,
+            budget_alerts: Thresholds::default(),
             usage_half_life: 7 * DAY,
             min_slice: PerClass { batch: 2 * HOUR, interactive: 0, service: 0 },
             grace: 600,

@@ -6,6 +6,7 @@
 //! the code cites and that every [`Reason`] carries.
 
 pub mod account;
+pub mod alerts;
 pub mod allocation;
 pub mod calendar;
 pub mod cluster;

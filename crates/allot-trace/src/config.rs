@@ -171,6 +171,7 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
                 _ => None,
             },
             budget_carry_over: (c.budget_carry_over > 0.0).then(|| at(c.budget_carry_over)),
+            budget_alerts: Some(at(c.budget_alerts.as_slice().to_vec())),
             usage_half_life: secs(c.usage_half_life),
             min_slice: Some(RawMinSlice {
                 batch: secs(c.min_slice.batch),
@@ -243,6 +244,7 @@ struct RawContract {
     budget_period_start: Option<Spanned<String>>,
     budget_timezone: Option<Spanned<String>>,
     budget_carry_over: Option<Spanned<f64>>,
+    budget_alerts: Option<Spanned<Vec<f64>>>,
     usage_half_life: Option<Spanned<Secs>>,
     min_slice: Option<RawMinSlice>,
     grace: Option<Spanned<Secs>>,
@@ -798,6 +800,10 @@ fn build_budget_periods(ctx: &Ctx<'_>, raw: &RawContract, c: &mut Contract) -> R
     }
     if let Some(f) = &raw.budget_carry_over {
         c.budget_carry_over = ctx.float(key("budget_carry_over"), "budget_carry_over", f, bounds::CARRY_OVER)?;
+    }
+    if let Some(v) = &raw.budget_alerts {
+        c.budget_alerts = allot_core::alerts::Thresholds::new(v.get_ref())
+            .map_err(|m| ctx.err(key("budget_alerts"), Some(v.span()), m))?;
     }
     Ok(())
 }

@@ -325,6 +325,10 @@ fn write_contract<W: Write>(w: &mut W, c: &Contract) -> io::Result<()> {
     if c.budget_carry_over > 0.0 {
         writeln!(w, "budget_carry_over = {}", c.budget_carry_over)?;
     }
+    if c.budget_alerts != allot_core::alerts::Thresholds::default() {
+        let levels: Vec<String> = c.budget_alerts.as_slice().iter().map(f64::to_string).collect();
+        writeln!(w, "budget_alerts = [{}]", levels.join(", "))?;
+    }
     writeln!(w, "usage_half_life = {}", d(c.usage_half_life))?;
     writeln!(w, "min_slice = {{ batch = {}, interactive = {}, service = {} }}", d(batch), d(interactive), d(service))?;
     writeln!(w, "grace = {}", d(c.grace))?;

@@ -58,7 +58,12 @@ fn fixture_loads_with_weights_racks_and_legacy_pools() {
 #[test]
 fn contract_keys_override_defaults_one_by_one() {
     let d = Contract::default();
-    let cases: [(&str, &str, Contract); 10] = [
+    let cases: [(&str, &str, Contract); 11] = [
+        (
+            "alert thresholds",
+            "budget_alerts = [1.0, 0.5, 0.9]",
+            Contract { budget_alerts: allot_core::alerts::Thresholds::new(&[0.5, 0.9, 1.0]).unwrap(), ..d },
+        ),
         (
             "weeks from an anchor",
             "budget_period = \"7d\"\nbudget_period_start = \"2026-01-05T00:00:00Z\"",
@@ -217,6 +222,13 @@ fn bad_configs_name_file_line_and_key() {
             Some(11),
             "contract.budget_carry_over",
             "budget_carry_over must be a number between 0 and 1, got 1.5",
+        ),
+        (
+            "zero alert threshold",
+            "[contract]\nbudget_alerts = [0.8, 0]\n",
+            Some(11),
+            "contract.budget_alerts",
+            "each threshold must be a fraction of the budget above 0 and at most 10, got 0",
         ),
         (
             "negative carry-over",
