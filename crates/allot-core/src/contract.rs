@@ -6,6 +6,8 @@
 //! scheduling interval 30 s, impact weighting off (`docs/impact.md`).
 
 use crate::Time;
+use crate::alerts::Thresholds;
+use crate::calendar::{Calendar, Periods};
 use crate::workload::Class;
 
 /// A value per workload class.
@@ -29,7 +31,15 @@ impl<T: Copy> PerClass<T> {
 /// Contract parameters, all in seconds.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct Contract {
+    /// Length of a fixed budget period (ignored for calendar months).
     pub budget_period: Time,
+    /// How budget periods are laid out (BUD-4): fixed from an anchor, or months.
+    pub budget_calendar: Calendar,
+    /// BUD-5: unused budget carried into the next period, at most this
+    /// fraction (0..=1) of that period's budget; 0 carries nothing.
+    pub budget_carry_over: f64,
+    /// Fractions of the period's budget at which a threshold event fires.
+    pub budget_alerts: Thresholds,
     pub usage_half_life: Time,
     pub min_slice: PerClass<Time>,
     pub grace: Time,
@@ -48,6 +58,9 @@ impl Default for Contract {
     fn default() -> Self {
         Contract {
             budget_period: 7 * DAY,
+            budget_calendar: Calendar::Fixed { anchor: 0 },
+            budget_carry_over: 0.0,
+            budget_alerts: Thresholds::default(),
             usage_half_life: 7 * DAY,
             min_slice: PerClass { batch: 2 * HOUR, interactive: 0, service: 0 },
             grace: 600,
@@ -56,5 +69,12 @@ impl Default for Contract {
             scheduling_interval: 30,
             impact_weighting: false,
         }
+    }
+}
+
+impl Contract {
+    /// The budget periods (BUD-4).
+    pub fn periods(&self) -> Periods {
+        Periods { length: self.budget_period, calendar: self.budget_calendar }
     }
 }

@@ -4,7 +4,10 @@
 //! Values are kept per account as of `last` and advanced in closed form, so
 //! reading them never mutates and charging costs O(depth) per start or stop:
 //! * `charged_gpu_s`: raw GPU-seconds ever charged (integer, exact);
-//! * `period_ngs`: normalised GPU-seconds in the current budget period;
+//! * `period_ngs`: normalised GPU-seconds in the current budget period (the
+//!   periods are a [`Periods`] calendar, BUD-4);
+//! * `prev_period_ngs`: the same in the period before, from which unused
+//!   budget is carried over (BUD-5);
 //! * `decayed_ngs`: usage with exponential decay of half-life `h`:
 //!   `U(t+Δ) = U(t)·d + A·(h/ln 2)·(1 − d)`, `d = 2^(−Δ/h)`, where `A` is the
 //!   normalised allocation held over the interval.
@@ -14,6 +17,10 @@
 
 use crate::Time;
 use crate::account::{AccountId, AccountTree};
+use crate::calendar::Periods;
+
+/// Seconds per hour, for GPU-hours.
+const HOUR: f64 = 3600.0;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Usage {
@@ -23,6 +30,8 @@ pub struct Usage {
     pub alloc_ngpus: f64,
     pub charged_gpu_s: u64,
     pub period_ngs: f64,
+    /// Normalised GPU-seconds used in the period before the one containing `last`.
+    pub prev_period_ngs: f64,
     pub decayed_ngs: f64,
     pub last: Time,
 }
@@ -44,8 +53,67 @@ pub struct Ledger {
     pub usage: Vec<Usage>,
     /// Indexed by the state's member ids.
     pub members: Vec<MemberUsage>,
-    pub budget_period: Time,
+    pub periods: Periods,
+    /// BUD-5: the fraction (0..=1) of a period's budget that unused budget of
+    /// the period before may add to it.
+    pub carry_over: f64,
+    /// The first instant anything was charged: no budget is carried into
+    /// the period containing it (the ledger knows nothing before).
+    pub origin: Option<Time>,
     pub half_life: Time,
+}
+
+/// An account's budget standing and where it is heading (one place for the
+/// API, the CLI, the metrics and the reasons; see `docs/budgets.md`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Projection {
+    /// `[start, end)` of the current budget period.
+    pub period_start: Time,
+    pub period_end: Time,
+    /// NGH the subtree used this period.
+    pub used_ngh: f64,
+    /// Own budget (NGH per period), if any.
+    pub budget_ngh: Option<f64>,
+    /// NGH carried over from the period before (BUD-5); 0 without a budget.
+    pub carried_ngh: f64,
+    /// `budget + carried − used` (negative once over), if there is a budget.
+    pub remaining_ngh: Option<f64>,
+    /// Burn rate: the period's average so far, NGH per hour (0 at the
+    /// period's first instant).
+    pub burn_ngh_per_hour: f64,
+    /// When the remaining budget runs out at that rate: `None` without a
+    /// budget, when already exhausted, or at a zero rate.
+    pub exhaustion: Option<Time>,
+}
+
+impl Projection {
+    /// The fraction of the period's budget (with carry-over) used, if there
+    /// is a budget.
+    pub fn used_fraction(&self) -> Option<f64> {
+        self.budget_ngh.map(|b| self.used_ngh / (b + self.carried_ngh))
+    }
+}
+
+/// Normalised GPU-hours as people read them (reasons, `allot accounts`):
+/// whole numbers with thousands separators from 100 up, three significant
+/// digits below (0.005 stays 0.005, not 0).
+pub fn format_ngh(x: f64) -> String {
+    let x = x.max(0.0);
+    if x > 0.0 && x < 99.95 {
+        let decimals = (2 - x.log10().floor() as i32).max(0) as usize;
+        let s = format!("{x:.decimals$}");
+        return if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
+    }
+    let v = x.round() as u64;
+    let digits = v.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// `U(now)` from `U(last)` while holding `alloc` normalised GPUs.
@@ -62,8 +130,15 @@ fn decay(decayed: f64, alloc: f64, last: Time, now: Time, half_life: Time) -> f6
 }
 
 impl Ledger {
-    pub fn new(accounts: &AccountTree, budget_period: Time, half_life: Time) -> Ledger {
-        Ledger { usage: vec![Usage::default(); accounts.len()], members: Vec::new(), budget_period, half_life }
+    pub fn new(accounts: &AccountTree, periods: Periods, carry_over: f64, half_life: Time) -> Ledger {
+        Ledger {
+            usage: vec![Usage::default(); accounts.len()],
+            members: Vec::new(),
+            periods,
+            carry_over,
+            origin: None,
+            half_life,
+        }
     }
 
     /// The decayed usage of member `m` as of `now` (0 for a member never
@@ -89,13 +164,14 @@ impl Ledger {
         }
     }
 
-    fn period_of(&self, t: Time) -> Time {
-        t.checked_div(self.budget_period).unwrap_or(0)
-    }
-
     /// Start of the budget period containing `t`.
     pub fn period_start(&self, t: Time) -> Time {
-        self.period_of(t) * self.budget_period
+        self.periods.bounds(t).0
+    }
+
+    /// End (the next boundary) of the budget period containing `t`.
+    pub fn period_end(&self, t: Time) -> Time {
+        self.periods.bounds(t).1
     }
 
     /// The usage of `a`'s subtree as of `now` (now ≥ last update).
@@ -107,6 +183,7 @@ impl Ledger {
         }
         v.charged_gpu_s += u.alloc_gpus * (now - u.last);
         v.period_ngs = self.period_ngs_at(a, now);
+        v.prev_period_ngs = self.prev_period_ngs_at(a, now);
         v.decayed_ngs = self.decayed_ngs_at(a, now);
         v.last = now;
         v
@@ -118,10 +195,75 @@ impl Ledger {
         if now <= u.last {
             return u.period_ngs;
         }
-        if self.period_of(now) != self.period_of(u.last) {
+        if self.periods.index(now) != self.periods.index(u.last) {
             u.alloc_ngpus * (now - self.period_start(now)) as f64
         } else {
             u.period_ngs + u.alloc_ngpus * (now - u.last) as f64
+        }
+    }
+
+    /// Normalised GPU-seconds `a`'s subtree used in the period before the
+    /// one containing `now`.
+    pub fn prev_period_ngs_at(&self, a: AccountId, now: Time) -> f64 {
+        let u = &self.usage[a.0 as usize];
+        let (k, kl) = (self.periods.index(now), self.periods.index(u.last.min(now)));
+        if k == kl {
+            u.prev_period_ngs
+        } else if k == kl + 1 {
+            u.period_ngs + u.alloc_ngpus * (self.periods.start(k) - u.last) as f64
+        } else {
+            u.alloc_ngpus * (self.periods.start(k) - self.periods.start(k - 1)) as f64
+        }
+    }
+
+    /// BUD-5: normalised GPU-seconds carried into the period containing
+    /// `now` for a budget of `budget_ngs`: what the period before left
+    /// unused of that budget, at most `carry_over` times it. The budget in
+    /// force now is used for both periods (a budget changed mid-period
+    /// applies to the whole period, no pro rata), so the amount depends only
+    /// on the recorded use and the current budget. Nothing is carried into
+    /// the period of the ledger's first charge.
+    pub fn carry_ngs(&self, a: AccountId, budget_ngs: f64, now: Time) -> f64 {
+        let first = self.origin.is_none_or(|o| self.periods.index(o) >= self.periods.index(now));
+        if self.carry_over <= 0.0 || first {
+            return 0.0;
+        }
+        (budget_ngs - self.prev_period_ngs_at(a, now)).clamp(0.0, self.carry_over * budget_ngs)
+    }
+
+    /// Normalised GPU-seconds `a`'s subtree may use this period before it is
+    /// over its own budget of `budget_gpu_hours` (BUD-1 with BUD-5).
+    pub fn available_ngs(&self, a: AccountId, budget_gpu_hours: f64, now: Time) -> f64 {
+        let b = budget_gpu_hours * HOUR;
+        b + self.carry_ngs(a, b, now)
+    }
+
+    /// Used, remaining, burn rate and projected exhaustion of `a`'s own
+    /// budget as of `now`. The rate is the period's average so far, so one
+    /// short burst does not swing the projection; the policy's own wake-up
+    /// (`next_wakeup`) uses the allocation held now, the instant the status
+    /// actually changes.
+    pub fn projection(&self, tree: &AccountTree, a: AccountId, now: Time) -> Projection {
+        let (period_start, period_end) = self.periods.bounds(now);
+        let used = self.period_ngs_at(a, now);
+        let budget = tree.account(a).budget_gpu_hours;
+        let carried = budget.map_or(0.0, |b| self.carry_ngs(a, b * HOUR, now));
+        let remaining = budget.map(|b| b * HOUR + carried - used);
+        let elapsed = now.saturating_sub(period_start);
+        let rate = if elapsed > 0 { used / elapsed as f64 } else { 0.0 };
+        let exhaustion = match remaining {
+            Some(r) if r > 0.0 && rate > 0.0 => Some(now.saturating_add((r / rate).ceil() as Time)),
+            _ => None,
+        };
+        Projection {
+            period_start,
+            period_end,
+            used_ngh: used / HOUR,
+            budget_ngh: budget,
+            carried_ngh: carried / HOUR,
+            remaining_ngh: remaining.map(|r| r / HOUR),
+            burn_ngh_per_hour: rate,
+            exhaustion,
         }
     }
 
@@ -134,6 +276,7 @@ impl Ledger {
     /// Changes the allocation of `a` and its ancestors by `gpus` raw GPUs of
     /// normalisation weight `weight` (negative to release).
     pub fn change(&mut self, tree: &AccountTree, a: AccountId, now: Time, gpus: i64, weight: f64) {
+        self.origin.get_or_insert(now);
         for x in tree.ancestry(a) {
             let mut v = self.at(x, now);
             v.alloc_gpus = v.alloc_gpus.checked_add_signed(gpus).expect("ledger allocation went negative");
@@ -142,6 +285,30 @@ impl Ledger {
                 v.alloc_ngpus = 0.0; // no float residue when nothing is held
             }
             self.usage[x.0 as usize] = v;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_ngh as ngh;
+
+    #[test]
+    fn significant_digits_and_thousands_separators() {
+        for (x, s) in [
+            (0.0, "0"),
+            (0.005, "0.005"),
+            (0.012_34, "0.0123"),
+            (1.5, "1.5"),
+            (12.0, "12"),
+            (12.345, "12.3"),
+            (99.96, "100"),
+            (999.4, "999"),
+            (1000.0, "1,000"),
+            (1204.0, "1,204"),
+            (1_234_567.0, "1,234,567"),
+        ] {
+            assert_eq!(ngh(x), s);
         }
     }
 }

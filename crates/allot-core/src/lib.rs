@@ -6,7 +6,9 @@
 //! the code cites and that every [`Reason`] carries.
 
 pub mod account;
+pub mod alerts;
 pub mod allocation;
+pub mod calendar;
 pub mod cluster;
 pub mod contract;
 pub mod decision;
@@ -26,7 +28,7 @@ pub use cluster::{Cluster, GpuType, GpuTypeId, Health, Node, NodeId, Pool, PoolI
 pub use contract::{Contract, PerClass};
 pub use decision::{Action, Decision};
 pub use engine::{Effect, Engine, Exit, Transition};
-pub use ledger::{Ledger, Usage};
+pub use ledger::{Ledger, Projection, Usage};
 pub use placement::{FreeMap, PlacementFailure};
 pub use policy::{Policy, PolicyKind};
 pub use rule::{Reason, Rule};

@@ -47,6 +47,8 @@ rules! {
     BudgetFirst => "BUD-1", "in-budget work ranks ahead of all over-budget work";
     BudgetOver => "BUD-2", "over-budget work runs only on capacity no in-budget work can use, without a slice";
     BudgetLedger => "BUD-3", "usage is charged per second of GPU allocation, normalised by GPU type";
+    BudgetPeriods => "BUD-4", "budgets renew at each period boundary: fixed periods from an anchor instant, or calendar months";
+    BudgetCarryOver => "BUD-5", "unused budget of a period is carried into the next, up to the configured fraction of its budget";
     ShareDefault => "FS-0", "share defaults to the budget when all unset siblings have one, else 1";
     FairShare => "FS-1", "hierarchical fair share: lowest (decayed usage + allocation) / entitlement first, level by level";
     FairUsers => "FS-2", "within a project: users by the same measure over their user share (default 1), then FIFO";

@@ -150,7 +150,7 @@ pub struct State {
 impl State {
     pub fn new(cluster: Cluster, accounts: AccountTree, contract: Contract) -> State {
         let free = FreeMap::new(&cluster);
-        let ledger = Ledger::new(&accounts, contract.budget_period, contract.usage_half_life);
+        let ledger = Ledger::new(&accounts, contract.periods(), contract.budget_carry_over, contract.usage_half_life);
         State {
             health: vec![Health::Up; cluster.nodes.len()],
             free,

@@ -62,7 +62,7 @@ fn over_budget_work_has_no_slice() {
     sub(&mut state, "b1", "org/b", 8, 10_100);
     let d = pass(&mut p, &mut state, 10_100);
     assert_eq!(preempted(&state, &d), [("a1".into(), "b1".into(), Rule::BudgetOver)]);
-    assert!(d[0].reason.detail.contains("over budget 12/10 NGH"), "{}", d[0].reason);
+    assert!(d[0].reason.detail.contains("over budget 12.2/10 NGH"), "{}", d[0].reason);
     advance(&mut state, 10_100 + GRACE);
     let d = pass(&mut p, &mut state, 10_100 + GRACE);
     assert_eq!(started(&state, &d), ["b1"]);

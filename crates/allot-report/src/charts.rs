@@ -8,6 +8,18 @@ use crate::svg::{Axis, BarChart, Bars, Line, LineChart, Rule, Shape, bar_chart, 
 use allot_core::{AccountTree, Class, Contract, Time};
 use allot_sim::report::Stats;
 
+/// The budget periods as a reader says them: "7d", "7d from
+/// 2026-01-05T00:00:00Z", "calendar months (UTC+02:00)" (BUD-4).
+pub fn period_label(c: &Contract) -> String {
+    use allot_core::calendar::{Calendar, format_instant, format_utc_offset};
+    match c.budget_calendar {
+        Calendar::Months { utc_offset: 0 } => "calendar months (UTC)".to_string(),
+        Calendar::Months { utc_offset } => format!("calendar months (UTC{})", format_utc_offset(utc_offset)),
+        Calendar::Fixed { anchor: 0 } => fmt_duration(c.budget_period),
+        Calendar::Fixed { anchor } => format!("{} from {}", fmt_duration(c.budget_period), format_instant(anchor)),
+    }
+}
+
 /// One chart of the page.
 #[derive(Clone, Debug)]
 pub struct Figure {
@@ -254,7 +266,7 @@ pub fn share_chart(runs: &[PolicyRun], tree: &AccountTree) -> Figure {
 /// budget period, against the budget.
 pub fn budget_charts(runs: &[PolicyRun], tree: &AccountTree, contract: &Contract) -> Vec<Figure> {
     let h = horizon(runs);
-    let period = contract.budget_period;
+    let period = contract.periods();
     let chosen = budget_accounts(tree);
     let shown = shown_of(chosen.len(), budget_candidates(tree).len(), "largest budget");
     chosen
@@ -296,7 +308,7 @@ pub fn budget_charts(runs: &[PolicyRun], tree: &AccountTree, contract: &Contract
             let caption = format!(
                 "Normalised GPU-hours used by {path} and its sub-accounts since the start of the budget period \
                  ({}), against its budget{shown}.",
-                fmt_duration(period)
+                period_label(contract)
             );
             Figure { id, svg, caption }
         })

@@ -157,7 +157,7 @@ fn assumptions(h: &mut String, s: &Setup) {
     let d = fmt_duration;
     let rows: Vec<Vec<String>> = [
         ("parameter", "value".to_string()),
-        ("budget period", d(c.budget_period)),
+        ("budget period", crate::charts::period_label(c)),
         ("usage half-life", d(c.usage_half_life)),
         (
             "minimum slice",

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use allot_core::calendar::Periods;
 use allot_core::{AccountId, AccountTree, Class, Phase, State, Time};
 use allot_sim::{AttemptEnd, SimOutput};
 use serde::Serialize;
@@ -239,9 +240,10 @@ fn largest(mut ids: Vec<AccountId>, k: usize, key: impl Fn(AccountId) -> f64) ->
 }
 
 /// Whether a budget period begins in the bucket `[start, start + bucket)`
-/// (the burn restarts from 0 there; never with a period of 0).
-pub fn period_starts_in(start: Time, bucket: Time, period: Time) -> bool {
-    period > 0 && start.div_ceil(period) != (start + bucket).div_ceil(period)
+/// (the burn restarts from 0 there; never with a single period of length 0).
+pub fn period_starts_in(start: Time, bucket: Time, periods: Periods) -> bool {
+    let single = periods.bounds(0).1 == Time::MAX;
+    !single && bucket > 0 && periods.bounds(start + bucket - 1).0 >= start
 }
 
 fn budget_burn(state: &State, out: &SimOutput, bucket: Time) -> Vec<BudgetBurn> {
@@ -258,7 +260,7 @@ fn budget_burn(state: &State, out: &SimOutput, bucket: Time) -> Vec<BudgetBurn> 
             used[x].add(a.start, a.end, f64::from(a.gpus) * a.weight / 3600.0);
         }
     }
-    let period = state.contract.budget_period;
+    let period = state.contract.periods();
     chosen
         .iter()
         .zip(used)

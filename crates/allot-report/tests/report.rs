@@ -90,10 +90,11 @@ fn series_add_up_to_the_report() {
         assert!(s.occupancy.iter().chain(&s.utilization).all(|v| (0.0..=1.0 + 1e-9).contains(v)), "{name}");
         assert!(s.occupancy.len() as u64 <= allot_report::series::MAX_BUCKETS);
         // Budget burn: the value before each restart plus the last add up to the NGH used.
+        let days = allot_core::calendar::Periods { length: DAY, calendar: Default::default() };
         for b in &s.budget_burn {
             let mut sum = 0.0;
             for (i, v) in b.used_gpu_hours.iter().enumerate() {
-                let restart = allot_report::series::period_starts_in(starts[i], s.bucket_s, DAY);
+                let restart = allot_report::series::period_starts_in(starts[i], s.bucket_s, days);
                 if i > 0 && restart {
                     sum += b.used_gpu_hours[i - 1];
                 }

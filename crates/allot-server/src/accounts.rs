@@ -90,7 +90,7 @@ fn view(
 ) -> AccountView {
     let a = state.accounts.account(id);
     let u = state.ledger.at(id, now);
-    let used = u.period_ngs / 3600.0;
+    let p = state.ledger.projection(&state.accounts, id, now);
     let parent = a.parent.filter(|p| *p != AccountId::ROOT).map(|p| state.accounts.account(p).path.clone());
     AccountView {
         path: a.path.clone(),
@@ -99,8 +99,11 @@ fn view(
         share: a.share,
         explicit_share: a.explicit_share,
         budget_gpu_hours: a.budget_gpu_hours,
-        used_gpu_hours: used,
-        remaining_gpu_hours: a.budget_gpu_hours.map(|b| b - used),
+        used_gpu_hours: p.used_ngh,
+        carried_gpu_hours: p.carried_ngh,
+        remaining_gpu_hours: p.remaining_ngh,
+        burn_gpu_hours_per_hour: p.burn_ngh_per_hour,
+        projected_exhaustion_t: p.exhaustion.map(|t| t as i64),
         charged_gpu_hours: u.charged_gpu_s as f64 / 3600.0,
         allocated_gpus: u.alloc_gpus,
         entitled_share: state.accounts.static_share(id),
@@ -108,7 +111,8 @@ fn view(
         over_budget: if with_standing { policy.over_budget(state, &a.path, now) } else { None },
         pending: pending[id.0 as usize],
         running: running[id.0 as usize],
-        period_start_t: state.ledger.period_start(now) as i64,
+        period_start_t: p.period_start as i64,
+        period_end_t: p.period_end.min(i64::MAX as u64) as i64,
     }
 }
 
@@ -142,5 +146,29 @@ mod tests {
         let t = build_tree(&base_specs(&tree), &o).unwrap();
         let acc = t.account(t.get("org/a").unwrap());
         assert_eq!((acc.share, acc.user_share("alice"), acc.user_share("bob")), (3.0, 2.0, 1.0));
+    }
+
+    /// The view carries the core's projection: 2 NGH/h from t = 0 against a
+    /// 10 NGH budget runs out at 5 h, inside the 10 h period; the CLI says so.
+    #[test]
+    fn the_view_shows_the_projection() {
+        let mut state = allot_testkit::StateBuilder::new()
+            .pool("p", "H100", 1, 8)
+            .account_with("org/a", |a| a.budget_gpu_hours = Some(10.0))
+            .account("org/b")
+            .contract(|c| c.budget_period = 10 * 3600)
+            .build();
+        let a = state.accounts.get("org/a").unwrap();
+        let tree = state.accounts.clone();
+        state.ledger.change(&tree, a, 0, 2, 1.0);
+        let list = views(&state, 2 * 3600, false);
+        let v = list.iter().find(|v| v.path == "org/a").unwrap();
+        assert_eq!((v.used_gpu_hours, v.remaining_gpu_hours, v.burn_gpu_hours_per_hour), (4.0, Some(6.0), 2.0));
+        assert_eq!((v.projected_exhaustion_t, v.period_start_t, v.period_end_t), (Some(5 * 3600), 0, 10 * 3600));
+        let b = list.iter().find(|v| v.path == "org/b").unwrap();
+        assert_eq!((b.remaining_gpu_hours, b.projected_exhaustion_t), (None, None), "no budget, nothing runs out");
+        let table = crate::client::render::accounts(&list);
+        let row = table.lines().find(|l| l.trim_start().starts_with("a ")).unwrap();
+        assert!(row.ends_with("Thu 01-01 05:00"), "{table}");
     }
 }

@@ -81,6 +81,8 @@ pub struct Metrics {
     pub utilization: FGauge,
     pub budget_gpu_hours: Family<AccountLabel, FGauge>,
     pub used_gpu_hours: Family<AccountLabel, FGauge>,
+    pub budget_remaining: Family<AccountLabel, FGauge>,
+    pub projected_exhaustion: Family<AccountLabel, Gauge>,
     pub fair_share: Family<AccountLabel, FGauge>,
     pub cluster_gpus: Family<ClusterLabel, Gauge>,
     pub cluster_allocated_gpus: Family<ClusterLabel, Gauge>,
@@ -125,6 +127,8 @@ impl Metrics {
             utilization: FGauge::default(),
             budget_gpu_hours: Family::default(),
             used_gpu_hours: Family::default(),
+            budget_remaining: Family::default(),
+            projected_exhaustion: Family::default(),
             fair_share: Family::default(),
             cluster_gpus: Family::default(),
             cluster_allocated_gpus: Family::default(),
@@ -176,8 +180,44 @@ impl Metrics {
         r.register("cluster_running_workloads", "Workloads holding GPUs on one cluster", m.cluster_running.clone());
         a.register("account_budget_gpu_hours", "Budget per period (NGH)", m.budget_gpu_hours.clone());
         a.register("account_used_gpu_hours", "Used this budget period (NGH)", m.used_gpu_hours.clone());
+        a.register(
+            "account_budget_remaining_ngh",
+            "Budget + carried over − used this period (NGH; negative once over)",
+            m.budget_remaining.clone(),
+        );
+        a.register(
+            "account_projected_exhaustion_timestamp_seconds",
+            "When the remaining budget runs out at this period's average burn (absent: never, or already out)",
+            m.projected_exhaustion.clone(),
+        );
         a.register("account_fair_share", "FS-1 usage / entitlement (1 = at fair share)", m.fair_share.clone());
         Metrics { registry: r, per_account: a, ..m }
+    }
+
+    /// Sets the per-account gauges from the account views (budget, use,
+    /// remaining, projected exhaustion, fair share).
+    pub fn set_accounts(&self, views: &[crate::views::AccountView]) {
+        for v in views {
+            let l = AccountLabel { account: v.path.clone() };
+            if let Some(b) = v.budget_gpu_hours {
+                self.budget_gpu_hours.get_or_create(&l).set(b);
+            }
+            self.used_gpu_hours.get_or_create(&l).set(v.used_gpu_hours);
+            if let Some(r) = v.remaining_gpu_hours {
+                self.budget_remaining.get_or_create(&l).set(r);
+            }
+            match v.projected_exhaustion_t {
+                Some(t) => {
+                    self.projected_exhaustion.get_or_create(&l).set(t);
+                }
+                None => {
+                    self.projected_exhaustion.remove(&l);
+                }
+            }
+            if let Some(f) = v.fair_share {
+                self.fair_share.get_or_create(&l).set(f);
+            }
+        }
     }
 
     /// Sets the counters (and the queue-time histogram) to what the store
@@ -277,4 +317,37 @@ impl Metrics {
 
 pub fn labels(account: &str, class: &str) -> AccountClass {
     AccountClass { account: account.to_string(), class: class.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The projection's gauges follow the views: the exhaustion instant is
+    /// dropped again once nothing runs out.
+    #[test]
+    fn budget_remaining_and_projected_exhaustion() {
+        let mut state = allot_testkit::StateBuilder::new()
+            .pool("p", "H100", 1, 8)
+            .account_with("org/a", |a| a.budget_gpu_hours = Some(10.0))
+            .contract(|c| c.budget_period = 10 * 3600)
+            .build();
+        let a = state.accounts.get("org/a").unwrap();
+        let tree = state.accounts.clone();
+        state.ledger.change(&tree, a, 0, 2, 1.0);
+        let m = Metrics::new();
+        m.set_accounts(&crate::accounts::views(&state, 2 * 3600, false));
+        let text = m.encode(true);
+        assert!(text.contains("allot_account_budget_remaining_ngh{account=\"org/a\"} 6.0"), "{text}");
+        assert!(
+            text.contains("allot_account_projected_exhaustion_timestamp_seconds{account=\"org/a\"} 18000"),
+            "{text}"
+        );
+        state.ledger.change(&tree, a, 4 * 3600, -2, 1.0);
+        state.ledger.change(&tree, a, 4 * 3600, 4, 1.0);
+        m.set_accounts(&crate::accounts::views(&state, 5 * 3600, false));
+        let text = m.encode(true);
+        assert!(text.contains("allot_account_budget_remaining_ngh{account=\"org/a\"} -2.0"), "{text}");
+        assert!(!text.contains("allot_account_projected_exhaustion_timestamp_seconds{"), "{text}");
+    }
 }

@@ -196,6 +196,10 @@ pub struct Scheduler {
     pub(crate) outages: HashMap<allot_core::cluster::ClusterId, Vec<allot_core::NodeId>>,
     /// While a cluster's outage is applied: the reason its decisions cite.
     pub(crate) cause: Option<allot_core::Reason>,
+    /// Budget thresholds fired (each once per account, period, threshold),
+    /// and those not yet recorded in the store.
+    pub(crate) alerts: allot_core::alerts::Alerts,
+    pub(crate) unrecorded_events: Vec<crate::store::budget::BudgetEventRow>,
     /// The decision log, kept when a test asks for it.
     #[cfg(test)]
     pub(crate) decisions: Option<Vec<parity::Line>>,
@@ -239,6 +243,8 @@ impl Scheduler {
             outage: None,
             outages: HashMap::new(),
             cause: None,
+            alerts: Default::default(),
+            unrecorded_events: Vec::new(),
             #[cfg(test)]
             decisions: None,
         }
@@ -322,6 +328,7 @@ impl Scheduler {
     /// Timers, one pass if due, then the commit and the executor commands.
     pub(crate) async fn step(&mut self) -> Result<(), StoreError> {
         let now = self.tick_now();
+        self.budget_events(now).await?;
         self.expire(now);
         let woke = self.engine.take_wake(now);
         let held = self.held();
@@ -345,6 +352,38 @@ impl Scheduler {
         // Inputs may always come: a live server never plans as if stuck.
         self.engine.plan_wake(&*self.policy, now, true);
         self.refresh_gauges(now);
+        Ok(())
+    }
+
+    /// Records the budget thresholds reached by `now` (before anything
+    /// changes at `now`, as the simulator does); the store keeps each once,
+    /// so a restart that notices one again adds nothing. A store failure
+    /// keeps them for the next step and does not hold scheduling.
+    async fn budget_events(&mut self, now: Time) -> Result<(), StoreError> {
+        let st = &self.engine.state;
+        for e in self.alerts.check(&st.ledger, &st.accounts, &st.contract.budget_alerts, now) {
+            self.unrecorded_events.push(crate::store::budget::BudgetEventRow {
+                t: e.t as i64,
+                account: st.accounts.account(e.account).path.clone(),
+                period_start_t: e.period_start as i64,
+                threshold: e.threshold,
+                used_gpu_hours: e.used_ngh,
+                budget_gpu_hours: e.budget_ngh,
+            });
+        }
+        if self.unrecorded_events.is_empty() || self.outage.is_some() {
+            return Ok(());
+        }
+        match self.store.record_budget_events(&self.unrecorded_events).await {
+            Ok(new) => {
+                for e in &new {
+                    tracing::info!(account = %e.account, threshold = e.threshold, t = e.t, "budget threshold reached");
+                }
+                self.unrecorded_events.clear();
+            }
+            Err(e) if e.is_fenced() => return Err(e),
+            Err(e) => tracing::warn!(error = %e, "budget events not recorded yet; retried at the next step"),
+        }
         Ok(())
     }
 

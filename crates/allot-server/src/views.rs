@@ -159,7 +159,19 @@ pub struct AccountView {
     pub budget_gpu_hours: Option<f64>,
     /// Normalised GPU-hours used by the subtree this budget period.
     pub used_gpu_hours: f64,
+    /// NGH carried over into this period from the one before (BUD-5).
+    #[serde(default)]
+    pub carried_gpu_hours: f64,
+    /// `budget + carried − used` (negative once over).
     pub remaining_gpu_hours: Option<f64>,
+    /// Burn rate: NGH per hour, the period's average so far (docs/budgets.md).
+    #[serde(default)]
+    pub burn_gpu_hours_per_hour: f64,
+    /// When the remaining budget runs out at that rate (Unix seconds); null
+    /// without a budget, once exhausted or at rate 0. May lie past
+    /// `period_end_t`, when the budget renews first.
+    #[serde(default)]
+    pub projected_exhaustion_t: Option<i64>,
     /// Raw GPU-hours ever charged to the subtree (the ledger).
     pub charged_gpu_hours: f64,
     /// GPUs held now by the subtree.
@@ -172,6 +184,9 @@ pub struct AccountView {
     pub pending: u64,
     pub running: u64,
     pub period_start_t: i64,
+    /// End of the current budget period: the next renewal (BUD-4).
+    #[serde(default)]
+    pub period_end_t: i64,
 }
 
 fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {

@@ -62,6 +62,7 @@ async fn authz(backend: Backend) {
         ("GET", format!("/v1/workloads/{w_lab}"), None, [200, 404, 404, 404, 401, 401]),
         ("GET", format!("/v1/workloads/{w_admin}"), None, [200, 200, 200, 404, 401, 401]),
         ("GET", "/v1/accounts".into(), None, [200, 200, 200, 200, 401, 401]),
+        ("GET", "/v1/budget-events".into(), None, [200, 200, 200, 200, 401, 401]),
         ("GET", "/v1/accounts/lab/x".into(), None, [200, 404, 404, 404, 401, 401]),
         ("PATCH", "/v1/accounts/lab/x".into(), Some(r#"{"share":2}"#.into()), [200, 404, 404, 404, 401, 401]),
         ("PATCH", "/v1/accounts/org".into(), Some(r#"{"share":2}"#.into()), [200, 403, 404, 404, 401, 401]),

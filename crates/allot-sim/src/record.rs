@@ -48,7 +48,7 @@ pub enum AttemptEnd {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LogEvent {
     pub t: Time,
-    /// start | preempt | stop | finish | fail | reject | node
+    /// start | preempt | stop | finish | fail | reject | node | budget (a threshold reached)
     pub event: &'static str,
     pub workload: String,
     pub nodes: Vec<String>,

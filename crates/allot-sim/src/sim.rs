@@ -70,6 +70,8 @@ struct Sim<'p> {
     /// Trace id → workload, for requests (kept only when there are some).
     ids: std::collections::HashMap<String, WorkloadId>,
     track: bool,
+    /// Budget threshold events already logged (with `keep_log`).
+    alerts: allot_core::alerts::Alerts,
 }
 
 /// Replays `workloads` (any order; sorted stably by submit time) and node
@@ -149,6 +151,7 @@ pub fn simulate_with_accounts(
         heap: BinaryHeap::new(),
         ids: std::collections::HashMap::new(),
         track: !requests.is_empty(),
+        alerts: Default::default(),
     };
     sim.record_capacity(0);
     sim.run(workloads, events, requests, trees);
@@ -187,6 +190,7 @@ impl Sim<'_> {
                 break;
             }
             now = t;
+            self.budget_events(t);
             self.engine.clear_dirty();
             // Work completed first, then grace over, as they fall due.
             while let Some(&Reverse((tt, w, attempt))) = self.heap.peek() {
@@ -299,8 +303,29 @@ impl Sim<'_> {
         }
     }
 
+    /// Logs the budget thresholds reached by `t`, before anything changes
+    /// at `t` (so each event's time is exact).
+    fn budget_events(&mut self, t: Time) {
+        if !self.opts.keep_log {
+            return;
+        }
+        let st = &self.engine.state;
+        for e in self.alerts.check(&st.ledger, &st.accounts, &st.contract.budget_alerts, t) {
+            self.out.log.push(LogEvent {
+                t: e.t,
+                event: "budget",
+                workload: String::new(),
+                nodes: Vec::new(),
+                gpus: 0,
+                reason: allot_core::alerts::describe(&e, &st.accounts),
+                by: None,
+            });
+        }
+    }
+
     fn finish_run(&mut self, now: Time) {
         let end = self.opts.until.unwrap_or(now);
+        self.budget_events(end);
         self.out.horizon_end = end;
         let state = &self.engine.state;
         // Attempts still holding GPUs at the horizon are cut there; their

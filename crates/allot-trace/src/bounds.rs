@@ -53,6 +53,9 @@ pub const BUDGET_GPU_HOURS: FloatBound = FloatBound { min: 1e-3, max: 1e9 };
 pub const IMPACT: FloatBound = FloatBound { min: 1e-3, max: 1e6 };
 /// A GPU type's normalisation weight.
 pub const GPU_WEIGHT: FloatBound = FloatBound { min: 1e-3, max: 1e3 };
+/// `[contract] budget_carry_over`: the fraction of a period's budget that
+/// unused budget may add to it (BUD-5).
+pub const CARRY_OVER: FloatBound = FloatBound { min: 0.0, max: 1.0 };
 /// A workload's mean GPU utilisation.
 pub const UTIL: FloatBound = FloatBound { min: 0.0, max: 1.0 };
 

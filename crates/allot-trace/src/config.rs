@@ -155,7 +155,24 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
         gpu_types,
         accounts,
         contract: RawContract {
-            budget_period: secs(c.budget_period),
+            budget_period: match c.budget_calendar {
+                allot_core::calendar::Calendar::Months { .. } => Some(at(Period::Month)),
+                allot_core::calendar::Calendar::Fixed { .. } => Some(at(Period::Every(Secs(c.budget_period)))),
+            },
+            budget_period_start: match c.budget_calendar {
+                allot_core::calendar::Calendar::Fixed { anchor } if anchor != 0 => {
+                    Some(at(allot_core::calendar::format_instant(anchor)))
+                }
+                _ => None,
+            },
+            budget_timezone: match c.budget_calendar {
+                allot_core::calendar::Calendar::Months { utc_offset } if utc_offset != 0 => {
+                    Some(at(allot_core::calendar::format_utc_offset(utc_offset)))
+                }
+                _ => None,
+            },
+            budget_carry_over: (c.budget_carry_over > 0.0).then(|| at(c.budget_carry_over)),
+            budget_alerts: Some(at(c.budget_alerts.as_slice().to_vec())),
             usage_half_life: secs(c.usage_half_life),
             min_slice: Some(RawMinSlice {
                 batch: secs(c.min_slice.batch),
@@ -228,7 +245,11 @@ struct RawAccount {
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawContract {
-    budget_period: Option<Spanned<Secs>>,
+    budget_period: Option<Spanned<Period>>,
+    budget_period_start: Option<Spanned<String>>,
+    budget_timezone: Option<Spanned<String>>,
+    budget_carry_over: Option<Spanned<f64>>,
+    budget_alerts: Option<Spanned<Vec<f64>>>,
     usage_half_life: Option<Spanned<Secs>>,
     min_slice: Option<RawMinSlice>,
     grace: Option<Spanned<Secs>>,
@@ -251,22 +272,57 @@ struct RawMinSlice {
 #[derive(Copy, Clone)]
 struct Secs(u64);
 
+/// Reads a [`Secs`]; [`Period`] reads through it too.
+struct SecsVisitor;
+
+impl serde::de::Visitor<'_> for SecsVisitor {
+    type Value = Secs;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a duration such as \"30s\", \"2h\" or \"7d\", or an integer number of seconds")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Secs, E> {
+        parse_duration(v).map(Secs).map_err(E::custom)
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Secs, E> {
+        Ok(Secs(v))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Secs, E> {
+        u64::try_from(v).map(Secs).map_err(|_| E::custom(format!("invalid duration {v}: must not be negative")))
+    }
+}
+
 impl<'de> Deserialize<'de> for Secs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SecsVisitor)
+    }
+}
+
+/// `budget_period`: a duration, or `"month"` for calendar months (BUD-4).
+#[derive(Copy, Clone)]
+enum Period {
+    Every(Secs),
+    Month,
+}
+
+impl<'de> Deserialize<'de> for Period {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl serde::de::Visitor<'_> for V {
-            type Value = Secs;
+            type Value = Period;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a duration such as \"30s\", \"2h\" or \"7d\", or an integer number of seconds")
+                f.write_str("\"month\", a duration such as \"7d\", or an integer number of seconds")
             }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Secs, E> {
-                parse_duration(v).map(Secs).map_err(E::custom)
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Period, E> {
+                if v == "month" {
+                    return Ok(Period::Month);
+                }
+                SecsVisitor.visit_str(v).map(Period::Every)
             }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Secs, E> {
-                Ok(Secs(v))
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Period, E> {
+                SecsVisitor.visit_u64(v).map(Period::Every)
             }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Secs, E> {
-                u64::try_from(v).map(Secs).map_err(|_| E::custom(format!("invalid duration {v}: must not be negative")))
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Period, E> {
+                SecsVisitor.visit_i64(v).map(Period::Every)
             }
         }
         d.deserialize_any(V)
@@ -718,6 +774,59 @@ fn account_error(ctx: &Ctx<'_>, raw: &[RawAccount], e: AccountTreeError) -> Form
 
 // ---------------------------------------------------------------- contract
 
+/// `budget_period`, `budget_period_start`, `budget_timezone` and
+/// `budget_carry_over` (BUD-4, BUD-5; docs/config.md).
+fn build_budget_periods(ctx: &Ctx<'_>, raw: &RawContract, c: &mut Contract) -> Result<(), FormatError> {
+    use allot_core::calendar::{Calendar, parse_instant, parse_utc_offset};
+    let key = |k: &str| format!("contract.{k}");
+    let month = matches!(raw.budget_period.as_ref().map(|p| *p.get_ref()), Some(Period::Month));
+    if let Some(p) = &raw.budget_period
+        && let Period::Every(s) = p.get_ref()
+    {
+        c.budget_period =
+            bounds::CONTRACT_PERIOD_S.check(s.0).map_err(|m| ctx.err(key("budget_period"), Some(p.span()), m))?;
+    }
+    let anchor = match &raw.budget_period_start {
+        None => 0,
+        Some(_) if month => {
+            let s = raw.budget_period_start.as_ref().map(Spanned::span);
+            return Err(ctx.err(
+                key("budget_period_start"),
+                s,
+                "budget_period_start applies to fixed periods; months start on the 1st (set budget_timezone)",
+            ));
+        }
+        Some(s) => parse_instant(s.get_ref()).map_err(|m| ctx.err(key("budget_period_start"), Some(s.span()), m))?,
+    };
+    c.budget_calendar = match &raw.budget_timezone {
+        Some(z) if !month => {
+            return Err(ctx.err(
+                key("budget_timezone"),
+                Some(z.span()),
+                "budget_timezone applies to budget_period = \"month\"; fixed periods start at budget_period_start",
+            ));
+        }
+        Some(z) => Calendar::Months {
+            utc_offset: parse_utc_offset(z.get_ref())
+                .map_err(|m| ctx.err(key("budget_timezone"), Some(z.span()), m))?,
+        },
+        None if month => Calendar::Months { utc_offset: 0 },
+        None => Calendar::Fixed { anchor },
+    };
+    if month {
+        // The nominal length, for capacity estimates (a month of 30 days).
+        c.budget_period = 30 * 86_400;
+    }
+    if let Some(f) = &raw.budget_carry_over {
+        c.budget_carry_over = ctx.float(key("budget_carry_over"), "budget_carry_over", f, bounds::CARRY_OVER)?;
+    }
+    if let Some(v) = &raw.budget_alerts {
+        c.budget_alerts = allot_core::alerts::Thresholds::new(v.get_ref())
+            .map_err(|m| ctx.err(key("budget_alerts"), Some(v.span()), m))?;
+    }
+    Ok(())
+}
+
 fn build_contract(ctx: &Ctx<'_>, raw: &RawContract) -> Result<Contract, FormatError> {
     let mut c = Contract::default();
     let secs = |key: &str, v: &Option<Spanned<Secs>>, b: IntBound, default: u64| -> Result<u64, FormatError> {
@@ -727,7 +836,7 @@ fn build_contract(ctx: &Ctx<'_>, raw: &RawContract) -> Result<Contract, FormatEr
         }
     };
     let (period, wait) = (bounds::CONTRACT_PERIOD_S, bounds::CONTRACT_WAIT_S);
-    c.budget_period = secs("budget_period", &raw.budget_period, period, c.budget_period)?;
+    build_budget_periods(ctx, raw, &mut c)?;
     c.usage_half_life = secs("usage_half_life", &raw.usage_half_life, period, c.usage_half_life)?;
     c.scheduling_interval = secs("scheduling_interval", &raw.scheduling_interval, period, c.scheduling_interval)?;
     if let Some(m) = &raw.min_slice {

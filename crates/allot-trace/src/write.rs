@@ -310,7 +310,25 @@ fn write_contract<W: Write>(w: &mut W, c: &Contract) -> io::Result<()> {
     let d = |s: Time| quote(&format_duration(s));
     let PerClass { batch, interactive, service } = c.min_slice;
     writeln!(w, "\n[contract]")?;
-    writeln!(w, "budget_period = {}", d(c.budget_period))?;
+    match c.budget_calendar {
+        allot_core::calendar::Calendar::Months { utc_offset } => {
+            writeln!(w, "budget_period = \"month\"")?;
+            writeln!(w, "budget_timezone = {}", quote(&allot_core::calendar::format_utc_offset(utc_offset)))?;
+        }
+        allot_core::calendar::Calendar::Fixed { anchor } => {
+            writeln!(w, "budget_period = {}", d(c.budget_period))?;
+            if anchor != 0 {
+                writeln!(w, "budget_period_start = {}", quote(&allot_core::calendar::format_instant(anchor)))?;
+            }
+        }
+    }
+    if c.budget_carry_over > 0.0 {
+        writeln!(w, "budget_carry_over = {}", c.budget_carry_over)?;
+    }
+    if c.budget_alerts != allot_core::alerts::Thresholds::default() {
+        let levels: Vec<String> = c.budget_alerts.as_slice().iter().map(f64::to_string).collect();
+        writeln!(w, "budget_alerts = [{}]", levels.join(", "))?;
+    }
     writeln!(w, "usage_half_life = {}", d(c.usage_half_life))?;
     writeln!(w, "min_slice = {{ batch = {}, interactive = {}, service = {} }}", d(batch), d(interactive), d(service))?;
     writeln!(w, "grace = {}", d(c.grace))?;

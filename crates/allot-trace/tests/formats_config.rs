@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use allot_core::calendar::Calendar;
 use allot_core::{Contract, PerClass, PoolId};
 use allot_trace::config::{load_config, parse_config};
 
@@ -57,7 +58,28 @@ fn fixture_loads_with_weights_racks_and_legacy_pools() {
 #[test]
 fn contract_keys_override_defaults_one_by_one() {
     let d = Contract::default();
-    let cases: [(&str, &str, Contract); 8] = [
+    let cases: [(&str, &str, Contract); 13] = [
+        (
+            "alert thresholds",
+            "budget_alerts = [1.0, 0.5, 0.9]",
+            Contract { budget_alerts: allot_core::alerts::Thresholds::new(&[0.5, 0.9, 1.0]).unwrap(), ..d },
+        ),
+        (
+            "weeks from an anchor",
+            "budget_period = \"7d\"\nbudget_period_start = \"2026-01-05T00:00:00Z\"",
+            Contract { budget_calendar: Calendar::Fixed { anchor: 1_767_571_200 }, ..d },
+        ),
+        (
+            "months in UTC",
+            "budget_period = \"month\"",
+            Contract { budget_period: 30 * 86_400, budget_calendar: Calendar::Months { utc_offset: 0 }, ..d },
+        ),
+        (
+            "months at an offset",
+            "budget_period = \"month\"\nbudget_timezone = \"-05:00\"",
+            Contract { budget_period: 30 * 86_400, budget_calendar: Calendar::Months { utc_offset: -18_000 }, ..d },
+        ),
+        ("carry-over", "budget_carry_over = 0.25", Contract { budget_carry_over: 0.25, ..d }),
         ("grace only", "grace = \"30s\"", Contract { grace: 30, ..d }),
         ("integer seconds", "scheduling_interval = 5", Contract { scheduling_interval: 5, ..d }),
         ("compound duration", "budget_period = \"1d12h\"", Contract { budget_period: 129_600, ..d }),
@@ -181,6 +203,55 @@ fn bad_configs_name_file_line_and_key() {
             Some(11),
             "contract.impact_weighting",
             "expected a string",
+        ),
+        (
+            "invalid period start",
+            "[contract]\nbudget_period_start = \"2026-02-30T00:00:00Z\"\n",
+            Some(11),
+            "contract.budget_period_start",
+            "invalid instant \"2026-02-30T00:00:00Z\": day out of range for the month",
+        ),
+        (
+            "period start with months",
+            "[contract]\nbudget_period = \"month\"\nbudget_period_start = \"2026-01-01T00:00:00Z\"\n",
+            Some(12),
+            "contract.budget_period_start",
+            "applies to fixed periods",
+        ),
+        (
+            "unknown time zone",
+            "[contract]\nbudget_period = \"month\"\nbudget_timezone = \"Europe/Paris\"\n",
+            Some(12),
+            "contract.budget_timezone",
+            "invalid UTC offset \"Europe/Paris\"",
+        ),
+        (
+            "time zone with fixed periods",
+            "[contract]\nbudget_timezone = \"UTC\"\n",
+            Some(11),
+            "contract.budget_timezone",
+            "applies to budget_period = \"month\"",
+        ),
+        (
+            "carry-over above 1",
+            "[contract]\nbudget_carry_over = 1.5\n",
+            Some(11),
+            "contract.budget_carry_over",
+            "budget_carry_over must be a number between 0 and 1, got 1.5",
+        ),
+        (
+            "zero alert threshold",
+            "[contract]\nbudget_alerts = [0.8, 0]\n",
+            Some(11),
+            "contract.budget_alerts",
+            "each threshold must be a fraction of the budget above 0 and at most 10, got 0",
+        ),
+        (
+            "negative carry-over",
+            "[contract]\nbudget_carry_over = -0.1\n",
+            Some(11),
+            "contract.budget_carry_over",
+            "between 0 and 1",
         ),
         (
             "zero scheduling interval",

@@ -3,6 +3,7 @@
 //! submissions to the store, and reach the scheduler task only by messages.
 
 mod admin;
+mod budgets;
 mod error;
 pub mod extract;
 pub mod limits;
@@ -80,6 +81,7 @@ pub fn routes() -> Vec<Route> {
         route(Method::POST, "/v1/tokens", admin::create_token),
         route(Method::DELETE, "/v1/tokens/{name}", admin::revoke_token),
         route(Method::GET, "/v1/audit", admin::audit),
+        route(Method::GET, "/v1/budget-events", budgets::list),
         route(Method::GET, "/metrics", admin::metrics),
     ]
 }

@@ -7,7 +7,7 @@ use axum::Json;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{admin, workloads};
+use super::{admin, budgets, workloads};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -33,6 +33,7 @@ use super::{admin, workloads};
         admin::create_token,
         admin::revoke_token,
         admin::audit,
+        budgets::list,
         admin::metrics,
     ),
     components(schemas(crate::views::ErrorBody)),

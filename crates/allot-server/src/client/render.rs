@@ -121,34 +121,60 @@ fn bar(used: f64, budget: f64, width: usize) -> String {
     format!("[{}{}]", if over { "!".repeat(n) } else { "#".repeat(n) }, ".".repeat(width - n))
 }
 
-/// `allot accounts`: the tree with budget bars.
+/// `allot accounts`: the tree with budget bars and, for budgets that run out
+/// before the period renews at this period's burn, when (UTC).
 pub fn accounts(list: &[AccountView]) -> String {
     let mut out = format!(
-        "{:<32} {:>7} {:>10} {:>10} {:>10} {:<22} {:>6} {:>6} {:>5} {:>5}\n",
-        "ACCOUNT", "SHARE", "BUDGET", "USED", "REMAINING", "", "FAIR", "GPUS", "PEND", "RUN"
+        "{:<32} {:>7} {:>10} {:>10} {:>10} {:<22} {:>6} {:>6} {:>5} {:>5}  {}\n",
+        "ACCOUNT", "SHARE", "BUDGET", "USED", "REMAINING", "", "FAIR", "GPUS", "PEND", "RUN", "RUNS OUT (UTC)"
     );
     let min_depth = list.iter().map(|a| a.depth).min().unwrap_or(1);
     for a in list {
         let indent = "  ".repeat((a.depth - min_depth) as usize);
         let leaf = a.path.rsplit('/').next().unwrap_or(&a.path);
         let name = if a.depth == min_depth { a.path.clone() } else { format!("{indent}{leaf}") };
-        let num = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
+        let num = |v: Option<f64>| v.map(ngh).unwrap_or_else(|| "-".into());
+        let budget = a.budget_gpu_hours.map(|b| b + a.carried_gpu_hours);
         let _ = writeln!(
             out,
-            "{:<32} {:>7.2} {:>10} {:>10.1} {:>10} {:<22} {:>6} {:>6} {:>5} {:>5}",
+            "{:<32} {:>7.2} {:>10} {:>10} {:>10} {:<22} {:>6} {:>6} {:>5} {:>5}  {}",
             cut(&name, 32),
             a.share,
-            num(a.budget_gpu_hours),
-            a.used_gpu_hours,
+            num(budget),
+            ngh(a.used_gpu_hours),
             num(a.remaining_gpu_hours),
-            a.budget_gpu_hours.map(|b| bar(a.used_gpu_hours, b, 20)).unwrap_or_default(),
+            budget.map(|b| bar(a.used_gpu_hours, b, 20)).unwrap_or_default(),
             a.fair_share.map(|f| format!("{f:.2}")).unwrap_or_else(|| "-".into()),
             a.allocated_gpus,
             a.pending,
-            a.running
+            a.running,
+            runs_out(a)
         );
     }
     out
+}
+
+/// NGH with significant digits, and a signed remainder once over.
+fn ngh(x: f64) -> String {
+    let s = allot_core::ledger::format_ngh(x.abs());
+    if x < 0.0 { format!("-{s}") } else { s }
+}
+
+/// "Thu 01-08 14:00" when the budget runs out before the period renews at
+/// this period's rate; "out" once exhausted; "-" otherwise.
+fn runs_out(a: &AccountView) -> String {
+    if a.remaining_gpu_hours.is_some_and(|r| r <= 0.0) {
+        return "out".into();
+    }
+    match a.projected_exhaustion_t.filter(|t| *t < a.period_end_t) {
+        Some(t) => {
+            let days = t.div_euclid(86_400);
+            let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][days.rem_euclid(7) as usize];
+            let iso = allot_core::calendar::format_instant(t.max(0) as u64);
+            format!("{weekday} {} {}", &iso[5..10], &iso[11..16])
+        }
+        None => "-".into(),
+    }
 }
 
 /// `allot nodes`; with CLUSTER in a fleet.

@@ -303,14 +303,5 @@ pub(crate) fn gauges(s: &Scheduler, now: Time) {
     m.occupancy.set(allocated as f64 / denom);
     m.utilization.set(util / denom);
     m.set_clusters(st);
-    for v in crate::accounts::views(st, now, true) {
-        let l = crate::metrics::AccountLabel { account: v.path.clone() };
-        if let Some(b) = v.budget_gpu_hours {
-            m.budget_gpu_hours.get_or_create(&l).set(b);
-        }
-        m.used_gpu_hours.get_or_create(&l).set(v.used_gpu_hours);
-        if let Some(f) = v.fair_share {
-            m.fair_share.get_or_create(&l).set(f);
-        }
-    }
+    m.set_accounts(&crate::accounts::views(st, now, true));
 }

@@ -9,6 +9,7 @@
 //! rebuilds its state from here at startup (`crate::recovery`).
 
 mod auth;
+pub mod budget;
 pub mod instance;
 pub mod lease;
 mod rows;
@@ -143,6 +144,7 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("migrations/sqlite/0004_token_ids.sql")),
     (5, include_str!("migrations/sqlite/0005_clusters.sql")),
     (6, include_str!("migrations/sqlite/0006_attempt_clusters.sql")),
+    (8, include_str!("migrations/sqlite/0008_budget_events.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
@@ -151,6 +153,7 @@ const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("migrations/postgres/0004_token_ids.sql")),
     (5, include_str!("migrations/postgres/0005_clusters.sql")),
     (6, include_str!("migrations/postgres/0006_attempt_clusters.sql")),
+    (8, include_str!("migrations/postgres/0008_budget_events.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after

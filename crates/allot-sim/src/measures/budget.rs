@@ -1,37 +1,40 @@
 //! Budget attainment (docs/design.md §3): how much of the demand an account's
 //! budget entitled it to was met, per budget period.
 //!
-//! Periods are `[kP, (k+1)P) ∩ [0, H]`. For every account `a` with its own
-//! budget `B_a` (prorated for a partial last period) and period `k`:
+//! Periods are the contract's budget periods (BUD-4) intersected with
+//! `[0, H]`. For every account `a` with its own budget `B_a` (prorated for a
+//! partial first or last period; carry-over is not counted) and period `k`:
 //! `used` = NGH of the attempts of `a`'s subtree in the period, `demand` =
 //! NGH its workloads wanted in the period, and
 //! `attainment = Σ min(used, B) / Σ min(demand, B)`.
 
+use allot_core::calendar::Periods;
 use allot_core::{AccountId, State, Time};
 
 use crate::measures::capacity::overlap;
 use crate::measures::work::Want;
 use crate::record::SimOutput;
 
-/// The budget periods intersected with `[0, h]`; one period when the budget
-/// period is 0 (no rollover).
-fn periods(period: Time, h: Time) -> Vec<(Time, Time)> {
-    if period == 0 || h == 0 {
-        return vec![(0, h)];
+/// The budget periods intersected with `[0, h]`, with each one's full
+/// length (0 for the single period of length 0).
+fn periods(p: Periods, h: Time) -> Vec<(Time, Time, Time)> {
+    let (k0, k1) = (p.index(0), p.index(h.saturating_sub(1)));
+    if h == 0 || k0 == k1 {
+        return vec![(0, h, p.length_of(k0))];
     }
-    (0..h.div_ceil(period)).map(|k| (k * period, ((k + 1) * period).min(h))).collect()
+    (k0..=k1).map(|k| (p.start(k), p.start(k + 1).min(h), p.length_of(k))).collect()
 }
 
 /// Adds `rate × |[from, to) ∩ period_k|` to `row[k]` for every period the
 /// interval touches.
-fn spread(row: &mut [f64], periods: &[(Time, Time)], period: Time, from: Time, to: Time, rate: f64) {
+fn spread(row: &mut [f64], periods: &[(Time, Time, Time)], p: Periods, from: Time, to: Time, rate: f64) {
     if to <= from {
         return;
     }
-    // Period 0 (no rollover) has a single period.
-    let first = from.checked_div(period).unwrap_or(0) as usize;
-    let last = ((to - 1).checked_div(period).unwrap_or(0) as usize).min(periods.len() - 1);
-    for (k, &(ps, pe)) in periods.iter().enumerate().take(last + 1).skip(first) {
+    let k0 = p.index(0);
+    let first = (p.index(from) - k0) as usize;
+    let last = ((p.index(to - 1) - k0) as usize).min(periods.len() - 1);
+    for (k, &(ps, pe, _)) in periods.iter().enumerate().take(last + 1).skip(first) {
         row[k] += rate * overlap(from, to, ps, pe) as f64;
     }
 }
@@ -46,7 +49,7 @@ pub(crate) fn attainment(state: &State, out: &SimOutput, wants: &[Want]) -> Opti
         return None;
     }
     let h = out.horizon_end;
-    let p = state.contract.budget_period;
+    let p = state.contract.periods();
     let periods = periods(p, h);
     let mut slot = vec![None; tree.len()];
     for (i, (a, _)) in budgeted.iter().enumerate() {
@@ -68,8 +71,8 @@ pub(crate) fn attainment(state: &State, out: &SimOutput, wants: &[Want]) -> Opti
     }
     let (mut num, mut den) = (0.0, 0.0);
     for (i, (_, budget)) in budgeted.iter().enumerate() {
-        for (k, &(ps, pe)) in periods.iter().enumerate() {
-            let b = if p == 0 { *budget } else { budget * (pe - ps) as f64 / p as f64 };
+        for (k, &(ps, pe, len)) in periods.iter().enumerate() {
+            let b = if len == 0 { *budget } else { budget * (pe - ps) as f64 / len as f64 };
             num += (used[i][k] / 3600.0).min(b);
             den += (demand[i][k] / 3600.0).min(b);
         }
@@ -80,26 +83,36 @@ pub(crate) fn attainment(state: &State, out: &SimOutput, wants: &[Want]) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+    use allot_core::calendar::Calendar;
 
     #[test]
     fn periods_cover_the_horizon() {
-        assert_eq!(periods(100, 250), vec![(0, 100), (100, 200), (200, 250)]);
-        assert_eq!(periods(100, 200), vec![(0, 100), (100, 200)]);
-        assert_eq!(periods(0, 250), vec![(0, 250)]);
-        assert_eq!(periods(100, 0), vec![(0, 0)]);
+        let every = |length| Periods { length, calendar: Calendar::Fixed { anchor: 0 } };
+        assert_eq!(periods(every(100), 250), vec![(0, 100, 100), (100, 200, 100), (200, 250, 100)]);
+        assert_eq!(periods(every(100), 200), vec![(0, 100, 100), (100, 200, 100)]);
+        assert_eq!(periods(every(0), 250), vec![(0, 250, 0)]);
+        assert_eq!(periods(every(100), 0), vec![(0, 0, 100)]);
+        // Anchored at 50: a partial first period.
+        let anchored = Periods { length: 100, calendar: Calendar::Fixed { anchor: 50 } };
+        assert_eq!(periods(anchored, 200), vec![(0, 50, 100), (50, 150, 100), (150, 200, 100)]);
+        // Months: January 1970 has 31 days, February 28.
+        let months = Periods { length: 0, calendar: Calendar::Months { utc_offset: 0 } };
+        let day = 86_400;
+        assert_eq!(periods(months, 40 * day), vec![(0, 31 * day, 31 * day), (31 * day, 40 * day, 28 * day)]);
     }
 
     #[test]
     fn spread_splits_an_interval_over_periods() {
-        let ps = periods(100, 250);
+        let every = |length| Periods { length, calendar: Calendar::Fixed { anchor: 0 } };
+        let ps = periods(every(100), 250);
         let mut row = vec![0.0; ps.len()];
-        spread(&mut row, &ps, 100, 50, 250, 2.0);
+        spread(&mut row, &ps, every(100), 50, 250, 2.0);
         assert_eq!(row, vec![100.0, 200.0, 100.0]);
-        spread(&mut row, &ps, 100, 120, 120, 2.0);
+        spread(&mut row, &ps, every(100), 120, 120, 2.0);
         assert_eq!(row, vec![100.0, 200.0, 100.0]);
-        let one = periods(0, 250);
+        let one = periods(every(0), 250);
         let mut row = vec![0.0];
-        spread(&mut row, &one, 0, 10, 20, 1.0);
+        spread(&mut row, &one, every(0), 10, 20, 1.0);
         assert_eq!(row, vec![10.0]);
     }
 }

@@ -5,13 +5,14 @@
 //! budget (normalised GPU-hours, the subtree's use as charged by the ledger
 //! under BUD-3). An account with no budget anywhere on its path is in budget.
 //! The status is read once per pass: no time passes within a pass.
+//!
+//! The budget of a period is the account's `budget_gpu_hours` plus what the
+//! period before left unused, up to the carry-over fraction (BUD-5); periods
+//! renew at the calendar's boundaries (BUD-4). Both come from the ledger.
 
 use crate::Time;
 use crate::account::AccountId;
 use crate::state::State;
-
-/// Seconds per hour, for GPU-hours.
-const HOUR: f64 = 3600.0;
 
 /// Budget status of every account at one instant.
 #[derive(Clone, Debug)]
@@ -29,7 +30,9 @@ impl Budgets {
         // Ids are in path order: a parent's status is known before its children's.
         for a in tree.ids() {
             let acc = tree.account(a);
-            let own = acc.budget_gpu_hours.is_some_and(|b| state.ledger.period_ngs_at(a, now) >= b * HOUR);
+            let own = acc
+                .budget_gpu_hours
+                .is_some_and(|b| state.ledger.period_ngs_at(a, now) >= state.ledger.available_ngs(a, b, now));
             let inherited = acc.parent.and_then(|p| culprit[p.0 as usize]);
             culprit[a.0 as usize] = if own { Some(a) } else { inherited };
         }
@@ -47,31 +50,42 @@ impl Budgets {
     }
 }
 
-/// "org/a over budget 1,204/1,000 NGH" for an account with a budget.
+/// "org/a over budget 1,204/1,000 NGH this period" for an account with a
+/// budget; "1,204/1,000+100 carried NGH" when budget was carried over (BUD-5).
 pub(crate) fn describe(state: &State, a: AccountId, now: Time) -> String {
     let acc = state.accounts.account(a);
-    let used = state.ledger.at(a, now).period_ngs / HOUR;
-    let budget = acc.budget_gpu_hours.unwrap_or(0.0);
-    format!("account {} over budget {}/{} NGH this period", acc.path, ngh(used), ngh(budget))
+    let p = state.ledger.projection(&state.accounts, a, now);
+    let budget = p.budget_ngh.unwrap_or(0.0);
+    let carried = if p.carried_ngh > 0.0 { format!("+{} carried", ngh(p.carried_ngh)) } else { String::new() };
+    format!("account {} over budget {}/{}{carried} NGH this period", acc.path, ngh(p.used_ngh), ngh(budget))
 }
 
-/// A whole number of normalised GPU-hours with thousands separators.
-pub(crate) fn ngh(x: f64) -> String {
-    let v = x.max(0.0).round() as u64;
-    let digits = v.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+/// For in-budget work of an account whose budget runs out at its current
+/// burn before the period ends: "org/a runs out of budget at
+/// 2026-01-07T14:00:00Z at this rate (…/… NGH used)", the nearest such
+/// account on the path. `None` when no budget on the path runs out this
+/// period.
+pub(crate) fn near_exhaustion(state: &State, a: AccountId, now: Time) -> Option<String> {
+    let tree = &state.accounts;
+    tree.ancestry(a).find_map(|x| {
+        let p = state.ledger.projection(tree, x, now);
+        let t = p.exhaustion.filter(|t| *t < p.period_end)?;
+        Some(format!(
+            "account {} runs out of budget at {} at this period's rate ({}/{} NGH used)",
+            tree.account(x).path,
+            crate::calendar::format_instant(t),
+            ngh(p.used_ngh),
+            ngh(p.budget_ngh.unwrap_or(0.0) + p.carried_ngh)
+        ))
+    })
 }
+
+pub(crate) use crate::ledger::format_ngh as ngh;
 
 /// The next instant after `now` at which some account's budget status can
-/// change on its own: a period boundary, or an in-budget account with a
-/// budget reaching it at its current allocation.
+/// change on its own: a period boundary (BUD-4), or an in-budget account
+/// with a budget reaching it (with carry-over, BUD-5) at its current
+/// allocation.
 pub(crate) fn next_change(state: &State, now: Time) -> Option<Time> {
     let tree = &state.accounts;
     let mut next: Option<Time> = None;
@@ -79,28 +93,16 @@ pub(crate) fn next_change(state: &State, now: Time) -> Option<Time> {
     for a in tree.ids() {
         let Some(b) = tree.account(a).budget_gpu_hours else { continue };
         any = true;
-        let left = b * HOUR - state.ledger.period_ngs_at(a, now);
+        let left = state.ledger.available_ngs(a, b, now) - state.ledger.period_ngs_at(a, now);
         let alloc = state.ledger.usage[a.0 as usize].alloc_ngpus;
         if left > 0.0 && alloc > 0.0 {
             let t = now + ((left / alloc).ceil() as Time).max(1);
             next = Some(next.map_or(t, |x| x.min(t)));
         }
     }
-    if any && state.ledger.budget_period > 0 {
-        let t = state.ledger.period_start(now) + state.ledger.budget_period;
-        next = Some(next.map_or(t, |x| x.min(t)));
+    let end = state.ledger.period_end(now);
+    if any && end != Time::MAX {
+        next = Some(next.map_or(end, |x| x.min(end)));
     }
     next
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ngh;
-
-    #[test]
-    fn thousands_separators() {
-        for (x, s) in [(0.0, "0"), (999.4, "999"), (1000.0, "1,000"), (1204.0, "1,204"), (1_234_567.0, "1,234,567")] {
-            assert_eq!(ngh(x), s);
-        }
-    }
 }

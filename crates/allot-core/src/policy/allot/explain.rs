@@ -135,6 +135,11 @@ impl Explainer {
                 format!("{}; in-budget work ranks ahead; {capacity}", over(state, spec.account, now)),
             );
         }
+        // In budget, but not for long at this rate: say when it runs out (BUD-1).
+        let capacity = match budget::near_exhaustion(state, spec.account, now) {
+            Some(note) => format!("{capacity}; {}: {note}", Rule::BudgetFirst.id()),
+            None => capacity,
+        };
         let fs = &self.fs;
         let Some(st) = self.standing.get(&w) else {
             return Reason::new(rule, capacity);
