@@ -114,7 +114,6 @@ pub fn trees_in_force(cfg: &Config, changes: &[AccountChange]) -> Result<Vec<(Ti
 mod tests {
     use super::*;
 
-
     fn config() -> Config {
         parse_config(crate::vary::tests::CONFIG, "c.toml").unwrap()
     }

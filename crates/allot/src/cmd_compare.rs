@@ -61,9 +61,9 @@ pub struct CompareArgs {
     /// First seed; the runs use seed, seed + 1, …
     #[arg(long, requires = "scenario", default_value_t = Ai2Params::default().seed)]
     seed: u64,
-    /// What-if sweep, repeatable: KEY=V1,V2,… with KEY budget:<account>,
-    /// share:<account>, impact:<account> (a number, or +20% / -10% of the
-    /// config's value) or contract.<key> (e.g. contract.min_slice.batch=1h,2h).
+    /// What-if sweep, repeatable: KEY=V1,V2,… with KEY budget:ACCOUNT,
+    /// share:ACCOUNT, impact:ACCOUNT (a number, or +20% / -10% of the
+    /// config's value) or contract.KEY (e.g. contract.min_slice.batch=1h,2h).
     /// Each policy runs on the config as given and once per combination of
     /// values, side by side.
     #[arg(long, value_name = "KEY=VALUES")]

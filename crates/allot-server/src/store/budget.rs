@@ -1,4 +1,4 @@
-//! Budget threshold events (`budget_events`, migration 0008): each once per
+//! Budget threshold events (`budget_events`, migration 0007): each once per
 //! account, period and threshold, so a restarted server that notices one
 //! again records nothing new and posts nothing.
 

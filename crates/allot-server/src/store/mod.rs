@@ -144,7 +144,7 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("migrations/sqlite/0004_token_ids.sql")),
     (5, include_str!("migrations/sqlite/0005_clusters.sql")),
     (6, include_str!("migrations/sqlite/0006_attempt_clusters.sql")),
-    (8, include_str!("migrations/sqlite/0008_budget_events.sql")),
+    (7, include_str!("migrations/sqlite/0007_budget_events.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
@@ -153,7 +153,7 @@ const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("migrations/postgres/0004_token_ids.sql")),
     (5, include_str!("migrations/postgres/0005_clusters.sql")),
     (6, include_str!("migrations/postgres/0006_attempt_clusters.sql")),
-    (8, include_str!("migrations/postgres/0008_budget_events.sql")),
+    (7, include_str!("migrations/postgres/0007_budget_events.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after

@@ -1,4 +1,4 @@
--- Allot store schema, version 8 (SQLite): budget threshold events, each once
+-- Allot store schema, version 7 (SQLite): budget threshold events, each once
 -- per account, budget period and threshold (the unique key; a restarted
 -- server that notices one again inserts nothing and posts nothing).
 CREATE TABLE budget_events (
