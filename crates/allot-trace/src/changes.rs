@@ -19,7 +19,6 @@ use crate::config::{Config, parse_config};
 use crate::error::{FormatError, FormatKind, from_csv, quoted};
 use crate::lines::{csv_reader, record_line};
 use crate::trace::{csv_header, map_header, parse_uint};
-use crate::vary::{account_field, set_account_field};
 
 const COLUMNS: [&str; 4] = ["t_s", "account", "field", "value"];
 /// The account fields a change may set.
@@ -110,12 +109,68 @@ pub fn trees_in_force(cfg: &Config, changes: &[AccountChange]) -> Result<Vec<(Ti
     Ok(out)
 }
 
+/// The declared account `path` of a config's TOML (an error lists the
+/// declared ones).
+fn account_table<'d>(doc: &'d mut toml::Table, path: &str) -> Result<&'d mut toml::Table, String> {
+    let accounts = doc.get_mut("accounts").and_then(|a| a.as_array_mut());
+    let Some(accounts) = accounts else { return Err("the config declares no [[accounts]]".into()) };
+    let declared: Vec<String> =
+        accounts.iter().filter_map(|a| a.get("path").and_then(|p| p.as_str()).map(str::to_string)).collect();
+    accounts
+        .iter_mut()
+        .filter_map(|a| a.as_table_mut())
+        .find(|a| a.get("path").and_then(|p| p.as_str()) == Some(path))
+        .ok_or_else(|| format!("no declared account {path:?} (declared: {})", declared.join(", ")))
+}
+
+/// A numeric field of a declared account as the config's TOML gives it.
+pub(crate) fn account_field(doc: &mut toml::Table, path: &str, field: &str) -> Result<Option<f64>, String> {
+    let account = account_table(doc, path)?;
+    Ok(account.get(field).and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64))))
+}
+
+/// Sets (or, with `None`, removes) a numeric field of a declared account.
+pub(crate) fn set_account_field(
+    doc: &mut toml::Table,
+    path: &str,
+    field: &str,
+    value: Option<f64>,
+) -> Result<(), String> {
+    let account = account_table(doc, path)?;
+    match value {
+        Some(v) => account.insert(field.to_string(), toml::Value::Float(v)),
+        None => account.remove(field),
+    };
+    Ok(())
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
+    /// Two accounts (one with a budget, one with a share), a batch slice.
+    pub(crate) const CONFIG: &str = r#"
+[cluster]
+name = "c"
+[[cluster.pools]]
+name = "p"
+gpu = "h100"
+nodes = 2
+gpus_per_node = 8
+[gpu_types]
+h100 = 1.0
+[[accounts]]
+path = "org/a"
+budget_gpu_hours = 100
+[[accounts]]
+path = "org/b"
+share = 2
+[contract]
+min_slice = { batch = "2h" }
+"#;
+
     fn config() -> Config {
-        parse_config(crate::vary::tests::CONFIG, "c.toml").unwrap()
+        parse_config(CONFIG, "c.toml").unwrap()
     }
 
     fn parse(text: &str) -> Result<Vec<AccountChange>, FormatError> {

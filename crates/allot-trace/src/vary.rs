@@ -16,7 +16,7 @@
 //! combination of their values is one variation. The first variation is
 //! always the config as given (`base`).
 
-use crate::changes::AccountChange;
+use crate::changes::{AccountChange, account_field, set_account_field};
 use crate::config::{Config, parse_config};
 
 /// At most this many variations (the product of the sweeps' value counts,
@@ -231,41 +231,6 @@ fn set_account(doc: &mut toml::Table, path: &str, field: &str, change: &Change) 
     set_account_field(doc, path, field, Some(value))
 }
 
-/// The declared account `path` of a config's TOML (an error lists the
-/// declared ones).
-fn account_table<'d>(doc: &'d mut toml::Table, path: &str) -> Result<&'d mut toml::Table, String> {
-    let accounts = doc.get_mut("accounts").and_then(|a| a.as_array_mut());
-    let Some(accounts) = accounts else { return Err("the config declares no [[accounts]]".into()) };
-    let declared: Vec<String> =
-        accounts.iter().filter_map(|a| a.get("path").and_then(|p| p.as_str()).map(str::to_string)).collect();
-    accounts
-        .iter_mut()
-        .filter_map(|a| a.as_table_mut())
-        .find(|a| a.get("path").and_then(|p| p.as_str()) == Some(path))
-        .ok_or_else(|| format!("no declared account {path:?} (declared: {})", declared.join(", ")))
-}
-
-/// A numeric field of a declared account as the config's TOML gives it.
-pub(crate) fn account_field(doc: &mut toml::Table, path: &str, field: &str) -> Result<Option<f64>, String> {
-    let account = account_table(doc, path)?;
-    Ok(account.get(field).and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64))))
-}
-
-/// Sets (or, with `None`, removes) a numeric field of a declared account.
-pub(crate) fn set_account_field(
-    doc: &mut toml::Table,
-    path: &str,
-    field: &str,
-    value: Option<f64>,
-) -> Result<(), String> {
-    let account = account_table(doc, path)?;
-    match value {
-        Some(v) => account.insert(field.to_string(), toml::Value::Float(v)),
-        None => account.remove(field),
-    };
-    Ok(())
-}
-
 fn set_contract(doc: &mut toml::Table, keys: &[String], change: &Change) -> Result<(), String> {
     let Change::Set(text) = change else { return Err("relative changes apply only to accounts".into()) };
     let value = if let Ok(i) = text.parse::<i64>() {
@@ -291,32 +256,11 @@ fn set_contract(doc: &mut toml::Table, keys: &[String], change: &Change) -> Resu
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
-    /// Two accounts (one with a budget, one with a share), a batch slice.
-    pub(crate) const CONFIG: &str = r#"
-[cluster]
-name = "c"
-[[cluster.pools]]
-name = "p"
-gpu = "h100"
-nodes = 2
-gpus_per_node = 8
-[gpu_types]
-h100 = 1.0
-[[accounts]]
-path = "org/a"
-budget_gpu_hours = 100
-[[accounts]]
-path = "org/b"
-share = 2
-[contract]
-min_slice = { batch = "2h" }
-"#;
-
     fn config() -> Config {
-        parse_config(CONFIG, "c.toml").unwrap()
+        parse_config(crate::changes::tests::CONFIG, "c.toml").unwrap()
     }
 
     fn vary(opts: &[&str]) -> Result<Vec<Config>, VaryError> {
