@@ -99,7 +99,14 @@ fn sim_side(case: &Case) -> (Vec<Line>, Vec<AttemptLine>, Vec<(String, &'static 
         policy.as_mut(),
         &opts,
     );
-    let log = out.log.into_iter().map(|e| (e.t, e.event.to_string(), e.workload, e.nodes, e.reason, e.by)).collect();
+    // Budget threshold events (BUD-1 alerts) are in the simulator's log but
+    // are not decisions: the server records them apart (`budget_events`).
+    let log = out
+        .log
+        .into_iter()
+        .filter(|e| e.event.to_string() != "budget")
+        .map(|e| (e.t, e.event.to_string(), e.workload, e.nodes, e.reason, e.by))
+        .collect();
     let attempts =
         out.attempts.iter().map(|a| (state.spec(a.workload).id.clone(), a.start, a.end, a.outcome)).collect();
     let phases = state.specs.iter().zip(&state.runs).map(|(s, r)| (s.id.clone(), r.phase.as_str())).collect();
