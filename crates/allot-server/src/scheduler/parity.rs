@@ -104,7 +104,7 @@ fn sim_side(case: &Case) -> (Vec<Line>, Vec<AttemptLine>, Vec<(String, &'static 
     let log = out
         .log
         .into_iter()
-        .filter(|e| e.event.to_string() != "budget")
+        .filter(|e| e.event != "budget")
         .map(|e| (e.t, e.event.to_string(), e.workload, e.nodes, e.reason, e.by))
         .collect();
     let attempts =
