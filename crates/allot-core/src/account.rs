@@ -34,6 +34,8 @@ pub struct AccountSpec {
     /// Shares of named users of this account's own work (rule FS-2); a user
     /// not named has share 1.
     pub users: BTreeMap<String, f64>,
+    /// Closed (rule ACC-2): takes no new work; its accepted work runs on.
+    pub closed: bool,
 }
 
 /// A resolved account.
@@ -58,6 +60,10 @@ pub struct Account {
     pub declared: bool,
     /// Shares of named users of this account's own work (rule FS-2).
     pub users: BTreeMap<String, f64>,
+    /// Closed itself or below a closed account (rule ACC-2).
+    pub closed: bool,
+    /// Closed itself (`closed` may be inherited).
+    pub own_closed: bool,
 }
 
 impl Account {
@@ -82,6 +88,8 @@ pub enum AccountTreeError {
     BadUser { path: String, user: String },
     #[error("account {path:?}: users.{user} must be a finite number > 0 (got {value})")]
     BadUserShare { path: String, user: String, value: f64 },
+    #[error("account {0:?} cannot keep its id: its parent comes after it")]
+    BadOrder(String),
 }
 
 /// The resolved tree.
@@ -89,6 +97,8 @@ pub enum AccountTreeError {
 pub struct AccountTree {
     pub accounts: Vec<Account>,
     by_path: BTreeMap<String, AccountId>,
+    /// The declared specs it was built from, in path order.
+    declared: Vec<AccountSpec>,
 }
 
 fn valid_segment(s: &str) -> bool {
@@ -96,8 +106,18 @@ fn valid_segment(s: &str) -> bool {
 }
 
 impl AccountTree {
-    /// Builds the tree from declared accounts (any order).
+    /// Builds the tree from declared accounts (any order): ids follow the
+    /// sorted paths, so parents precede children.
     pub fn build(specs: &[AccountSpec]) -> Result<AccountTree, AccountTreeError> {
+        AccountTree::build_ordered(&[], specs)
+    }
+
+    /// Builds the tree giving the paths of `order` the ids 1, 2, … in that
+    /// order (rule ACC-1: a live tree keeps every account's id, new ones are
+    /// appended), then the other paths of `specs` in path order. Each path of
+    /// `order` must come after its parent's; paths of `order` that `specs`
+    /// does not declare are implied accounts with defaults.
+    pub fn build_ordered(order: &[String], specs: &[AccountSpec]) -> Result<AccountTree, AccountTreeError> {
         if specs.is_empty() {
             return Err(AccountTreeError::Empty);
         }
@@ -114,11 +134,22 @@ impl AccountTree {
             max_service_gpus: None,
             declared: false,
             users: BTreeMap::new(),
+            closed: false,
+            own_closed: false,
         };
-        let mut tree = AccountTree { accounts: vec![root], by_path: BTreeMap::new() };
+        let mut tree = AccountTree { accounts: vec![root], by_path: BTreeMap::new(), declared: Vec::new() };
         tree.by_path.insert(String::new(), AccountId::ROOT);
+        for (i, p) in order.iter().enumerate() {
+            if !p.split('/').all(valid_segment) {
+                return Err(AccountTreeError::BadPath(p.clone()));
+            }
+            if tree.ensure(p).0 as usize != i + 1 {
+                return Err(AccountTreeError::BadOrder(p.clone()));
+            }
+        }
         let mut sorted: Vec<&AccountSpec> = specs.iter().collect();
         sorted.sort_by(|a, b| a.path.cmp(&b.path));
+        tree.declared = sorted.iter().map(|s| (*s).clone()).collect();
         for s in sorted {
             if !s.path.split('/').all(valid_segment) {
                 return Err(AccountTreeError::BadPath(s.path.clone()));
@@ -151,6 +182,7 @@ impl AccountTree {
             a.legacy_pools = s.legacy_pools.clone();
             a.max_service_gpus = s.max_service_gpus;
             a.users = s.users.clone();
+            a.own_closed = s.closed;
         }
         tree.resolve();
         Ok(tree)
@@ -181,17 +213,21 @@ impl AccountTree {
             max_service_gpus: None,
             declared: false,
             users: BTreeMap::new(),
+            closed: false,
+            own_closed: false,
         });
         self.accounts[parent.0 as usize].children.push(id);
         self.by_path.insert(path.to_string(), id);
         id
     }
 
-    /// Resolves inherited fields and default shares; ids are in path order,
-    /// so parents precede children.
+    /// Resolves inherited fields and default shares; parents precede
+    /// children in id order (path order, or creation order: ACC-1).
     fn resolve(&mut self) {
         for i in 1..self.accounts.len() {
             let parent = self.accounts[i].parent.expect("non-root has a parent").0 as usize;
+            debug_assert!(parent < i, "a parent's id precedes its children's");
+            self.accounts[i].closed = self.accounts[i].own_closed || self.accounts[parent].closed;
             if self.accounts[i].impact.is_nan() {
                 self.accounts[i].impact = self.accounts[parent].impact;
             }
@@ -259,9 +295,28 @@ impl AccountTree {
         f
     }
 
-    /// Ids of all accounts except the root, in path order.
+    /// Ids of all accounts except the root, parents first: in path order
+    /// for a tree built from a config, in creation order once accounts are
+    /// created live (ACC-1).
     pub fn ids(&self) -> impl Iterator<Item = AccountId> {
         (1..self.accounts.len() as u32).map(AccountId)
+    }
+
+    /// The declared accounts as given (inherited values not filled in), in
+    /// path order: building from them gives this tree's accounts again.
+    pub fn declared(&self) -> &[AccountSpec] {
+        &self.declared
+    }
+
+    /// Ids of all accounts except the root, in path order (for listings).
+    pub fn ids_by_path(&self) -> impl Iterator<Item = AccountId> + '_ {
+        self.by_path.values().copied().filter(|id| *id != AccountId::ROOT)
+    }
+
+    /// Every path except the root's, in id order: with
+    /// [`AccountTree::build_ordered`], the order that keeps the ids.
+    pub fn paths_in_id_order(&self) -> Vec<String> {
+        self.accounts[1..].iter().map(|a| a.path.clone()).collect()
     }
 }
 

@@ -143,6 +143,14 @@ impl Ledger {
 
     /// The decayed usage of member `m` as of `now` (0 for a member never
     /// charged).
+    /// Room for the accounts of a tree that grew (ACC-1: new accounts get
+    /// the next ids and start with nothing used).
+    pub fn grow(&mut self, accounts: usize) {
+        if self.usage.len() < accounts {
+            self.usage.resize(accounts, Usage::default());
+        }
+    }
+
     pub fn member_decayed_ngs_at(&self, m: usize, now: Time) -> f64 {
         self.members.get(m).map_or(0.0, |u| decay(u.decayed_ngs, u.alloc_ngpus, u.last, now, self.half_life))
     }

@@ -8,6 +8,7 @@
 pub mod account;
 pub mod alerts;
 pub mod allocation;
+pub mod book;
 pub mod calendar;
 pub mod cluster;
 pub mod contract;
@@ -24,6 +25,7 @@ pub mod workload;
 
 pub use account::{Account, AccountId, AccountSpec, AccountTree, AccountTreeError};
 pub use allocation::Allocation;
+pub use book::{AccountBook, AccountEdit, AccountField, EditError};
 pub use cluster::{Cluster, GpuType, GpuTypeId, Health, Node, NodeId, Pool, PoolId, PoolSpec};
 pub use contract::{Contract, PerClass};
 pub use decision::{Action, Decision};

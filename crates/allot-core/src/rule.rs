@@ -69,6 +69,9 @@ rules! {
     Failure => "MNT-2", "a node failure stops its workloads at once; they are requeued";
     LaunchFailure => "MNT-3", "a launch that fails outside the workload requeues it without spending a retry; 3 such failures in a row on a node drain it";
     Completed => "ENG-1", "a workload that completed its work releases its GPUs";
+    AccountLive => "ACC-1", "accounts are created, renamed and closed live; every account keeps its id, usage and history, new ones are appended";
+    AccountClosed => "ACC-2", "a closed account (or one below it) takes no new work; its accepted work runs on under the contract";
+    AccountStop => "ACC-3", "closing with stop cancels the account's pending work and stops its running work after grace (CON-2)";
 }
 
 impl fmt::Display for Rule {

@@ -1,61 +1,62 @@
-//! Accounts at run time: the config's tree with the budgets and shares set
-//! through the API applied on top, and the per-account views (budget, used,
-//! remaining, fair-share standing).
-
-use std::collections::BTreeMap;
+//! Accounts at run time: the live tree (rules ACC-1..ACC-3; the edits are
+//! `allot_core::AccountBook`'s), its declarations as the API and the store
+//! write them, and the per-account views (budget, used, remaining,
+//! fair-share standing).
 
 use allot_core::policy::AllotPolicy;
-use allot_core::{AccountId, AccountSpec, AccountTree, State, Time};
+use allot_core::{AccountBook, AccountEdit, AccountId, AccountTree, Cluster, State, Time};
 
-use crate::views::AccountView;
+use crate::views::{AccountDecl, AccountView};
 
-/// Budget and share overrides by path: `Some(v)` replaces the config's
-/// value, `None` returns to it (`PATCH … null`, `allot budget set … default`).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Overrides {
-    pub budget: BTreeMap<String, Option<f64>>,
-    pub share: BTreeMap<String, Option<f64>>,
-}
+pub use allot_trace::decl::{decl_of, spec_of};
 
-/// The declared accounts of a resolved tree, as specs that rebuild it.
-/// Inherited values (impact, legacy pools) are written out explicitly,
-/// which resolves to the same tree.
-pub fn base_specs(tree: &AccountTree) -> Vec<AccountSpec> {
+/// The store's rows of a book: every account in id order, with its
+/// declaration as JSON (`None`: only implied by a path).
+pub fn stored_rows(book: &AccountBook, cluster: &Cluster) -> Vec<(i64, String, Option<String>)> {
+    let tree = book.tree();
     tree.ids()
-        .map(|id| tree.account(id))
-        .filter(|a| a.declared)
-        .map(|a| AccountSpec {
-            path: a.path.clone(),
-            share: a.explicit_share.then_some(a.share),
-            budget_gpu_hours: a.budget_gpu_hours,
-            impact: Some(a.impact),
-            legacy_pools: a.legacy_pools.clone(),
-            max_service_gpus: a.max_service_gpus,
-            users: a.users.clone(),
+        .map(|id| {
+            let path = tree.account(id).path.clone();
+            let spec = book.spec(&path).map(|s| serde_json::to_string(&decl_of(s, cluster)).expect("serialises"));
+            (i64::from(id.0), path, spec)
         })
         .collect()
 }
 
-/// The tree with overrides applied. Ids stay the same: they follow the
-/// sorted set of paths, which overrides never change.
-pub fn build_tree(base: &[AccountSpec], o: &Overrides) -> Result<AccountTree, allot_core::AccountTreeError> {
-    let mut specs: Vec<AccountSpec> = base.to_vec();
-    let set = o.budget.iter().chain(&o.share).filter(|(_, v)| v.is_some());
-    let paths: Vec<String> = set.map(|(p, _)| p.clone()).collect();
-    for p in &paths {
-        if !specs.iter().any(|s| &s.path == p) {
-            specs.push(AccountSpec { path: p.clone(), ..Default::default() });
+/// A book from the store's rows (id order) and the config's tree as seed.
+pub fn restore_book(
+    seed: &AccountTree,
+    rows: &[(i64, String, Option<String>)],
+    cluster: &Cluster,
+) -> Result<AccountBook, String> {
+    let mut order = Vec::with_capacity(rows.len());
+    let mut specs = Vec::new();
+    for (i, (id, path, spec)) in rows.iter().enumerate() {
+        if *id != i as i64 + 1 {
+            return Err(format!("stored account ids are not 1, 2, …: {path:?} has id {id} at position {}", i + 1));
+        }
+        order.push(path.clone());
+        if let Some(json) = spec {
+            let d: AccountDecl =
+                serde_json::from_str(json).map_err(|e| format!("stored account {path:?} does not read: {e}"))?;
+            specs.push(spec_of(&d, cluster)?);
         }
     }
-    for s in &mut specs {
-        if let Some(Some(b)) = o.budget.get(&s.path) {
-            s.budget_gpu_hours = Some(*b);
-        }
-        if let Some(Some(v)) = o.share.get(&s.path) {
-            s.share = Some(*v);
-        }
+    AccountBook::restore(seed.declared(), &order, &specs).map_err(|e| e.to_string())
+}
+
+/// One line per edit for the API's answer and the log.
+pub fn describe(e: &AccountEdit) -> String {
+    let num = |v: Option<f64>| v.map_or_else(|| "default".to_string(), |v| v.to_string());
+    match e {
+        AccountEdit::Create(s) => format!("create {}", s.path),
+        AccountEdit::Replace(s) => format!("replace {}", s.path),
+        AccountEdit::Set { path, field, value } => format!("{} {path} = {}", field.key(), num(*value)),
+        AccountEdit::SetUser { path, user, share } => format!("users.{user} {path} = {}", num(*share)),
+        AccountEdit::Close { path } => format!("close {path}"),
+        AccountEdit::Reopen { path } => format!("reopen {path}"),
+        AccountEdit::Rename { path, to } => format!("rename {path} -> {to}"),
     }
-    AccountTree::build(&specs)
 }
 
 /// Pending and running workloads per account subtree.
@@ -72,11 +73,11 @@ fn counts(state: &State) -> (Vec<u64>, Vec<u64>) {
     (tally(&mut state.pending.iter().map(|(_, w)| *w)), tally(&mut state.running.iter().copied()))
 }
 
-/// One view per account in path order.
+/// One view per account in path order (a parent precedes its children).
 pub fn views(state: &State, now: Time, with_standing: bool) -> Vec<AccountView> {
     let (pending, running) = counts(state);
     let policy = AllotPolicy::new();
-    state.accounts.ids().map(|id| view(state, id, now, with_standing, &policy, &pending, &running)).collect()
+    state.accounts.ids_by_path().map(|id| view(state, id, now, with_standing, &policy, &pending, &running)).collect()
 }
 
 fn view(
@@ -113,40 +114,15 @@ fn view(
         running: running[id.0 as usize],
         period_start_t: p.period_start as i64,
         period_end_t: p.period_end.min(i64::MAX as u64) as i64,
+        impact: a.impact,
+        users: a.users.clone(),
+        closed: a.closed,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn null_returns_to_the_config() {
-        let base = vec![AccountSpec { path: "org/a".into(), budget_gpu_hours: Some(10.0), ..Default::default() }];
-        let budget = |o: &Overrides| {
-            let t = build_tree(&base, o).unwrap();
-            t.account(t.get("org/a").unwrap()).budget_gpu_hours
-        };
-        let mut o = Overrides::default();
-        o.budget.insert("org/a".into(), Some(5.0));
-        assert_eq!(budget(&o), Some(5.0), "override");
-        o.budget.insert("org/a".into(), None);
-        assert_eq!(budget(&o), Some(10.0), "null: the config's value, not no budget");
-        o.share.insert("org/new".into(), None);
-        assert!(build_tree(&base, &o).unwrap().get("org/new").is_none(), "a null adds no account");
-    }
-
-    #[test]
-    fn user_shares_survive_a_rebuild_with_overrides() {
-        let mut a = AccountSpec { path: "org/a".into(), ..Default::default() };
-        a.users.insert("alice".into(), 2.0);
-        let tree = AccountTree::build(&[a]).unwrap();
-        let mut o = Overrides::default();
-        o.share.insert("org/a".into(), Some(3.0));
-        let t = build_tree(&base_specs(&tree), &o).unwrap();
-        let acc = t.account(t.get("org/a").unwrap());
-        assert_eq!((acc.share, acc.user_share("alice"), acc.user_share("bob")), (3.0, 2.0, 1.0));
-    }
 
     /// The view carries the core's projection: 2 NGH/h from t = 0 against a
     /// 10 NGH budget runs out at 5 h, inside the 10 h period; the CLI says so.

@@ -21,14 +21,16 @@
 //!   runs). `cluster` is the cluster it ran on as recorded at its start
 //!   (empty in a fleet of one): the trace keeps what each workload was
 //!   allowed, the attempts file where each attempt ran.
-//! * The budgets and shares set through the API (the audit log's
-//!   `account.*` entries) go to a sibling account changes file,
-//!   `<out stem>.accounts.csv`, when there are any: `t_s,account,field,
-//!   value` on the trace's clock (a change before the first submission at
-//!   0), `value` empty where the change went back to the config's value —
-//!   the format `allot sim` / `allot compare --account-changes` read
-//!   (`allot_trace::changes`), so a replay has the budgets that were in
-//!   force, when they were.
+//! * The changes of the live account tree (the audit log's `account.*`
+//!   entries: budgets, shares, impacts and users' shares set, accounts
+//!   created, imported, closed, reopened, renamed) go to a sibling account
+//!   changes file, `<out stem>.accounts.csv`, when there are any:
+//!   `t_s,account,field,value` on the trace's clock (a change before the
+//!   first submission at 0), `value` empty where the change went back to
+//!   the config's value — the format `allot sim` / `allot compare
+//!   --account-changes` read (`allot_trace::changes`), so a replay on the
+//!   config the store was seeded from has the tree that was in force, when
+//!   it was. The trace names each workload's account by its path now.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -133,7 +135,7 @@ pub async fn export_trace(db_url: &str, out: &Path) -> Result<ExportSummary, Exp
         write_attempts(std::io::BufWriter::new(f), &tried, t0).map_err(write_err(&p))?;
         Some(p)
     };
-    let changes: Vec<String> = audit.iter().filter_map(|a| account_change(a, t0)).collect();
+    let changes: Vec<String> = audit.iter().flat_map(|a| account_change(a, t0)).collect();
     let account_changes_path = if changes.is_empty() {
         None
     } else {
@@ -154,18 +156,42 @@ pub async fn export_trace(db_url: &str, out: &Path) -> Result<ExportSummary, Exp
     })
 }
 
-/// One line of the account changes file for an audit entry that changed an
-/// account's budget, share or impact: the value given (`set`; entries
-/// written before it was recorded: the value in force after the change).
-/// Account paths need no CSV quoting (letters, digits, `-`, `_`, `.`, `/`).
-fn account_change(a: &crate::store::AuditRow, t0: i64) -> Option<String> {
-    let field = match a.action.strip_prefix("account.")? {
-        "budget" => "budget_gpu_hours",
-        f => allot_trace::changes::FIELDS.into_iter().find(|x| *x == f)?,
+/// The lines of the account changes file for an audit entry that changed
+/// the account tree (`account.*`, ACC-1): a value set (`set`; entries
+/// written before it was recorded: the value in force after the change), a
+/// user's share, a creation or import (the declaration after it, as JSON),
+/// a close, reopen or rename. Paths need no CSV quoting (letters, digits,
+/// `-`, `_`, `.`, `/`); a declaration is quoted.
+fn account_change(a: &crate::store::AuditRow, t0: i64) -> Vec<String> {
+    let Some(what) = a.action.strip_prefix("account.") else { return Vec::new() };
+    let after: serde_json::Value = a.after.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
+    let t = (a.t - t0).max(0);
+    let line = |field: &str, value: &str| format!("{t},{},{field},{value}\n", a.target);
+    let decl = || {
+        let mut d = after.clone();
+        if let Some(o) = d.as_object_mut() {
+            o.remove("set");
+        }
+        format!("\"{}\"", d.to_string().replace('"', "\"\""))
     };
-    let after: serde_json::Value = serde_json::from_str(a.after.as_deref()?).ok()?;
-    let value = after.get("set").unwrap_or(&after[field]).as_f64().map_or_else(String::new, |v| v.to_string());
-    Some(format!("{},{},{field},{value}\n", (a.t - t0).max(0), a.target))
+    let num = |v: &serde_json::Value| v.as_f64().map_or_else(String::new, |v| v.to_string());
+    match what {
+        "create" => vec![line("create", &decl())],
+        "import" => vec![line("replace", &decl())],
+        "close" | "reopen" => vec![line(what, "")],
+        "rename" => after["path"].as_str().map(|to| line("rename", to)).into_iter().collect(),
+        "user_share" => after["set"]
+            .as_object()
+            .map(|m| m.iter().map(|(u, v)| line(&format!("users.{u}"), &num(v))).collect())
+            .unwrap_or_default(),
+        f => {
+            let field = if f == "budget" { "budget_gpu_hours" } else { f };
+            if !allot_trace::changes::FIELDS.contains(&field) {
+                return Vec::new();
+            }
+            vec![line(field, &num(after.get("set").unwrap_or(&after[field])))]
+        }
+    }
 }
 
 /// The attempts file (see the module docs). Its cells are ids, numbers,

@@ -1,6 +1,8 @@
 //! Rebuilding the scheduler at startup from the config and the store.
 //!
-//! 1. Accounts: the config's tree with the stored budget/share overrides.
+//! 1. Accounts: the stored tree (ACC-1; the store is the truth). The first
+//!    start of a store without one seeds it from the config's
+//!    `[[accounts]]` and the budget/share overrides of older versions.
 //! 2. Nodes: operator events replayed through the engine in order (a
 //!    drained node stays out of service; a failed one stays down until
 //!    repaired).
@@ -24,7 +26,9 @@ use allot_core::workload::saved;
 use allot_core::{Engine, NodeEvent, NodeEventKind, Phase, State, Time, WorkloadSpec};
 use allot_trace::workload::{RawWorkload, Validator};
 
-use crate::accounts::{Overrides, base_specs, build_tree};
+use allot_core::{AccountBook, AccountEdit, AccountField};
+
+use crate::accounts::{restore_book, stored_rows};
 use crate::executor::{AttemptKey, Executor, Survivor};
 use crate::scheduler::Live;
 use crate::states::{AttemptOutcome, AttemptState};
@@ -35,8 +39,8 @@ use crate::store::{AttemptRow, Op, Store, StoreError, WorkloadRow};
 pub enum RecoveryError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("stored budget or share overrides no longer fit the config: {0}")]
-    Accounts(#[from] allot_core::AccountTreeError),
+    #[error("the stored account tree does not fit the config: {0}")]
+    Accounts(String),
 }
 
 /// The state and workloads to hand to the scheduler.
@@ -44,8 +48,8 @@ pub struct Recovered {
     /// The engine with the cluster, accounts, node health and ledger (no
     /// workloads yet).
     pub engine: Engine,
-    pub overrides: Overrides,
-    pub base_accounts: Vec<allot_core::AccountSpec>,
+    /// The live account tree (ACC-1).
+    pub book: AccountBook,
     /// Live workloads with their retries and past.
     pub workloads: Vec<(WorkloadSpec, Live, u32, Past)>,
     /// Survivors that were found and stopped (for logs and tests).
@@ -64,21 +68,8 @@ pub async fn recover(
     exec: &dyn Executor,
     now: Time,
 ) -> Result<Recovered, RecoveryError> {
-    let mut overrides = Overrides::default();
-    for o in store.overrides().await? {
-        if let Some(b) = o.budget_gpu_hours {
-            overrides.budget.insert(o.path.clone(), b);
-        }
-        if let Some(s) = o.share {
-            overrides.share.insert(o.path.clone(), s);
-        }
-    }
-    // Overrides of accounts the config no longer has are dropped.
-    overrides.budget.retain(|p, _| cfg.accounts.get(p).is_some());
-    overrides.share.retain(|p, _| cfg.accounts.get(p).is_some());
-    let base = base_specs(&cfg.accounts);
-    let tree = build_tree(&base, &overrides)?;
-    let mut engine = Engine::new(State::new(cfg.cluster.clone(), tree, cfg.contract));
+    let book = account_book(cfg, store, now).await?;
+    let mut engine = Engine::new(State::new(cfg.cluster.clone(), book.tree().clone(), cfg.contract));
     let outage_nodes = replay_node_events(&mut engine, store).await?;
 
     let live_rows = store.live_workloads().await?;
@@ -123,13 +114,64 @@ pub async fn recover(
     engine.take_effects();
     Ok(Recovered {
         engine,
-        overrides,
-        base_accounts: base,
+        book,
         workloads: out,
         closed_attempts: closed,
         history: (all_workloads, all_attempts),
         outage_nodes,
     })
+}
+
+/// The live account tree: the store's, or, at the first start of a store
+/// without one, the config's with the overrides older versions stored
+/// (written to the store at once).
+async fn account_book(
+    cfg: &allot_trace::config::Config,
+    store: &Store,
+    now: Time,
+) -> Result<AccountBook, RecoveryError> {
+    let rows = store.accounts().await?;
+    if !rows.is_empty() {
+        let book = restore_book(&cfg.accounts, &rows, &cfg.cluster).map_err(RecoveryError::Accounts)?;
+        let differ: Vec<&str> = {
+            let have: BTreeMap<&str, &allot_core::AccountSpec> = book.specs().map(|s| (s.path.as_str(), s)).collect();
+            let mut d: Vec<&str> = cfg
+                .accounts
+                .declared()
+                .iter()
+                .filter(|s| have.get(s.path.as_str()) != Some(s))
+                .map(|s| s.path.as_str())
+                .collect();
+            let seeded: std::collections::BTreeSet<&str> =
+                cfg.accounts.declared().iter().map(|s| s.path.as_str()).collect();
+            d.extend(have.keys().filter(|p| !seeded.contains(*p)));
+            d
+        };
+        if !differ.is_empty() {
+            tracing::warn!(
+                accounts = %differ.join(", "),
+                "the config's [[accounts]] differ from the store's tree, which is the truth (ACC-1): \
+                 change accounts with `allot accounts`, or apply a file with `allot accounts import`"
+            );
+        }
+        return Ok(book);
+    }
+    let mut book = AccountBook::seed(&cfg.accounts);
+    for (path, budget, share) in store.legacy_overrides().await? {
+        if book.spec(&path).is_none() {
+            let spec = allot_core::AccountSpec { path: path.clone(), ..Default::default() };
+            book = book.apply(&AccountEdit::Create(spec)).map_err(|e| RecoveryError::Accounts(e.to_string()))?;
+        }
+        for (field, value) in [(AccountField::Budget, budget), (AccountField::Share, share)] {
+            if value.is_some() {
+                let edit = AccountEdit::Set { path: path.clone(), field, value };
+                book = book.apply(&edit).map_err(|e| RecoveryError::Accounts(e.to_string()))?;
+            }
+        }
+    }
+    store.save_accounts(&stored_rows(&book, &cfg.cluster), &[], &[], "config", now as i64).await?;
+    tracing::info!(accounts = book.specs().count(), "account tree seeded from the config (ACC-1)");
+    Ok(book)
 }
 
 /// The recorded node events, through the engine (no workload holds GPUs

@@ -40,10 +40,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use allot_core::engine::Past;
-use allot_core::{AccountSpec, Engine, NodeEventKind, Policy, Time, WorkloadId, WorkloadSpec};
+use allot_core::{Engine, NodeEventKind, Policy, Time, WorkloadId, WorkloadSpec};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::accounts::Overrides;
 use crate::clock;
 use crate::executor::{AttemptKey, ExecEvent, Executor, Launch};
 use crate::metrics::Metrics;
@@ -80,13 +79,23 @@ pub enum Msg {
     Nodes {
         reply: oneshot::Sender<Vec<NodeView>>,
     },
-    /// Set (`Some`) or unset (`None`) a budget or share.
-    SetAccount {
-        path: String,
-        field: AccountField,
-        value: Option<f64>,
+    /// The declared accounts now (an export).
+    AccountDecls {
+        reply: oneshot::Sender<Vec<crate::views::AccountDecl>>,
+    },
+    /// The edits that make the tree `specs` (an import).
+    ImportAccounts {
+        specs: Vec<allot_core::AccountSpec>,
+        reply: oneshot::Sender<Vec<allot_core::AccountEdit>>,
+    },
+    /// Account tree edits, applied together (ACC-1); `stop` with a close:
+    /// ACC-3; `dry_run`: only say what would change.
+    EditAccounts {
+        edits: Vec<allot_core::AccountEdit>,
+        stop: bool,
+        dry_run: bool,
         by: String,
-        reply: Reply<AccountView>,
+        reply: Reply<crate::views::AccountEdits>,
     },
     /// An operator's node action.
     Node {
@@ -98,21 +107,6 @@ pub enum Msg {
 }
 
 pub type Reply<T> = oneshot::Sender<Result<T, Refusal>>;
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum AccountField {
-    Budget,
-    Share,
-}
-
-impl AccountField {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AccountField::Budget => "budget",
-            AccountField::Share => "share",
-        }
-    }
-}
 
 /// Why the scheduler refused a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,8 +170,10 @@ pub struct Scheduler {
     pub(crate) exec: Arc<dyn Executor>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) paths: Paths,
-    pub(crate) base_accounts: Vec<AccountSpec>,
-    pub(crate) overrides: Overrides,
+    /// The live account tree (ACC-1); the engine's tree is its tree.
+    pub(crate) book: allot_core::AccountBook,
+    /// The API's view of the tree, updated with every edit.
+    pub(crate) catalog: Option<Arc<crate::submission::Catalog>>,
     /// Indexed by `WorkloadId`.
     pub(crate) live: Vec<Live>,
     pub(crate) by_seq: HashMap<i64, WorkloadId>,
@@ -209,7 +205,6 @@ pub struct Scheduler {
 const RETRY: Duration = Duration::from_millis(250);
 
 impl Scheduler {
-    #[expect(clippy::too_many_arguments, reason = "assembled once by recovery")]
     pub(crate) fn new(
         engine: Engine,
         policy: Box<dyn Policy>,
@@ -217,8 +212,7 @@ impl Scheduler {
         exec: Arc<dyn Executor>,
         metrics: Arc<Metrics>,
         paths: Paths,
-        base_accounts: Vec<AccountSpec>,
-        overrides: Overrides,
+        book: allot_core::AccountBook,
     ) -> Scheduler {
         let mut engine = engine;
         engine.mark_dirty();
@@ -229,8 +223,8 @@ impl Scheduler {
             exec,
             metrics,
             paths,
-            base_accounts,
-            overrides,
+            book,
+            catalog: None,
             live: Vec::new(),
             by_seq: HashMap::new(),
             clock: Clock::System,

@@ -188,19 +188,11 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let rec = recover(&cfg, &store, exec.as_ref(), now).await?;
     let metrics = Arc::new(Metrics::new());
     metrics.restore(&rec.history.0, &rec.history.1);
-    let template = allot_core::State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
+    let template = allot_core::State::new(cfg.cluster.clone(), rec.book.tree().clone(), cfg.contract);
     let catalog = Catalog::new(template, kind);
     let paths = Paths { data_dir: opts.data_dir.clone() };
-    let mut sched = Scheduler::new(
-        rec.engine,
-        kind.build(),
-        store.clone(),
-        exec,
-        metrics.clone(),
-        paths,
-        rec.base_accounts,
-        rec.overrides,
-    );
+    let mut sched = Scheduler::new(rec.engine, kind.build(), store.clone(), exec, metrics.clone(), paths, rec.book);
+    sched.catalog = Some(catalog.clone());
     let recovered = rec.workloads.len();
     for (spec, live, retries, past) in rec.workloads {
         sched.restore(spec, live, retries, &past, now);

@@ -81,26 +81,45 @@ fn bad(field: &str, message: impl Into<String>) -> FieldError {
 }
 
 /// What the API needs to check submissions without asking the scheduler:
-/// the topology, the account tree and the policy's admission, all fixed by
-/// the config.
+/// the topology and the policy's admission (fixed by the config) and the
+/// account tree (live: the scheduler sets it after every edit, ACC-1).
 pub struct Catalog {
     /// A state without workloads, for the policy's admission check.
-    pub template: State,
+    template: std::sync::RwLock<State>,
+    cluster: Cluster,
     pub policy: PolicyKind,
     admit: std::sync::Mutex<Box<dyn Policy>>,
 }
 
 impl Catalog {
     pub fn new(template: State, policy: PolicyKind) -> Arc<Catalog> {
-        Arc::new(Catalog { template, policy, admit: std::sync::Mutex::new(policy.build()) })
+        let cluster = template.cluster.clone();
+        Arc::new(Catalog {
+            template: std::sync::RwLock::new(template),
+            cluster,
+            policy,
+            admit: std::sync::Mutex::new(policy.build()),
+        })
     }
 
     pub fn cluster(&self) -> &Cluster {
-        &self.template.cluster
+        &self.cluster
+    }
+
+    /// The template state (no workloads; the live tree), read-locked.
+    pub fn template(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.template.read().expect("catalog lock")
+    }
+
+    /// The tree after an edit (ACC-1).
+    pub fn set_accounts(&self, tree: allot_core::AccountTree) {
+        let mut t = self.template.write().expect("catalog lock");
+        t.ledger.grow(tree.len());
+        t.accounts = tree;
     }
 
     pub fn account_exists(&self, path: &str) -> bool {
-        self.template.accounts.get(path).is_some_and(|id| id != AccountId::ROOT)
+        self.template().accounts.get(path).is_some_and(|id| id != AccountId::ROOT)
     }
 
     /// Whether `who` may see `path` and it exists: otherwise both are
@@ -138,7 +157,11 @@ impl Catalog {
             preemptible: req.preemptible.unwrap_or(false),
             clusters: clusters.as_deref(),
         };
-        let spec = Validator::for_state(&self.template).check(&raw).map_err(|e| field_error(&req.account, e))?;
+        let template = self.template();
+        let spec = Validator::for_state(&template).check(&raw).map_err(|e| field_error(&req.account, e))?;
+        if let Some(closed) = closed_account(&template, spec.account) {
+            return Err(bad("account", closed));
+        }
         let retries = req.retries.unwrap_or(0);
         if retries > MAX_RETRIES {
             return Err(bad("retries", format!("at most {MAX_RETRIES}, got {retries}")));
@@ -150,7 +173,8 @@ impl Catalog {
         {
             return Err(bad("name", "at most 128 characters, no control characters"));
         }
-        self.admit(&spec)?;
+        self.admit(&template, &spec)?;
+        drop(template);
         Ok((self.row(req, &spec, who, clusters), spec))
     }
 
@@ -179,9 +203,9 @@ impl Catalog {
     }
 
     /// The policy's admission, with the field its rule is about.
-    fn admit(&self, spec: &WorkloadSpec) -> Result<(), FieldError> {
+    fn admit(&self, template: &State, spec: &WorkloadSpec) -> Result<(), FieldError> {
         let policy = self.admit.lock().expect("admission policy");
-        policy.admit(&self.template, spec).map_err(|r| {
+        policy.admit(template, spec).map_err(|r| {
             let field = match r.rule {
                 Rule::InteractiveLimit => "class",
                 Rule::PrioPools => "account",
@@ -190,6 +214,19 @@ impl Catalog {
             bad(field, format!("rejected by the {} policy: {r}", policy.name()))
         })
     }
+}
+
+/// ACC-2: "account org/x is closed …" when the account or one above it is
+/// closed (the engine refuses such work too; this answers before storing).
+fn closed_account(state: &State, account: AccountId) -> Option<String> {
+    let tree = &state.accounts;
+    let c = tree.ancestry(account).map(|a| tree.account(a)).find(|a| a.own_closed)?;
+    let path = &tree.account(account).path;
+    Some(if &c.path == path {
+        format!("ACC-2: account {path:?} is closed; it takes no new work")
+    } else {
+        format!("ACC-2: account {path:?} is below {:?}, which is closed; it takes no new work", c.path)
+    })
 }
 
 /// The answer for an account that does not exist or that the caller may

@@ -187,14 +187,29 @@ pub struct AccountView {
     /// End of the current budget period: the next renewal (BUD-4).
     #[serde(default)]
     pub period_end_t: i64,
+    /// Own or inherited impact (IMP rules).
+    #[serde(default = "one")]
+    pub impact: f64,
+    /// Users' FS-2 shares set for this account's own work (others: 1).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub users: BTreeMap<String, f64>,
+    /// ACC-2: closed itself or below a closed account; no new work.
+    #[serde(default)]
+    pub closed: bool,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
 }
 
-/// `PATCH /v1/accounts/{path}`: a field absent is unchanged, `null` removes
-/// the override (back to the config's value, also after a restart).
+/// `PATCH /v1/accounts/{path}`: a field absent is unchanged; `null` returns
+/// to the config's value (none when the config does not declare it). The
+/// changes apply together (one transaction, one audit entry each) in this
+/// order: budget, share, impact, users, closed, rename.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AccountChange {
@@ -202,6 +217,49 @@ pub struct AccountChange {
     pub budget_gpu_hours: Option<Option<f64>>,
     #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
     pub share: Option<Option<f64>>,
+    #[serde(default, deserialize_with = "double_option", skip_serializing_if = "Option::is_none")]
+    pub impact: Option<Option<f64>>,
+    /// Users' FS-2 shares within the account (`null`: back to 1 or the
+    /// config's).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub users: BTreeMap<String, Option<f64>>,
+    /// Close (`true`, ACC-2) or reopen (`false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed: Option<bool>,
+    /// With `closed: true`: also cancel the subtree's pending work and stop
+    /// its running work after grace (ACC-3). Default: they run on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop: bool,
+    /// A new path with the same parent (the last segment changes; the
+    /// subtree, its workloads and grants move with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rename_to: Option<String>,
+}
+
+pub use allot_trace::decl::AccountDecl;
+
+/// `GET` / `PUT /v1/account-tree`: the whole tree (an export, an import).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccountTreeImport {
+    pub accounts: Vec<AccountDecl>,
+    /// Only say what would change.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// What an account request changed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AccountEdits {
+    /// One line per change, e.g. `create org/new`, `budget_gpu_hours org/a: 10 -> 20`.
+    pub changes: Vec<String>,
+    /// Whether the changes were made (false for a dry run).
+    pub applied: bool,
+    /// The accounts changed, as they are now.
+    pub accounts: Vec<AccountView>,
+    /// Workloads cancelled or stopped by a close with `stop` (ACC-3).
+    #[serde(default)]
+    pub stopped: u64,
 }
 
 /// A node.

@@ -73,6 +73,15 @@ async fn authz(backend: Backend) {
             [200, 200, 404, 404, 401, 401],
         ),
         ("PATCH", "/v1/accounts/org/a".into(), Some(r#"{"share":1}"#.into()), [200, 200, 403, 404, 401, 401]),
+        ("PATCH", "/v1/accounts/org/a".into(), Some(r#"{"users":{"res":2}}"#.into()), [200, 200, 403, 404, 401, 401]),
+        ("POST", "/v1/accounts".into(), Some(r#"{"path":"lab/new"}"#.into()), [201, 403, 403, 403, 401, 401]),
+        ("GET", "/v1/account-tree".into(), None, [200, 200, 200, 200, 401, 401]),
+        (
+            "PUT",
+            "/v1/account-tree".into(),
+            Some(r#"{"accounts":[{"path":"org/a"}],"dry_run":true}"#.into()),
+            [200, 403, 403, 403, 401, 401],
+        ),
         ("GET", "/v1/nodes".into(), None, [200, 200, 200, 200, 401, 401]),
         ("POST", "/v1/nodes/gpu-1/undrain".into(), None, [200, 403, 403, 403, 401, 401]),
         ("GET", "/v1/tokens".into(), None, [200, 403, 403, 403, 401, 401]),
@@ -115,7 +124,7 @@ async fn authz(backend: Backend) {
                 .collect::<Vec<_>>()
         }
     };
-    assert_eq!(seen(admin, "/v1/accounts").await, ["lab", "lab/x", "org", "org/a", "org/b"]);
+    assert_eq!(seen(admin, "/v1/accounts").await, ["lab", "lab/new", "lab/x", "org", "org/a", "org/b"]);
     assert_eq!(seen(&mgr, "/v1/accounts").await, ["org", "org/a", "org/b"]);
     assert_eq!(seen(&res, "/v1/accounts").await, ["org/a"]);
     assert!(seen(&scrape, "/v1/accounts").await.is_empty() && seen(&scrape, "/v1/workloads").await.is_empty());
@@ -156,8 +165,14 @@ async fn authz(backend: Backend) {
             )
         })
         .collect();
-    assert_eq!(changes.len(), 6, "admin: lab/x, org, org/b, org/a; manager: org/b, org/a: {audit}");
+    assert_eq!(
+        changes.len(),
+        9,
+        "admin: lab/x, org, org/b, org/a ×2, lab/new (not the dry run); manager: org/b, org/a ×2: {audit}"
+    );
     assert!(changes.contains(&("mgr".into(), "account.budget".into(), "org/b".into())), "{audit}");
+    assert!(changes.contains(&("mgr".into(), "account.user_share".into(), "org/a".into())), "{audit}");
+    assert!(changes.contains(&("root".into(), "account.create".into(), "lab/new".into())), "{audit}");
     let entry = audit.as_array().unwrap().iter().find(|e| e["target"] == "org/b" && e["principal"] == "root").unwrap();
     assert_eq!(
         (entry["before"]["budget_gpu_hours"].clone(), entry["after"]["budget_gpu_hours"].clone()),

@@ -108,9 +108,18 @@ async fn lifecycle(backend: Backend) {
     let (_, audit) = s.http("GET", "/v1/audit", Some(&f.admin), None).await;
     assert_eq!(summary.account_changes, 3, "the refused change is not one: {audit}");
     let changes = allot_trace::changes::load_account_changes(path, &cfg).expect("the changes load");
-    let fields: Vec<(&str, Option<f64>)> = changes.iter().map(|c| (c.field, c.value)).collect();
-    assert_eq!(fields, [("budget_gpu_hours", Some(5.0)), ("share", Some(3.0)), ("share", None)]);
-    assert!(changes.windows(2).all(|w| w[0].t <= w[1].t) && changes.iter().all(|c| c.account == "org/a"));
+    let fields: Vec<(&str, &str, Option<f64>)> = changes
+        .iter()
+        .map(|c| match &c.edit {
+            allot_core::AccountEdit::Set { path, field, value } => (path.as_str(), field.key(), *value),
+            e => panic!("only values were set: {e:?}"),
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [("org/a", "budget_gpu_hours", Some(5.0)), ("org/a", "share", Some(3.0)), ("org/a", "share", None)]
+    );
+    assert!(changes.windows(2).all(|w| w[0].t <= w[1].t));
     let trees = allot_trace::changes::trees_in_force(&cfg, &changes).unwrap();
     let (_, last) = trees.last().unwrap();
     let org_a = last.account(last.get("org/a").unwrap());

@@ -138,6 +138,7 @@ pub fn split_by_cluster(
                 legacy_pools: pools,
                 max_service_gpus: a.max_service_gpus,
                 users: a.users.clone(),
+                closed: a.own_closed,
             });
         }
     }

@@ -1,37 +1,46 @@
-//! Account change files (`--account-changes`): the budgets, shares and
-//! impacts that were in force, with the times they changed, as
-//! `allot trace export` writes them from a server's audit log
-//! (docs/compare.md).
+//! Account change files (`--account-changes`): the changes of the account
+//! tree with their times, as `allot trace export` writes them from a
+//! server's audit log (docs/compare.md).
 //!
-//! CSV with the header `t_s,account,field,value`: `t_s` seconds from the
-//! trace start, `account` a declared account's path, `field` one of
-//! `budget_gpu_hours`, `share`, `impact`, and `value` a finite number > 0, or
-//! empty for "the config's own value" (as `null` does in the API). Changes
-//! are applied in time order (file order at the same time), each on top of
-//! the ones before.
+//! CSV with the header `t_s,account,field,value`; `t_s` is seconds from the
+//! trace start, `account` the account's path then, and `field`:
+//! * `budget_gpu_hours`, `share`, `impact` or `users.NAME` (a user's FS-2
+//!   share): `value` a number within the config's bounds, or empty for "the
+//!   config's own value" (as `null` does in the API);
+//! * `create` or `replace`: `value` the account's declaration as JSON
+//!   ([`crate::decl::AccountDecl`]; empty for a `create` with defaults);
+//! * `close`, `reopen`: no value (ACC-2);
+//! * `rename`: `value` the new path (ACC-1).
+//!
+//! Changes are applied in time order (file order at the same time) by the
+//! tree's one editor, [`allot_core::AccountBook`], each on top of the ones
+//! before, so every account keeps its id (ACC-1); one the tree refuses is an
+//! error naming its line.
 
 use std::io::Read;
 use std::path::Path;
 
-use allot_core::{AccountTree, Time};
+use allot_core::{AccountBook, AccountEdit, AccountField, AccountSpec, AccountTree, Time};
 
-use crate::config::{Config, parse_config};
+use crate::bounds;
+use crate::config::Config;
 use crate::error::{FormatError, FormatKind, from_csv, quoted};
 use crate::lines::{csv_reader, record_line};
 use crate::trace::{csv_header, map_header, parse_uint};
 
 const COLUMNS: [&str; 4] = ["t_s", "account", "field", "value"];
-/// The account fields a change may set.
+/// The numeric account fields a change may set.
 pub const FIELDS: [&str; 3] = ["budget_gpu_hours", "share", "impact"];
+/// The fields of a change file, as its errors list them.
+const ALL_FIELDS: &str = "budget_gpu_hours, share, impact, users.NAME, create, replace, close, reopen, rename";
 
-/// One change of one account's field.
+/// One change of the account tree at `t` (seconds from the trace start),
+/// from `line` of its file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AccountChange {
     pub t: Time,
-    pub account: String,
-    pub field: &'static str,
-    /// `None`: back to the config's own value.
-    pub value: Option<f64>,
+    pub line: u64,
+    pub edit: AccountEdit,
 }
 
 /// Loads an account change file (CSV).
@@ -40,8 +49,58 @@ pub fn load_account_changes(path: &Path, cfg: &Config) -> Result<Vec<AccountChan
     parse_account_changes_csv(f, &path.display().to_string(), cfg)
 }
 
-/// Parses an account change file; `file` names it in errors. Every account
-/// must be declared in `cfg` and every value valid for its field.
+/// A numeric value within `bound`, or `None` for an empty cell.
+fn number(v: &str, bound: bounds::FloatBound) -> Result<Option<f64>, String> {
+    if v.is_empty() {
+        return Ok(None);
+    }
+    let x: f64 = v.parse().map_err(|_| format!("expected a number or nothing, got {}", quoted(v)))?;
+    bound.check(x).map(Some).map_err(|m| m.to_string())
+}
+
+/// The edit of one row.
+fn edit_of(account: &str, field: &str, value: &str, cfg: &Config) -> Result<AccountEdit, (usize, String)> {
+    let path = account.to_string();
+    let decl = |v: &str| -> Result<AccountSpec, (usize, String)> {
+        if v.is_empty() {
+            return Ok(AccountSpec { path: path.clone(), ..Default::default() });
+        }
+        let d: crate::decl::AccountDecl =
+            serde_json::from_str(v).map_err(|e| (3, format!("expected an account declaration (JSON): {e}")))?;
+        if d.path != account {
+            return Err((3, format!("the declaration is of {}, not of {}", quoted(&d.path), quoted(account))));
+        }
+        crate::decl::spec_of(&d, &cfg.cluster).map_err(|m| (3, m))
+    };
+    let empty = |e: AccountEdit| if value.is_empty() { Ok(e) } else { Err((3, format!("{field} takes no value"))) };
+    Ok(match field {
+        "create" => AccountEdit::Create(decl(value)?),
+        "replace" if value.is_empty() => return Err((3, "replace needs the account's declaration (JSON)".into())),
+        "replace" => AccountEdit::Replace(decl(value)?),
+        "close" => empty(AccountEdit::Close { path })?,
+        "reopen" => empty(AccountEdit::Reopen { path })?,
+        "rename" if value.is_empty() => return Err((3, "rename needs the new path".into())),
+        "rename" => AccountEdit::Rename { path, to: value.to_string() },
+        f => {
+            if let Some(user) = f.strip_prefix("users.") {
+                let share = number(value, bounds::SHARE).map_err(|m| (3, m))?;
+                AccountEdit::SetUser { path, user: user.to_string(), share }
+            } else {
+                let field = AccountField::parse(f)
+                    .ok_or_else(|| (2, format!("unknown field {} (use {ALL_FIELDS})", quoted(f))))?;
+                let bound = match field {
+                    AccountField::Budget => bounds::BUDGET_GPU_HOURS,
+                    AccountField::Share => bounds::SHARE,
+                    AccountField::Impact => bounds::IMPACT,
+                };
+                AccountEdit::Set { path, field, value: number(value, bound).map_err(|m| (3, m))? }
+            }
+        }
+    })
+}
+
+/// Parses an account change file; `file` names it in errors. Each change
+/// must be one the tree accepts, in order, on top of `cfg`'s accounts.
 pub fn parse_account_changes_csv(
     reader: impl Read,
     file: &str,
@@ -52,61 +111,46 @@ pub fn parse_account_changes_csv(
     let index = map_header(FormatKind::Events, file, &header, &COLUMNS, &[0, 1, 2, 3])?;
     let mut out = Vec::new();
     let mut rec = csv::StringRecord::new();
+    let err = |line: u64, c: usize, msg: String| {
+        FormatError::new(FormatKind::Events, file, msg).at_line(line).in_field(COLUMNS[c])
+    };
     while rdr.read_record(&mut rec).map_err(|e| from_csv(FormatKind::Events, file, &mut rdr, e))? {
         let line = rec.position().map_or(0, |p| record_line(&mut rdr, p));
         let cell = |c: usize| index[c].map_or("", |i| rec[i].trim());
-        let err =
-            |c: usize, msg: String| FormatError::new(FormatKind::Events, file, msg).at_line(line).in_field(COLUMNS[c]);
-        let t = parse_uint::<u64>(cell(0), u64::MAX).map_err(|m| err(0, m.to_string()))?;
-        let account = cell(1);
-        let declared = cfg.accounts.get(account).is_some_and(|id| cfg.accounts.account(id).declared);
-        if !declared {
-            let known: Vec<&str> =
-                cfg.accounts.accounts.iter().filter(|a| a.declared).map(|a| a.path.as_str()).collect();
-            return Err(err(1, format!("unknown account {} (declared: {})", quoted(account), known.join(", "))));
-        }
-        let field = FIELDS
-            .into_iter()
-            .find(|f| *f == cell(2))
-            .ok_or_else(|| err(2, format!("unknown field {} (use {})", quoted(cell(2)), FIELDS.join(", "))))?;
-        let value = match cell(3) {
-            "" => None,
-            v => match v.parse::<f64>() {
-                Ok(x) if x.is_finite() && x > 0.0 => Some(x),
-                _ => return Err(err(3, format!("expected a finite number > 0 or nothing, got {}", quoted(v)))),
-            },
-        };
-        out.push(AccountChange { t, account: account.to_string(), field, value });
+        let t = parse_uint::<u64>(cell(0), u64::MAX).map_err(|m| err(line, 0, m.to_string()))?;
+        let edit = edit_of(cell(1), cell(2), cell(3), cfg).map_err(|(c, m)| err(line, c, m))?;
+        out.push(AccountChange { t, line, edit });
     }
     out.sort_by_key(|c| c.t);
+    let mut book = AccountBook::seed(&cfg.accounts);
+    for c in &out {
+        book = book.apply(&c.edit).map_err(|e| err(c.line, 1, e.to_string()))?;
+    }
     Ok(out)
 }
 
 /// The account trees in force after each instant at which something
-/// changed, built by the config's own parser from `cfg` with the changes
-/// so far (so ids and every other rule stay those of the config).
+/// changed, each from the one before by the tree's editor (ids kept,
+/// ACC-1), starting from `cfg`'s.
 pub fn trees_in_force(cfg: &Config, changes: &[AccountChange]) -> Result<Vec<(Time, AccountTree)>, FormatError> {
-    let fail = |msg: String| FormatError::new(FormatKind::Config, &cfg.path, msg);
-    let base: toml::Table = cfg.text.parse().map_err(|e| fail(format!("cannot read the config's TOML: {e}")))?;
-    let mut doc = base.clone();
+    let mut book = AccountBook::seed(&cfg.accounts);
     let mut out: Vec<(Time, AccountTree)> = Vec::new();
-    let mut i = 0;
-    while i < changes.len() {
-        let t = changes[i].t;
-        while i < changes.len() && changes[i].t == t {
-            let c = &changes[i];
-            let value = match c.value {
-                Some(v) => Some(v),
-                None => account_field(&mut base.clone(), &c.account, c.field).map_err(fail)?,
-            };
-            set_account_field(&mut doc, &c.account, c.field, value).map_err(fail)?;
-            i += 1;
+    for (i, c) in changes.iter().enumerate() {
+        book = book.apply(&c.edit).map_err(|e| {
+            FormatError::new(FormatKind::Events, &cfg.path, format!("account change of line {}: {e}", c.line))
+        })?;
+        if changes.get(i + 1).is_none_or(|n| n.t != c.t) {
+            out.push((c.t, book.tree().clone()));
         }
-        let text = toml::to_string(&doc).map_err(|e| fail(format!("cannot write the changed config: {e}")))?;
-        let at = format!("{} with the account changes up to t_s {t}", cfg.path);
-        out.push((t, parse_config(&text, &at)?.accounts));
     }
     Ok(out)
+}
+
+/// The tree after every change: every account that ever existed, under its
+/// last path — the tree a replay's trace is read against (its workloads
+/// carry the accounts' paths as the server has them now).
+pub fn last_tree(cfg: &Config, trees: &[(Time, AccountTree)]) -> AccountTree {
+    trees.last().map_or_else(|| cfg.accounts.clone(), |(_, t)| t.clone())
 }
 
 /// The declared account `path` of a config's TOML (an error lists the
@@ -147,6 +191,7 @@ pub(crate) fn set_account_field(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::config::parse_config;
 
     /// Two accounts (one with a budget, one with a share), a batch slice.
     pub(crate) const CONFIG: &str = r#"
@@ -200,11 +245,44 @@ min_slice = { batch = "2h" }
     fn bad_changes_name_the_line_and_field() {
         let err = |text: &str| parse(text).unwrap_err().to_string();
         let e = err("t_s,account,field,value\n1,org/zz,share,2\n");
-        assert!(e.contains("ch.csv:2") && e.contains("declared: org/a, org/b"), "{e}");
+        assert!(e.contains("ch.csv:2") && e.contains("accounts: org/a, org/b"), "{e}");
         assert!(err("t_s,account,field,value\n1,org/a,quota,2\n").contains("use budget_gpu_hours, share, impact"));
         let e = err("t_s,account,field,value\n1,org/a,share,-2\n");
-        assert!(e.contains("value") && e.contains("finite number > 0"), "{e}");
+        assert!(e.contains("value") && e.contains("between"), "{e}");
         assert!(err("t_s,account,field,value\nsoon,org/a,share,2\n").contains("t_s"));
         assert!(err("t_s,account,field\n1,org/a,share\n").contains("value"), "a missing column is named");
+        let e = err("t_s,account,field,value\n1,org/a,close,\n2,org/a,close,\n");
+        assert!(e.contains("ch.csv:3") && e.contains("closed"), "closing twice: {e}");
+        let e = err("t_s,account,field,value\n1,org/a,rename,other/a\n");
+        assert!(e.contains("keeps the parent"), "{e}");
+        let e = err("t_s,account,field,value\n1,org/c,create,{\"path\":\"org/d\"}\n");
+        assert!(e.contains("not of \"org/c\""), "{e}");
+        assert!(err("t_s,account,field,value\n1,org/a,close,now\n").contains("takes no value"));
+    }
+
+    /// Created, renamed and closed accounts keep their ids across trees
+    /// (ACC-1): a trace read against the last tree refers to the same
+    /// accounts in every earlier one.
+    #[test]
+    fn the_live_tree_replays_with_its_ids() {
+        let cs = parse(concat!(
+            "t_s,account,field,value\n",
+            "5,org/c,create,\"{\"\"path\"\":\"\"org/c\"\",\"\"budget_gpu_hours\"\":7}\"\n",
+            "5,org/c,users.alice,3\n",
+            "9,org/a,rename,org/z\n",
+            "9,org/b,close,\n",
+        ))
+        .unwrap();
+        let trees = trees_in_force(&config(), &cs).unwrap();
+        assert_eq!(trees.len(), 2);
+        let (t5, five) = &trees[0];
+        let c = five.get("org/c").unwrap();
+        assert_eq!((*t5, five.account(c).budget_gpu_hours, five.account(c).user_share("alice")), (5, Some(7.0), 3.0));
+        let last = last_tree(&config(), &trees);
+        let base = &config().accounts;
+        assert_eq!(last.get("org/z"), base.get("org/a"), "renamed: the same id");
+        assert_eq!(last.get("org/c"), Some(c), "created: the next id, kept");
+        assert!(last.account(last.get("org/b").unwrap()).closed && !five.account(five.get("org/b").unwrap()).closed);
+        assert_eq!(last.get("org/a"), None);
     }
 }

@@ -145,6 +145,7 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
             legacy_pools: a.legacy_pools.clone().map(at),
             max_service_gpus: a.max_service_gpus,
             users: BTreeMap::new(),
+            closed: false,
         })
         .collect();
     let secs = |s: u64| Some(at(Secs(s)));
@@ -240,6 +241,9 @@ struct RawAccount {
     /// User shares of the account's own work (FS-2): `users = { alice = 2 }`.
     #[serde(default)]
     users: BTreeMap<String, Spanned<f64>>,
+    /// Closed (ACC-2): as `allot accounts export` writes it.
+    #[serde(default)]
+    closed: bool,
 }
 
 #[derive(Default, Deserialize)]
@@ -728,6 +732,7 @@ fn build_accounts(ctx: &Ctx<'_>, raw: &[RawAccount], cluster: &Cluster) -> Resul
                     Ok((u.clone(), ctx.float(format!("accounts[{i}].users.{u}"), "user share", v, bounds::SHARE)?))
                 })
                 .collect::<Result<_, FormatError>>()?,
+            closed: a.closed,
         });
     }
     AccountTree::build(&specs).map_err(|e| account_error(ctx, raw, e))
@@ -767,6 +772,11 @@ fn account_error(ctx: &Ctx<'_>, raw: &[RawAccount], e: AccountTreeError) -> Form
             let i = find(path).unwrap_or(0);
             let span = raw.get(i).and_then(|a| a.users.get(user)).map(Spanned::span);
             (format!("accounts[{i}].users.{user}"), span, e.to_string())
+        }
+        // A config gives no id order (only a stored tree does).
+        AccountTreeError::BadOrder(p) => {
+            let i = find(p).unwrap_or(0);
+            (format!("accounts[{i}].path"), raw.get(i).map(|a| a.path.span()), e.to_string())
         }
     };
     ctx.err(key, span, message).caused_by(e)

@@ -2,6 +2,7 @@
 //!
 //! * [`bounds`]: the bounds of every numeric input, shared with the server;
 //! * [`config`]: the cluster + accounts + contract TOML (docs/design.md §4);
+//! * [`decl`]: an account's declaration as a document (export, import, API, store);
 //! * [`trace`]: workload traces in CSV or JSON Lines;
 //! * [`workload`]: the one validator of a workload's fields, for traces, the API and the store;
 //! * [`events`]: node event files (fail / repair / drain / undrain);
@@ -12,6 +13,7 @@
 pub mod bounds;
 pub mod changes;
 pub mod config;
+pub mod decl;
 pub mod duration;
 pub mod error;
 pub mod events;

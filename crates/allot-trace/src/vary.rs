@@ -16,6 +16,8 @@
 //! combination of their values is one variation. The first variation is
 //! always the config as given (`base`).
 
+use allot_core::AccountEdit;
+
 use crate::changes::{AccountChange, account_field, set_account_field};
 use crate::config::{Config, parse_config};
 
@@ -202,12 +204,13 @@ impl Variation {
             let mut c = c.clone();
             for (_, target, change) in &self.changes {
                 let Target::Account { path, field } = target else { continue };
-                if *path != c.account || *field != c.field {
+                let AccountEdit::Set { path: p, field: f, value } = &mut c.edit else { continue };
+                if path != p || *field != f.key() {
                     continue;
                 }
                 match change {
                     Change::Set(_) => continue 'next,
-                    Change::Relative(p) => c.value = c.value.map(|v| v * (1.0 + p / 100.0)),
+                    Change::Relative(r) => *value = value.map(|v| v * (1.0 + r / 100.0)),
                 }
             }
             out.push(c);
@@ -258,6 +261,7 @@ fn set_contract(doc: &mut toml::Table, keys: &[String], change: &Change) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use allot_core::AccountField;
 
     fn config() -> Config {
         parse_config(crate::changes::tests::CONFIG, "c.toml").unwrap()
@@ -290,21 +294,21 @@ mod tests {
 
     #[test]
     fn a_variation_adjusts_the_account_changes_of_a_replay() {
-        let ch = |t, account: &str, field, value| AccountChange { t, account: account.into(), field, value };
+        let ch = |t, account: &str, field, value| AccountChange {
+            t,
+            line: t,
+            edit: AccountEdit::Set { path: account.into(), field, value },
+        };
         let changes = [
-            ch(10, "org/a", "budget_gpu_hours", Some(200.0)),
-            ch(20, "org/a", "budget_gpu_hours", None),
-            ch(30, "org/b", "share", Some(4.0)),
+            ch(10, "org/a", AccountField::Budget, Some(200.0)),
+            ch(20, "org/a", AccountField::Budget, None),
+            ch(30, "org/b", AccountField::Share, Some(4.0)),
         ];
         let vs = variations(&[parse_sweep("budget:org/a=+50%,80").unwrap()]).unwrap();
         assert_eq!(vs[0].adjust(&changes), changes, "the base replays them as they were");
         assert_eq!(
             vs[1].adjust(&changes),
-            [changes[0].clone(), changes[1].clone(), changes[2].clone()].map(|c| if c.t == 10 {
-                AccountChange { value: Some(300.0), ..c }
-            } else {
-                c
-            }),
+            [ch(10, "org/a", AccountField::Budget, Some(300.0)), changes[1].clone(), changes[2].clone()],
             "+50% of every value in force"
         );
         assert_eq!(vs[2].adjust(&changes), [changes[2].clone()], "80 for the whole run");

@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 
+use allot_core::AccountField;
 use allot_server::client::{Client, render};
-use allot_server::views::{AccountChange, SubmitRequest};
+use allot_server::views::{AccountChange, AccountDecl, AccountTreeImport, AccountView, SubmitRequest};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
@@ -30,14 +31,18 @@ pub enum ClientCommand {
     Show(IdArgs),
     /// Cancel a workload (a running one is signalled and stopped after grace).
     Cancel(IdArgs),
-    /// The account tree with budgets, use and fair-share standing.
-    Accounts(ListArgs),
+    /// The account tree with budgets, use and fair-share standing; create,
+    /// rename, close, reopen, export, import.
+    Accounts(AccountsArgs),
     /// Budgets: allot budget set PATH HOURS
     #[command(subcommand)]
     Budget(SetCommand),
-    /// Shares: allot share set PATH N
+    /// Shares: allot share set PATH N, or a researcher's: allot share set PATH --user NAME N
     #[command(subcommand)]
     Share(SetCommand),
+    /// Impact: allot impact set PATH N (IMP rules)
+    #[command(subcommand)]
+    Impact(SetCommand),
     /// Nodes with health and free GPUs.
     Nodes(NodesArgs),
     /// Node maintenance: allot node drain|undrain NAME
@@ -145,8 +150,114 @@ pub enum SetCommand {
 pub struct SetArgs {
     #[command(flatten)]
     opts: ClientOpts,
+    /// The account's path, e.g. org/llm/pretrain.
     path: String,
+    /// The value: GPU-hours (NGH) per budget period for a budget, a
+    /// weight for a share or an impact; "default" for the config's.
     value: String,
+    /// A researcher's share within the account (FS-2; share only).
+    #[arg(long)]
+    user: Option<String>,
+}
+
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct AccountsArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    #[command(subcommand)]
+    command: Option<AccountsCommand>,
+}
+
+#[derive(clap::Subcommand)]
+pub enum AccountsCommand {
+    /// Create an account (ACC-1).
+    Create(CreateArgs),
+    /// Rename an account: a new last segment; its subtree, workloads and grants move with it.
+    Rename(RenameArgs),
+    /// Close an account (ACC-2): no new work; its accepted work runs on, or with --stop is stopped (ACC-3).
+    Close(CloseArgs),
+    /// Reopen a closed account.
+    Reopen(PathArgs),
+    /// Write the account tree as TOML (`[[accounts]]` entries).
+    Export(ExportArgs),
+    /// Make the tree the one of a TOML file: create, replace, close the unlisted (admins).
+    Import(ImportArgs),
+}
+
+#[derive(clap::Args)]
+pub struct CreateArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    /// The new account's path, e.g. org/llm/new-project.
+    path: String,
+    /// Share among its siblings (default: FS-0).
+    #[arg(long)]
+    share: Option<f64>,
+    /// Budget in GPU-hours (NGH) per budget period.
+    #[arg(long)]
+    budget: Option<f64>,
+    /// Impact (default: inherited).
+    #[arg(long)]
+    impact: Option<f64>,
+    /// A researcher's share, NAME=N (repeatable).
+    #[arg(long = "user", value_parser = parse_user_share)]
+    users: Vec<(String, f64)>,
+}
+
+fn parse_user_share(s: &str) -> Result<(String, f64), crate::args::ArgError> {
+    let (k, v) = s.split_once('=').ok_or_else(|| crate::args::ArgError::expected("NAME=SHARE", s))?;
+    let v: f64 = v.parse().map_err(|_| crate::args::ArgError::expected("NAME=SHARE with a number", s))?;
+    Ok((k.to_string(), v))
+}
+
+#[derive(clap::Args)]
+pub struct RenameArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    /// The account's path now.
+    path: String,
+    /// Its new path (same parent), e.g. org/llm/pretrain-v2.
+    to: String,
+}
+
+#[derive(clap::Args)]
+pub struct CloseArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    /// The account's path.
+    path: String,
+    /// Also cancel its pending work and stop its running work after grace (ACC-3).
+    #[arg(long)]
+    stop: bool,
+}
+
+#[derive(clap::Args)]
+pub struct PathArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    /// The account's path.
+    path: String,
+}
+
+#[derive(clap::Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    /// Write to this file (default: standard output).
+    #[arg(long, short)]
+    output: Option<std::path::PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    /// A TOML file with `[[accounts]]` entries (an export, or a config).
+    file: std::path::PathBuf,
+    /// Only print what would change.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 #[derive(clap::Subcommand)]
@@ -240,12 +351,14 @@ async fn run_async(c: ClientCommand) -> Result<()> {
             let w = client(&a.opts)?.cancel(&a.id).await.with_context(|| format!("failed to cancel {}", a.id))?;
             output(a.opts.json, &w, |w| format!("{} {}\n", w.id, w.state))
         }
-        ClientCommand::Accounts(a) => {
-            let list = client(&a.opts)?.accounts().await.context("failed to list accounts")?;
-            output(a.opts.json, &list, |l| render::accounts(l))
+        ClientCommand::Accounts(AccountsArgs { opts, command: None }) => {
+            let list = client(&opts)?.accounts().await.context("failed to list accounts")?;
+            output(opts.json, &list, |l| render::accounts(l))
         }
-        ClientCommand::Budget(SetCommand::Set(a)) => set_account(a, true).await,
-        ClientCommand::Share(SetCommand::Set(a)) => set_account(a, false).await,
+        ClientCommand::Accounts(AccountsArgs { command: Some(c), .. }) => accounts_command(c).await,
+        ClientCommand::Budget(SetCommand::Set(a)) => set_account(a, AccountField::Budget).await,
+        ClientCommand::Share(SetCommand::Set(a)) => set_account(a, AccountField::Share).await,
+        ClientCommand::Impact(SetCommand::Set(a)) => set_account(a, AccountField::Impact).await,
         ClientCommand::Nodes(a) => {
             let q: Vec<(&str, String)> = a.cluster.into_iter().map(|c| ("cluster", c)).collect();
             let list = client(&a.opts)?.nodes(&q).await.context("failed to list nodes")?;
@@ -265,27 +378,154 @@ async fn run_async(c: ClientCommand) -> Result<()> {
     }
 }
 
-async fn set_account(a: SetArgs, budget: bool) -> Result<()> {
+async fn set_account(a: SetArgs, field: AccountField) -> Result<()> {
     let value = if a.value == "default" {
         None
     } else {
         let v: f64 = a.value.parse().with_context(|| format!("expected a number or \"default\", got {:?}", a.value))?;
         Some(v)
     };
-    let change = if budget {
-        AccountChange { budget_gpu_hours: Some(value), share: None }
-    } else {
-        AccountChange { budget_gpu_hours: None, share: Some(value) }
+    let mut change = AccountChange::default();
+    let what = match (&a.user, field) {
+        (Some(u), AccountField::Share) => {
+            change.users.insert(u.clone(), value);
+            format!("share of {u} in")
+        }
+        (Some(_), _) => anyhow::bail!("--user goes with allot share set (a researcher's share, FS-2)"),
+        (None, AccountField::Budget) => {
+            change.budget_gpu_hours = Some(value);
+            "budget of".into()
+        }
+        (None, AccountField::Share) => {
+            change.share = Some(value);
+            "share of".into()
+        }
+        (None, AccountField::Impact) => {
+            change.impact = Some(value);
+            "impact of".into()
+        }
     };
-    let what = if budget { "budget" } else { "share" };
     let v = client(&a.opts)?
         .change_account(&a.path, &change)
         .await
-        .with_context(|| format!("failed to set the {what} of {}", a.path))?;
-    if a.opts.json {
-        print_json(&v)
+        .with_context(|| format!("failed to set the {what} {}", a.path))?;
+    print_account(a.opts.json, &v)
+}
+
+fn print_account(json: bool, v: &AccountView) -> Result<()> {
+    if json {
+        print_json(v)
     } else {
-        print!("{}", render::accounts(std::slice::from_ref(&v)));
+        print!("{}", render::accounts(std::slice::from_ref(v)));
         Ok(())
+    }
+}
+
+/// One `PATCH` of an account, printed; `what` says it in the error.
+async fn change_one(opts: &ClientOpts, path: &str, change: &AccountChange, what: &str) -> Result<()> {
+    let v = client(opts)?.change_account(path, change).await.with_context(|| format!("failed to {what}"))?;
+    print_account(opts.json, &v)
+}
+
+/// The `[[accounts]]` file of `allot accounts export` / `import`.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AccountsFile {
+    accounts: Vec<AccountDecl>,
+}
+
+/// The `[[accounts]]` of a TOML file (an export, or a whole config whose
+/// other tables are left alone).
+fn read_accounts_file(path: &std::path::Path) -> Result<Vec<AccountDecl>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let doc: toml::Table = text.parse().with_context(|| format!("{} is not TOML", path.display()))?;
+    let mut accounts = doc.get("accounts").cloned().unwrap_or(toml::Value::Array(Vec::new()));
+    // A config writes `share = 2`: whole numbers are numbers too.
+    for a in accounts.as_array_mut().into_iter().flatten().filter_map(toml::Value::as_table_mut) {
+        let float = |v: &mut toml::Value| {
+            if let Some(i) = v.as_integer() {
+                *v = toml::Value::Float(i as f64);
+            }
+        };
+        if let Some(users) = a.get_mut("users").and_then(toml::Value::as_table_mut) {
+            users.iter_mut().for_each(|(_, v)| float(v));
+        }
+        for k in ["share", "budget_gpu_hours", "impact"] {
+            a.get_mut(k).map(float);
+        }
+    }
+    let file: AccountsFile = toml::Value::Table(toml::Table::from_iter([("accounts".to_string(), accounts)]))
+        .try_into()
+        .with_context(|| format!("{}: [[accounts]] does not read", path.display()))?;
+    if file.accounts.is_empty() {
+        anyhow::bail!("{}: no [[accounts]] entries", path.display());
+    }
+    Ok(file.accounts)
+}
+
+async fn accounts_command(c: AccountsCommand) -> Result<()> {
+    match c {
+        AccountsCommand::Create(a) => {
+            let decl = AccountDecl {
+                path: a.path.clone(),
+                share: a.share,
+                budget_gpu_hours: a.budget,
+                impact: a.impact,
+                users: a.users.into_iter().collect(),
+                ..Default::default()
+            };
+            let v =
+                client(&a.opts)?.create_account(&decl).await.with_context(|| format!("failed to create {}", a.path))?;
+            print_account(a.opts.json, &v)
+        }
+        AccountsCommand::Rename(a) => {
+            let change = AccountChange { rename_to: Some(a.to.clone()), ..Default::default() };
+            change_one(&a.opts, &a.path, &change, &format!("rename {} to {}", a.path, a.to)).await
+        }
+        AccountsCommand::Close(a) => {
+            let change = AccountChange { closed: Some(true), stop: a.stop, ..Default::default() };
+            change_one(&a.opts, &a.path, &change, &format!("close {}", a.path)).await
+        }
+        AccountsCommand::Reopen(a) => {
+            let change = AccountChange { closed: Some(false), ..Default::default() };
+            change_one(&a.opts, &a.path, &change, &format!("reopen {}", a.path)).await
+        }
+        AccountsCommand::Export(a) => {
+            let tree = client(&a.opts)?.account_tree().await.context("failed to export the account tree")?;
+            if a.opts.json {
+                return print_json(&tree);
+            }
+            let text = toml::to_string(&AccountsFile { accounts: tree.accounts }).context("cannot write TOML")?;
+            match a.output {
+                Some(p) => std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display())),
+                None => {
+                    print!("{text}");
+                    Ok(())
+                }
+            }
+        }
+        AccountsCommand::Import(a) => {
+            let accounts = read_accounts_file(&a.file)?;
+            let req = AccountTreeImport { accounts, dry_run: a.dry_run };
+            let out = client(&a.opts)?
+                .import_accounts(&req)
+                .await
+                .with_context(|| format!("failed to import {}", a.file.display()))?;
+            output(a.opts.json, &out, |o| {
+                let head = if o.changes.is_empty() {
+                    "nothing to change\n".to_string()
+                } else if o.applied {
+                    format!("{} changes made:\n", o.changes.len())
+                } else {
+                    format!("{} changes would be made (dry run):\n", o.changes.len())
+                };
+                o.changes.iter().fold(head, |mut s, c| {
+                    s.push_str("  ");
+                    s.push_str(c);
+                    s.push('\n');
+                    s
+                })
+            })
+        }
     }
 }

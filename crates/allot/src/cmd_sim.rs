@@ -98,16 +98,21 @@ pub(crate) fn load_inputs(
     account_changes: Option<&PathBuf>,
 ) -> Result<Inputs> {
     let config = allot_trace::config::load_config(config)?;
-    let trace = allot_trace::trace::load_trace(trace, &config)?;
-    let events = match events {
-        Some(e) => allot_trace::events::load_events(e, &config)?,
-        None => Vec::new(),
-    };
     let changes = match account_changes {
         Some(c) => allot_trace::changes::load_account_changes(c, &config)?,
         None => Vec::new(),
     };
-    Inputs::new(config, trace, events, changes)
+    // The trace names accounts as they are after every change (created
+    // ones too, renamed ones by their last path; ACC-1).
+    let trees = allot_trace::changes::trees_in_force(&config, &changes)?;
+    let last =
+        allot_trace::config::Config { accounts: allot_trace::changes::last_tree(&config, &trees), ..config.clone() };
+    let trace = allot_trace::trace::load_trace(trace, &last)?;
+    let events = match events {
+        Some(e) => allot_trace::events::load_events(e, &config)?,
+        None => Vec::new(),
+    };
+    Ok(Inputs { config, trace, events, changes, trees })
 }
 
 /// Runs one policy on the inputs.

@@ -160,7 +160,7 @@ impl Engine {
     /// A workload arrives: the policy admits it (queued) or refuses it
     /// (rejected at once).
     pub fn arrive(&mut self, policy: &dyn Policy, spec: WorkloadSpec, retries: u32, now: Time) -> WorkloadId {
-        let verdict = policy.admit(&self.state, &spec);
+        let verdict = admit_account(&self.state, &spec).and_then(|()| policy.admit(&self.state, &spec));
         let w = self.submit(spec, retries);
         match verdict {
             Ok(()) => self.dirty = true,
@@ -173,6 +173,7 @@ impl Engine {
     }
 
     fn submit(&mut self, spec: WorkloadSpec, retries: u32) -> WorkloadId {
+        debug_assert!((spec.account.0 as usize) < self.state.accounts.len(), "a workload of an account that exists");
         let w = self.state.submit(spec);
         debug_assert_eq!(w.0 as usize, self.extra.len());
         self.extra.push(Extra { retries, ..Extra::default() });
@@ -541,8 +542,14 @@ impl Engine {
         }
     }
 
-    /// Replaces the account tree (a budget or share changed).
+    /// Replaces the account tree (a budget, share or impact changed; an
+    /// account was created, renamed or closed). The tree must keep the ids
+    /// of the accounts of the one it replaces (ACC-1: an
+    /// [`crate::AccountBook`] edit does); new accounts start with nothing
+    /// used.
     pub fn set_accounts(&mut self, tree: crate::AccountTree) {
+        debug_assert!(tree.len() >= self.state.accounts.len(), "ACC-1: accounts are never removed");
+        self.state.ledger.grow(tree.len());
         self.state.accounts = tree;
         self.dirty = true;
     }
@@ -569,5 +576,22 @@ impl Engine {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+    }
+}
+
+/// ACC-2: a closed account, or one below a closed account, takes no new
+/// work (whatever the policy).
+fn admit_account(state: &State, spec: &WorkloadSpec) -> Result<(), Reason> {
+    let tree = &state.accounts;
+    let closed = tree.ancestry(spec.account).map(|a| tree.account(a)).find(|a| a.own_closed);
+    match closed {
+        None => Ok(()),
+        Some(c) if c.path == tree.account(spec.account).path => {
+            Err(Reason::new(Rule::AccountClosed, format!("account {} is closed", c.path)))
+        }
+        Some(c) => Err(Reason::new(
+            Rule::AccountClosed,
+            format!("account {} is closed: {} is closed", tree.account(spec.account).path, c.path),
+        )),
     }
 }

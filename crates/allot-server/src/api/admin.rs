@@ -18,9 +18,13 @@ use allot_trace::bounds;
 
 use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask, cluster_filter};
 use crate::auth::{Principal, Role, TokenError, TokenSpec, create_token as make_token};
-use crate::scheduler::{AccountField, Msg};
+use crate::scheduler::Msg;
 use crate::submission::unknown_account;
-use crate::views::{AccountChange, AccountView, AuditView, NodeView, TokenCreated, TokenRequest, TokenView};
+use crate::views::{
+    AccountChange, AccountDecl, AccountEdits, AccountTreeImport, AccountView, AuditView, NodeView, TokenCreated,
+    TokenRequest, TokenView,
+};
+use allot_core::{AccountEdit, AccountField};
 
 #[utoipa::path(get, path = "/v1/health", summary = "liveness", responses((status = 200, description = "ok", body = Object), ApiErrors))]
 pub async fn health() -> Json<serde_json::Value> {
@@ -65,9 +69,54 @@ fn visible_account(app: &App, who: &Principal, path: &str) -> Result<(), ApiErro
     if app.catalog.visible_account(who, path) { Ok(()) } else { Err(ApiError::not_found(unknown_account(path))) }
 }
 
-/// `PATCH /v1/accounts/{path}` with `budget_gpu_hours` and/or `share`
-/// (`null` returns to the config's value). Audited.
-#[utoipa::path(patch, path = "/v1/accounts/{path}", summary = "set budget_gpu_hours and/or share (null: back to the config); audited", description = "Roles: admin; manager strictly inside the scope.", security(("bearer" = [])), params(("path" = String, Path, description = "the account's path, e.g. org/llm")), request_body = AccountChange, responses((status = 200, description = "success", body = AccountView), ApiErrors))]
+/// 403 unless `who` may change `path` (admins anywhere, managers strictly
+/// inside their scope).
+fn require_change(who: &Principal, path: &str) -> Result<(), ApiError> {
+    if who.can_change(path) {
+        return Ok(());
+    }
+    let why = match who.role {
+        Role::Manager => {
+            format!("a manager of {:?} may change only accounts below it", who.scope.as_deref().unwrap_or(""))
+        }
+        _ => format!("a {} may not change accounts", who.role.as_str()),
+    };
+    Err(ApiError::forbidden(format!("{} may not change {path:?}: {why}", who.name)))
+}
+
+/// A number of a request within its bounds (`field` names it).
+fn check_number(field: &str, bound: bounds::FloatBound, v: Option<f64>) -> Result<(), ApiError> {
+    match v {
+        Some(v) => bound.check(v).map(|_| ()).map_err(|m| ApiError::field(field, m)),
+        None => Ok(()),
+    }
+}
+
+/// The bounds of a declaration's numbers.
+fn check_decl(d: &AccountDecl) -> Result<(), ApiError> {
+    check_number("budget_gpu_hours", bounds::BUDGET_GPU_HOURS, d.budget_gpu_hours)?;
+    check_number("share", bounds::SHARE, d.share)?;
+    check_number("impact", bounds::IMPACT, d.impact)?;
+    for (u, v) in &d.users {
+        check_number(&format!("users.{u}"), bounds::SHARE, Some(*v))?;
+    }
+    Ok(())
+}
+
+async fn edit(
+    app: &App,
+    who: &Principal,
+    edits: Vec<AccountEdit>,
+    stop: bool,
+    dry_run: bool,
+) -> Result<AccountEdits, ApiError> {
+    let by = who.name.clone();
+    Ok(ask(app, |reply| Msg::EditAccounts { edits, stop, dry_run, by, reply }).await??)
+}
+
+/// `PATCH /v1/accounts/{path}`: budget, share, impact, users' shares,
+/// close / reopen, rename — together, audited.
+#[utoipa::path(patch, path = "/v1/accounts/{path}", summary = "change an account: budget_gpu_hours, share, impact, users, closed, rename_to (null: back to the config); audited", description = "Roles: admin; manager strictly inside the scope.", security(("bearer" = [])), params(("path" = String, Path, description = "the account's path, e.g. org/llm")), request_body = AccountChange, responses((status = 200, description = "the account as it is now", body = AccountView), ApiErrors))]
 pub async fn change_account(
     State(app): State<App>,
     Auth(who): Auth,
@@ -75,40 +124,103 @@ pub async fn change_account(
     Body(change): Body<AccountChange>,
 ) -> Result<Json<AccountView>, ApiError> {
     visible_account(&app, &who, &path)?;
-    if !who.can_change(&path) {
-        let why = match who.role {
-            Role::Manager => {
-                format!("a manager of {:?} may change only accounts below it", who.scope.as_deref().unwrap_or(""))
-            }
-            _ => format!("a {} may not change budgets or shares", who.role.as_str()),
-        };
-        return Err(ApiError::forbidden(format!("{} may not change {path:?}: {why}", who.name)));
-    }
-    let mut changes = Vec::new();
-    if let Some(v) = change.budget_gpu_hours {
-        changes.push((AccountField::Budget, v));
-    }
-    if let Some(v) = change.share {
-        changes.push((AccountField::Share, v));
-    }
-    if changes.is_empty() {
-        return Err(ApiError::bad_request("nothing to change: give budget_gpu_hours and/or share"));
-    }
-    for (field, value) in &changes {
-        let (name, bound) = match field {
-            AccountField::Budget => ("budget_gpu_hours", bounds::BUDGET_GPU_HOURS),
-            AccountField::Share => ("share", bounds::SHARE),
-        };
-        if let Some(v) = value {
-            bound.check(*v).map_err(|m| ApiError::field(name, m))?;
+    require_change(&who, &path)?;
+    let mut edits = Vec::new();
+    for (field, v) in [
+        (AccountField::Budget, change.budget_gpu_hours),
+        (AccountField::Share, change.share),
+        (AccountField::Impact, change.impact),
+    ] {
+        if let Some(value) = v {
+            let bound = match field {
+                AccountField::Budget => bounds::BUDGET_GPU_HOURS,
+                AccountField::Share => bounds::SHARE,
+                AccountField::Impact => bounds::IMPACT,
+            };
+            check_number(field.key(), bound, value)?;
+            edits.push(AccountEdit::Set { path: path.clone(), field, value });
         }
     }
-    let mut last = None;
-    for (field, value) in changes {
-        let (p, by) = (path.clone(), who.name.clone());
-        last = Some(ask(&app, |reply| Msg::SetAccount { path: p, field, value, by, reply }).await??);
+    for (user, share) in &change.users {
+        check_number(&format!("users.{user}"), bounds::SHARE, *share)?;
+        edits.push(AccountEdit::SetUser { path: path.clone(), user: user.clone(), share: *share });
     }
-    Ok(Json(last.expect("at least one change")))
+    match change.closed {
+        Some(true) => edits.push(AccountEdit::Close { path: path.clone() }),
+        Some(false) => edits.push(AccountEdit::Reopen { path: path.clone() }),
+        None => {}
+    }
+    if change.stop && change.closed != Some(true) {
+        return Err(ApiError::field("stop", "stop goes with closed: true (ACC-3)"));
+    }
+    let mut now_at = path.clone();
+    if let Some(to) = &change.rename_to {
+        require_change(&who, to)?;
+        edits.push(AccountEdit::Rename { path: path.clone(), to: to.clone() });
+        now_at = to.clone();
+    }
+    if edits.is_empty() {
+        return Err(ApiError::bad_request(
+            "nothing to change: give budget_gpu_hours, share, impact, users, closed or rename_to",
+        ));
+    }
+    let out = edit(&app, &who, edits, change.stop, false).await?;
+    out.accounts
+        .into_iter()
+        .find(|a| a.path == now_at)
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(unknown_account(&now_at)))
+}
+
+/// `POST /v1/accounts`: a new account (ACC-1), audited.
+#[utoipa::path(post, path = "/v1/accounts", summary = "create an account (ACC-1); audited", description = "Roles: admin; manager strictly inside the scope.", security(("bearer" = [])), request_body = AccountDecl, responses((status = 201, description = "created", body = AccountView), ApiErrors))]
+pub async fn create_account(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Body(decl): Body<AccountDecl>,
+) -> Result<(StatusCode, Json<AccountView>), ApiError> {
+    require_change(&who, &decl.path)?;
+    check_decl(&decl)?;
+    let spec =
+        crate::accounts::spec_of(&decl, app.catalog.cluster()).map_err(|m| ApiError::field("legacy_pools", m))?;
+    let path = decl.path.clone();
+    let out = edit(&app, &who, vec![AccountEdit::Create(spec)], false, false).await?;
+    let view =
+        out.accounts.into_iter().find(|a| a.path == path).ok_or_else(|| ApiError::not_found(unknown_account(&path)))?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// `GET /v1/account-tree`: the declarations of the accounts the caller
+/// sees, as `allot accounts export` writes them.
+#[utoipa::path(get, path = "/v1/account-tree", summary = "the account tree's declarations (export)", description = "Roles: any (filtered).", security(("bearer" = [])), responses((status = 200, description = "success", body = AccountTreeImport), ApiErrors))]
+pub async fn account_tree(State(app): State<App>, Auth(who): Auth) -> Result<Json<AccountTreeImport>, ApiError> {
+    let all = ask(&app, |reply| Msg::AccountDecls { reply }).await?;
+    Ok(Json(AccountTreeImport { accounts: all.into_iter().filter(|a| who.can_see(&a.path)).collect(), dry_run: false }))
+}
+
+/// `PUT /v1/account-tree`: makes the tree the one given (an import):
+/// creates, replaces and closes (accounts not listed are closed; their
+/// work runs on, ACC-2), in one transaction; audited.
+#[utoipa::path(put, path = "/v1/account-tree", summary = "import a whole account tree (creates, replaces, closes the unlisted); audited", description = "Roles: admin.", security(("bearer" = [])), request_body = AccountTreeImport, responses((status = 200, description = "what changed", body = AccountEdits), ApiErrors))]
+pub async fn import_tree(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Body(req): Body<AccountTreeImport>,
+) -> Result<Json<AccountEdits>, ApiError> {
+    require_admin(&who, "import an account tree")?;
+    if req.accounts.is_empty() {
+        return Err(ApiError::field("accounts", "an import lists at least one account"));
+    }
+    let mut specs = Vec::with_capacity(req.accounts.len());
+    for (i, d) in req.accounts.iter().enumerate() {
+        check_decl(d).map_err(|e| e.within(&format!("accounts[{i}]")))?;
+        specs.push(
+            crate::accounts::spec_of(d, app.catalog.cluster())
+                .map_err(|m| ApiError::field(format!("accounts[{i}].legacy_pools"), m))?,
+        );
+    }
+    let edits = ask(&app, |reply| Msg::ImportAccounts { specs, reply }).await?;
+    Ok(Json(edit(&app, &who, edits, false, req.dry_run).await?))
 }
 
 /// `GET /v1/nodes`: every role sees the nodes, and on them the workloads

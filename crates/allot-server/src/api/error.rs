@@ -104,6 +104,15 @@ impl ApiError {
         ApiError::with_field(ErrorKind::BadRequest, field, error)
     }
 
+    /// The error with its field named inside `outer` (`accounts[2].share`).
+    pub fn within(mut self, outer: &str) -> ApiError {
+        self.field = Some(match self.field {
+            Some(f) => format!("{outer}.{f}"),
+            None => outer.to_string(),
+        });
+        self
+    }
+
     pub fn unauthorized(error: impl Into<String>) -> ApiError {
         ApiError::new(ErrorKind::Unauthorized, error)
     }

@@ -73,6 +73,9 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/v1/workloads/{id}", workloads::show),
         route(Method::POST, "/v1/workloads/{id}/cancel", workloads::cancel),
         route(Method::GET, "/v1/accounts", admin::accounts),
+        route(Method::POST, "/v1/accounts", admin::create_account),
+        route(Method::GET, "/v1/account-tree", admin::account_tree),
+        route(Method::PUT, "/v1/account-tree", admin::import_tree),
         route(Method::GET, "/v1/accounts/{*path}", admin::account),
         route(Method::PATCH, "/v1/accounts/{*path}", admin::change_account),
         route(Method::GET, "/v1/nodes", admin::nodes),
@@ -129,7 +132,8 @@ impl FromRequestParts<App> for Auth {
 /// between), checked by the validator of submissions; an unknown one is a
 /// 400 naming it and the fleet's clusters.
 pub(crate) fn cluster_filter(app: &App, names: &str) -> Result<ClusterSet, ApiError> {
-    let v = allot_trace::workload::Validator::for_state(&app.catalog.template);
+    let template = app.catalog.template();
+    let v = allot_trace::workload::Validator::for_state(&template);
     v.clusters(names).map_err(|e| ApiError::field("cluster", e.kind.to_string()))
 }
 

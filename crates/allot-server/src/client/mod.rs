@@ -23,8 +23,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::views::{
-    AccountChange, AccountView, ErrorBody, NodeView, SubmitRequest, TokenCreated, TokenRequest, WorkloadDetail,
-    WorkloadView,
+    AccountChange, AccountDecl, AccountEdits, AccountTreeImport, AccountView, ErrorBody, NodeView, SubmitRequest,
+    TokenCreated, TokenRequest, WorkloadDetail, WorkloadView,
 };
 
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
@@ -215,6 +215,18 @@ impl Client {
 
     pub async fn change_account(&self, path: &str, change: &AccountChange) -> Result<AccountView, ClientError> {
         self.call(Method::PATCH, &format!("/v1/accounts/{path}"), Some(change)).await
+    }
+
+    pub async fn create_account(&self, decl: &AccountDecl) -> Result<AccountView, ClientError> {
+        self.call(Method::POST, "/v1/accounts", Some(decl)).await
+    }
+
+    pub async fn account_tree(&self) -> Result<AccountTreeImport, ClientError> {
+        self.get("/v1/account-tree").await
+    }
+
+    pub async fn import_accounts(&self, req: &AccountTreeImport) -> Result<AccountEdits, ClientError> {
+        self.call(Method::PUT, "/v1/account-tree", Some(req)).await
     }
 
     /// Nodes; `query` is e.g. `[("cluster", "c1")]`.

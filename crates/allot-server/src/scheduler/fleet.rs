@@ -140,13 +140,8 @@ path = "org/a"
 share = 1
 "#;
 
-    fn scheduler(
-        engine: Engine,
-        store: Store,
-        dir: &std::path::Path,
-        base: Vec<allot_core::AccountSpec>,
-        overrides: crate::accounts::Overrides,
-    ) -> Scheduler {
+    fn scheduler(engine: Engine, store: Store, dir: &std::path::Path) -> Scheduler {
+        let book = allot_core::AccountBook::seed(&engine.state.accounts);
         Scheduler::new(
             engine,
             allot_core::PolicyKind::parse("allot").unwrap().build(),
@@ -154,8 +149,7 @@ share = 1
             Arc::new(Unused),
             Arc::new(crate::metrics::Metrics::new()),
             Paths { data_dir: dir.to_path_buf() },
-            base,
-            overrides,
+            book,
         )
     }
 
@@ -174,7 +168,7 @@ share = 1
         std::fs::create_dir_all(&dir).unwrap();
         let store = Store::open(&format!("sqlite://{}", dir.join("allot.db").display())).await.unwrap();
         let state = State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
-        let mut s = scheduler(Engine::new(state), store, &dir, Vec::new(), Default::default());
+        let mut s = scheduler(Engine::new(state), store, &dir);
         let now = s.tick_now();
         s.node_action("a/gpu-1", allot_core::NodeEventKind::Drain, "operator", now).unwrap();
         let spec = WorkloadSpec {
@@ -248,7 +242,7 @@ share = 1
         let url = format!("sqlite://{}", dir.join("allot.db").display());
         let store = Store::open(&url).await.unwrap();
         let state = State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
-        let mut s = scheduler(Engine::new(state), store.clone(), &dir, Vec::new(), Default::default());
+        let mut s = scheduler(Engine::new(state), store.clone(), &dir);
         let now = s.tick_now();
         s.node_action("a/gpu-1", allot_core::NodeEventKind::Drain, "operator", now).unwrap();
         s.node_action("b/gpu-0", allot_core::NodeEventKind::Fail, "operator: FLEET-3 is not my name", now).unwrap();
@@ -260,7 +254,7 @@ share = 1
         let names: Vec<&str> =
             rec.outage_nodes.iter().map(|&n| rec.engine.state.cluster.node(n).name.as_str()).collect();
         assert_eq!(names, ["a/gpu-0"], "only the node the outage failed");
-        let mut s = scheduler(rec.engine, store, &dir, rec.base_accounts, rec.overrides);
+        let mut s = scheduler(rec.engine, store, &dir);
         s.resume_after_outages(rec.outage_nodes, now + 60);
         let st = &s.engine.state;
         let health = |n: &str| st.health[st.cluster.node_by_name(n).unwrap().0 as usize];

@@ -175,8 +175,7 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
         exec.clone(),
         Arc::new(Metrics::new()),
         Paths { data_dir: dir.to_path_buf() },
-        Vec::new(),
-        Default::default(),
+        allot_core::AccountBook::seed(&case.state.accounts),
     );
     sched.set_clock(Clock::Manual(clock.clone()));
     sched.decisions = Some(Vec::new());

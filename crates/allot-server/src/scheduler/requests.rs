@@ -2,11 +2,12 @@
 //! node changes, and the read-only views of the live state.
 
 use allot_core::engine::Cancelled;
-use allot_core::{Health, NodeEvent, NodeEventKind, NodeId, Phase, Reason, Time, WorkloadId};
+use allot_core::{AccountBook, AccountEdit, Health, NodeEvent, NodeEventKind, NodeId, Phase, Reason, Time, WorkloadId};
 
-use super::{AccountField, Live, Msg, Refusal, Scheduler};
+use super::{Live, Msg, Refusal, Scheduler};
+use crate::store::accounts::AccountAudit;
 use crate::store::{Op, StoreError};
-use crate::views::{AccountView, NodeView};
+use crate::views::{AccountEdits, AccountView, NodeView};
 
 impl Scheduler {
     pub(crate) async fn handle(&mut self, m: Msg) -> Result<(), StoreError> {
@@ -47,12 +48,23 @@ impl Scheduler {
                         .collect(),
                 );
             }
-            Msg::SetAccount { path, field, value, by, reply } => {
+            Msg::AccountDecls { reply } => {
+                let c = &self.engine.state.cluster;
+                let _ = reply.send(self.book.specs().map(|s| crate::accounts::decl_of(s, c)).collect());
+            }
+            Msg::ImportAccounts { specs, reply } => {
+                let _ = reply.send(self.book.diff(&specs));
+            }
+            Msg::EditAccounts { edits, stop, dry_run, by, reply } => {
                 if let Some(busy) = self.unavailable() {
                     let _ = reply.send(Err(busy));
                     return Ok(());
                 }
-                let r = self.set_account(&path, field, value, &by, now).await?;
+                let r = self.edit_accounts(&edits, stop, dry_run, &by, now).await?;
+                let r = match r {
+                    Ok(out) if out.stopped > 0 => self.committed(Ok(out)).await?,
+                    r => r,
+                };
                 let _ = reply.send(r);
             }
             Msg::Node { name, kind, by, reply } => {
@@ -142,59 +154,122 @@ impl Scheduler {
         }
     }
 
-    /// Budget or share change: checked by rebuilding the tree, committed
-    /// with its audit entry, then applied.
-    async fn set_account(
+    /// Account tree edits (ACC-1): each checked by the book in turn, all
+    /// committed in one transaction with one audit entry each, then
+    /// applied to the engine and the API's catalog. A close with `stop`
+    /// cancels the closed subtrees' workloads (ACC-3).
+    async fn edit_accounts(
         &mut self,
-        path: &str,
-        field: AccountField,
-        value: Option<f64>,
+        edits: &[AccountEdit],
+        stop: bool,
+        dry_run: bool,
         by: &str,
         now: Time,
-    ) -> Result<Result<AccountView, Refusal>, StoreError> {
-        let Some(id) = self.engine.state.accounts.get(path).filter(|id| id.0 != 0) else {
-            return Ok(Err(Refusal::NotFound(format!("unknown account {path:?}"))));
+    ) -> Result<Result<AccountEdits, Refusal>, StoreError> {
+        let cluster = &self.engine.state.cluster;
+        let decl = |b: &AccountBook, p: &str| -> serde_json::Value {
+            b.spec(p).map_or(serde_json::Value::Null, |s| serde_json::json!(crate::accounts::decl_of(s, cluster)))
         };
-        let key = match field {
-            AccountField::Budget => "budget_gpu_hours",
-            AccountField::Share => "share",
-        };
-        if let Some(v) = value
-            && !(v.is_finite() && v > 0.0)
-        {
-            return Ok(Err(Refusal::Invalid {
-                field: key.into(),
-                message: format!("must be a finite number > 0, got {v}"),
-            }));
+        let mut book = self.book.clone();
+        let (mut audit, mut renames, mut changes) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut touched, mut closed): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+        for e in edits {
+            let next = match book.apply(e) {
+                Ok(b) => b,
+                Err(err) => return Ok(Err(Refusal::Invalid { field: err.field().into(), message: err.to_string() })),
+            };
+            let path = e.path().to_string();
+            let now_at = match e {
+                AccountEdit::Rename { to, .. } => to.clone(),
+                _ => path.clone(),
+            };
+            let mut after = decl(&next, &now_at);
+            // `set`: the value given (null: back to the config's), which
+            // `allot trace export` replays (docs/server.md).
+            match e {
+                AccountEdit::Set { value, .. } => after["set"] = serde_json::json!(value),
+                AccountEdit::SetUser { user, share, .. } => after["set"] = serde_json::json!({ user: share }),
+                AccountEdit::Rename { to, .. } => renames.push((path.clone(), to.clone())),
+                AccountEdit::Close { .. } => closed.push(path.clone()),
+                _ => {}
+            }
+            audit.push(AccountAudit { action: e.action(), target: path.clone(), before: decl(&book, &path), after });
+            changes.push(crate::accounts::describe(e));
+            touched.retain(|p| *p != path);
+            if let AccountEdit::Rename { to, .. } = e {
+                for t in &mut touched {
+                    if t.starts_with(&format!("{path}/")) {
+                        *t = format!("{to}{}", &t[path.len()..]);
+                    }
+                }
+                for c in &mut closed {
+                    if *c == path || c.starts_with(&format!("{path}/")) {
+                        *c = format!("{to}{}", &c[path.len()..]);
+                    }
+                }
+            }
+            touched.push(now_at);
+            book = next;
         }
-        let mut overrides = self.overrides.clone();
-        match field {
-            AccountField::Budget => overrides.budget.insert(path.to_string(), value),
-            AccountField::Share => overrides.share.insert(path.to_string(), value),
+        let views = |state: &allot_core::State| -> Vec<AccountView> {
+            crate::accounts::views(state, now, true).into_iter().filter(|v| touched.contains(&v.path)).collect()
         };
-        let tree = match crate::accounts::build_tree(&self.base_accounts, &overrides) {
-            Ok(t) => t,
-            Err(e) => return Ok(Err(Refusal::Invalid { field: key.into(), message: e.to_string() })),
-        };
-        let a = self.engine.state.accounts.account(id);
-        let before = serde_json::json!({"budget_gpu_hours": a.budget_gpu_hours, "share": a.share});
-        let b = tree.account(id);
-        // `set`: the value given (null: back to the config's), which
-        // `allot trace export` replays (docs/server.md).
-        let after = serde_json::json!({"budget_gpu_hours": b.budget_gpu_hours, "share": b.share, "set": value});
-        match self.store.set_override(path, field.as_str(), value, by, now as i64, &before, &after).await {
+        if dry_run {
+            let mut state = self.engine.state.clone();
+            state.ledger.grow(book.tree().len());
+            state.accounts = book.tree().clone();
+            return Ok(Ok(AccountEdits { changes, applied: false, accounts: views(&state), stopped: 0 }));
+        }
+        let rows = crate::accounts::stored_rows(&book, cluster);
+        match self.store.save_accounts(&rows, &audit, &renames, by, now as i64).await {
             Ok(()) => {}
             Err(e) if e.is_fenced() => return Err(e),
             Err(e) => {
-                tracing::warn!(account = path, error = %e, "account change not recorded");
+                tracing::warn!(error = %e, "account change not recorded");
                 return Ok(Err(Refusal::Unavailable(format!("the change could not be recorded: {e}"))));
             }
         }
-        tracing::info!(account = path, principal = by, %before, %after, "account {} changed", field.as_str());
-        self.overrides = overrides;
+        for c in &changes {
+            tracing::info!(principal = by, "account tree: {c}");
+        }
+        self.book = book;
+        let tree = self.book.tree().clone();
+        if let Some(c) = &self.catalog {
+            c.set_accounts(tree.clone());
+        }
         self.engine.set_accounts(tree);
-        let view = crate::accounts::views(&self.engine.state, now, true).into_iter().find(|v| v.path == path);
-        Ok(view.ok_or_else(|| Refusal::NotFound(path.to_string())))
+        let mut stopped = 0;
+        if stop {
+            stopped = self.stop_closed(&closed, by, now);
+        }
+        Ok(Ok(AccountEdits { changes, applied: true, accounts: views(&self.engine.state), stopped }))
+    }
+
+    /// ACC-3: cancels the pending work and stops the running work (after
+    /// grace, CON-2) of the subtrees of `closed`; returns how many.
+    fn stop_closed(&mut self, closed: &[String], by: &str, now: Time) -> u64 {
+        let st = &self.engine.state;
+        let roots: Vec<allot_core::AccountId> = closed.iter().filter_map(|p| st.accounts.get(p)).collect();
+        let within = |w: WorkloadId| roots.iter().any(|r| st.accounts.is_within(st.spec(w).account, *r));
+        let mut ws: Vec<WorkloadId> = st.pending.iter().map(|(_, w)| *w).chain(st.running.iter().copied()).collect();
+        ws.retain(|w| within(*w));
+        ws.sort();
+        ws.dedup();
+        let detail = format!("ACC-3: account closed with stop by {by}");
+        let mut n = 0;
+        for w in ws {
+            let seq = self.live[w.0 as usize].seq;
+            match self.engine.cancel(w, now, &detail) {
+                Cancelled::Ended => n += 1,
+                Cancelled::Stopping => {
+                    self.ops.push(Op::CancelRequested { seq });
+                    n += 1;
+                }
+                Cancelled::AlreadyEnded => {}
+            }
+        }
+        self.apply(now);
+        n
     }
 
     /// Drain, undrain, fail or repair a node: recorded with its principal,

@@ -8,6 +8,7 @@
 //! end when the process is gone) in one transaction per scheduling step, and
 //! rebuilds its state from here at startup (`crate::recovery`).
 
+pub mod accounts;
 mod auth;
 pub mod budget;
 pub mod instance;
@@ -145,6 +146,7 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("migrations/sqlite/0005_clusters.sql")),
     (6, include_str!("migrations/sqlite/0006_attempt_clusters.sql")),
     (7, include_str!("migrations/sqlite/0007_budget_events.sql")),
+    (8, include_str!("migrations/sqlite/0008_accounts.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
@@ -154,6 +156,7 @@ const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("migrations/postgres/0005_clusters.sql")),
     (6, include_str!("migrations/postgres/0006_attempt_clusters.sql")),
     (7, include_str!("migrations/postgres/0007_budget_events.sql")),
+    (8, include_str!("migrations/postgres/0008_accounts.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after
