@@ -1,5 +1,6 @@
 //! The client commands: `allot submit`, `queue`, `show`, `cancel`,
-//! `accounts`, `budget set`, `share set`, `nodes`, `node drain|undrain`.
+//! `accounts`, `budget set`, `budget report`, `share set`, `nodes`,
+//! `node drain|undrain`.
 //! Server and token: `--server` / `ALLOT_SERVER` / the client config file,
 //! `ALLOT_TOKEN` / the client config file (docs/server.md).
 
@@ -32,9 +33,9 @@ pub enum ClientCommand {
     Cancel(IdArgs),
     /// The account tree with budgets, use and fair-share standing.
     Accounts(ListArgs),
-    /// Budgets: allot budget set PATH HOURS
+    /// Budgets: allot budget set PATH HOURS; allot budget report
     #[command(subcommand)]
-    Budget(SetCommand),
+    Budget(BudgetCommand),
     /// Shares: allot share set PATH N
     #[command(subcommand)]
     Share(SetCommand),
@@ -141,6 +142,32 @@ pub enum SetCommand {
     Set(SetArgs),
 }
 
+#[derive(clap::Subcommand)]
+pub enum BudgetCommand {
+    /// Set a value (use "default" to return to the config's value).
+    Set(SetArgs),
+    /// A budget period's statement: budget, carried, used, over budget,
+    /// GPU-hours by type, attainment and queue times per account.
+    Report(ReportArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    /// current, previous, or the period's start date (e.g. 2026-11-01).
+    #[arg(long, default_value = "current")]
+    period: String,
+    /// md (a table per period), csv or json.
+    #[arg(long, default_value = "md", value_parser = parse_format)]
+    format: allot_core::statement::Format,
+}
+
+fn parse_format(s: &str) -> Result<allot_core::statement::Format, String> {
+    allot_core::statement::Format::parse(s)
+        .ok_or_else(|| format!("expected one of {}, got {s:?}", allot_core::statement::Format::NAMES))
+}
+
 #[derive(clap::Args)]
 pub struct SetArgs {
     #[command(flatten)]
@@ -244,7 +271,14 @@ async fn run_async(c: ClientCommand) -> Result<()> {
             let list = client(&a.opts)?.accounts().await.context("failed to list accounts")?;
             output(a.opts.json, &list, |l| render::accounts(l))
         }
-        ClientCommand::Budget(SetCommand::Set(a)) => set_account(a, true).await,
+        ClientCommand::Budget(BudgetCommand::Set(a)) => set_account(a, true).await,
+        ClientCommand::Budget(BudgetCommand::Report(a)) => {
+            let q = [("period", a.period.clone())];
+            let s = client(&a.opts)?.budget_report(&q).await.context("failed to get the budget report")?;
+            let format = if a.opts.json { allot_core::statement::Format::Json } else { a.format };
+            print!("{}", crate::cmd_sim::render_statement(&s, format)?);
+            Ok(())
+        }
         ClientCommand::Share(SetCommand::Set(a)) => set_account(a, false).await,
         ClientCommand::Nodes(a) => {
             let q: Vec<(&str, String)> = a.cluster.into_iter().map(|c| ("cluster", c)).collect();

@@ -217,6 +217,14 @@ impl Client {
         self.call(Method::PATCH, &format!("/v1/accounts/{path}"), Some(change)).await
     }
 
+    /// A budget period's statement; `query` is e.g. `[("period", "previous")]`.
+    pub async fn budget_report(
+        &self,
+        query: &[(&str, String)],
+    ) -> Result<allot_core::statement::Statement, ClientError> {
+        self.get(&with_query("/v1/budget-report", query)).await
+    }
+
     /// Nodes; `query` is e.g. `[("cluster", "c1")]`.
     pub async fn nodes(&self, query: &[(&str, String)]) -> Result<Vec<NodeView>, ClientError> {
         self.get(&with_query("/v1/nodes", query)).await
