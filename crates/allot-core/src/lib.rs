@@ -20,6 +20,7 @@ pub mod placement;
 pub mod policy;
 pub mod rule;
 pub mod state;
+pub mod statement;
 pub mod time;
 pub mod workload;
 

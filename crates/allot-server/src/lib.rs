@@ -9,8 +9,10 @@
 //! * [`api`]: the JSON HTTP API under `/v1` with its OpenAPI document,
 //!   served by [`listener`] within its connection and time limits;
 //!   [`auth`]: bearer tokens and roles; [`metrics`]: Prometheus;
-//! * [`export`]: the recorded history as a simulator trace;
-//! * [`client`]: the HTTP client behind the `allot` CLI commands.
+//! * [`export`]: the recorded history as a simulator trace; [`report`]:
+//!   budget statements from it;
+//! * [`client`]: the HTTP client behind the `allot` CLI commands;
+//! * [`webhook`]: budget threshold events posted to `[alerts] webhook_url`.
 //!
 //! See `docs/server.md`.
 
@@ -26,6 +28,7 @@ pub mod export;
 pub mod listener;
 pub mod metrics;
 pub mod recovery;
+pub mod report;
 pub mod scheduler;
 pub mod secret;
 pub mod server;
@@ -33,6 +36,7 @@ pub mod states;
 pub mod store;
 pub mod submission;
 pub mod views;
+pub mod webhook;
 
 pub use executor::inventory::GpuInventory;
 pub use executor::slurm::SlurmOptions;

@@ -196,6 +196,8 @@ pub struct Scheduler {
     /// and those not yet recorded in the store.
     pub(crate) alerts: allot_core::alerts::Alerts,
     pub(crate) unrecorded_events: Vec<crate::store::budget::BudgetEventRow>,
+    /// Where newly recorded budget events are posted (`[alerts]`), if anywhere.
+    pub(crate) webhook: Option<crate::webhook::Webhook>,
     /// The decision log, kept when a test asks for it.
     #[cfg(test)]
     pub(crate) decisions: Option<Vec<parity::Line>>,
@@ -239,6 +241,7 @@ impl Scheduler {
             cause: None,
             alerts: Default::default(),
             unrecorded_events: Vec::new(),
+            webhook: None,
             #[cfg(test)]
             decisions: None,
         }
@@ -372,6 +375,9 @@ impl Scheduler {
             Ok(new) => {
                 for e in &new {
                     tracing::info!(account = %e.account, threshold = e.threshold, t = e.t, "budget threshold reached");
+                    if let Some(w) = &self.webhook {
+                        w.send(e); // queued: the delivery never holds the step
+                    }
                 }
                 self.unrecorded_events.clear();
             }

@@ -193,6 +193,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let paths = Paths { data_dir: opts.data_dir.clone() };
     let mut sched = Scheduler::new(rec.engine, kind.build(), store.clone(), exec, metrics.clone(), paths, rec.book);
     sched.catalog = Some(catalog.clone());
+    sched.webhook = webhook(&cfg)?;
     let recovered = rec.workloads.len();
     for (spec, live, retries, past) in rec.workloads {
         sched.restore(spec, live, retries, &past, now);
@@ -226,6 +227,18 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let http = tokio::spawn(crate::listener::serve(listener, router(app), opts.edge.clone(), max_connections, stop));
     tracing::info!(%addr, "listening");
     Ok(Running { addr, shutdown, http, scheduler, lease, store, _lock: lock })
+}
+
+/// The budget-alert webhook of `[alerts]`, started, if the config has one.
+fn webhook(cfg: &allot_trace::config::Config) -> Result<Option<crate::webhook::Webhook>, ServerError> {
+    let target = crate::webhook::Target::from_config(&cfg.alerts).map_err(|e| {
+        allot_trace::error::FormatError::new(allot_trace::error::FormatKind::Config, cfg.path.clone(), e)
+            .in_field("alerts.webhook_url")
+    })?;
+    Ok(target.map(|t| {
+        tracing::info!(url = %t.url, "budget events are posted to the webhook");
+        crate::webhook::Webhook::start(t, cfg.cluster.name.clone())
+    }))
 }
 
 /// How one cluster of the fleet is run.

@@ -63,6 +63,8 @@ async fn authz(backend: Backend) {
         ("GET", format!("/v1/workloads/{w_admin}"), None, [200, 200, 200, 404, 401, 401]),
         ("GET", "/v1/accounts".into(), None, [200, 200, 200, 200, 401, 401]),
         ("GET", "/v1/budget-events".into(), None, [200, 200, 200, 200, 401, 401]),
+        ("GET", "/v1/budget-report?period=previous&format=csv".into(), None, [200, 200, 200, 200, 401, 401]),
+        ("GET", "/v1/budget-report?period=someday".into(), None, [400, 400, 400, 400, 401, 401]),
         ("GET", "/v1/accounts/lab/x".into(), None, [200, 404, 404, 404, 401, 401]),
         ("PATCH", "/v1/accounts/lab/x".into(), Some(r#"{"share":2}"#.into()), [200, 404, 404, 404, 401, 401]),
         ("PATCH", "/v1/accounts/org".into(), Some(r#"{"share":2}"#.into()), [200, 403, 404, 404, 401, 401]),
@@ -131,6 +133,21 @@ async fn authz(backend: Backend) {
     assert!(seen(&mgr, "/v1/workloads").await.iter().all(|a| a.starts_with("org/")));
     assert!(seen(&res, "/v1/workloads").await.iter().all(|a| a == "org/a"));
     assert!(seen(admin, "/v1/workloads").await.iter().any(|a| a == "lab/x"));
+    let in_report = |t: &str| {
+        let (s, t) = (&s, t.to_string());
+        async move {
+            let (_, v) = s.http("GET", "/v1/budget-report", Some(&t), None).await;
+            let accounts = v["periods"][0]["accounts"].as_array().unwrap().clone();
+            accounts.iter().map(|a| a["account"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(in_report(admin).await, ["lab", "lab/x", "org", "org/a", "org/b"], "the report as /v1/accounts");
+    assert_eq!(in_report(&mgr).await, ["org", "org/a", "org/b"]);
+    assert_eq!(in_report(&res).await, ["org/a"]);
+    assert!(in_report(&scrape).await.is_empty());
+    let csv = s.cli(&res, &["budget", "report", "--format", "csv"]);
+    let csv = String::from_utf8_lossy(&csv.stdout).into_owned();
+    assert!(csv.starts_with("period_start,") && csv.contains(",org/a,") && !csv.contains(",org/b,"), "{csv}");
 
     // Cancels: researchers only their own; refused calls change nothing.
     let cancel = |t: &str, w: &str| {

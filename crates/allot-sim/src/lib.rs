@@ -11,5 +11,6 @@ pub mod measures;
 pub mod report;
 pub mod sim;
 pub mod split;
+pub mod statement;
 
 pub use sim::{Request, RequestKind, SimOptions, simulate, simulate_requests, simulate_with_accounts};

@@ -1,7 +1,7 @@
 //! What a simulation recorded: every attempt, every log event and the
 //! in-service capacity over time. Measures are computed from this alone.
 
-use allot_core::cluster::ClusterId;
+use allot_core::cluster::{ClusterId, GpuTypeId};
 use allot_core::{AccountId, Class, Time, WorkloadId};
 use serde::Serialize;
 
@@ -14,7 +14,8 @@ pub struct Attempt {
     pub gpus: u32,
     /// The cluster of the fleet it ran on (a gang never spans clusters).
     pub cluster: ClusterId,
-    /// Normalisation weight of the GPU type it ran on.
+    /// The GPU type it ran on, and that type's normalisation weight.
+    pub gpu: GpuTypeId,
     pub weight: f64,
     pub util: f64,
     pub start: Time,

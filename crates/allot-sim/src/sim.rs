@@ -333,13 +333,14 @@ impl Sim<'_> {
         for &w in &state.running {
             let (spec, run) = (state.spec(w), state.run(w));
             let progress = run.progress(end);
-            let (weight, cluster) = placed(state, run.alloc.as_ref().expect("holding"));
+            let (gpu, weight, cluster) = placed(state, run.alloc.as_ref().expect("holding"));
             let a = Attempt {
                 workload: w,
                 account: spec.account,
                 class: spec.class,
                 gpus: spec.gpus,
                 cluster,
+                gpu,
                 weight,
                 util: spec.util,
                 start: run.started.expect("holding"),
@@ -360,13 +361,14 @@ impl Sim<'_> {
     fn attempt_record(&self, w: WorkloadId, ended: &Ended, t: Time) -> Attempt {
         let state = &self.engine.state;
         let spec = state.spec(w);
-        let (weight, cluster) = placed(state, &ended.alloc);
+        let (gpu, weight, cluster) = placed(state, &ended.alloc);
         Attempt {
             workload: w,
             account: spec.account,
             class: spec.class,
             gpus: spec.gpus,
             cluster,
+            gpu,
             weight,
             util: spec.util,
             start: ended.started,
@@ -439,8 +441,12 @@ fn push_step(steps: &mut Vec<CapacityStep>, step: CapacityStep) {
 
 /// Normalisation weight of the GPUs of an allocation (its first node's
 /// type) and the cluster it is on (a gang never spans clusters, FLEET-1).
-fn placed(state: &State, alloc: &allot_core::Allocation) -> (f64, allot_core::cluster::ClusterId) {
-    alloc.parts.first().map_or((1.0, allot_core::cluster::ClusterId(0)), |(n, _)| {
-        (state.cluster.weight(state.cluster.node(*n).gpu), state.cluster.cluster_of(*n))
+fn placed(
+    state: &State,
+    alloc: &allot_core::Allocation,
+) -> (allot_core::GpuTypeId, f64, allot_core::cluster::ClusterId) {
+    alloc.parts.first().map_or((allot_core::GpuTypeId(0), 1.0, allot_core::cluster::ClusterId(0)), |(n, _)| {
+        let gpu = state.cluster.node(*n).gpu;
+        (gpu, state.cluster.weight(gpu), state.cluster.cluster_of(*n))
     })
 }

@@ -70,6 +70,7 @@ impl Run {
             class: spec.class,
             gpus: spec.gpus,
             cluster: self.state.cluster.cluster_of(node),
+            gpu: self.state.cluster.node(node).gpu,
             weight: self.state.cluster.weight(self.state.cluster.node(node).gpu),
             util: spec.util,
             start: run.started.expect("started"),

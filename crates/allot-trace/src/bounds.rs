@@ -44,6 +44,8 @@ pub const CONTRACT_PERIOD_S: IntBound = IntBound { min: 1, max: MAX_DURATION_S }
 /// `[contract]` durations that may be zero (`min_slice.*`, `grace`,
 /// `interactive_max_duration`).
 pub const CONTRACT_WAIT_S: IntBound = IntBound { min: 0, max: MAX_DURATION_S };
+/// `[alerts] webhook_timeout`: how long one delivery may take.
+pub const WEBHOOK_TIMEOUT_S: IntBound = IntBound { min: 1, max: 300 };
 
 /// An account's share among its siblings.
 pub const SHARE: FloatBound = FloatBound { min: 1e-3, max: 1e6 };

@@ -36,6 +36,8 @@ pub struct Config {
     pub executors: Vec<Option<ExecutorConfig>>,
     pub accounts: AccountTree,
     pub contract: Contract,
+    /// `[alerts]`: where `allot serve` posts budget threshold events.
+    pub alerts: AlertsConfig,
     /// The file it was read from, as given.
     pub path: String,
     /// The raw TOML (reports print it).
@@ -55,6 +57,22 @@ pub struct ExecutorConfig {
     /// Slurm: more `sbatch` options for every job.
     #[serde(default)]
     pub sbatch_args: Vec<String>,
+}
+
+/// `[alerts]` (docs/config.md): the budget-alert webhook of `allot serve`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlertsConfig {
+    /// `http://` or `https://` URL each budget threshold event is POSTed
+    /// to as JSON; `None`: no webhook.
+    pub webhook_url: Option<String>,
+    /// How long one delivery attempt may take, seconds (default 10).
+    pub webhook_timeout_s: u64,
+}
+
+impl Default for AlertsConfig {
+    fn default() -> Self {
+        AlertsConfig { webhook_url: None, webhook_timeout_s: 10 }
+    }
 }
 
 /// Executor kinds a config may name.
@@ -94,7 +112,8 @@ fn build_config(ctx: &Ctx<'_>, raw: &RawConfig, text: String) -> Result<Config, 
     let (cluster, executors) = build_fleet(ctx, raw)?;
     let accounts = build_accounts(ctx, &raw.accounts, &cluster)?;
     let contract = build_contract(ctx, &raw.contract)?;
-    Ok(Config { cluster, executors, accounts, contract, path: ctx.file.to_string(), text })
+    let alerts = build_alerts(ctx, raw.alerts.as_ref())?;
+    Ok(Config { cluster, executors, accounts, contract, alerts, path: ctx.file.to_string(), text })
 }
 
 /// The raw form of a configuration made in memory, as the TOML reader would
@@ -186,6 +205,7 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
             scheduling_interval: secs(c.scheduling_interval),
             impact_weighting: c.impact_weighting.then(|| at("on".to_string())),
         },
+        alerts: None,
     }
 }
 
@@ -205,6 +225,14 @@ struct RawConfig {
     accounts: Vec<RawAccount>,
     #[serde(default)]
     contract: RawContract,
+    alerts: Option<RawAlerts>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAlerts {
+    webhook_url: Option<Spanned<String>>,
+    webhook_timeout: Option<Spanned<Secs>>,
 }
 
 #[derive(Deserialize)]
@@ -837,6 +865,29 @@ fn build_budget_periods(ctx: &Ctx<'_>, raw: &RawContract, c: &mut Contract) -> R
     Ok(())
 }
 
+/// `[alerts]`: the webhook URL must be `http://` or `https://` with a host
+/// and no spaces; the timeout within [`bounds::WEBHOOK_TIMEOUT_S`].
+fn build_alerts(ctx: &Ctx<'_>, raw: Option<&RawAlerts>) -> Result<AlertsConfig, FormatError> {
+    let mut a = AlertsConfig::default();
+    let Some(raw) = raw else { return Ok(a) };
+    if let Some(u) = &raw.webhook_url {
+        let url = u.get_ref();
+        let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
+        let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or(""));
+        if host.is_none_or(|h| h.is_empty() || h.starts_with(':')) || url.chars().any(char::is_whitespace) {
+            let msg = format!("invalid webhook URL {url:?}: expected http://host[:port]/path or https://…");
+            return Err(ctx.err("alerts.webhook_url", Some(u.span()), msg));
+        }
+        a.webhook_url = Some(url.clone());
+    }
+    if let Some(t) = &raw.webhook_timeout {
+        a.webhook_timeout_s = bounds::WEBHOOK_TIMEOUT_S
+            .check(t.get_ref().0)
+            .map_err(|m| ctx.err("alerts.webhook_timeout", Some(t.span()), m))?;
+    }
+    Ok(a)
+}
+
 fn build_contract(ctx: &Ctx<'_>, raw: &RawContract) -> Result<Contract, FormatError> {
     let mut c = Contract::default();
     let secs = |key: &str, v: &Option<Spanned<Secs>>, b: IntBound, default: u64| -> Result<u64, FormatError> {
@@ -912,6 +963,31 @@ mod tests {
             assert_eq!(e.field.as_deref(), Some(key), "{e}");
             assert!(e.to_string().contains(msg), "{e}");
         }
+    }
+
+    #[test]
+    fn alerts_webhook_is_read_and_checked_with_key_and_line() {
+        let cfg = parse_config(FLEET, "f.toml").unwrap();
+        assert_eq!(cfg.alerts, AlertsConfig { webhook_url: None, webhook_timeout_s: 10 }, "no [alerts]: no webhook");
+        let ok = format!("{FLEET}[alerts]\nwebhook_url = \"http://127.0.0.1:9/hook\"\nwebhook_timeout = \"3s\"\n");
+        let cfg = parse_config(&ok, "f.toml").unwrap();
+        assert_eq!(cfg.alerts.webhook_url.as_deref(), Some("http://127.0.0.1:9/hook"));
+        assert_eq!(cfg.alerts.webhook_timeout_s, 3);
+        let line = FLEET.lines().count() as u64 + 2;
+        let cases = [
+            ("webhook_url = \"ftp://x/y\"", "alerts.webhook_url", "invalid webhook URL"),
+            ("webhook_url = \"http:///path\"", "alerts.webhook_url", "invalid webhook URL"),
+            ("webhook_url = \"http://a b/\"", "alerts.webhook_url", "invalid webhook URL"),
+            ("webhook_timeout = \"0s\"", "alerts.webhook_timeout", "1"),
+            ("webhook_timeout = \"10m\"", "alerts.webhook_timeout", "300"),
+        ];
+        for (entry, key, msg) in cases {
+            let e = parse_config(&format!("{FLEET}[alerts]\n{entry}\n"), "f.toml").unwrap_err();
+            assert_eq!((e.field.as_deref(), e.line), (Some(key), Some(line)), "{entry}: {e}");
+            assert!(e.to_string().contains(msg), "{entry}: {e}");
+        }
+        let e = parse_config(&format!("{FLEET}[alerts]\nwebhook = \"http://x\"\n"), "f.toml").unwrap_err();
+        assert!(e.to_string().contains("webhook"), "unknown keys are refused: {e}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The client commands: `allot submit`, `queue`, `show`, `cancel`,
-//! `accounts`, `budget set`, `share set`, `nodes`, `node drain|undrain`.
+//! `accounts`, `budget set`, `budget report`, `share set`, `nodes`,
+//! `node drain|undrain`.
 //! Server and token: `--server` / `ALLOT_SERVER` / the client config file,
 //! `ALLOT_TOKEN` / the client config file (docs/server.md).
 
@@ -34,9 +35,9 @@ pub enum ClientCommand {
     /// The account tree with budgets, use and fair-share standing; create,
     /// rename, close, reopen, export, import.
     Accounts(AccountsArgs),
-    /// Budgets: allot budget set PATH HOURS
+    /// Budgets: allot budget set PATH HOURS; allot budget report
     #[command(subcommand)]
-    Budget(SetCommand),
+    Budget(BudgetCommand),
     /// Shares: allot share set PATH N, or a researcher's: allot share set PATH --user NAME N
     #[command(subcommand)]
     Share(SetCommand),
@@ -144,6 +145,32 @@ pub struct ListArgs {
 pub enum SetCommand {
     /// Set a value (use "default" to return to the config's value).
     Set(SetArgs),
+}
+
+#[derive(clap::Subcommand)]
+pub enum BudgetCommand {
+    /// Set a value (use "default" to return to the config's value).
+    Set(SetArgs),
+    /// A budget period's statement: budget, carried, used, over budget,
+    /// GPU-hours by type, attainment and queue times per account.
+    Report(ReportArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    /// current, previous, or the period's start date (e.g. 2026-11-01).
+    #[arg(long, default_value = "current")]
+    period: String,
+    /// md (a table per period), csv or json.
+    #[arg(long, default_value = "md", value_parser = parse_format)]
+    format: allot_core::statement::Format,
+}
+
+fn parse_format(s: &str) -> Result<allot_core::statement::Format, String> {
+    allot_core::statement::Format::parse(s)
+        .ok_or_else(|| format!("expected one of {}, got {s:?}", allot_core::statement::Format::NAMES))
 }
 
 #[derive(clap::Args)]
@@ -356,7 +383,14 @@ async fn run_async(c: ClientCommand) -> Result<()> {
             output(opts.json, &list, |l| render::accounts(l))
         }
         ClientCommand::Accounts(AccountsArgs { command: Some(c), .. }) => accounts_command(c).await,
-        ClientCommand::Budget(SetCommand::Set(a)) => set_account(a, AccountField::Budget).await,
+        ClientCommand::Budget(BudgetCommand::Set(a)) => set_account(a, AccountField::Budget).await,
+        ClientCommand::Budget(BudgetCommand::Report(a)) => {
+            let q = [("period", a.period.clone())];
+            let s = client(&a.opts)?.budget_report(&q).await.context("failed to get the budget report")?;
+            let format = if a.opts.json { allot_core::statement::Format::Json } else { a.format };
+            print!("{}", crate::cmd_sim::render_statement(&s, format)?);
+            Ok(())
+        }
         ClientCommand::Share(SetCommand::Set(a)) => set_account(a, AccountField::Share).await,
         ClientCommand::Impact(SetCommand::Set(a)) => set_account(a, AccountField::Impact).await,
         ClientCommand::Nodes(a) => {

@@ -5,6 +5,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use allot_core::PolicyKind;
+use allot_core::statement::{Format, Statement, to_csv, to_markdown};
 use allot_sim::measures::measure;
 use allot_sim::report::{Report, summary_table, write_workloads_csv};
 use allot_sim::{SimOptions, SimOutput, simulate_with_accounts};
@@ -43,6 +44,12 @@ pub struct SimArgs {
     /// Write one JSON line per scheduling event (single policy only).
     #[arg(long)]
     log: Option<PathBuf>,
+    /// Write the budget statement of every period (docs/budgets.md,
+    /// "Statements"), as the server's GET /v1/budget-report computes it;
+    /// the format from the extension: .csv, .json or .md (single policy
+    /// only).
+    #[arg(long)]
+    budget_report: Option<PathBuf>,
     /// Check every state invariant (free maps, ledger, queues) after each
     /// step and stop at the first broken one: slower; for verifying a
     /// policy change on a trace.
@@ -126,9 +133,10 @@ pub(crate) fn run_one(inputs: &Inputs, kind: PolicyKind, opts: &SimOptions) -> (
 
 pub fn run(a: SimArgs) -> Result<()> {
     let kinds = parse_policies(&a.policy)?;
-    if kinds.len() > 1 && (a.workloads.is_some() || a.log.is_some()) {
-        bail!("--workloads and --log take a single --policy");
+    if kinds.len() > 1 && (a.workloads.is_some() || a.log.is_some() || a.budget_report.is_some()) {
+        bail!("--workloads, --log and --budget-report take a single --policy");
     }
+    let report_format = a.budget_report.as_deref().map(report_format).transpose()?;
     let until = match &a.until {
         Some(s) => Some(allot_trace::duration::parse_duration(s).map_err(|e| anyhow::anyhow!("--until: {e}"))?),
         None => None,
@@ -175,5 +183,28 @@ pub fn run(a: SimArgs) -> Result<()> {
         }
         w.flush()?;
     }
+    if let (Some(path), Some(format)) = (&a.budget_report, report_format) {
+        let s = allot_sim::statement::budget_statement(state, out, &inputs.config.accounts, &inputs.trees);
+        std::fs::write(path, render_statement(&s, format)?)
+            .with_context(|| format!("failed to write {}", path.display()))?;
+    }
     Ok(())
+}
+
+/// The statement format of a `--budget-report` file, from its extension.
+fn report_format(path: &Path) -> Result<Format> {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    match Format::parse(ext) {
+        Some(f) => Ok(f),
+        None => bail!("--budget-report {}: expected a .csv, .json or .md file", path.display()),
+    }
+}
+
+/// A budget statement as `format` (the same renderers the server uses).
+pub(crate) fn render_statement(s: &Statement, format: Format) -> Result<String> {
+    Ok(match format {
+        Format::Json => serde_json::to_string_pretty(s)? + "\n",
+        Format::Csv => to_csv(s),
+        Format::Markdown => to_markdown(s),
+    })
 }

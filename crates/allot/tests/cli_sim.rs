@@ -86,11 +86,15 @@ fn bad_input_is_a_clear_error_with_a_non_zero_exit() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("lottery"));
 }
 
+/// `allot sim` on the shipped example: its config, trace and node events.
+const EXAMPLE: [&str; 7] =
+    ["sim", "--config", "examples/cluster.toml", "--trace", "examples/trace.csv", "--events", "examples/events.csv"];
+
 #[test]
 fn checking_invariants_changes_nothing() {
     let run = |extra: &[&str]| {
-        let mut args = vec!["sim", "--config", "examples/cluster.toml", "--trace", "examples/trace.csv"];
-        args.extend(["--events", "examples/events.csv", "--policy", "priority,allot", "--until", "2d"]);
+        let mut args = EXAMPLE.to_vec();
+        args.extend(["--policy", "priority,allot", "--until", "2d"]);
         args.extend(extra);
         let out = allot(&args);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -165,4 +169,44 @@ fn example_run_writes_every_output() {
     assert!(out.status.success());
     assert_eq!(std::fs::read(&json).unwrap(), std::fs::read(&json2).unwrap());
     assert_eq!(std::fs::read(&log).unwrap(), std::fs::read(&log2).unwrap());
+}
+
+/// `--budget-report` in its three formats: the statement's raw GPU-hours
+/// over every period and top-level account add up to the report's
+/// assigned GPU-hours (conservation, BUD-3); CSV has a row per period and
+/// account; an unknown extension is refused, naming the formats.
+#[test]
+fn budget_report_states_every_period() {
+    let dir = tmpdir("budget-report");
+    let run = |report: &Path, json: &Path| {
+        let mut args = EXAMPLE.to_vec();
+        args.extend(["--json", json.to_str().unwrap(), "--budget-report", report.to_str().unwrap()]);
+        allot(&args)
+    };
+    let (json, csv, md, stats) = (dir.join("b.json"), dir.join("b.csv"), dir.join("b.md"), dir.join("r.json"));
+    for f in [&json, &csv, &md] {
+        let out = run(f, &stats);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let periods = s["periods"].as_array().unwrap();
+    assert!(periods.len() >= 2, "the example spans several 7-day periods: {}", periods.len());
+    let raw: f64 = periods
+        .iter()
+        .flat_map(|p| p["accounts"].as_array().unwrap().iter())
+        .filter(|a| !a["account"].as_str().unwrap().contains('/'))
+        .flat_map(|a| a["raw_gpu_hours"].as_object().unwrap().values().map(|v| v.as_f64().unwrap()).collect::<Vec<_>>())
+        .sum();
+    let assigned = r["metrics"]["assigned_gpu_hours"].as_f64().unwrap();
+    assert!((raw - assigned).abs() < 1e-6 * assigned.max(1.0), "stated {raw} vs assigned {assigned}");
+    let accounts = periods[0]["accounts"].as_array().unwrap().len();
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    assert!(rows.starts_with("period_start,period_end,account,budget_gpu_hours,"), "{rows}");
+    assert_eq!(rows.lines().count(), periods.len() * accounts + 1);
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert_eq!(text.matches("\n## ").count(), periods.len(), "a table per period");
+    let out = run(&dir.join("b.txt"), &stats);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--budget-report") && err.contains(".csv"), "{err}");
 }

@@ -85,6 +85,7 @@ pub fn routes() -> Vec<Route> {
         route(Method::DELETE, "/v1/tokens/{name}", admin::revoke_token),
         route(Method::GET, "/v1/audit", admin::audit),
         route(Method::GET, "/v1/budget-events", budgets::list),
+        route(Method::GET, "/v1/budget-report", budgets::report),
         route(Method::GET, "/metrics", admin::metrics),
     ]
 }

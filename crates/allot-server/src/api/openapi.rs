@@ -37,6 +37,7 @@ use super::{admin, budgets, workloads};
         admin::revoke_token,
         admin::audit,
         budgets::list,
+        budgets::report,
         admin::metrics,
     ),
     components(schemas(crate::views::ErrorBody)),

@@ -229,6 +229,14 @@ impl Client {
         self.call(Method::PUT, "/v1/account-tree", Some(req)).await
     }
 
+    /// A budget period's statement; `query` is e.g. `[("period", "previous")]`.
+    pub async fn budget_report(
+        &self,
+        query: &[(&str, String)],
+    ) -> Result<allot_core::statement::Statement, ClientError> {
+        self.get(&with_query("/v1/budget-report", query)).await
+    }
+
     /// Nodes; `query` is e.g. `[("cluster", "c1")]`.
     pub async fn nodes(&self, query: &[(&str, String)]) -> Result<Vec<NodeView>, ClientError> {
         self.get(&with_query("/v1/nodes", query)).await
