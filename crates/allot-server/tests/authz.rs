@@ -141,7 +141,11 @@ async fn authz(backend: Backend) {
             accounts.iter().map(|a| a["account"].as_str().unwrap().to_string()).collect::<Vec<_>>()
         }
     };
-    assert_eq!(in_report(admin).await, ["lab", "lab/x", "org", "org/a", "org/b"], "the report as /v1/accounts");
+    assert_eq!(
+        in_report(admin).await,
+        ["lab", "lab/new", "lab/x", "org", "org/a", "org/b"],
+        "the report as /v1/accounts"
+    );
     assert_eq!(in_report(&mgr).await, ["org", "org/a", "org/b"]);
     assert_eq!(in_report(&res).await, ["org/a"]);
     assert!(in_report(&scrape).await.is_empty());

@@ -261,8 +261,10 @@ pub fn statement(input: &StatementInput, ks: RangeInclusive<i64>) -> Statement {
         .enumerate()
         .map(|(i, k)| {
             let (start, end) = span(p, k);
+            // Path order, parents first, as `GET /v1/accounts` lists them
+            // (ids follow creation once the tree is live, ACC-1).
             let accounts = tree
-                .ids()
+                .ids_by_path()
                 .map(|x| {
                     let row = &acc[x.0 as usize];
                     let first = origin.is_none_or(|o| p.index(o) >= k);

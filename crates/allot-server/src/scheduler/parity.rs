@@ -26,7 +26,7 @@ use allot_core::engine::Change;
 use allot_core::{
     Class, Engine, NodeEvent, NodeEventKind, NodeId, Phase, PolicyKind, Priority, State, Time, WorkloadSpec,
 };
-use allot_sim::{AttemptEnd, Request, RequestKind, SimOptions, simulate_requests};
+use allot_sim::{AttemptEnd, Request, RequestKind, SimOptions, simulate_with_accounts};
 use allot_testkit::{StateBuilder, Wl};
 use proptest::prelude::*;
 use tokio::sync::oneshot;
@@ -82,6 +82,9 @@ struct Case {
     specs: Vec<WorkloadSpec>,
     events: Vec<NodeEvent>,
     requests: Vec<Request>,
+    /// Account tree edits (ACC-1) at their times: the server gets them
+    /// through the API's message, the simulator as trees in force.
+    edits: Vec<(Time, allot_core::AccountEdit)>,
     policy: PolicyKind,
 }
 
@@ -92,7 +95,15 @@ type AttemptLine = (String, Time, Time, AttemptEnd);
 fn simulate_case(case: &Case, opts: &SimOptions) -> (State, allot_sim::SimOutput) {
     let mut policy = case.policy.build();
     let (specs, events, requests) = (case.specs.clone(), case.events.clone(), case.requests.clone());
-    simulate_requests(case.state.clone(), specs, events, requests, policy.as_mut(), opts)
+    let mut book = allot_core::AccountBook::seed(&case.state.accounts);
+    let mut trees: Vec<(Time, allot_core::AccountTree)> = Vec::new();
+    for (i, (t, e)) in case.edits.iter().enumerate() {
+        book = book.apply(e).expect("a valid edit");
+        if case.edits.get(i + 1).is_none_or(|(n, _)| n != t) {
+            trees.push((*t, book.tree().clone()));
+        }
+    }
+    simulate_with_accounts(case.state.clone(), specs, events, requests, trees, policy.as_mut(), opts)
 }
 
 fn sim_side(case: &Case) -> (Vec<Line>, Vec<AttemptLine>, Vec<(String, &'static str)>) {
@@ -182,12 +193,14 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
     let mut arrivals = case.specs.iter().peekable();
     let mut events = case.events.iter().peekable();
     let mut requests = case.requests.iter().peekable();
+    let mut edits = case.edits.iter().peekable();
     // Set when the executor's reports after a step changed the state: the
     // live loop steps again at once, as the simulator does at a deadline
     // that falls due at the same instant.
     let mut again: Option<Time> = None;
     loop {
-        let inputs = arrivals.peek().is_some() || events.peek().is_some() || requests.peek().is_some();
+        let inputs =
+            arrivals.peek().is_some() || events.peek().is_some() || requests.peek().is_some() || edits.peek().is_some();
         let st = &s.sched.engine.state;
         // As the simulator: with nothing running, no input to come and no
         // process left to end, nothing can change any more.
@@ -205,6 +218,7 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
             events.peek().map(|e| e.t),
             arrivals.peek().map(|w| w.submit),
             requests.peek().map(|r| r.t),
+            edits.peek().map(|(t, _)| *t),
             again.take(),
         ]
         .into_iter()
@@ -235,6 +249,17 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
             let (reply, rx) = oneshot::channel();
             s.sched.handle(Msg::Node { name, kind: e.kind, by: "operator".into(), reply }).await.expect("node");
             rx.await.expect("answer").expect("node action");
+            s.play(t).await;
+        }
+        let mut now_edits = Vec::new();
+        while edits.peek().is_some_and(|(et, _)| *et == t) {
+            now_edits.push(edits.next().expect("peeked").1.clone());
+        }
+        if !now_edits.is_empty() {
+            let (reply, rx) = oneshot::channel();
+            let msg = Msg::EditAccounts { edits: now_edits, stop: false, dry_run: false, by: "admin".into(), reply };
+            s.sched.handle(msg).await.expect("edit");
+            rx.await.expect("answer").expect("the edits apply");
             s.play(t).await;
         }
         while arrivals.peek().is_some_and(|w| w.submit == t) {
@@ -460,7 +485,7 @@ fn build(s: &Scenario) -> Case {
         .collect();
     requests.sort_by_key(|r| r.t);
     let policy = [PolicyKind::Allot, PolicyKind::Priority, PolicyKind::FifoBackfill][s.policy as usize % 3];
-    Case { state, specs, events, requests, policy }
+    Case { state, specs, events, requests, edits: Vec::new(), policy }
 }
 
 proptest! {
@@ -492,7 +517,7 @@ fn example(grace: Option<Time>) -> Case {
     }
     let mut events = allot_trace::events::load_events(&root.join("events.csv"), &cfg).expect("events");
     events.sort_by_key(|e| e.t);
-    Case { state, specs, events, requests: Vec::new(), policy: PolicyKind::Allot }
+    Case { state, specs, events, requests: Vec::new(), edits: Vec::new(), policy: PolicyKind::Allot }
 }
 
 /// The shipped example as it is: the same decisions up to the first
@@ -515,6 +540,48 @@ fn the_shipped_example_without_grace_decides_alike_to_the_end() {
     assert_eq!(diverged, None);
 }
 
+/// The shipped example without grace while the tree changes (ACC-1,
+/// ACC-2): a budget halved, a share raised, an account created, one
+/// renamed and one closed mid-run — every decision, attempt and final state
+/// equal, the closed account's later arrivals rejected on both sides.
+#[test]
+fn the_shipped_example_with_account_changes_decides_alike_to_the_end() {
+    use allot_core::{AccountEdit, AccountField, AccountSpec};
+    let mut case = example(Some(0));
+    let tree = &case.state.accounts;
+    let leaves: Vec<String> =
+        tree.ids().map(|i| tree.account(i)).filter(|a| a.children.is_empty()).map(|a| a.path.clone()).collect();
+    let budgeted = tree.ids().map(|i| tree.account(i)).find(|a| a.budget_gpu_hours.is_some()).expect("a budget");
+    let end = case.specs.last().expect("workloads").submit;
+    let (closed, renamed) = (leaves[0].clone(), leaves[1].clone());
+    let to = format!("{renamed}-v2");
+    let new = format!("{}/new", renamed.rsplit_once('/').map_or("x", |(p, _)| p));
+    case.edits = vec![
+        (
+            end / 5,
+            AccountEdit::Set {
+                path: budgeted.path.clone(),
+                field: AccountField::Budget,
+                value: budgeted.budget_gpu_hours.map(|b| b / 2.0),
+            },
+        ),
+        (end / 4, AccountEdit::Set { path: leaves[2].clone(), field: AccountField::Share, value: Some(3.0) }),
+        (end / 3, AccountEdit::Create(AccountSpec { path: new, share: Some(2.0), ..Default::default() })),
+        (end / 3, AccountEdit::Rename { path: renamed, to }),
+        (end / 2, AccountEdit::Close { path: closed.clone() }),
+    ];
+    let (_, _, phases) = sim_side(&case);
+    let closed_id = case.state.accounts.get(&closed).expect("closed account");
+    let rejected = case
+        .specs
+        .iter()
+        .filter(|w| w.account == closed_id && w.submit > end / 2)
+        .filter(|w| phases.iter().any(|(id, p)| *id == w.id && *p == "rejected"))
+        .count();
+    assert!(rejected > 0, "the closed account's later arrivals are rejected (ACC-2)");
+    assert_eq!(check(&case).expect("same decisions"), None);
+}
+
 /// L-1, the one difference by design: a workload whose work completes
 /// during its grace finishes in the simulator and is requeued live (its
 /// exit after the signal reads as "checkpointed and stopped").
@@ -531,7 +598,14 @@ fn completion_during_grace_is_the_documented_difference() {
         .build();
     let a = Wl::new("1").account("org/a").gpus(8).submit(0).work(1000).preemptible().build(&state);
     let b = Wl::new("2").account("org/b").gpus(8).submit(900).work(100).class(Class::Interactive).build(&state);
-    let case = Case { state, specs: vec![a, b], events: Vec::new(), requests: Vec::new(), policy: PolicyKind::Allot };
+    let case = Case {
+        state,
+        specs: vec![a, b],
+        events: Vec::new(),
+        requests: Vec::new(),
+        edits: Vec::new(),
+        policy: PolicyKind::Allot,
+    };
     let (sim, _, _) = sim_side(&case);
     let finish = sim.iter().find(|l| l.1 == Change::Finish.as_str() && l.2 == "1").expect("finishes in the simulator");
     assert_eq!(finish.0, 1000, "its work completes during the grace that started at 900");
