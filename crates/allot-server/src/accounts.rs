@@ -32,6 +32,7 @@ pub fn base_specs(tree: &AccountTree) -> Vec<AccountSpec> {
             legacy_pools: a.legacy_pools.clone(),
             max_service_gpus: a.max_service_gpus,
             users: a.users.clone(),
+            user_budgets: a.user_budgets.clone(),
         })
         .collect()
 }
