@@ -36,6 +36,9 @@ pub struct AccountSpec {
     pub users: BTreeMap<String, f64>,
     /// Closed (rule ACC-2): takes no new work; its accepted work runs on.
     pub closed: bool,
+    /// Budgets of named users of this account's own work, NGH per budget
+    /// period (rule BUD-6); a user not named has only the account's budget.
+    pub user_budgets: BTreeMap<String, f64>,
 }
 
 /// A resolved account.
@@ -64,12 +67,20 @@ pub struct Account {
     pub closed: bool,
     /// Closed itself (`closed` may be inherited).
     pub own_closed: bool,
+    /// Budgets of named users of this account's own work, NGH per budget
+    /// period (rule BUD-6).
+    pub user_budgets: BTreeMap<String, f64>,
 }
 
 impl Account {
     /// The FS-2 share of `user` in this account: as set, else 1.
     pub fn user_share(&self, user: &str) -> f64 {
         self.users.get(user).copied().unwrap_or(1.0)
+    }
+
+    /// The BUD-6 budget of `user` in this account (NGH per period), if set.
+    pub fn user_budget(&self, user: &str) -> Option<f64> {
+        self.user_budgets.get(user).copied()
     }
 }
 
@@ -90,6 +101,10 @@ pub enum AccountTreeError {
     BadUserShare { path: String, user: String, value: f64 },
     #[error("account {0:?} cannot keep its id: its parent comes after it")]
     BadOrder(String),
+    #[error("account {path:?}: invalid user name {user:?} in user_budgets: use letters, digits, '-', '_', '.'")]
+    BadBudgetUser { path: String, user: String },
+    #[error("account {path:?}: user_budgets.{user} must be a finite number > 0 (got {value})")]
+    BadUserBudget { path: String, user: String, value: f64 },
 }
 
 /// The resolved tree.
@@ -103,6 +118,19 @@ pub struct AccountTree {
 
 fn valid_segment(s: &str) -> bool {
     !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// The first entry of a user table (`users`, `user_budgets`) that is
+/// invalid: `(user, None)` for a bad name, `(user, Some(value))` for a value
+/// that is not a finite number > 0.
+fn bad_user_entry(map: &BTreeMap<String, f64>) -> Option<(String, Option<f64>)> {
+    map.iter().find_map(|(user, &v)| {
+        if !valid_segment(user) {
+            Some((user.clone(), None))
+        } else {
+            (!(v.is_finite() && v > 0.0)).then(|| (user.clone(), Some(v)))
+        }
+    })
 }
 
 impl AccountTree {
@@ -136,6 +164,7 @@ impl AccountTree {
             users: BTreeMap::new(),
             closed: false,
             own_closed: false,
+            user_budgets: BTreeMap::new(),
         };
         let mut tree = AccountTree { accounts: vec![root], by_path: BTreeMap::new(), declared: Vec::new() };
         tree.by_path.insert(String::new(), AccountId::ROOT);
@@ -161,13 +190,16 @@ impl AccountTree {
                     return Err(AccountTreeError::BadNumber { path: s.path.clone(), field, value: v });
                 }
             }
-            for (user, &v) in &s.users {
-                if !valid_segment(user) {
-                    return Err(AccountTreeError::BadUser { path: s.path.clone(), user: user.clone() });
-                }
-                if !(v.is_finite() && v > 0.0) {
-                    return Err(AccountTreeError::BadUserShare { path: s.path.clone(), user: user.clone(), value: v });
-                }
+            let path = || s.path.clone();
+            match bad_user_entry(&s.users) {
+                Some((user, None)) => return Err(AccountTreeError::BadUser { path: path(), user }),
+                Some((user, Some(value))) => return Err(AccountTreeError::BadUserShare { path: path(), user, value }),
+                None => {}
+            }
+            match bad_user_entry(&s.user_budgets) {
+                Some((user, None)) => return Err(AccountTreeError::BadBudgetUser { path: path(), user }),
+                Some((user, Some(value))) => return Err(AccountTreeError::BadUserBudget { path: path(), user, value }),
+                None => {}
             }
             let id = tree.ensure(&s.path);
             let a = &mut tree.accounts[id.0 as usize];
@@ -183,6 +215,7 @@ impl AccountTree {
             a.max_service_gpus = s.max_service_gpus;
             a.users = s.users.clone();
             a.own_closed = s.closed;
+            a.user_budgets = s.user_budgets.clone();
         }
         tree.resolve();
         Ok(tree)
@@ -215,6 +248,7 @@ impl AccountTree {
             users: BTreeMap::new(),
             closed: false,
             own_closed: false,
+            user_budgets: BTreeMap::new(),
         });
         self.accounts[parent.0 as usize].children.push(id);
         self.by_path.insert(path.to_string(), id);

@@ -75,6 +75,12 @@ pub enum AccountEdit {
         user: String,
         share: Option<f64>,
     },
+    /// A user's BUD-6 budget; `None`: back to the seed's (else none).
+    SetUserBudget {
+        path: String,
+        user: String,
+        budget_gpu_hours: Option<f64>,
+    },
     /// ACC-2: no new work for the account and its subtree.
     Close {
         path: String,
@@ -97,6 +103,7 @@ impl AccountEdit {
             AccountEdit::Create(s) | AccountEdit::Replace(s) => &s.path,
             AccountEdit::Set { path, .. }
             | AccountEdit::SetUser { path, .. }
+            | AccountEdit::SetUserBudget { path, .. }
             | AccountEdit::Close { path }
             | AccountEdit::Reopen { path }
             | AccountEdit::Rename { path, .. } => path,
@@ -111,6 +118,7 @@ impl AccountEdit {
             AccountEdit::Set { field: AccountField::Budget, .. } => "budget",
             AccountEdit::Set { field, .. } => field.key(),
             AccountEdit::SetUser { .. } => "user_share",
+            AccountEdit::SetUserBudget { .. } => "user_budget",
             AccountEdit::Close { .. } => "close",
             AccountEdit::Reopen { .. } => "reopen",
             AccountEdit::Rename { .. } => "rename",
@@ -143,6 +151,9 @@ impl EditError {
             EditError::BadRename { .. } => "to",
             EditError::Tree(AccountTreeError::BadNumber { field, .. }) => field,
             EditError::Tree(AccountTreeError::BadUser { .. } | AccountTreeError::BadUserShare { .. }) => "users",
+            EditError::Tree(AccountTreeError::BadBudgetUser { .. } | AccountTreeError::BadUserBudget { .. }) => {
+                "user_budgets"
+            }
             _ => "path",
         }
     }
@@ -155,6 +166,14 @@ pub struct AccountBook {
     seed: BTreeMap<String, AccountSpec>,
     specs: BTreeMap<String, AccountSpec>,
     tree: AccountTree,
+}
+
+/// Sets `user`'s value in a table of a declaration (`None`: removes it).
+fn set_user(table: &mut BTreeMap<String, f64>, user: &str, v: Option<f64>) {
+    match v {
+        Some(v) => table.insert(user.to_string(), v),
+        None => table.remove(user),
+    };
 }
 
 fn by_path(specs: &[AccountSpec]) -> BTreeMap<String, AccountSpec> {
@@ -238,11 +257,11 @@ impl AccountBook {
             }
             AccountEdit::SetUser { user, share, .. } => {
                 let v = share.or_else(|| seed.get(path).and_then(|s| s.users.get(user).copied()));
-                let users = &mut specs.get_mut(path).expect("known").users;
-                match v {
-                    Some(v) => users.insert(user.clone(), v),
-                    None => users.remove(user),
-                };
+                set_user(&mut specs.get_mut(path).expect("known").users, user, v);
+            }
+            AccountEdit::SetUserBudget { user, budget_gpu_hours, .. } => {
+                let v = budget_gpu_hours.or_else(|| seed.get(path).and_then(|s| s.user_budgets.get(user).copied()));
+                set_user(&mut specs.get_mut(path).expect("known").user_budgets, user, v);
             }
             AccountEdit::Close { .. } => {
                 let s = specs.get_mut(path).expect("known");

@@ -12,8 +12,10 @@
 //!   `U(t+Δ) = U(t)·d + A·(h/ln 2)·(1 − d)`, `d = 2^(−Δ/h)`, where `A` is the
 //!   normalised allocation held over the interval.
 //!
-//! The same decayed usage is kept per member (a user of a leaf account) for
-//! FS-2, which ranks the users of a project by it.
+//! The same decayed usage is kept per member (a user of an account) for
+//! FS-2, which ranks the users of a project by it, and the same period usage
+//! (same calendar, BUD-4; same carry-over, BUD-5) for the members' own
+//! budgets (BUD-6).
 
 use crate::Time;
 use crate::account::{AccountId, AccountTree};
@@ -36,7 +38,8 @@ pub struct Usage {
     pub last: Time,
 }
 
-/// Decayed usage of one member (a user of an account), for FS-2.
+/// Usage of one member (a user of an account's own work): decayed for
+/// FS-2, per period for the user's budget (BUD-6).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MemberUsage {
     /// Raw GPUs held now.
@@ -44,10 +47,37 @@ pub struct MemberUsage {
     /// Normalised GPUs held now.
     pub alloc_ngpus: f64,
     pub decayed_ngs: f64,
+    /// Normalised GPU-seconds in the current budget period (BUD-4).
+    pub period_ngs: f64,
+    /// The same in the period before the one containing `last` (BUD-5).
+    pub prev_period_ngs: f64,
     pub last: Time,
 }
 
-/// Per-account usage, and per-member decayed usage.
+/// The period fields of an account's or a member's usage as of `last`,
+/// advanced in closed form by the same calendar (BUD-4).
+#[derive(Clone, Copy, Debug)]
+struct PeriodUse {
+    period_ngs: f64,
+    prev_period_ngs: f64,
+    alloc_ngpus: f64,
+    last: Time,
+}
+
+/// The [`PeriodUse`] of an account's [`Usage`] or a [`MemberUsage`].
+macro_rules! period_use {
+    ($u:expr) => {{
+        let u = $u;
+        PeriodUse {
+            period_ngs: u.period_ngs,
+            prev_period_ngs: u.prev_period_ngs,
+            alloc_ngpus: u.alloc_ngpus,
+            last: u.last,
+        }
+    }};
+}
+
+/// Per-account usage, and per-member usage (decayed and per period).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ledger {
     pub usage: Vec<Usage>,
@@ -162,8 +192,13 @@ impl Ledger {
             self.members.resize(m + 1, MemberUsage::default());
         }
         let decayed = self.member_decayed_ngs_at(m, now);
+        let before = period_use!(&self.members[m]);
+        let (period, prev) = (self.use_period_ngs(before, now), self.use_prev_period_ngs(before, now));
         let u = &mut self.members[m];
         u.decayed_ngs = decayed;
+        if now > u.last {
+            (u.period_ngs, u.prev_period_ngs) = (period, prev);
+        }
         u.last = u.last.max(now);
         u.alloc_gpus = u.alloc_gpus.checked_add_signed(gpus).expect("member allocation went negative");
         u.alloc_ngpus += gpus as f64 * weight;
@@ -199,7 +234,29 @@ impl Ledger {
 
     /// `at(a, now).period_ngs`, without the rest.
     pub fn period_ngs_at(&self, a: AccountId, now: Time) -> f64 {
-        let u = &self.usage[a.0 as usize];
+        self.use_period_ngs(period_use!(&self.usage[a.0 as usize]), now)
+    }
+
+    /// Normalised GPU-seconds `a`'s subtree used in the period before the
+    /// one containing `now`.
+    pub fn prev_period_ngs_at(&self, a: AccountId, now: Time) -> f64 {
+        self.use_prev_period_ngs(period_use!(&self.usage[a.0 as usize]), now)
+    }
+
+    /// Normalised GPU-seconds member `m` used in the current budget period
+    /// as of `now` (0 for a member never charged; BUD-6).
+    pub fn member_period_ngs_at(&self, m: usize, now: Time) -> f64 {
+        self.members.get(m).map_or(0.0, |u| self.use_period_ngs(period_use!(u), now))
+    }
+
+    /// Normalised GPU-seconds member `m` used in the period before the one
+    /// containing `now`.
+    pub fn member_prev_period_ngs_at(&self, m: usize, now: Time) -> f64 {
+        self.members.get(m).map_or(0.0, |u| self.use_prev_period_ngs(period_use!(u), now))
+    }
+
+    /// Period usage as of `now` from `u` (BUD-4: restarts at a boundary).
+    fn use_period_ngs(&self, u: PeriodUse, now: Time) -> f64 {
         if now <= u.last {
             return u.period_ngs;
         }
@@ -210,10 +267,8 @@ impl Ledger {
         }
     }
 
-    /// Normalised GPU-seconds `a`'s subtree used in the period before the
-    /// one containing `now`.
-    pub fn prev_period_ngs_at(&self, a: AccountId, now: Time) -> f64 {
-        let u = &self.usage[a.0 as usize];
+    /// Usage in the period before the one containing `now`, from `u`.
+    fn use_prev_period_ngs(&self, u: PeriodUse, now: Time) -> f64 {
         let (k, kl) = (self.periods.index(now), self.periods.index(u.last.min(now)));
         if k == kl {
             u.prev_period_ngs
@@ -232,11 +287,22 @@ impl Ledger {
     /// on the recorded use and the current budget. Nothing is carried into
     /// the period of the ledger's first charge.
     pub fn carry_ngs(&self, a: AccountId, budget_ngs: f64, now: Time) -> f64 {
+        self.carry_from(|| self.prev_period_ngs_at(a, now), budget_ngs, now)
+    }
+
+    /// BUD-5 for member `m`'s own budget (BUD-6): as [`Ledger::carry_ngs`].
+    pub fn member_carry_ngs(&self, m: usize, budget_ngs: f64, now: Time) -> f64 {
+        self.carry_from(|| self.member_prev_period_ngs_at(m, now), budget_ngs, now)
+    }
+
+    /// What a period before that used `prev_ngs` carries into the period
+    /// containing `now` for a budget of `budget_ngs` (BUD-5).
+    fn carry_from(&self, prev_ngs: impl FnOnce() -> f64, budget_ngs: f64, now: Time) -> f64 {
         let first = self.origin.is_none_or(|o| self.periods.index(o) >= self.periods.index(now));
         if self.carry_over <= 0.0 || first {
             return 0.0;
         }
-        (budget_ngs - self.prev_period_ngs_at(a, now)).clamp(0.0, self.carry_over * budget_ngs)
+        (budget_ngs - prev_ngs()).clamp(0.0, self.carry_over * budget_ngs)
     }
 
     /// Normalised GPU-seconds `a`'s subtree may use this period before it is
@@ -246,16 +312,35 @@ impl Ledger {
         b + self.carry_ngs(a, b, now)
     }
 
+    /// Normalised GPU-seconds member `m` may use this period before it is
+    /// over its own budget of `budget_gpu_hours` (BUD-6 with BUD-5).
+    pub fn member_available_ngs(&self, m: usize, budget_gpu_hours: f64, now: Time) -> f64 {
+        let b = budget_gpu_hours * HOUR;
+        b + self.member_carry_ngs(m, b, now)
+    }
+
     /// Used, remaining, burn rate and projected exhaustion of `a`'s own
     /// budget as of `now`. The rate is the period's average so far, so one
     /// short burst does not swing the projection; the policy's own wake-up
     /// (`next_wakeup`) uses the allocation held now, the instant the status
     /// actually changes.
     pub fn projection(&self, tree: &AccountTree, a: AccountId, now: Time) -> Projection {
-        let (period_start, period_end) = self.periods.bounds(now);
-        let used = self.period_ngs_at(a, now);
         let budget = tree.account(a).budget_gpu_hours;
         let carried = budget.map_or(0.0, |b| self.carry_ngs(a, b * HOUR, now));
+        self.project(self.period_ngs_at(a, now), budget, carried, now)
+    }
+
+    /// The same for member `m` and its own budget `budget` (NGH per period,
+    /// BUD-6), if it has one.
+    pub fn member_projection(&self, m: usize, budget: Option<f64>, now: Time) -> Projection {
+        let carried = budget.map_or(0.0, |b| self.member_carry_ngs(m, b * HOUR, now));
+        self.project(self.member_period_ngs_at(m, now), budget, carried, now)
+    }
+
+    /// A projection from `used` and `carried` (normalised GPU-seconds) this
+    /// period and a budget in NGH.
+    fn project(&self, used: f64, budget: Option<f64>, carried: f64, now: Time) -> Projection {
+        let (period_start, period_end) = self.periods.bounds(now);
         let remaining = budget.map(|b| b * HOUR + carried - used);
         let elapsed = now.saturating_sub(period_start);
         let rate = if elapsed > 0 { used / elapsed as f64 } else { 0.0 };

@@ -49,6 +49,7 @@ rules! {
     BudgetLedger => "BUD-3", "usage is charged per second of GPU allocation, normalised by GPU type";
     BudgetPeriods => "BUD-4", "budgets renew at each period boundary: fixed periods from an anchor instant, or calendar months";
     BudgetCarryOver => "BUD-5", "unused budget of a period is carried into the next, up to the configured fraction of its budget";
+    BudgetUser => "BUD-6", "a user who has used their own budget in an account is over budget for that account's work, as BUD-1 and BUD-2 treat an account over budget; the account's budget still applies";
     ShareDefault => "FS-0", "share defaults to the budget when all unset siblings have one, else 1";
     FairShare => "FS-1", "hierarchical fair share: lowest (decayed usage + allocation) / entitlement first, level by level";
     FairUsers => "FS-2", "within a project: users by the same measure over their user share (default 1), then FIFO";

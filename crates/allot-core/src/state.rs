@@ -200,6 +200,16 @@ impl State {
         &self.index
     }
 
+    /// The period standing of `user` in `account` against their own budget
+    /// (BUD-6; `budget_ngh` is `None` for a user without one), as
+    /// [`crate::ledger::Ledger::projection`] gives it for accounts; `None`
+    /// for a user the account has never seen.
+    pub fn user_projection(&self, account: AccountId, user: &str, now: Time) -> Option<crate::ledger::Projection> {
+        let m = self.member_ids.get(&account)?.get(user)?;
+        let budget = self.accounts.account(account).user_budget(user);
+        Some(self.ledger.member_projection(m.0 as usize, budget, now))
+    }
+
     /// Charges `gpus` raw GPUs of weight `weight` (negative to release) to
     /// `account` and its user `user` at `now`, outside any workload: a live
     /// scheduler replays its recorded history into the ledger with it.

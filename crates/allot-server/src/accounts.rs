@@ -53,6 +53,9 @@ pub fn describe(e: &AccountEdit) -> String {
         AccountEdit::Replace(s) => format!("replace {}", s.path),
         AccountEdit::Set { path, field, value } => format!("{} {path} = {}", field.key(), num(*value)),
         AccountEdit::SetUser { path, user, share } => format!("users.{user} {path} = {}", num(*share)),
+        AccountEdit::SetUserBudget { path, user, budget_gpu_hours } => {
+            format!("user_budgets.{user} {path} = {}", num(*budget_gpu_hours))
+        }
         AccountEdit::Close { path } => format!("close {path}"),
         AccountEdit::Reopen { path } => format!("reopen {path}"),
         AccountEdit::Rename { path, to } => format!("rename {path} -> {to}"),
@@ -116,6 +119,7 @@ fn view(
         period_end_t: p.period_end.min(i64::MAX as u64) as i64,
         impact: a.impact,
         users: a.users.clone(),
+        user_budgets: a.user_budgets.clone(),
         closed: a.closed,
     }
 }

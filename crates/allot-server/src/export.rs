@@ -180,10 +180,13 @@ fn account_change(a: &crate::store::AuditRow, t0: i64) -> Vec<String> {
         "import" => vec![line("replace", &decl())],
         "close" | "reopen" => vec![line(what, "")],
         "rename" => after["path"].as_str().map(|to| line("rename", to)).into_iter().collect(),
-        "user_share" => after["set"]
-            .as_object()
-            .map(|m| m.iter().map(|(u, v)| line(&format!("users.{u}"), &num(v))).collect())
-            .unwrap_or_default(),
+        "user_share" | "user_budget" => {
+            let table = if what == "user_share" { "users" } else { "user_budgets" };
+            after["set"]
+                .as_object()
+                .map(|m| m.iter().map(|(u, v)| line(&format!("{table}.{u}"), &num(v))).collect())
+                .unwrap_or_default()
+        }
         f => {
             let field = if f == "budget" { "budget_gpu_hours" } else { f };
             if !allot_trace::changes::FIELDS.contains(&field) {

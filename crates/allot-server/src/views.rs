@@ -193,6 +193,9 @@ pub struct AccountView {
     /// Users' FS-2 shares set for this account's own work (others: 1).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub users: BTreeMap<String, f64>,
+    /// Users' BUD-6 budgets in this account's own work, NGH per period.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub user_budgets: BTreeMap<String, f64>,
     /// ACC-2: closed itself or below a closed account; no new work.
     #[serde(default)]
     pub closed: bool,
@@ -209,7 +212,7 @@ fn double_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result
 /// `PATCH /v1/accounts/{path}`: a field absent is unchanged; `null` returns
 /// to the config's value (none when the config does not declare it). The
 /// changes apply together (one transaction, one audit entry each) in this
-/// order: budget, share, impact, users, closed, rename.
+/// order: budget, share, impact, users, user_budgets, closed, rename.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AccountChange {
@@ -223,6 +226,10 @@ pub struct AccountChange {
     /// config's).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub users: BTreeMap<String, Option<f64>>,
+    /// Users' BUD-6 budgets within the account, NGH per period (`null`:
+    /// back to the config's, else none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub user_budgets: BTreeMap<String, Option<f64>>,
     /// Close (`true`, ACC-2) or reopen (`false`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closed: Option<bool>,

@@ -50,10 +50,13 @@ async fn live_tree(backend: Backend) {
     let v = s.cli_json(&mgr, &["share", "set", "org/new", "--user", "bob", "default"]);
     assert_eq!(v["users"], serde_json::json!({"alice": 2.0}));
     s.cli_ok(admin, &["impact", "set", "org/new", "4"]);
+    // A researcher's budget within the project (BUD-6).
+    let v = s.cli_json(&mgr, &["budget", "set", "org/new", "--user", "alice", "3"]);
+    assert_eq!(v["user_budgets"], serde_json::json!({"alice": 3.0}));
 
     // Bad input: the field is named, nothing is stored.
     let (_, audit_before) = s.http("GET", "/v1/audit", Some(admin), None).await;
-    let bad: [(&str, &str, &str, u16, &str); 7] = [
+    let bad: [(&str, &str, &str, u16, &str); 8] = [
         ("PATCH", "/v1/accounts/org/a", r#"{"rename_to":"lab/a"}"#, 400, "to"),
         ("POST", "/v1/accounts", r#"{"path":"org/neg","budget_gpu_hours":-1}"#, 400, "budget_gpu_hours"),
         ("POST", "/v1/accounts", r#"{"path":"org/new"}"#, 400, "path"),
@@ -61,6 +64,7 @@ async fn live_tree(backend: Backend) {
         ("PATCH", "/v1/accounts/org/a", r#"{"users":{"no one":1}}"#, 400, "users"),
         ("PATCH", "/v1/accounts/org/a", r#"{"users":{"alice":0}}"#, 400, "users.alice"),
         ("PATCH", "/v1/accounts/org/a", r#"{"stop":true}"#, 400, "stop"),
+        ("PATCH", "/v1/accounts/org/a", r#"{"user_budgets":{"bob":-3}}"#, 400, "user_budgets.bob"),
     ];
     for (method, path, body, want, field) in bad {
         let (status, v) = s.http(method, path, Some(admin), Some(body)).await;
@@ -142,6 +146,9 @@ async fn live_tree(backend: Backend) {
         let p = a["path"].as_str().unwrap();
         let acc = last.account(last.get(p).unwrap_or_else(|| panic!("{p} in the replayed tree")));
         assert_eq!((acc.closed, acc.share), (a["closed"] == true, a["share"].as_f64().unwrap()), "{p}");
+        let budgets: std::collections::BTreeMap<String, f64> =
+            serde_json::from_value(a.get("user_budgets").cloned().unwrap_or_default()).unwrap_or_default();
+        assert_eq!(acc.user_budgets, budgets, "{p}");
     }
     let rows = allot_trace::trace::load_trace(&out, &allot_trace::config::Config { accounts: last, ..cfg }).unwrap();
     assert!(rows.iter().any(|r| r.id == a1), "the renamed account's workload replays");

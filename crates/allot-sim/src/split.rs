@@ -5,7 +5,8 @@
 //! [`split_by_cluster`] rewrites a fleet's account tree and trace so that
 //! every cluster `c` has its own copy of the tree under the account `c`
 //! (paths `c/<path>`), whose share is the cluster's part of the fleet's
-//! normalised (NGH) capacity and in which every budget is the original
+//! normalised (NGH) capacity and in which every budget (user budgets too,
+//! BUD-6) is the original
 //! budget times that part; every workload is pinned to one cluster and
 //! charged to that cluster's copy of its account. One `allot` policy run on
 //! the rewritten inputs then behaves as independent per-cluster schedulers:
@@ -139,6 +140,7 @@ pub fn split_by_cluster(
                 max_service_gpus: a.max_service_gpus,
                 users: a.users.clone(),
                 closed: a.own_closed,
+                user_budgets: a.user_budgets.iter().map(|(u, b)| (u.clone(), b * parts[c])).collect(),
             });
         }
     }

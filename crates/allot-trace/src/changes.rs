@@ -4,9 +4,10 @@
 //!
 //! CSV with the header `t_s,account,field,value`; `t_s` is seconds from the
 //! trace start, `account` the account's path then, and `field`:
-//! * `budget_gpu_hours`, `share`, `impact` or `users.NAME` (a user's FS-2
-//!   share): `value` a number within the config's bounds, or empty for "the
-//!   config's own value" (as `null` does in the API);
+//! * `budget_gpu_hours`, `share`, `impact`, `users.NAME` (a user's FS-2
+//!   share) or `user_budgets.NAME` (a user's BUD-6 budget): `value` a number
+//!   within the config's bounds, or empty for "the config's own value" (as
+//!   `null` does in the API);
 //! * `create` or `replace`: `value` the account's declaration as JSON
 //!   ([`crate::decl::AccountDecl`]; empty for a `create` with defaults);
 //! * `close`, `reopen`: no value (ACC-2);
@@ -32,7 +33,8 @@ const COLUMNS: [&str; 4] = ["t_s", "account", "field", "value"];
 /// The numeric account fields a change may set.
 pub const FIELDS: [&str; 3] = ["budget_gpu_hours", "share", "impact"];
 /// The fields of a change file, as its errors list them.
-const ALL_FIELDS: &str = "budget_gpu_hours, share, impact, users.NAME, create, replace, close, reopen, rename";
+const ALL_FIELDS: &str =
+    "budget_gpu_hours, share, impact, users.NAME, user_budgets.NAME, create, replace, close, reopen, rename";
 
 /// One change of the account tree at `t` (seconds from the trace start),
 /// from `line` of its file.
@@ -85,6 +87,9 @@ fn edit_of(account: &str, field: &str, value: &str, cfg: &Config) -> Result<Acco
             if let Some(user) = f.strip_prefix("users.") {
                 let share = number(value, bounds::SHARE).map_err(|m| (3, m))?;
                 AccountEdit::SetUser { path, user: user.to_string(), share }
+            } else if let Some(user) = f.strip_prefix("user_budgets.") {
+                let budget_gpu_hours = number(value, bounds::BUDGET_GPU_HOURS).map_err(|m| (3, m))?;
+                AccountEdit::SetUserBudget { path, user: user.to_string(), budget_gpu_hours }
             } else {
                 let field = AccountField::parse(f)
                     .ok_or_else(|| (2, format!("unknown field {} (use {ALL_FIELDS})", quoted(f))))?;

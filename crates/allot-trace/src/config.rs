@@ -163,7 +163,8 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
             impact: a.impact.map(at),
             legacy_pools: a.legacy_pools.clone().map(at),
             max_service_gpus: a.max_service_gpus,
-            users: BTreeMap::new(),
+            users: a.users.iter().map(|(u, v)| (u.clone(), at(*v))).collect(),
+            user_budgets: a.user_budgets.iter().map(|(u, v)| (u.clone(), at(*v))).collect(),
             closed: false,
         })
         .collect();
@@ -272,6 +273,10 @@ struct RawAccount {
     /// Closed (ACC-2): as `allot accounts export` writes it.
     #[serde(default)]
     closed: bool,
+    /// User budgets in the account, NGH per period (BUD-6):
+    /// `user_budgets = { alice = 50 }`.
+    #[serde(default)]
+    user_budgets: BTreeMap<String, Spanned<f64>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -753,17 +758,25 @@ fn build_accounts(ctx: &Ctx<'_>, raw: &[RawAccount], cluster: &Cluster) -> Resul
             impact: float("impact", &a.impact, bounds::IMPACT)?,
             legacy_pools,
             max_service_gpus: a.max_service_gpus,
-            users: a
-                .users
-                .iter()
-                .map(|(u, v)| {
-                    Ok((u.clone(), ctx.float(format!("accounts[{i}].users.{u}"), "user share", v, bounds::SHARE)?))
-                })
-                .collect::<Result<_, FormatError>>()?,
+            users: user_table(ctx, i, "users", "user share", &a.users, bounds::SHARE)?,
+            user_budgets: user_table(ctx, i, "user_budgets", "user budget", &a.user_budgets, bounds::BUDGET_GPU_HOURS)?,
             closed: a.closed,
         });
     }
     AccountTree::build(&specs).map_err(|e| account_error(ctx, raw, e))
+}
+
+/// A table of user name to number (`users`, `user_budgets`) of
+/// `accounts[i]`, each value checked against `b` at its key and line.
+fn user_table(
+    ctx: &Ctx<'_>,
+    i: usize,
+    key: &str,
+    what: &str,
+    table: &BTreeMap<String, Spanned<f64>>,
+    b: FloatBound,
+) -> Result<BTreeMap<String, f64>, FormatError> {
+    table.iter().map(|(u, v)| Ok((u.clone(), ctx.float(format!("accounts[{i}].{key}.{u}"), what, v, b)?))).collect()
 }
 
 /// Reports an [`AccountTreeError`] at the key and line it comes from.
@@ -805,6 +818,11 @@ fn account_error(ctx: &Ctx<'_>, raw: &[RawAccount], e: AccountTreeError) -> Form
         AccountTreeError::BadOrder(p) => {
             let i = find(p).unwrap_or(0);
             (format!("accounts[{i}].path"), raw.get(i).map(|a| a.path.span()), e.to_string())
+        }
+        AccountTreeError::BadBudgetUser { path, user } | AccountTreeError::BadUserBudget { path, user, .. } => {
+            let i = find(path).unwrap_or(0);
+            let span = raw.get(i).and_then(|a| a.user_budgets.get(user)).map(Spanned::span);
+            (format!("accounts[{i}].user_budgets.{user}"), span, e.to_string())
         }
     };
     ctx.err(key, span, message).caused_by(e)
@@ -1006,6 +1024,31 @@ mod tests {
             let e = parse_config(&text, "f.toml").unwrap_err();
             assert_eq!(e.field.as_deref(), Some(key), "{e}");
             assert!(e.to_string().contains(msg), "{e}");
+        }
+    }
+
+    #[test]
+    fn user_budgets_seed_from_the_config_and_bad_ones_name_the_key_and_line() {
+        let ok = FLEET.replace("legacy_pools = [\"c2/h\"]\n", "user_budgets = { alice = 50, bob = 0.5 }\n");
+        let cfg = parse_config(&ok, "f.toml").unwrap();
+        let a = cfg.accounts.account(cfg.accounts.get("org/a").unwrap());
+        assert_eq!(
+            (a.user_budget("alice"), a.user_budget("bob"), a.user_budget("carol")),
+            (Some(50.0), Some(0.5), None)
+        );
+        let line = FLEET.lines().count();
+        let cases = [
+            ("negative", "user_budgets = { alice = -1 }", "accounts[0].user_budgets.alice", "user budget"),
+            ("zero", "user_budgets = { alice = 0 }", "accounts[0].user_budgets.alice", "user budget"),
+            ("nan", "user_budgets = { alice = nan }", "accounts[0].user_budgets.alice", "user budget"),
+            ("bad name", "user_budgets = { \"a b\" = 1 }", "accounts[0].user_budgets.a b", "invalid user name"),
+        ];
+        for (name, budgets, key, msg) in cases {
+            let text = FLEET.replace("legacy_pools = [\"c2/h\"]", budgets);
+            let e = parse_config(&text, "f.toml").unwrap_err();
+            assert_eq!(e.field.as_deref(), Some(key), "{name}: {e}");
+            assert!(e.to_string().contains(msg), "{name}: {e}");
+            assert_eq!(e.line, Some(line as u64), "{name}: {e}");
         }
     }
 

@@ -28,6 +28,9 @@ pub struct AccountDecl {
     pub max_service_gpus: Option<u32>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub users: BTreeMap<String, f64>,
+    /// Researchers' budgets within the account, NGH per period (BUD-6).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub user_budgets: BTreeMap<String, f64>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub closed: bool,
 }
@@ -42,6 +45,7 @@ pub fn decl_of(s: &AccountSpec, cluster: &Cluster) -> AccountDecl {
         legacy_pools: s.legacy_pools.as_ref().map(|ps| ps.iter().map(|p| cluster.pool(*p).name.clone()).collect()),
         max_service_gpus: s.max_service_gpus,
         users: s.users.clone(),
+        user_budgets: s.user_budgets.clone(),
         closed: s.closed,
     }
 }
@@ -74,6 +78,7 @@ pub fn spec_of(d: &AccountDecl, cluster: &Cluster) -> Result<AccountSpec, String
         legacy_pools,
         max_service_gpus: d.max_service_gpus,
         users: d.users.clone(),
+        user_budgets: d.user_budgets.clone(),
         closed: d.closed,
     })
 }

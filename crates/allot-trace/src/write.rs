@@ -8,6 +8,7 @@
 //! account fields that are `None` are left out so the parser's documented
 //! defaults apply.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use allot_core::contract::PerClass;
@@ -163,6 +164,10 @@ pub struct AccountOut {
     pub impact: Option<f64>,
     pub legacy_pools: Option<Vec<String>>,
     pub max_service_gpus: Option<u32>,
+    /// User shares of the account's own work (FS-2); empty: not written.
+    pub users: BTreeMap<String, f64>,
+    /// User budgets, NGH per budget period (BUD-6); empty: not written.
+    pub user_budgets: BTreeMap<String, f64>,
 }
 
 /// A whole configuration file.
@@ -303,6 +308,12 @@ fn write_account<W: Write>(w: &mut W, a: &AccountOut) -> io::Result<()> {
     if let Some(v) = a.max_service_gpus {
         writeln!(w, "max_service_gpus = {v}")?;
     }
+    for (name, table) in [("users", &a.users), ("user_budgets", &a.user_budgets)] {
+        if !table.is_empty() {
+            let entries: Vec<String> = table.iter().map(|(u, v)| format!("{} = {}", key(u), float(*v))).collect();
+            writeln!(w, "{name} = {{ {} }}", entries.join(", "))?;
+        }
+    }
     Ok(())
 }
 
@@ -380,6 +391,44 @@ mod tests {
             "id,submit_s,account,user,class,gpus,nodes,gpu_type,work_s,checkpoint_s,util,priority,preemptible\n\
              \"a,1\",5,org/t/jobs,u,batch,16,2,,60,0,0.457,high,true\n"
         );
+    }
+
+    #[test]
+    fn user_shares_and_budgets_round_trip_through_the_writer() {
+        let pool = PoolOut {
+            cluster: String::new(),
+            name: "p".into(),
+            gpu: "H100".into(),
+            nodes: 1,
+            gpus_per_node: 8,
+            rack_size: 1,
+            shared: false,
+        };
+        let mut a = AccountOut { path: "org/a".into(), budget_gpu_hours: Some(100.0), ..Default::default() };
+        a.users = BTreeMap::from([("alice".to_string(), 2.0), ("bob.b".to_string(), 0.5)]);
+        a.user_budgets = BTreeMap::from([("alice".to_string(), 50.0), ("carol-1".to_string(), 12.5)]);
+        let cfg = ConfigOut {
+            comments: Vec::new(),
+            cluster_name: "c".into(),
+            pools: vec![pool],
+            gpu_types: vec![("H100".into(), 1.0)],
+            accounts: vec![a, AccountOut { path: "org/b".into(), ..Default::default() }],
+            contract: Contract::default(),
+        };
+        let mut out = Vec::new();
+        write_config_toml(&mut out, &cfg).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("users = { alice = 2.0, \"bob.b\" = 0.5 }\n"), "{text}");
+        assert!(text.contains("user_budgets = { alice = 50.0, carol-1 = 12.5 }\n"), "{text}");
+        let parsed = crate::config::parse_config(&text, "c.toml").unwrap();
+        let acc = parsed.accounts.account(parsed.accounts.get("org/a").unwrap());
+        assert_eq!(acc.users, cfg.accounts[0].users);
+        assert_eq!(acc.user_budgets, cfg.accounts[0].user_budgets);
+        let b = parsed.accounts.account(parsed.accounts.get("org/b").unwrap());
+        assert!(b.users.is_empty() && b.user_budgets.is_empty());
+        // In memory too (`config_from` reads the same fields).
+        let again = crate::config::config_from(&cfg, "mem").unwrap();
+        assert_eq!(again.accounts.account(again.accounts.get("org/a").unwrap()).user_budgets, acc.user_budgets);
     }
 
     #[test]

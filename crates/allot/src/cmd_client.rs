@@ -35,7 +35,7 @@ pub enum ClientCommand {
     /// The account tree with budgets, use and fair-share standing; create,
     /// rename, close, reopen, export, import.
     Accounts(AccountsArgs),
-    /// Budgets: allot budget set PATH HOURS; allot budget report
+    /// Budgets: allot budget set PATH HOURS [--user NAME]; allot budget report
     #[command(subcommand)]
     Budget(BudgetCommand),
     /// Shares: allot share set PATH N, or a researcher's: allot share set PATH --user NAME N
@@ -182,7 +182,7 @@ pub struct SetArgs {
     /// The value: GPU-hours (NGH) per budget period for a budget, a
     /// weight for a share or an impact; "default" for the config's.
     value: String,
-    /// A researcher's share within the account (FS-2; share only).
+    /// A researcher's share (FS-2) or budget (BUD-6) within the account.
     #[arg(long)]
     user: Option<String>,
 }
@@ -425,7 +425,13 @@ async fn set_account(a: SetArgs, field: AccountField) -> Result<()> {
             change.users.insert(u.clone(), value);
             format!("share of {u} in")
         }
-        (Some(_), _) => anyhow::bail!("--user goes with allot share set (a researcher's share, FS-2)"),
+        (Some(u), AccountField::Budget) => {
+            change.user_budgets.insert(u.clone(), value);
+            format!("budget of {u} in")
+        }
+        (Some(_), AccountField::Impact) => {
+            anyhow::bail!("--user goes with allot share set (FS-2) or allot budget set (BUD-6), not impact")
+        }
         (None, AccountField::Budget) => {
             change.budget_gpu_hours = Some(value);
             "budget of".into()

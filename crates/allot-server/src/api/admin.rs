@@ -100,6 +100,9 @@ fn check_decl(d: &AccountDecl) -> Result<(), ApiError> {
     for (u, v) in &d.users {
         check_number(&format!("users.{u}"), bounds::SHARE, Some(*v))?;
     }
+    for (u, v) in &d.user_budgets {
+        check_number(&format!("user_budgets.{u}"), bounds::BUDGET_GPU_HOURS, Some(*v))?;
+    }
     Ok(())
 }
 
@@ -116,7 +119,7 @@ async fn edit(
 
 /// `PATCH /v1/accounts/{path}`: budget, share, impact, users' shares,
 /// close / reopen, rename — together, audited.
-#[utoipa::path(patch, path = "/v1/accounts/{path}", summary = "change an account: budget_gpu_hours, share, impact, users, closed, rename_to (null: back to the config); audited", description = "Roles: admin; manager strictly inside the scope.", security(("bearer" = [])), params(("path" = String, Path, description = "the account's path, e.g. org/llm")), request_body = AccountChange, responses((status = 200, description = "the account as it is now", body = AccountView), ApiErrors))]
+#[utoipa::path(patch, path = "/v1/accounts/{path}", summary = "change an account: budget_gpu_hours, share, impact, users, user_budgets, closed, rename_to (null: back to the config); audited", description = "Roles: admin; manager strictly inside the scope.", security(("bearer" = [])), params(("path" = String, Path, description = "the account's path, e.g. org/llm")), request_body = AccountChange, responses((status = 200, description = "the account as it is now", body = AccountView), ApiErrors))]
 pub async fn change_account(
     State(app): State<App>,
     Auth(who): Auth,
@@ -145,6 +148,10 @@ pub async fn change_account(
         check_number(&format!("users.{user}"), bounds::SHARE, *share)?;
         edits.push(AccountEdit::SetUser { path: path.clone(), user: user.clone(), share: *share });
     }
+    for (user, budget) in &change.user_budgets {
+        check_number(&format!("user_budgets.{user}"), bounds::BUDGET_GPU_HOURS, *budget)?;
+        edits.push(AccountEdit::SetUserBudget { path: path.clone(), user: user.clone(), budget_gpu_hours: *budget });
+    }
     match change.closed {
         Some(true) => edits.push(AccountEdit::Close { path: path.clone() }),
         Some(false) => edits.push(AccountEdit::Reopen { path: path.clone() }),
@@ -161,7 +168,7 @@ pub async fn change_account(
     }
     if edits.is_empty() {
         return Err(ApiError::bad_request(
-            "nothing to change: give budget_gpu_hours, share, impact, users, closed or rename_to",
+            "nothing to change: give budget_gpu_hours, share, impact, users, user_budgets, closed or rename_to",
         ));
     }
     let out = edit(&app, &who, edits, change.stop, false).await?;

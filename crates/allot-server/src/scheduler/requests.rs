@@ -189,6 +189,9 @@ impl Scheduler {
             match e {
                 AccountEdit::Set { value, .. } => after["set"] = serde_json::json!(value),
                 AccountEdit::SetUser { user, share, .. } => after["set"] = serde_json::json!({ user: share }),
+                AccountEdit::SetUserBudget { user, budget_gpu_hours, .. } => {
+                    after["set"] = serde_json::json!({ user: budget_gpu_hours });
+                }
                 AccountEdit::Rename { to, .. } => renames.push((path.clone(), to.clone())),
                 AccountEdit::Close { .. } => closed.push(path.clone()),
                 _ => {}

@@ -132,7 +132,7 @@ impl Explainer {
         if tier == Tier::OverBudget {
             return Reason::new(
                 Rule::BudgetFirst,
-                format!("{}; in-budget work ranks ahead; {capacity}", over(state, spec.account, now)),
+                format!("{}; in-budget work ranks ahead; {capacity}", over(state, w, now)),
             );
         }
         // In budget, but not for long at this rate: say when it runs out (BUD-1).
@@ -196,7 +196,7 @@ fn acted(state: &State, w: WorkloadId, outcome: &Outcome, now: Time) -> Reason {
         Outcome::Started(Tier::InBudget) => Reason::new(Rule::FairShare, soon),
         Outcome::Started(Tier::OverBudget) => Reason::new(
             Rule::BudgetOver,
-            format!("{}; fits on capacity no in-budget work can use; {soon}", over(state, spec.account, now)),
+            format!("{}; fits on capacity no in-budget work can use; {soon}", over(state, w, now)),
         ),
         Outcome::Claimed(alloc) => {
             let at = released_at(state, alloc).map_or_else(String::new, |t| format!(" at t={t}"));
@@ -227,9 +227,12 @@ fn acted(state: &State, w: WorkloadId, outcome: &Outcome, now: Time) -> Reason {
     }
 }
 
-fn over(state: &State, a: crate::account::AccountId, now: Time) -> String {
-    let culprit = Budgets::new(state, now).culprit(a).unwrap_or(a);
-    budget::describe(state, culprit, now)
+/// Why waiting workload `w` is over budget: its account's path (BUD-1) or
+/// its user's own budget (BUD-6).
+fn over(state: &State, w: WorkloadId, now: Time) -> String {
+    let a = state.spec(w).account;
+    let culprit = Budgets::new(state, now).culprit(a, state.member(w));
+    budget::describe_over(state, culprit, a, now)
 }
 
 /// Why nothing is preempted for a top-ranked waiting workload.

@@ -372,12 +372,13 @@ impl<'a> Pass<'a> {
         let spec = state.spec(w);
         self.free.take(&state.cluster, &alloc);
         reserve(state, &mut self.hyp, &alloc);
-        let reason = self.start_reason(spec, u, tier);
+        let reason = self.start_reason(w, u, tier);
         self.gain(spec, u, &alloc);
         self.out.push(Decision { action: Action::Start { workload: w, alloc }, reason });
     }
 
-    fn start_reason(&self, spec: &WorkloadSpec, u: u32, tier: Tier) -> Reason {
+    fn start_reason(&self, w: WorkloadId, u: u32, tier: Tier) -> Reason {
+        let spec = self.state.spec(w);
         let state = self.state;
         let slot = self.fs.slot(spec.account);
         match tier {
@@ -403,7 +404,7 @@ impl<'a> Pass<'a> {
                 ),
             ),
             Tier::OverBudget => {
-                let culprit = self.budgets.culprit(spec.account).unwrap_or(spec.account);
+                let culprit = self.budgets.culprit(spec.account, state.member(w));
                 let steer = if self.impact_steers {
                     format!(
                         "; IMP-1: over-budget work is served highest impact first (this account: {})",
@@ -416,7 +417,7 @@ impl<'a> Pass<'a> {
                     Rule::BudgetOver,
                     format!(
                         "{}; runs on capacity no in-budget work can use, without a slice{steer}",
-                        budget::describe(state, culprit, self.now)
+                        budget::describe_over(state, culprit, spec.account, self.now)
                     ),
                 )
             }
@@ -481,10 +482,11 @@ impl<'a> Pass<'a> {
                 let slice = state.contract.min_slice.get(c.class);
                 let detail = match rule {
                     Rule::BudgetOver => {
-                        let culprit = self.budgets.culprit(state.spec(c.w).account).unwrap_or(state.spec(c.w).account);
+                        let account = state.spec(c.w).account;
+                        let culprit = self.budgets.culprit(account, state.member(c.w));
                         format!(
                             "{}: preemptible at once by in-budget {}",
-                            budget::describe(state, culprit, self.now),
+                            budget::describe_over(state, culprit, account, self.now),
                             p.spec.id
                         )
                     }

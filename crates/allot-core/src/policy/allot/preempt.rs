@@ -95,7 +95,7 @@ pub(crate) fn candidate(state: &State, now: Time, budgets: &Budgets, h: &Holding
     if h.phase != Phase::Running || h.class == Class::Service {
         return None;
     }
-    let over = budgets.over(h.account);
+    let over = budgets.over_work(h.account, h.member);
     let slice_ok = now.saturating_sub(h.started) >= state.contract.min_slice.get(h.class);
     (over || (slice_ok && h.class != Class::Interactive)).then_some((over, slice_ok))
 }

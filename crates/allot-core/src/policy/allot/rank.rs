@@ -35,7 +35,8 @@ pub(crate) enum Tier {
     Lane,
     /// Other in-budget work (BUD-1).
     InBudget,
-    /// Work of an account over budget somewhere on its path (BUD-1, BUD-2).
+    /// Work of an account over budget somewhere on its path (BUD-1, BUD-2),
+    /// or of a user over their own budget in the account (BUD-6).
     OverBudget,
 }
 
@@ -48,14 +49,16 @@ pub(crate) fn in_lane(contract: &Contract, spec: &WorkloadSpec) -> bool {
     spec.gpus <= contract.interactive_max_gpus && spec.work_s <= contract.interactive_max_duration
 }
 
-/// The tier of a waiting workload; `None` for interactive work over the
-/// lane limits, which is rejected (INT-2).
-pub(crate) fn tier_of(state: &State, budgets: &Budgets, spec: &WorkloadSpec) -> Option<Tier> {
+/// The tier of waiting workload `w`; `None` for interactive work over the
+/// lane limits, which is rejected (INT-2). Its user's own budget counts as
+/// its account's (BUD-6).
+pub(crate) fn tier_of(state: &State, budgets: &Budgets, w: WorkloadId) -> Option<Tier> {
+    let spec = state.spec(w);
     let lane = spec.class == Class::Interactive;
     if lane && !in_lane(&state.contract, spec) {
         return None;
     }
-    Some(if budgets.over(spec.account) {
+    Some(if budgets.over_work(spec.account, state.member(w)) {
         Tier::OverBudget
     } else if lane {
         Tier::Lane
@@ -101,7 +104,7 @@ pub(crate) fn ranks(state: &State, fs: &FairShare, users: &Users, budgets: &Budg
     let mut out = Vec::with_capacity(state.pending.len());
     for &(submit, w) in &state.pending {
         let spec = state.spec(w);
-        let Some(tier) = tier_of(state, budgets, spec) else { continue };
+        let Some(tier) = tier_of(state, budgets, w) else { continue };
         let slot = fs.slot(spec.account);
         let user = users.of(state, w);
         let head = *heads.entry((tier, user)).or_insert((submit, w));

@@ -3,8 +3,9 @@
 //! walk over every waiting workload.
 //!
 //! Per user, the tier of a workload depends only on its account's budget
-//! status and on whether it is interactive (see [`super::rank::tier_of`]):
-//! an account over budget puts all its work in the over-budget tier;
+//! status, its user's own (BUD-6) and on whether it is interactive (see
+//! [`super::rank::tier_of`]): an account or a user over budget puts all its
+//! work in the over-budget tier;
 //! otherwise interactive work goes to the lane and the rest in budget.
 //! Interactive work over the lane limits is rejected (INT-2); whether there
 //! is any is known from the largest gang and duration waiting, so the
@@ -40,7 +41,7 @@ impl<'a> Waiting<'a> {
         let mut tiers: [Vec<Work<'a>>; 3] = Default::default();
         for (m, q) in idx.members() {
             let (account, _) = state.member_info(m);
-            let over = budgets.over(account);
+            let over = budgets.over_work(account, m);
             let mut groups: [Vec<Group<'a>>; 3] = Default::default();
             for (&(class, shape), set) in &q.by_shape {
                 let tier = match (over, class) {
