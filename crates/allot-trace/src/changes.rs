@@ -250,7 +250,7 @@ min_slice = { batch = "2h" }
     fn bad_changes_name_the_line_and_field() {
         let err = |text: &str| parse(text).unwrap_err().to_string();
         let e = err("t_s,account,field,value\n1,org/zz,share,2\n");
-        assert!(e.contains("ch.csv:2") && e.contains("accounts: org/a, org/b"), "{e}");
+        assert!(e.contains("ch.csv:2") && e.contains("accounts: org, org/a, org/b"), "{e}");
         assert!(err("t_s,account,field,value\n1,org/a,quota,2\n").contains("use budget_gpu_hours, share, impact"));
         let e = err("t_s,account,field,value\n1,org/a,share,-2\n");
         assert!(e.contains("value") && e.contains("between"), "{e}");
