@@ -49,6 +49,12 @@ pub struct Contract {
     /// IMP-3: FS-1 entitlements are weighted by share × impact among
     /// siblings (`docs/impact.md`); off by default.
     pub impact_weighting: bool,
+    /// CON-6: the time limit of work submitted without one, per class;
+    /// `None` (the default): no limit.
+    pub time_limit: PerClass<Option<Time>>,
+    /// CON-6: the largest time limit a workload may ask for, per class;
+    /// `None` (the default): no maximum.
+    pub max_time_limit: PerClass<Option<Time>>,
 }
 
 pub const HOUR: Time = 3600;
@@ -68,6 +74,8 @@ impl Default for Contract {
             interactive_max_duration: 8 * HOUR,
             scheduling_interval: 30,
             impact_weighting: false,
+            time_limit: PerClass { batch: None, interactive: None, service: None },
+            max_time_limit: PerClass { batch: None, interactive: None, service: None },
         }
     }
 }

@@ -448,6 +448,7 @@ mod tests {
             util: 1.0,
             priority: Priority::Normal,
             preemptible: false,
+            time_limit_s: None,
         };
         let a = find(&cluster, &free, &spec, &|_| true)?;
         Some(a.parts.iter().map(|(n, m)| (n.0, m.count_ones())).collect())

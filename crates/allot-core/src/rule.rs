@@ -62,6 +62,7 @@ rules! {
     Requeue => "CON-3", "a stopped workload loses progress since its last checkpoint and is requeued";
     NoPingPong => "CON-4", "preempt only if the preemptor ranks strictly better than the victim after the swap";
     VictimOrder => "CON-5", "victims: over budget, furthest above fair share, least unsaved progress, fewest extra GPUs";
+    TimeLimit => "CON-6", "a workload that has run its time limit in one attempt is signalled, stopped after grace and ends as failed (not requeued)";
     Interactive => "INT-1", "interactive workloads within the lane limits preempt batch work past its slice at once";
     InteractiveLimit => "INT-2", "interactive workloads over the lane limits are rejected";
     ServiceNoSlice => "SVC-1", "services are not time-sliced and are charged continuously";

@@ -108,6 +108,8 @@ pub struct WorkloadSpec {
     pub util: f64,
     pub priority: Priority,
     pub preemptible: bool,
+    /// CON-6: running time allowed per attempt; `None`: no limit.
+    pub time_limit_s: Option<Time>,
 }
 
 /// Lifecycle phase.

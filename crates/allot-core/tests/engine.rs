@@ -1,7 +1,7 @@
 //! The engine, driven input by input as an interpreter drives it, with the
 //! state's invariants checked after every step: what each input changes and
-//! which effects it leaves (CON-2, CON-3, ENG-1, MNT-1 … MNT-3, cancels,
-//! retries, stale reports).
+//! which effects it leaves (CON-2, CON-3, CON-6, ENG-1, MNT-1 … MNT-3,
+//! cancels, retries, stale reports).
 
 use allot_core::engine::{Cancelled, Change, LAUNCH_FAILURES_TO_DRAIN, Outcome};
 use allot_core::{
@@ -34,6 +34,21 @@ impl Run {
         let w = self.engine.arrive(&*self.policy, spec, retries, t);
         self.effects(t);
         w
+    }
+
+    /// A workload of 8 GPUs with a time limit (CON-6), started at `t`.
+    fn start_limited(&mut self, id: &str, work: Time, limit: Time, t: Time) -> WorkloadId {
+        let spec =
+            Wl::new(id).account("org/a").gpus(8).submit(t).work(work).time_limit(limit).build(&self.engine.state);
+        let w = self.engine.arrive(&*self.policy, spec, 0, t);
+        self.effects(t);
+        assert_eq!(changes(&self.pass(t)), [Change::Start]);
+        w
+    }
+
+    fn expire(&mut self, t: Time) -> Vec<Effect> {
+        self.engine.expire(t);
+        self.effects(t)
     }
 
     fn pass(&mut self, t: Time) -> Vec<Effect> {
@@ -248,4 +263,84 @@ fn with_nothing_to_change_no_wake_up_is_planned() {
     assert_eq!(r.engine.wake(), None, "stuck: nothing runs and nothing can come");
     r.engine.plan_wake(&*periodic, 0, true);
     assert!(r.engine.wake().is_some(), "inputs may still come: periodic passes go on");
+}
+
+/// The last record's change and reason.
+fn last_record(effects: &[Effect]) -> (Change, Rule, String) {
+    effects
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            Effect::Record(t) => Some((t.change, t.reason.rule, t.reason.detail.to_string())),
+            _ => None,
+        })
+        .expect("a record")
+}
+
+#[test]
+fn a_time_limit_signals_at_the_limit_kills_after_grace_and_fails_without_requeue() {
+    let mut r = Run::new(1);
+    let w = r.start_limited("a", 1000, 300, 0);
+    assert_eq!(r.engine.next_deadline(), Some(300), "CON-6: the limit is a deadline");
+    assert!(r.expire(299).is_empty(), "not before the limit");
+    assert_eq!(r.engine.state.run(w).phase, Phase::Running);
+    let fx = r.expire(300);
+    assert_eq!(changes(&fx), [Change::Preempt]);
+    assert!(fx.iter().any(|e| matches!(e, Effect::Signal { stop_at: 400, .. })), "CON-2 grace: {fx:?}");
+    let (_, rule, detail) = last_record(&fx);
+    assert_eq!(rule, Rule::TimeLimit);
+    assert!(detail.contains("ran 300 s, its time limit"), "{detail}");
+    assert!(r.engine.timed_out(w));
+    assert_eq!(kills(&r.expire(399)), 0, "grace runs in full");
+    assert_eq!(kills(&r.expire(400)), 1);
+    let fx = r.exited(w, Exit::KILLED, 400);
+    let (change, rule, detail) = last_record(&fx);
+    assert_eq!((change, rule), (Change::Failed, Rule::TimeLimit));
+    assert_eq!(detail, "time limit of 300 s reached; killed after grace");
+    let run = r.engine.state.run(w);
+    assert_eq!((run.phase, run.end), (Phase::Failed, Some(400)), "ends, not requeued");
+    assert!(r.engine.state.pending.is_empty());
+    assert_eq!(r.engine.next_deadline(), None);
+}
+
+#[test]
+fn a_workload_that_stops_or_finishes_in_the_grace_after_its_limit() {
+    let mut r = Run::new(2);
+    let stops = r.start_limited("stops", 1000, 300, 0);
+    let done = r.start_limited("done", 350, 300, 0);
+    r.expire(300);
+    let fx = r.exited(stops, Exit::Status { code: Some(0), signal: None }, 320);
+    assert_eq!(last_record(&fx).0, Change::Failed, "a stop after the signal is the limit's end");
+    assert_eq!(last_record(&fx).2, "time limit of 300 s reached; stopped after the signal");
+    let fx = r.exited(done, Exit::Completed, 350);
+    assert_eq!(last_record(&fx).0, Change::Finish, "work done within the grace finishes (CON-2)");
+    assert_eq!(r.engine.state.run(done).phase, Phase::Finished);
+    assert_eq!(r.engine.next_deadline(), None, "both deadlines are gone");
+}
+
+#[test]
+fn a_limit_longer_than_the_work_changes_nothing() {
+    let mut r = Run::new(1);
+    let w = r.start_limited("a", 1000, 1001, 0);
+    assert!(r.expire(1000).is_empty());
+    let fx = r.exited(w, Exit::Completed, 1000);
+    assert_eq!(changes(&fx), [Change::Finish]);
+    assert_eq!(r.engine.next_deadline(), None, "the limit left with the attempt");
+    assert!(!r.engine.timed_out(w));
+}
+
+#[test]
+fn the_limit_counts_per_attempt() {
+    let mut r = Run::new(1);
+    let w = r.start_limited("a", 1000, 300, 0);
+    r.node(0, NodeEventKind::Drain, 200);
+    r.expire(300);
+    assert!(!r.engine.timed_out(w), "a workload already stopping keeps its stop");
+    r.exited(w, Exit::KILLED, 300);
+    assert_eq!(r.engine.state.run(w).phase, Phase::Pending, "requeued by the drain (CON-3)");
+    r.node(0, NodeEventKind::Undrain, 500);
+    assert_eq!(changes(&r.pass(500)), [Change::Start]);
+    assert_eq!(r.engine.next_deadline(), Some(800), "a fresh limit for the new attempt");
+    assert!(r.expire(799).is_empty());
+    assert_eq!(changes(&r.expire(800)), [Change::Preempt]);
 }

@@ -237,6 +237,7 @@ fn core_pass(n: usize) {
             util: 1.0,
             priority: allot_core::Priority::Normal,
             preemptible: false,
+            time_limit_s: None,
         };
         state.submit(spec);
     }

@@ -316,6 +316,7 @@ fn spec_of(state: &State, row: &WorkloadRow) -> Result<WorkloadSpec, String> {
         priority: Some(&row.priority),
         preemptible: row.preemptible,
         clusters: row.clusters.as_deref(),
+        time_limit_s: row.time_limit_s.map(uint),
     };
     Validator::for_state(state)
         .check(&raw)
@@ -350,6 +351,7 @@ mod spec_of_tests {
             command: "[]".into(),
             env: "{}".into(),
             retries: 0,
+            time_limit_s: None,
             failures: 0,
             cancel_requested: false,
             state: "pending".into(),

@@ -156,6 +156,7 @@ impl Catalog {
             priority: req.priority.as_deref(),
             preemptible: req.preemptible.unwrap_or(false),
             clusters: clusters.as_deref(),
+            time_limit_s: req.time_limit_s,
         };
         let template = self.template();
         let spec = Validator::for_state(&template).check(&raw).map_err(|e| field_error(&req.account, e))?;
@@ -199,6 +200,7 @@ impl Catalog {
             command: serde_json::to_string(&req.command).expect("strings serialise"),
             env: serde_json::to_string(&req.env).expect("strings serialise"),
             retries: i64::from(req.retries.unwrap_or(0)),
+            time_limit_s: spec.time_limit_s.map(|l| l as i64),
         }
     }
 

@@ -52,6 +52,12 @@ pub struct SubmitRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0, maximum = 1)]
     pub util: Option<f64>,
+    /// CON-6: seconds of running time allowed per attempt; absent: the
+    /// class's `time_limit` (none unless configured). Above the class's
+    /// `max_time_limit` it is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub time_limit_s: Option<u64>,
 }
 
 /// GPUs on one node.
@@ -81,6 +87,9 @@ pub struct WorkloadView {
     pub env: BTreeMap<String, String>,
     pub expected_duration_s: u64,
     pub checkpoint_interval_s: u64,
+    /// CON-6: seconds of running time allowed per attempt; absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<u64>,
     pub retries: u32,
     pub failures: u32,
     /// pending | running | stopping | finished | failed | cancelled | rejected

@@ -166,6 +166,7 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
         util: 1.0,
         priority: Priority::Normal,
         preemptible: true,
+        time_limit_s: None,
     };
     let row = |submit_t| crate::store::NewWorkload {
         owner: None,
@@ -186,6 +187,7 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
         command: "[\"work\"]".into(),
         env: "{}".into(),
         retries: 0,
+        time_limit_s: None,
     };
     // Stored, then handed to the scheduler, as the API does.
     async fn submit(

@@ -827,6 +827,7 @@ async fn writes_are_fenced(backend: Backend) {
         command: "[\"true\"]".into(),
         env: "{}".into(),
         retries: 0,
+        time_limit_s: None,
     };
     old.insert_workload(&row(1)).await.expect("the holder writes");
 

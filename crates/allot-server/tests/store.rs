@@ -31,6 +31,7 @@ fn workload(account: &str) -> NewWorkload {
         command: r#"["sleep","1"]"#.into(),
         env: "{}".into(),
         retries: 1,
+        time_limit_s: None,
     }
 }
 

@@ -173,6 +173,7 @@ impl Sim<'_> {
         let mut requests = requests.into_iter().peekable();
         let mut now: Time = 0;
         loop {
+            self.drop_timed_out();
             let next = [
                 self.heap.peek().map(|Reverse((t, _, _))| *t),
                 self.engine.next_deadline(),
@@ -245,6 +246,18 @@ impl Sim<'_> {
             self.engine.plan_wake(&*self.policy, t, inputs || !self.heap.is_empty());
         }
         self.finish_run(now);
+    }
+
+    /// CON-6: the completion planned for an attempt that ended at its
+    /// time limit will never come; it must not keep the replay going.
+    fn drop_timed_out(&mut self) {
+        while let Some(&Reverse((_, w, attempt))) = self.heap.peek() {
+            let run = self.engine.state.run(w);
+            if !(self.engine.timed_out(w) && run.attempts == attempt && run.phase.is_terminal()) {
+                break;
+            }
+            self.heap.pop();
+        }
     }
 
     fn request(&mut self, r: &Request) {

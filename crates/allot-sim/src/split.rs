@@ -247,6 +247,7 @@ mod tests {
             util: 1.0,
             priority: allot_core::Priority::Normal,
             preemptible: false,
+            time_limit_s: None,
         }
     }
 

@@ -153,6 +153,7 @@ pub struct Wl {
     util: f64,
     priority: Priority,
     preemptible: bool,
+    time_limit: Option<Time>,
 }
 
 impl Wl {
@@ -172,6 +173,7 @@ impl Wl {
             util: 1.0,
             priority: Priority::Normal,
             preemptible: false,
+            time_limit: None,
         }
     }
     pub fn account(mut self, a: &str) -> Self {
@@ -223,6 +225,11 @@ impl Wl {
         self.priority = p;
         self
     }
+    /// CON-6: running time allowed per attempt.
+    pub fn time_limit(mut self, s: Time) -> Self {
+        self.time_limit = Some(s);
+        self
+    }
     pub fn preemptible(mut self) -> Self {
         self.preemptible = true;
         self
@@ -256,6 +263,7 @@ impl Wl {
             util: self.util,
             priority: self.priority,
             preemptible: self.preemptible,
+            time_limit_s: self.time_limit,
         }
     }
 }

@@ -169,6 +169,14 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
         })
         .collect();
     let secs = |s: u64| Some(at(Secs(s)));
+    let per_class = |p: &allot_core::contract::PerClass<Option<u64>>| {
+        let raw = RawPerClass {
+            batch: p.batch.and_then(secs),
+            interactive: p.interactive.and_then(secs),
+            service: p.service.and_then(secs),
+        };
+        (p.batch.is_some() || p.interactive.is_some() || p.service.is_some()).then_some(raw)
+    };
     RawConfig {
         name: (!clusters.as_ref().is_none_or(Vec::is_empty)).then(|| at(out.cluster_name.clone())),
         cluster,
@@ -195,7 +203,7 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
             budget_carry_over: (c.budget_carry_over > 0.0).then(|| at(c.budget_carry_over)),
             budget_alerts: Some(at(c.budget_alerts.as_slice().to_vec())),
             usage_half_life: secs(c.usage_half_life),
-            min_slice: Some(RawMinSlice {
+            min_slice: Some(RawPerClass {
                 batch: secs(c.min_slice.batch),
                 interactive: secs(c.min_slice.interactive),
                 service: secs(c.min_slice.service),
@@ -205,6 +213,8 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
             interactive_max_duration: secs(c.interactive_max_duration),
             scheduling_interval: secs(c.scheduling_interval),
             impact_weighting: c.impact_weighting.then(|| at("on".to_string())),
+            time_limit: per_class(&c.time_limit),
+            max_time_limit: per_class(&c.max_time_limit),
         },
         alerts: None,
     }
@@ -288,21 +298,37 @@ struct RawContract {
     budget_carry_over: Option<Spanned<f64>>,
     budget_alerts: Option<Spanned<Vec<f64>>>,
     usage_half_life: Option<Spanned<Secs>>,
-    min_slice: Option<RawMinSlice>,
+    min_slice: Option<RawPerClass>,
     grace: Option<Spanned<Secs>>,
     interactive_max_gpus: Option<u32>,
     interactive_max_duration: Option<Spanned<Secs>>,
     scheduling_interval: Option<Spanned<Secs>>,
     /// `off` (default) or `on` (rule IMP-3).
     impact_weighting: Option<Spanned<String>>,
+    /// CON-6: default time limit per class (none by default).
+    time_limit: Option<RawPerClass>,
+    /// CON-6: largest time limit per class (none by default).
+    max_time_limit: Option<RawPerClass>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawMinSlice {
+/// A duration per class (`{ batch = "2h", interactive = "8h" }`); a class
+/// left out keeps its default.
+struct RawPerClass {
     batch: Option<Spanned<Secs>>,
     interactive: Option<Spanned<Secs>>,
     service: Option<Spanned<Secs>>,
+}
+
+impl RawPerClass {
+    fn get(&self, class: allot_core::Class) -> Option<&Spanned<Secs>> {
+        match class {
+            allot_core::Class::Batch => self.batch.as_ref(),
+            allot_core::Class::Interactive => self.interactive.as_ref(),
+            allot_core::Class::Service => self.service.as_ref(),
+        }
+    }
 }
 
 /// A duration: a string such as `"2h"` or an integer number of seconds.
@@ -924,6 +950,30 @@ fn build_contract(ctx: &Ctx<'_>, raw: &RawContract) -> Result<Contract, FormatEr
         c.min_slice.service = secs("min_slice.service", &m.service, wait, c.min_slice.service)?;
     }
     c.grace = secs("grace", &raw.grace, wait, c.grace)?;
+    for (key, raw, out) in [
+        ("time_limit", &raw.time_limit, &mut c.time_limit),
+        ("max_time_limit", &raw.max_time_limit, &mut c.max_time_limit),
+    ] {
+        let Some(m) = raw else { continue };
+        let limit = bounds::WORK_S;
+        let one = |class: &str, v: &Option<Spanned<Secs>>| {
+            v.as_ref().map(|_| secs(&format!("{key}.{class}"), v, limit, 0)).transpose()
+        };
+        out.batch = one("batch", &m.batch)?.or(out.batch);
+        out.interactive = one("interactive", &m.interactive)?.or(out.interactive);
+        out.service = one("service", &m.service)?.or(out.service);
+    }
+    for class in allot_core::Class::ALL {
+        if let (Some(d), Some(max)) = (c.time_limit.get(class), c.max_time_limit.get(class))
+            && d > max
+        {
+            let name = class.as_str();
+            let msg =
+                format!("the default time limit {d} s is above the maximum {max} s (contract.max_time_limit.{name})");
+            let span = raw.time_limit.as_ref().and_then(|m| m.get(class)).map(Spanned::span);
+            return Err(ctx.err(format!("contract.time_limit.{name}"), span, msg));
+        }
+    }
     c.interactive_max_gpus = raw.interactive_max_gpus.unwrap_or(c.interactive_max_gpus);
     let max_duration = &raw.interactive_max_duration;
     c.interactive_max_duration = secs("interactive_max_duration", max_duration, wait, c.interactive_max_duration)?;

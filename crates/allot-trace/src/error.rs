@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! examples/trace.csv:12: field `gpus`: expected a non-negative integer, got "-3"
-//! cluster.toml: key `contract.grace`: invalid duration "10q" (use e.g. 30s, 10m, 2h, 7d)
+//! cluster.toml: key `contract.grace`: invalid duration "10q" (use e.g. 30s, 10m, 2h, 1.5h, 7d, HH:MM:SS or D-HH:MM:SS)
 //! ```
 //!
 //! Config errors say `key` (a dotted TOML key), trace and event errors say

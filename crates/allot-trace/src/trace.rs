@@ -6,7 +6,8 @@
 //! (`default`), `class` (`batch`), `nodes` (0: any packing), `gpu_type`
 //! (none: no constraint), `checkpoint_s` (0: never checkpoints), `util`
 //! (1.0), `priority` (`normal`), `preemptible` (false), `clusters` (any:
-//! the clusters it may run on, comma-separated, FLEET-1). Every bad value is an
+//! the clusters it may run on, comma-separated, FLEET-1), `time_limit_s`
+//! (the class's `time_limit`, none by default: CON-6). Every bad value is an
 //! error naming the file, the line and the field; nothing is guessed.
 //!
 //! Rows made in memory (the generator's [`TraceRow`]s) go through the same
@@ -44,9 +45,10 @@ enum Col {
     Priority,
     Preemptible,
     Clusters,
+    TimeLimitS,
 }
 
-const NCOLS: usize = 14;
+const NCOLS: usize = 15;
 
 /// Column names, indexed by `Col as usize`.
 pub(crate) const COLUMNS: [&str; NCOLS] = [
@@ -64,6 +66,7 @@ pub(crate) const COLUMNS: [&str; NCOLS] = [
     "priority",
     "preemptible",
     "clusters",
+    "time_limit_s",
 ];
 
 const REQUIRED: [Col; 5] = [Col::Id, Col::SubmitS, Col::Account, Col::Gpus, Col::WorkS];
@@ -144,6 +147,7 @@ pub fn check_trace_rows(rows: &[TraceRow], file: &str, cfg: &Config) -> Result<V
             priority: Some(r.priority.as_str()),
             preemptible: r.preemptible,
             clusters: text(&r.clusters),
+            time_limit_s: r.time_limit_s,
         };
         out.push(ctx.checked(&raw, line)?);
     }
@@ -334,6 +338,7 @@ impl<'a> TraceCtx<'a> {
             priority: get(Col::Priority),
             preemptible: get(Col::Preemptible).map_or(Ok(false), |v| self.boolean(line, Col::Preemptible, v))?,
             clusters: get(Col::Clusters),
+            time_limit_s: get(Col::TimeLimitS).map(|v| uint(Col::TimeLimitS, v)).transpose()?,
         };
         self.checked(&raw, line)
     }

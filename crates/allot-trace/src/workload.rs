@@ -16,6 +16,7 @@
 use std::fmt;
 
 use allot_core::cluster::{ClusterId, ClusterSet};
+use allot_core::contract::PerClass;
 use allot_core::{AccountId, AccountTree, Class, Cluster, Contract, GpuTypeId, Priority, State, Time, WorkloadSpec};
 
 use crate::bounds::{self, BoundError};
@@ -50,6 +51,9 @@ pub struct RawWorkload<'a> {
     /// `low`, `normal` (the default), `high` or `urgent`, any case.
     pub priority: Option<&'a str>,
     pub preemptible: bool,
+    /// CON-6: running time allowed per attempt; `None` takes the class's
+    /// `time_limit` from the contract (none by default).
+    pub time_limit_s: Option<u64>,
 }
 
 /// A field of a workload, named as in traces (the API renames some).
@@ -65,10 +69,11 @@ pub enum Field {
     CheckpointS,
     Util,
     Priority,
+    TimeLimitS,
 }
 
 impl Field {
-    pub const ALL: [Field; 10] = [
+    pub const ALL: [Field; 11] = [
         Field::Account,
         Field::Class,
         Field::Gpus,
@@ -79,6 +84,7 @@ impl Field {
         Field::CheckpointS,
         Field::Util,
         Field::Priority,
+        Field::TimeLimitS,
     ];
 
     /// The trace column (and JSON Lines key) of the field.
@@ -94,6 +100,7 @@ impl Field {
             Field::CheckpointS => "checkpoint_s",
             Field::Util => "util",
             Field::Priority => "priority",
+            Field::TimeLimitS => "time_limit_s",
         }
     }
 }
@@ -124,6 +131,9 @@ pub enum FieldErrorKind {
     /// The shape fits no pool; the text says what it asks and what the largest pool has ([`too_large`]).
     #[error("{0}")]
     TooLarge(String),
+    /// CON-6: a time limit above the class's `max_time_limit`.
+    #[error("time limit {limit} s is above the {class} maximum of {max} s (contract.max_time_limit.{class})")]
+    AboveMaxTimeLimit { limit: Time, max: Time, class: &'static str },
 }
 
 /// A workload field that fails a check: which field and what is wrong. The
@@ -159,6 +169,9 @@ pub struct Validator<'a> {
     cluster: &'a Cluster,
     accounts: &'a AccountTree,
     interactive_max_s: Time,
+    /// CON-6: per-class default and maximum time limits.
+    time_limit: PerClass<Option<Time>>,
+    max_time_limit: PerClass<Option<Time>>,
     /// GPU types some pool has, by name, in pool order.
     gpu_types: Vec<(&'a str, GpuTypeId)>,
 }
@@ -172,7 +185,8 @@ impl<'a> Validator<'a> {
             }
         }
         let interactive_max_s = contract.interactive_max_duration.clamp(bounds::WORK_S.min, bounds::WORK_S.max);
-        Validator { cluster, accounts, interactive_max_s, gpu_types }
+        let (time_limit, max_time_limit) = (contract.time_limit, contract.max_time_limit);
+        Validator { cluster, accounts, interactive_max_s, time_limit, max_time_limit, gpu_types }
     }
 
     pub fn for_config(cfg: &'a Config) -> Validator<'a> {
@@ -209,6 +223,7 @@ impl<'a> Validator<'a> {
         let checkpoint_s = bounded(Field::CheckpointS, raw.checkpoint_s, bounds::CHECKPOINT_S)?;
         let util = bounds::UTIL.check(raw.util).map_err(|e| FieldError::new(Field::Util, e))?;
         let priority = raw.priority.map_or(Ok(Priority::Normal), parse_priority)?;
+        let time_limit_s = self.time_limit(class, raw.time_limit_s)?;
         if !self.cluster.fits_anywhere(gpus, nodes, gpu_type, clusters) {
             let why = too_large(self.cluster, gpus, nodes, gpu_type, clusters);
             return Err(FieldError::new(Field::Gpus, FieldErrorKind::TooLarge(why)));
@@ -228,7 +243,22 @@ impl<'a> Validator<'a> {
             util,
             priority,
             preemptible: raw.preemptible,
+            time_limit_s,
         })
+    }
+
+    /// CON-6: the limit asked for, else the class's default; at least a
+    /// second and at most the class's maximum.
+    fn time_limit(&self, class: Class, asked: Option<u64>) -> Result<Option<Time>, FieldError> {
+        let Some(limit) = asked.or(self.time_limit.get(class)) else { return Ok(None) };
+        let limit = bounds::WORK_S.check(limit).map_err(|e| FieldError::new(Field::TimeLimitS, e))?;
+        match self.max_time_limit.get(class) {
+            Some(max) if limit > max => Err(FieldError::new(
+                Field::TimeLimitS,
+                FieldErrorKind::AboveMaxTimeLimit { limit, max, class: class.as_str() },
+            )),
+            _ => Ok(Some(limit)),
+        }
     }
 
     /// The clusters a list of names (commas or spaces between) means;
@@ -311,6 +341,7 @@ mod tests {
             util: 1.0,
             priority: None,
             preemptible: false,
+            time_limit_s: None,
         }
     }
 

@@ -60,6 +60,8 @@ pub struct TraceRow {
     pub preemptible: bool,
     /// Clusters it may run on, comma-separated; empty: any (FLEET-1).
     pub clusters: String,
+    /// CON-6: running time allowed per attempt; `None`: the class default.
+    pub time_limit_s: Option<Time>,
 }
 
 impl TraceRow {
@@ -80,15 +82,20 @@ pub fn format_util(util: f64) -> String {
 }
 
 /// Writes `rows` as a trace CSV with header; the `clusters` column is
-/// written only when some row names clusters.
+/// written only when some row names clusters, the `time_limit_s` column
+/// only when some row has a limit (CON-6).
 pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
     let mut out = csv::WriterBuilder::new().has_headers(false).from_writer(w);
     let clusters = rows.iter().any(|r| !r.clusters.is_empty());
+    let limits = rows.iter().any(|r| r.time_limit_s.is_some());
+    let mut header: Vec<&str> = TRACE_HEADER.to_vec();
     if clusters {
-        out.write_record(TRACE_HEADER.iter().chain(["clusters"].iter())).map_err(io::Error::other)?;
-    } else {
-        out.write_record(TRACE_HEADER).map_err(io::Error::other)?;
+        header.push("clusters");
     }
+    if limits {
+        header.push("time_limit_s");
+    }
+    out.write_record(&header).map_err(io::Error::other)?;
     let mut nums: [String; 6] = Default::default();
     for r in rows {
         nums[0] = r.submit_s.to_string();
@@ -112,11 +119,9 @@ pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
             r.priority.as_str(),
             if r.preemptible { "true" } else { "false" },
         ];
-        if clusters {
-            out.write_record(rec.iter().chain([&r.clusters.as_str()])).map_err(io::Error::other)?;
-        } else {
-            out.write_record(rec).map_err(io::Error::other)?;
-        }
+        let limit = r.time_limit_s.map(|l| l.to_string()).unwrap_or_default();
+        let extra = [clusters.then_some(r.clusters.as_str()), limits.then_some(limit.as_str())];
+        out.write_record(rec.iter().copied().chain(extra.into_iter().flatten())).map_err(io::Error::other)?;
     }
     out.flush()
 }
@@ -378,6 +383,7 @@ mod tests {
             priority: Priority::High,
             preemptible: true,
             clusters: String::new(),
+            time_limit_s: None,
         }
     }
 

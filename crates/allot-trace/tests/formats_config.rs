@@ -58,7 +58,7 @@ fn fixture_loads_with_weights_racks_and_legacy_pools() {
 #[test]
 fn contract_keys_override_defaults_one_by_one() {
     let d = Contract::default();
-    let cases: [(&str, &str, Contract); 13] = [
+    let cases: [(&str, &str, Contract); 14] = [
         (
             "alert thresholds",
             "budget_alerts = [1.0, 0.5, 0.9]",
@@ -81,6 +81,15 @@ fn contract_keys_override_defaults_one_by_one() {
         ),
         ("carry-over", "budget_carry_over = 0.25", Contract { budget_carry_over: 0.25, ..d }),
         ("grace only", "grace = \"30s\"", Contract { grace: 30, ..d }),
+        (
+            "time limits per class",
+            "time_limit = { interactive = \"8h\", batch = \"1-00:00:00\" }\nmax_time_limit = { batch = \"7d\" }",
+            Contract {
+                time_limit: PerClass { batch: Some(86_400), interactive: Some(28_800), service: None },
+                max_time_limit: PerClass { batch: Some(604_800), interactive: None, service: None },
+                ..d
+            },
+        ),
         ("integer seconds", "scheduling_interval = 5", Contract { scheduling_interval: 5, ..d }),
         ("compound duration", "budget_period = \"1d12h\"", Contract { budget_period: 129_600, ..d }),
         (
@@ -180,9 +189,30 @@ fn bad_configs_name_file_line_and_key() {
             "[contract]\ngrace = \"10q\"\n",
             Some(11),
             "contract.grace",
-            "invalid duration \"10q\" (use e.g. 30s, 10m, 2h, 7d)",
+            "invalid duration \"10q\" (use e.g. 30s, 10m, 2h, 1.5h, 7d, HH:MM:SS or D-HH:MM:SS)",
         ),
         ("negative duration", "[contract]\ngrace = -1\n", Some(11), "contract.grace", "must not be negative"),
+        (
+            "time limit not a duration",
+            "[contract]\ntime_limit = { interactive = \"soon\" }\n",
+            Some(11),
+            "contract.time_limit.interactive",
+            "invalid duration \"soon\"",
+        ),
+        (
+            "zero time limit",
+            "[contract]\nmax_time_limit = { batch = 0 }\n",
+            Some(11),
+            "contract.max_time_limit.batch",
+            "must be at least 1, got 0",
+        ),
+        (
+            "default time limit above the maximum",
+            "[contract]\nmax_time_limit = { batch = \"2h\" }\ntime_limit = { batch = \"8h\" }\n",
+            Some(12),
+            "contract.time_limit.batch",
+            "the default time limit 28800 s is above the maximum 7200 s (contract.max_time_limit.batch)",
+        ),
         (
             "zero budget period",
             "[contract]\nbudget_period = \"0s\"\n",

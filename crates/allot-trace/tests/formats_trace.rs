@@ -68,6 +68,7 @@ fn defaults_expected(cfg: &Config, id: &str, submit: u64, account: &str, gpus: u
         util: 1.0,
         priority: Priority::Normal,
         preemptible: false,
+        time_limit_s: None,
     }
 }
 
@@ -229,4 +230,38 @@ fn format_follows_the_extension() {
     assert!(err.to_string().contains("no extension"), "{err}");
     let err = load_trace(Path::new("/nonexistent/t.ndjson"), &cfg).unwrap_err();
     assert_eq!(err.to_string(), "/nonexistent/t.ndjson: cannot read the file");
+}
+
+#[test]
+fn time_limits_come_from_the_column_or_the_class_default_and_are_held_to_the_maximum() {
+    let mut cfg = config();
+    cfg.contract.time_limit.interactive = Some(3600);
+    cfg.contract.max_time_limit.batch = Some(7200);
+    let text = "id,submit_s,account,class,gpus,work_s,time_limit_s\n\
+                a,0,org/a/p1,batch,1,60,7200\n\
+                b,0,org/a/p1,batch,1,60,\n\
+                c,0,org/a/p1,interactive,1,60,\n\
+                d,0,org/a/p1,interactive,1,60,600\n";
+    let specs = parse_trace_csv(text.as_bytes(), "t.csv", &cfg).unwrap();
+    let limits: Vec<Option<u64>> = specs.iter().map(|w| w.time_limit_s).collect();
+    assert_eq!(limits, [Some(7200), None, Some(3600), Some(600)], "CON-6: no default limit is none");
+    let jsonl =
+        "{\"id\":\"a\",\"submit_s\":0,\"account\":\"org/a/p1\",\"gpus\":1,\"work_s\":60,\"time_limit_s\":7200}\n";
+    let from_jsonl = parse_trace_jsonl(jsonl.as_bytes(), "t.jsonl", &cfg).unwrap();
+    assert_eq!(from_jsonl[0].time_limit_s, Some(7200));
+
+    let cases = [
+        (
+            "above the maximum",
+            "7201",
+            "t.csv:2: field `time_limit_s`: time limit 7201 s is above the batch maximum of 7200 s",
+        ),
+        ("zero", "0", "field `time_limit_s`: must be at least 1, got 0"),
+        ("not a number", "soon", "field `time_limit_s`"),
+    ];
+    for (name, cell, want) in cases {
+        let text = format!("id,submit_s,account,gpus,work_s,time_limit_s\na,0,org/a/p1,1,60,{cell}\n");
+        let err = parse_trace_csv(text.as_bytes(), "t.csv", &cfg).unwrap_err().to_string();
+        assert!(err.contains(want), "case {name}: {err}");
+    }
 }

@@ -79,6 +79,11 @@ pub struct SubmitArgs {
     /// Expected duration, e.g. 2h.
     #[arg(long, value_parser = allot_trace::duration::parse_duration)]
     duration: Option<u64>,
+    /// Time limit per attempt (CON-6), e.g. 30m, 1.5h, 02:00:00 or 1-00:00:00;
+    /// the workload is stopped after grace when it has run this long.
+    /// Default: the class's time_limit in the config (none unless set).
+    #[arg(long, value_parser = allot_trace::duration::parse_duration)]
+    time: Option<u64>,
     /// Reruns after a non-zero exit.
     #[arg(long)]
     retries: Option<u32>,
@@ -345,6 +350,7 @@ async fn run_async(c: ClientCommand) -> Result<()> {
                 env: a.env.into_iter().collect::<BTreeMap<_, _>>(),
                 checkpoint_interval_s: a.checkpoint,
                 expected_duration_s: a.duration,
+                time_limit_s: a.time,
                 retries: a.retries,
                 name: a.name,
                 ..Default::default()

@@ -25,6 +25,8 @@ struct Extra {
     failures: u32,
     /// A cancel was asked while it held GPUs: it ends when it stops.
     cancel: bool,
+    /// CON-6: the attempt reached its time limit: it ends when it stops.
+    timed_out: bool,
 }
 
 /// What became of a cancel.
@@ -59,6 +61,9 @@ pub struct Engine {
     /// Grace deadlines of signalled attempts still holding GPUs: (stop at,
     /// workload, attempt).
     deadlines: BTreeSet<(Time, WorkloadId, u32)>,
+    /// CON-6: time limits of running attempts: (limit reached at,
+    /// workload, attempt).
+    limits: BTreeSet<(Time, WorkloadId, u32)>,
     wake: Option<Time>,
     dirty: bool,
     effects: Vec<Effect>,
@@ -72,6 +77,7 @@ impl Engine {
             extra: vec![Extra::default(); state.specs.len()],
             state,
             deadlines: BTreeSet::new(),
+            limits: BTreeSet::new(),
             wake: None,
             dirty: false,
             effects: Vec::new(),
@@ -121,9 +127,16 @@ impl Engine {
         due
     }
 
-    /// The earliest grace deadline.
+    /// The earliest grace deadline or time limit (CON-2, CON-6).
     pub fn next_deadline(&self) -> Option<Time> {
-        self.deadlines.first().map(|(t, _, _)| *t)
+        let grace = self.deadlines.first().map(|(t, _, _)| *t);
+        let limit = self.limits.first().map(|(t, _, _)| *t);
+        grace.into_iter().chain(limit).min()
+    }
+
+    /// CON-6: whether the workload ended (or is ending) at its time limit.
+    pub fn timed_out(&self, w: WorkloadId) -> bool {
+        self.extra[w.0 as usize].timed_out
     }
 
     /// Failed exits so far.
@@ -220,7 +233,11 @@ impl Engine {
 
     fn start(&mut self, w: WorkloadId, alloc: Allocation, now: Time, reason: Reason) {
         self.state.start(w, alloc, now, reason.clone());
+        self.extra[w.0 as usize].timed_out = false;
         let attempt = self.state.run(w).attempts;
+        if let Some(limit) = self.state.spec(w).time_limit_s {
+            self.limits.insert((now.saturating_add(limit), w, attempt));
+        }
         self.record(now, w, Change::Start, reason);
         self.effects.push(Effect::Launch { workload: w, attempt });
     }
@@ -243,10 +260,11 @@ impl Engine {
         self.effects.push(Effect::Signal { workload: w, attempt, stop_at });
     }
 
-    /// Grace is over for the attempts whose deadline is at or before `now`:
-    /// they are killed. Returns how many deadlines expired.
+    /// Time limits reached at or before `now` signal their attempts
+    /// (CON-6), then grace is over for the attempts whose deadline is at or
+    /// before `now`: they are killed. Returns how many deadlines expired.
     pub fn expire(&mut self, now: Time) -> usize {
-        let mut n = 0;
+        let mut n = self.limit_reached(now);
         while let Some(&(t, w, attempt)) = self.deadlines.first() {
             if t > now {
                 break;
@@ -257,6 +275,34 @@ impl Engine {
             if run.attempts == attempt && run.phase == Phase::Stopping && run.stop_at == Some(t) {
                 self.effects.push(Effect::Kill { workload: w, attempt });
             }
+        }
+        n
+    }
+
+    /// CON-6: running attempts whose time limit is at or before `now` are
+    /// signalled and stop after grace (as CON-2); they will end, not be
+    /// requeued. One already stopping keeps its stop. Returns how many
+    /// limits were reached.
+    fn limit_reached(&mut self, now: Time) -> usize {
+        let mut n = 0;
+        while let Some(&(t, w, attempt)) = self.limits.first() {
+            if t > now {
+                break;
+            }
+            self.limits.pop_first();
+            n += 1;
+            let run = self.state.run(w);
+            if run.attempts != attempt || run.phase != Phase::Running {
+                continue;
+            }
+            let limit = self.state.spec(w).time_limit_s.unwrap_or(0);
+            self.extra[w.0 as usize].timed_out = true;
+            let grace = self.state.contract.grace;
+            let reason = Reason::new(
+                Rule::TimeLimit,
+                format!("ran {limit} s, its time limit; stopping after grace ({grace} s)"),
+            );
+            self.preempt(w, t, grace, reason, None);
         }
         n
     }
@@ -319,11 +365,14 @@ impl Engine {
         (alloc, started, o)
     }
 
-    /// An attempt that ends has no grace deadline left.
+    /// An attempt that ends has no grace deadline or time limit left.
     fn drop_deadline(&mut self, w: WorkloadId) {
         let run = self.state.run(w);
         if let Some(stop_at) = run.stop_at {
             self.deadlines.remove(&(stop_at, w, run.attempts));
+        }
+        if let (Some(started), Some(limit)) = (run.started, self.state.spec(w).time_limit_s) {
+            self.limits.remove(&(started.saturating_add(limit), w, run.attempts));
         }
     }
 
@@ -361,8 +410,11 @@ impl Engine {
         let progress = run.progress(now);
         let lost = progress - saved(progress, self.state.spec(w).checkpoint_s);
         let graced = run.stop_at.is_some_and(|s| now >= s);
-        let (change, outcome, reason) = if self.extra[w.0 as usize].cancel {
+        let x = self.extra[w.0 as usize];
+        let (change, outcome, reason) = if x.cancel {
             (Change::Cancel, Outcome::Cancelled, None)
+        } else if x.timed_out && why.rule == Rule::TimeLimit {
+            (Change::Failed, Outcome::Failed, None)
         } else if why.rule == Rule::Failure {
             (Change::Fail, Outcome::NodeFailed, Some(why.clone()))
         } else {
@@ -381,6 +433,17 @@ impl Engine {
         if change == Change::Cancel {
             let r = Reason::new(why.rule, "cancelled");
             self.state.end_pending(w, now, Phase::Cancelled, r.clone());
+            self.ended_record(now, w, attempt, change, r, ended);
+        } else if change == Change::Failed {
+            let limit = self.state.spec(w).time_limit_s.unwrap_or(0);
+            let r = Reason::new(
+                Rule::TimeLimit,
+                format!(
+                    "time limit of {limit} s reached; {when_ended}",
+                    when_ended = if graced { "killed after grace" } else { "stopped after the signal" }
+                ),
+            );
+            self.state.end_pending(w, now, Phase::Failed, r.clone());
             self.ended_record(now, w, attempt, change, r, ended);
         } else {
             self.ended_record(now, w, attempt, change, requeue, ended);

@@ -75,6 +75,9 @@ pub fn show(d: &WorkloadDetail) -> String {
         "  expected   {} s, checkpoint every {} s, retries {} (failures {})",
         w.expected_duration_s, w.checkpoint_interval_s, w.retries, w.failures
     );
+    if let Some(limit) = w.time_limit_s {
+        let _ = writeln!(out, "  time limit {limit} s per attempt (CON-6)");
+    }
     if let Some(why) = &d.why {
         let _ = writeln!(out, "  why        {why}");
     }
@@ -244,6 +247,7 @@ mod tests {
             env: Default::default(),
             expected_duration_s: 1,
             checkpoint_interval_s: 0,
+            time_limit_s: None,
             retries: 0,
             failures: 0,
             state: "pending".into(),

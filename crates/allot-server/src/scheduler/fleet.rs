@@ -186,6 +186,7 @@ share = 1
             util: 1.0,
             priority: Priority::Normal,
             preemptible: true,
+            time_limit_s: None,
         };
         let live = Live { seq: 1, command: vec!["work".into()], env: BTreeMap::new() };
         let w = s.arrive(spec, live, 0, now);

@@ -327,6 +327,7 @@ fn new_row(state: &State, spec: &WorkloadSpec) -> NewWorkload {
         command: "[\"work\"]".into(),
         env: "{}".into(),
         retries: 0,
+        time_limit_s: spec.time_limit_s.map(|l| l as i64),
     }
 }
 

@@ -147,6 +147,7 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (6, include_str!("migrations/sqlite/0006_attempt_clusters.sql")),
     (7, include_str!("migrations/sqlite/0007_budget_events.sql")),
     (8, include_str!("migrations/sqlite/0008_accounts.sql")),
+    (9, include_str!("migrations/sqlite/0009_time_limits.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
@@ -157,6 +158,7 @@ const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (6, include_str!("migrations/postgres/0006_attempt_clusters.sql")),
     (7, include_str!("migrations/postgres/0007_budget_events.sql")),
     (8, include_str!("migrations/postgres/0008_accounts.sql")),
+    (9, include_str!("migrations/postgres/0009_time_limits.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after

@@ -28,6 +28,8 @@ pub struct NewWorkload {
     /// JSON object of strings.
     pub env: String,
     pub retries: i64,
+    /// CON-6: running time allowed per attempt; `None`: no limit.
+    pub time_limit_s: Option<i64>,
 }
 
 /// A stored workload.
@@ -56,6 +58,9 @@ pub struct WorkloadRow {
     pub command: String,
     pub env: String,
     pub retries: i64,
+    /// CON-6: running time allowed per attempt; `None`: no limit.
+    #[serde(default)]
+    pub time_limit_s: Option<i64>,
     pub failures: i64,
     pub cancel_requested: bool,
     /// pending | running | stopping | finished | failed | cancelled | rejected

@@ -19,7 +19,7 @@ const LAST_CLUSTER: &str = last_cluster!();
 
 const WORKLOAD_COLS: &str = concat!(
     "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, clusters, work_s, checkpoint_s, util, \
-     priority, preemptible, name, command, env, retries, failures, cancel_requested, state, reason, end_t, ",
+     priority, preemptible, name, command, env, retries, time_limit_s, failures, cancel_requested, state, reason, end_t, ",
     last_cluster!(),
     " AS last_cluster"
 );
@@ -52,8 +52,9 @@ pub enum Inserted {
 fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64, sqlx::any::AnyArguments<'_>> {
     sqlx::query_scalar(
         "INSERT INTO workloads (submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
-         util, priority, preemptible, name, command, env, retries, owner, state, clusters) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) RETURNING seq",
+         util, priority, preemptible, name, command, env, retries, owner, state, clusters, time_limit_s) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) \
+         RETURNING seq",
     )
     .bind(w.submit_t)
     .bind(&w.account)
@@ -74,6 +75,7 @@ fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64,
     .bind(&w.owner)
     .bind(Phase::Pending.as_str())
     .bind(&w.clusters)
+    .bind(w.time_limit_s)
 }
 
 fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
@@ -97,6 +99,7 @@ fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
         command: r.try_get("command")?,
         env: r.try_get("env")?,
         retries: r.try_get("retries")?,
+        time_limit_s: r.try_get("time_limit_s")?,
         failures: r.try_get("failures")?,
         cancel_requested: r.try_get::<i64, _>("cancel_requested")? != 0,
         state: r.try_get("state")?,

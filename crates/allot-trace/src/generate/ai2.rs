@@ -359,6 +359,7 @@ impl Gen<'_> {
             priority,
             preemptible,
             clusters,
+            time_limit_s: None,
         });
     }
 

@@ -246,6 +246,7 @@ fn build_rows(
             priority: r.priority,
             preemptible: r.preemptible,
             clusters: String::new(),
+            time_limit_s: None,
         });
     }
     (rows, teams)
