@@ -9,6 +9,10 @@
 //!   still pending or running, or rejected → the expected duration given at
 //!   submission. Cancelled workloads that never ran are left out (they asked
 //!   for nothing a replay could give).
+//! * `util` is the workload's measured GPU utilization where GPU telemetry
+//!   measured some attempt of it: the attempts' means weighted by GPUs ×
+//!   measured seconds (`WorkloadRow::measured_util`); the declared `util`
+//!   of the submission otherwise.
 //! * `clusters` is the clusters the workload was allowed (FLEET-1), as
 //!   submitted; empty (any) for the rest. The column is written only when
 //!   some workload names clusters.
@@ -242,7 +246,7 @@ fn row(w: &WorkloadRow, work_s: u64, t0: i64) -> TraceRow {
         gpu_type: w.gpu_type.clone().unwrap_or_default(),
         work_s,
         checkpoint_s: w.checkpoint_s.max(0) as u64,
-        util: w.util,
+        util: w.measured_util.map_or(w.util, |m| m.clamp(0.0, 1.0)),
         priority: Priority::parse(&w.priority).unwrap_or(Priority::Normal),
         preemptible: w.preemptible,
         clusters: w.clusters.clone().unwrap_or_default(),

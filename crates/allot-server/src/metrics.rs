@@ -12,6 +12,11 @@
 //! tokens, [`crate::auth::Principal::can_read_account_metrics`]); others
 //! get the cluster-wide series only.
 //!
+//! `utilization` is labelled `source`: `measured` (GPU telemetry) for the
+//! attempts with recent samples, `declared` (the submission's `util`) for
+//! the others; `gpu_utilization_measured{cluster, account, class}` is the
+//! measured one per group (`crate::scheduler` telemetry).
+//!
 //! Beside the fleet-wide gauges, each cluster of the fleet has its own,
 //! labelled `cluster` ([`Metrics::set_clusters`]): GPUs, GPUs allocated,
 //! GPUs available (free on nodes that are up), pending workloads eligible
@@ -53,6 +58,35 @@ pub struct ClusterLabel {
     pub cluster: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterAccountClass {
+    pub cluster: String,
+    pub account: String,
+    pub class: String,
+}
+
+/// Where a utilization figure comes from: GPU telemetry, or the
+/// submission's declared `util` (docs/measures.md, "Live utilization").
+#[derive(Copy, Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub enum UtilSource {
+    Measured,
+    Declared,
+}
+
+impl UtilSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UtilSource::Measured => "measured",
+            UtilSource::Declared => "declared",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabel {
+    pub source: String,
+}
+
 type FGauge = Gauge<f64, AtomicU64>;
 
 pub struct Metrics {
@@ -78,7 +112,12 @@ pub struct Metrics {
     pub gpus_in_service: Gauge,
     pub availability: FGauge,
     pub occupancy: FGauge,
-    pub utilization: FGauge,
+    /// `source="measured"`: Σ allocated GPUs × their last sample's mean
+    /// over attempts measured; `"declared"`: × the declared `util` over the
+    /// others; both over the in-service GPUs (their sum is the estimate).
+    pub utilization: Family<SourceLabel, FGauge>,
+    /// The last samples' mean utilization of the attempts measured, GPU-weighted.
+    pub gpu_utilization_measured: Family<ClusterAccountClass, FGauge>,
     pub budget_gpu_hours: Family<AccountLabel, FGauge>,
     pub used_gpu_hours: Family<AccountLabel, FGauge>,
     pub budget_remaining: Family<AccountLabel, FGauge>,
@@ -124,7 +163,8 @@ impl Metrics {
             gpus_in_service: Gauge::default(),
             availability: FGauge::default(),
             occupancy: FGauge::default(),
-            utilization: FGauge::default(),
+            utilization: Family::default(),
+            gpu_utilization_measured: Family::default(),
             budget_gpu_hours: Family::default(),
             used_gpu_hours: Family::default(),
             budget_remaining: Family::default(),
@@ -168,7 +208,12 @@ impl Metrics {
         r.register("gpus_in_service", "GPUs on nodes up or draining", m.gpus_in_service.clone());
         r.register("availability", "In-service GPUs / all GPUs, now", m.availability.clone());
         r.register("occupancy", "Allocated GPUs / in-service GPUs, now", m.occupancy.clone());
-        r.register("utilization", "Σ allocated GPUs × expected util / in-service GPUs, now", m.utilization.clone());
+        r.register(
+            "utilization",
+            "Σ allocated GPUs × util / in-service GPUs, now: source=measured (GPU telemetry) where attempts are \
+             measured, source=declared (the submission's util) elsewhere; the sum is the estimate",
+            m.utilization.clone(),
+        );
         r.register("cluster_gpus", "GPUs of one cluster of the fleet", m.cluster_gpus.clone());
         r.register("cluster_allocated_gpus", "GPUs held on one cluster", m.cluster_allocated_gpus.clone());
         r.register("cluster_available_gpus", "Free GPUs on nodes up, of one cluster", m.cluster_available_gpus.clone());
@@ -189,6 +234,12 @@ impl Metrics {
             "account_projected_exhaustion_timestamp_seconds",
             "When the remaining budget runs out at this period's average burn (absent: never, or already out)",
             m.projected_exhaustion.clone(),
+        );
+        a.register(
+            "gpu_utilization_measured",
+            "Measured GPU utilization of the running attempts with recent samples (GPU-weighted mean of their last \
+             samples), per cluster, account and class",
+            m.gpu_utilization_measured.clone(),
         );
         a.register("account_fair_share", "FS-1 usage / entitlement (1 = at fair share)", m.fair_share.clone());
         Metrics { registry: r, per_account: a, ..m }
@@ -312,6 +363,15 @@ impl Metrics {
         }
         encode_eof(&mut out).expect("writing to a string");
         out
+    }
+}
+
+/// Sets `utilization{source}` from the GPU-weighted sums of utilization by
+/// source over `in_service` GPUs.
+pub fn set_utilization(m: &Metrics, sums: &std::collections::BTreeMap<UtilSource, f64>, in_service: u64) {
+    let denom = in_service.max(1) as f64;
+    for (source, sum) in sums {
+        m.utilization.get_or_create(&SourceLabel { source: source.as_str().into() }).set(sum / denom);
     }
 }
 

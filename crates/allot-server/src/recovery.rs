@@ -358,6 +358,7 @@ mod spec_of_tests {
             reason: None,
             end_t: None,
             last_cluster: None,
+            measured_util: None,
         }
     }
 

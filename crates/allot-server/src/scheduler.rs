@@ -12,7 +12,9 @@
 //! * a stopping workload releases its GPUs when its process has exited (the
 //!   executor kills it when the engine says grace is over), never before,
 //!   so no GPU is given to two processes;
-//! * the executor reports exit codes, which the engine reads (ENG-1, CON-3).
+//! * the executor reports exit codes, which the engine reads (ENG-1, CON-3),
+//!   and GPU samples, folded into each attempt's telemetry summary
+//!   (`Scheduler::on_telemetry`).
 //!
 //! The store may fail (down, busy, full, read-only): a step whose writes
 //! could not be committed keeps them, in order, with the executor commands
@@ -33,6 +35,8 @@ pub(crate) use fleet::by_outage;
 #[cfg(test)]
 mod parity;
 mod requests;
+mod telemetry;
+pub(crate) use telemetry::Telemetry;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -185,6 +189,9 @@ pub struct Scheduler {
     pub(crate) signals: Vec<AttemptKey>,
     pub(crate) kills: Vec<AttemptKey>,
     last_gauges: Option<std::time::Instant>,
+    /// A change since the gauges were last refreshed (the refresh was
+    /// held back by [`GAUGES_EVERY`]): the task wakes to refresh them.
+    gauges_stale: bool,
     /// Since when the step's writes could not be committed.
     pub(crate) outage: Option<std::time::Instant>,
     /// The nodes each cluster's outage took out of service (FLEET-3), to
@@ -198,6 +205,8 @@ pub struct Scheduler {
     pub(crate) unrecorded_events: Vec<crate::store::budget::BudgetEventRow>,
     /// Where newly recorded budget events are posted (`[alerts]`), if anywhere.
     pub(crate) webhook: Option<crate::webhook::Webhook>,
+    /// `[telemetry]` and the running attempts' GPU measures.
+    pub(crate) telemetry: Telemetry,
     /// The decision log, kept when a test asks for it.
     #[cfg(test)]
     pub(crate) decisions: Option<Vec<parity::Line>>,
@@ -205,6 +214,10 @@ pub struct Scheduler {
 
 /// How often uncommitted writes (or commands held for the lease) are retried.
 const RETRY: Duration = Duration::from_millis(250);
+
+/// The gauges are refreshed at most this often (and at least this soon
+/// after a change).
+const GAUGES_EVERY: Duration = Duration::from_secs(1);
 
 impl Scheduler {
     pub(crate) fn new(
@@ -236,12 +249,14 @@ impl Scheduler {
             signals: Vec::new(),
             kills: Vec::new(),
             last_gauges: None,
+            gauges_stale: false,
             outage: None,
             outages: HashMap::new(),
             cause: None,
             alerts: Default::default(),
             unrecorded_events: Vec::new(),
             webhook: None,
+            telemetry: Telemetry::default(),
             #[cfg(test)]
             decisions: None,
         }
@@ -298,6 +313,10 @@ impl Scheduler {
             let mut wait = self.next_deadline().map(clock::until);
             if self.held() {
                 wait = Some(wait.map_or(RETRY, |w| w.min(RETRY)));
+            }
+            if self.gauges_stale {
+                let due = self.last_gauges.map_or(Duration::ZERO, |t| GAUGES_EVERY.saturating_sub(t.elapsed()));
+                wait = Some(wait.map_or(due, |w| w.min(due)));
             }
             tokio::select! {
                 m = rx.recv() => match m {
@@ -447,9 +466,11 @@ impl Scheduler {
     }
 
     fn refresh_gauges(&mut self, now: Time) {
-        if self.last_gauges.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+        if self.last_gauges.is_some_and(|t| t.elapsed() < GAUGES_EVERY) {
+            self.gauges_stale = true;
             return;
         }
+        self.gauges_stale = false;
         self.last_gauges = Some(std::time::Instant::now());
         crate::scheduler::apply::gauges(self, now);
     }

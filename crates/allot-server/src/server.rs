@@ -184,6 +184,10 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     take_lease(&store, opts, lock.is_some()).await?;
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let (exec, exec_name) = build_executors(&cfg.cluster, plans, devices, &instance, opts, ev_tx)?;
+    match cfg.telemetry.interval_s {
+        Some(every) => exec.start_telemetry(std::time::Duration::from_secs(every)),
+        None => tracing::info!("GPU telemetry is off ([telemetry] interval = \"off\")"),
+    }
     let now = crate::clock::now();
     let rec = recover(&cfg, &store, exec.as_ref(), now).await?;
     let metrics = Arc::new(Metrics::new());
@@ -194,6 +198,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let mut sched = Scheduler::new(rec.engine, kind.build(), store.clone(), exec, metrics.clone(), paths, rec.book);
     sched.catalog = Some(catalog.clone());
     sched.webhook = webhook(&cfg)?;
+    sched.telemetry = crate::scheduler::Telemetry::new(cfg.telemetry);
     let recovered = rec.workloads.len();
     for (spec, live, retries, past) in rec.workloads {
         sched.restore(spec, live, retries, &past, now);

@@ -102,6 +102,11 @@ pub struct WorkloadView {
     /// The cluster of the fleet its last attempt runs or ran on (only with several clusters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
+    /// Measured GPU utilization (0..1) over its attempts, weighted by
+    /// GPUs × measured seconds (GPU telemetry); null: never measured.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1)]
+    pub measured_util: Option<f64>,
 }
 
 impl WorkloadView {
@@ -132,6 +137,29 @@ pub struct AttemptView {
     pub kept_s: Option<i64>,
     pub pid: Option<i64>,
     pub log_path: String,
+    /// Its GPU telemetry so far; null: not measured (no sample).
+    #[serde(default)]
+    pub telemetry: Option<AttemptTelemetry>,
+}
+
+/// What an attempt's GPU samples add up to (docs/server.md, "GPU telemetry").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AttemptTelemetry {
+    /// Samples taken.
+    #[schema(minimum = 1)]
+    pub samples: u64,
+    /// Mean utilization (0..1) over the samples, each the mean over the
+    /// attempt's GPUs.
+    #[schema(minimum = 0, maximum = 1)]
+    pub util_mean: f64,
+    /// Seconds the samples cover.
+    pub measured_s: u64,
+    /// Seconds whose sample was below `[telemetry] idle_threshold`.
+    pub idle_s: u64,
+    /// The most memory one of its GPUs used in a sample, MiB.
+    pub mem_max_mib: u64,
+    /// Unix time of the last sample.
+    pub last_sample_t: i64,
 }
 
 /// `GET /v1/workloads/{id}`.

@@ -6,7 +6,7 @@
 mod support;
 
 use allot_core::Phase;
-use allot_server::store::{AttemptRow, ClusterFilter, NewWorkload, Op, Store, TokenRow, WorkloadFilter};
+use allot_server::store::{AttemptRow, ClusterFilter, GpuSummary, NewWorkload, Op, Store, TokenRow, WorkloadFilter};
 use support::{Backend, TestDb, temp_dir};
 
 both_stores!(store_roundtrip_sqlite, store_roundtrip_postgres, roundtrip);
@@ -55,6 +55,19 @@ fn attempt_row(workload: i64, attempt: i64, node: &str) -> AttemptRow {
         kept_s: None,
         pid: None,
         log_path: "/tmp/x.log".into(),
+        telemetry: None,
+    }
+}
+
+/// An attempt's GPU telemetry after `samples` samples of 10 s.
+fn gpu(samples: i64, util_mean: f64) -> GpuSummary {
+    GpuSummary {
+        samples,
+        measured_s: 10 * samples,
+        util_mean,
+        idle_s: 0,
+        mem_max_mib: 2048,
+        last_t: 1010 + 10 * samples,
     }
 }
 
@@ -98,7 +111,10 @@ async fn roundtrip(backend: Backend) {
             Op::AttemptStart { row: Box::new(start.clone()) },
             Op::WorkloadState { seq: a, state: Phase::Running, reason: "FS-1: test".into(), end_t: None },
             Op::AttemptRunning { seq: a, attempt: 1, pid: 4242 },
+            Op::AttemptTelemetry { seq: a, attempt: 1, summary: gpu(1, 0.9) },
             Op::AttemptSignal { seq: a, attempt: 1, t: 1020, reason: "INT-1: test".into() },
+            // The last summary of a step wins.
+            Op::AttemptTelemetry { seq: a, attempt: 1, summary: gpu(2, 0.6) },
             Op::AttemptEnd {
                 seq: a,
                 attempt: 1,
@@ -123,10 +139,24 @@ async fn roundtrip(backend: Backend) {
         outcome: Some("preempted".into()),
         kept_s: Some(10),
         pid: Some(4242),
+        telemetry: Some(gpu(2, 0.6)),
         ..start
     };
     assert_eq!(got, [want]);
     let w = store.workload(a).await.unwrap().unwrap();
+    assert_eq!(w.measured_util, Some(0.6), "one measured attempt: its mean");
+    assert_eq!(store.workload(b).await.unwrap().unwrap().measured_util, None, "never measured");
+    // Over attempts: weighted by GPUs × measured seconds (10 s at 0.2, 30 s at 0.6).
+    let tries = [(1, gpu(1, 0.2)), (2, gpu(3, 0.6))];
+    for (n, g) in tries {
+        let row = Box::new(attempt_row(c, n, "gpu-1"));
+        store
+            .apply(&[Op::AttemptStart { row }, Op::AttemptTelemetry { seq: c, attempt: n, summary: g }])
+            .await
+            .unwrap();
+    }
+    let weighted = store.all_workloads().await.unwrap().into_iter().find(|w| w.seq == c).unwrap().measured_util;
+    assert!(weighted.is_some_and(|m| (m - 0.5).abs() < 1e-9), "{weighted:?}");
     assert_eq!((w.state.as_str(), w.failures, w.cancel_requested, w.util), ("pending", 1, true, 0.5));
     assert_eq!(list(None, &["pending"]).await, [pinned, c, b, a]);
     assert_eq!(store.live_workloads().await.unwrap().len(), 4);

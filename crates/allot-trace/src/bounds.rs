@@ -46,6 +46,8 @@ pub const CONTRACT_PERIOD_S: IntBound = IntBound { min: 1, max: MAX_DURATION_S }
 pub const CONTRACT_WAIT_S: IntBound = IntBound { min: 0, max: MAX_DURATION_S };
 /// `[alerts] webhook_timeout`: how long one delivery may take.
 pub const WEBHOOK_TIMEOUT_S: IntBound = IntBound { min: 1, max: 300 };
+/// `[telemetry] interval`: seconds between two GPU samples of an attempt.
+pub const TELEMETRY_INTERVAL_S: IntBound = IntBound { min: 1, max: 3600 };
 
 /// An account's share among its siblings.
 pub const SHARE: FloatBound = FloatBound { min: 1e-3, max: 1e6 };
@@ -60,6 +62,8 @@ pub const GPU_WEIGHT: FloatBound = FloatBound { min: 1e-3, max: 1e3 };
 pub const CARRY_OVER: FloatBound = FloatBound { min: 0.0, max: 1.0 };
 /// A workload's mean GPU utilisation.
 pub const UTIL: FloatBound = FloatBound { min: 0.0, max: 1.0 };
+/// `[telemetry] idle_threshold`: a GPU utilization (0..1).
+pub const IDLE_THRESHOLD: FloatBound = FloatBound { min: 0.0, max: 1.0 };
 
 /// A value past its bound, with the bound.
 #[derive(Copy, Clone, Debug, PartialEq, thiserror::Error)]

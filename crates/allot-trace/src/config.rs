@@ -25,6 +25,9 @@ use crate::duration::parse_duration;
 use crate::error::{FormatError, FormatKind};
 use crate::write::{ConfigOut, write_config_toml};
 
+mod telemetry;
+pub use telemetry::TelemetryConfig;
+
 /// A loaded configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -38,6 +41,8 @@ pub struct Config {
     pub contract: Contract,
     /// `[alerts]`: where `allot serve` posts budget threshold events.
     pub alerts: AlertsConfig,
+    /// `[telemetry]`: how `allot serve` samples the GPUs of running attempts.
+    pub telemetry: TelemetryConfig,
     /// The file it was read from, as given.
     pub path: String,
     /// The raw TOML (reports print it).
@@ -113,7 +118,8 @@ fn build_config(ctx: &Ctx<'_>, raw: &RawConfig, text: String) -> Result<Config, 
     let accounts = build_accounts(ctx, &raw.accounts, &cluster)?;
     let contract = build_contract(ctx, &raw.contract)?;
     let alerts = build_alerts(ctx, raw.alerts.as_ref())?;
-    Ok(Config { cluster, executors, accounts, contract, alerts, path: ctx.file.to_string(), text })
+    let telemetry = telemetry::build_telemetry(ctx, raw.telemetry.as_ref())?;
+    Ok(Config { cluster, executors, accounts, contract, alerts, telemetry, path: ctx.file.to_string(), text })
 }
 
 /// The raw form of a configuration made in memory, as the TOML reader would
@@ -217,6 +223,7 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
             max_time_limit: per_class(&c.max_time_limit),
         },
         alerts: None,
+        telemetry: None,
     }
 }
 
@@ -237,6 +244,7 @@ struct RawConfig {
     #[serde(default)]
     contract: RawContract,
     alerts: Option<RawAlerts>,
+    telemetry: Option<telemetry::RawTelemetry>,
 }
 
 #[derive(Deserialize)]
@@ -369,26 +377,36 @@ enum Period {
 
 impl<'de> Deserialize<'de> for Period {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = Period;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("\"month\", a duration such as \"7d\", or an integer number of seconds")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Period, E> {
-                if v == "month" {
-                    return Ok(Period::Month);
-                }
-                SecsVisitor.visit_str(v).map(Period::Every)
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Period, E> {
-                SecsVisitor.visit_u64(v).map(Period::Every)
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Period, E> {
-                SecsVisitor.visit_i64(v).map(Period::Every)
-            }
+        let v = KeywordOrSecs {
+            keyword: "month",
+            expecting: "\"month\", a duration such as \"7d\", or an integer number of seconds",
+        };
+        Ok(d.deserialize_any(v)?.map_or(Period::Month, Period::Every))
+    }
+}
+
+/// Reads a duration ([`Secs`]), or `keyword` (`None`).
+struct KeywordOrSecs {
+    keyword: &'static str,
+    expecting: &'static str,
+}
+
+impl serde::de::Visitor<'_> for KeywordOrSecs {
+    type Value = Option<Secs>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.expecting)
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Option<Secs>, E> {
+        if v == self.keyword {
+            return Ok(None);
         }
-        d.deserialize_any(V)
+        SecsVisitor.visit_str(v).map(Some)
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Option<Secs>, E> {
+        SecsVisitor.visit_u64(v).map(Some)
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Option<Secs>, E> {
+        SecsVisitor.visit_i64(v).map(Some)
     }
 }
 

@@ -15,7 +15,7 @@ use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask, cluster_filter
 use crate::scheduler::Msg;
 use crate::states::{PHASES, parse_phase};
 use crate::store::{AttemptRow, ClusterFilter, Idempotency, Inserted, NewWorkload, WorkloadFilter, WorkloadRow};
-use crate::views::{AttemptView, NodeGpusView, SubmitRequest, WorkloadDetail, WorkloadView};
+use crate::views::{AttemptTelemetry, AttemptView, NodeGpusView, SubmitRequest, WorkloadDetail, WorkloadView};
 
 /// A cluster as the store filters by it: its name and its pools' GPU types.
 fn cluster_filter_of(c: &Cluster, id: ClusterId) -> ClusterFilter {
@@ -50,6 +50,7 @@ pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
         end_t: r.end_t,
         cancel_requested: r.cancel_requested,
         cluster: r.last_cluster.clone(),
+        measured_util: r.measured_util,
     }
 }
 
@@ -69,6 +70,14 @@ pub fn attempt_view(a: &AttemptRow) -> AttemptView {
         kept_s: a.kept_s,
         pid: a.pid,
         log_path: a.log_path.clone(),
+        telemetry: a.telemetry.as_ref().map(|g| AttemptTelemetry {
+            samples: g.samples.max(0) as u64,
+            util_mean: g.util_mean,
+            measured_s: g.measured_s.max(0) as u64,
+            idle_s: g.idle_s.max(0) as u64,
+            mem_max_mib: g.mem_max_mib.max(0) as u64,
+            last_sample_t: g.last_t,
+        }),
     }
 }
 
@@ -171,6 +180,7 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
         reason: None,
         end_t: None,
         last_cluster: None,
+        measured_util: None,
     }
 }
 

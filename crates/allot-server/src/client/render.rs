@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::views::{AccountView, NodeView, WorkloadDetail, WorkloadView};
+use crate::views::{AccountView, AttemptTelemetry, NodeView, WorkloadDetail, WorkloadView};
 
 fn age(now: i64, t: i64) -> String {
     let s = (now - t).max(0);
@@ -81,6 +81,9 @@ pub fn show(d: &WorkloadDetail) -> String {
     if let Some(why) = &d.why {
         let _ = writeln!(out, "  why        {why}");
     }
+    if let Some(u) = w.measured_util {
+        let _ = writeln!(out, "  gpu util   {} measured (GPU-time weighted over its attempts)", percent(u));
+    }
     if d.attempts.is_empty() {
         let _ = writeln!(out, "  no attempts yet");
     }
@@ -106,12 +109,33 @@ pub fn show(d: &WorkloadDetail) -> String {
             a.exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default()
         );
         let _ = writeln!(out, "    started: {}", a.start_reason);
+        let _ = writeln!(out, "    gpu: {}", telemetry(a.telemetry.as_ref()));
         if let Some(r) = &a.signal_reason {
             let _ = writeln!(out, "    stopped: {r}");
         }
         let _ = writeln!(out, "    log: {}", a.log_path);
     }
     out
+}
+
+/// A fraction as a whole percentage: `0.62` → `62%`.
+fn percent(f: f64) -> String {
+    format!("{:.0}%", f * 100.0)
+}
+
+/// An attempt's GPU telemetry in one line, or "not measured".
+fn telemetry(t: Option<&AttemptTelemetry>) -> String {
+    match t {
+        None => "not measured".to_string(),
+        Some(t) => format!(
+            "measured mean util {} over {} samples ({} s), idle {} s, memory max {} MiB",
+            percent(t.util_mean),
+            t.samples,
+            t.measured_s,
+            t.idle_s,
+            t.mem_max_mib
+        ),
+    }
 }
 
 fn bar(used: f64, budget: f64, width: usize) -> String {
@@ -208,6 +232,7 @@ pub fn nodes(list: &[NodeView]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::views::AttemptView;
 
     fn node(name: &str, cluster: Option<&str>) -> NodeView {
         NodeView {
@@ -233,7 +258,16 @@ mod tests {
         let fleet = nodes(&[node("c1/h-0", Some("c1")), node("c2/h-0", Some("c2"))]);
         let lines: Vec<&str> = fleet.lines().collect();
         assert!(lines[0].starts_with("CLUSTER") && lines[2].starts_with("c2 "), "{fleet}");
-        let w = |id: &str, cluster: Option<&str>| WorkloadView {
+        let w = view;
+        assert!(!queue(&[w("1", None)], 0).contains("CLUSTER"));
+        let q = queue(&[w("1", Some("c2")), w("2", None)], 0);
+        let rows: Vec<Vec<&str>> = q.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!((rows[0][7], rows[1][7], rows[2][7]), ("CLUSTER", "c2", "-"), "{q}");
+    }
+
+    /// A pending batch workload of one GPU.
+    fn view(id: &str, cluster: Option<&str>) -> WorkloadView {
+        WorkloadView {
             id: id.into(),
             name: None,
             account: "org/a".into(),
@@ -256,11 +290,51 @@ mod tests {
             end_t: None,
             cancel_requested: false,
             cluster: cluster.map(String::from),
+            measured_util: None,
+        }
+    }
+
+    #[test]
+    fn show_says_what_was_measured_and_what_was_not() {
+        let attempt = |n: i64, telemetry: Option<AttemptTelemetry>| AttemptView {
+            attempt: n,
+            state: "ended".into(),
+            allocation: vec![],
+            cluster: None,
+            start_t: 0,
+            start_reason: "FS-1".into(),
+            signal_t: None,
+            signal_reason: None,
+            end_t: Some(60),
+            outcome: Some("preempted".into()),
+            exit_code: None,
+            kept_s: None,
+            pid: None,
+            log_path: "/log".into(),
+            telemetry,
         };
-        assert!(!queue(&[w("1", None)], 0).contains("CLUSTER"));
-        let q = queue(&[w("1", Some("c2")), w("2", None)], 0);
-        let rows: Vec<Vec<&str>> = q.lines().map(|l| l.split_whitespace().collect()).collect();
-        assert_eq!((rows[0][7], rows[1][7], rows[2][7]), ("CLUSTER", "c2", "-"), "{q}");
+        let measured = AttemptTelemetry {
+            samples: 12,
+            util_mean: 0.624,
+            measured_s: 60,
+            idle_s: 5,
+            mem_max_mib: 4096,
+            last_sample_t: 60,
+        };
+        let d = WorkloadDetail {
+            workload: WorkloadView { measured_util: Some(0.624), ..view("1", None) },
+            attempts: vec![attempt(1, None), attempt(2, Some(measured))],
+            why: None,
+        };
+        let text = show(&d);
+        assert!(text.contains("gpu util   62% measured"), "{text}");
+        assert!(text.contains("    gpu: not measured\n"), "{text}");
+        let want = "gpu: measured mean util 62% over 12 samples (60 s), idle 5 s, memory max 4096 MiB";
+        assert!(text.contains(want), "{text}");
+        assert!(
+            !show(&WorkloadDetail { workload: view("1", None), attempts: vec![], why: None }).contains("gpu util"),
+            "never measured: no line"
+        );
     }
 
     #[test]

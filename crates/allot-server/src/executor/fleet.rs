@@ -3,7 +3,8 @@
 //! attempt's cluster (the cluster of its allocation's nodes: a gang never
 //! spans clusters, FLEET-1). The executors stay independent; their events
 //! reach the one scheduler task through the fleet, which forgets an
-//! attempt once it is over.
+//! attempt once it is over (and passes telemetry samples on unchanged);
+//! each executor samples its own attempts' GPUs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -126,6 +127,13 @@ impl Executor for FleetExecutor {
         }
     }
 
+    /// Each executor samples the attempts it runs (once, when shared).
+    fn start_telemetry(&self, every: Duration) {
+        for m in self.distinct() {
+            m.start_telemetry(every);
+        }
+    }
+
     /// Each executor looks for its own: the local one by its cgroups and
     /// tags, each Slurm one every job of its store (user and comment) on
     /// its cluster; none stops what is not its own. Run one after the other.
@@ -165,6 +173,9 @@ mod tests {
         fn terminate_survivors(&self, s: Vec<Survivor>, _grace: Duration) -> BoxFuture<'_, ()> {
             self.calls.lock().unwrap().push(format!("survivors {}", s.len()));
             Box::pin(async {})
+        }
+        fn start_telemetry(&self, every: Duration) {
+            self.calls.lock().unwrap().push(format!("telemetry {}", every.as_secs()));
         }
     }
 
@@ -218,6 +229,24 @@ mod tests {
             .await;
         assert_eq!(calls(&a).last().map(String::as_str), Some("survivors 1"), "each executor finds its own");
         assert_eq!(calls(&b).last().map(String::as_str), Some("survivors 1"));
+        f.start_telemetry(Duration::from_secs(7));
+        assert_eq!(calls(&a).last().map(String::as_str), Some("telemetry 7"), "each executor samples its own");
+        assert_eq!(calls(&b).last().map(String::as_str), Some("telemetry 7"));
+        // A member's sample reaches the scheduler, and the attempt is not forgotten.
+        f.launch(job(3, &["b/gpu-0"]));
+        let key = AttemptKey { seq: 3, attempt: 1 };
+        let gpus = vec![crate::executor::GpuSample {
+            node: "b/gpu-0".into(),
+            index: 0,
+            util: 0.5,
+            mem_used_mib: 1,
+            mem_total_mib: 2,
+        }];
+        let sample = ExecEvent::Telemetry { key, t: 9, gpus };
+        member_tx.send(sample.clone()).unwrap();
+        assert_eq!(rx.recv().await, Some(sample));
+        f.kill(key);
+        assert_eq!(calls(&b).last().map(String::as_str), Some("kill 3"), "still routed after a sample");
     }
 
     #[tokio::test]

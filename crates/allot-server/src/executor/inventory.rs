@@ -103,7 +103,8 @@ impl From<InventoryErrorKind> for InventoryError {
     }
 }
 
-fn program() -> String {
+/// The `nvidia-smi` program: `ALLOT_NVIDIA_SMI`, else `nvidia-smi` on `PATH`.
+pub(crate) fn program() -> String {
     std::env::var("ALLOT_NVIDIA_SMI").unwrap_or_else(|_| "nvidia-smi".to_string())
 }
 

@@ -36,6 +36,9 @@
 //!   success.
 //! * Preemption (CON-2): SIGTERM to every process; the scheduler sends
 //!   SIGKILL when the grace period is over.
+//! * Telemetry ([`super::telemetry`]): once started, one `nvidia-smi`
+//!   query of the host's GPUs per interval, split by the GPU indices each
+//!   live attempt holds on each of its nodes (they all run on this host).
 //! * A launch that fails is reported with whose fault it is
 //!   ([`super::LaunchFault`]): a command that cannot be run is the workload's;
 //!   no cgroup, log file or checkpoint directory, or a spawn error such as
@@ -54,17 +57,21 @@ use tokio::task::JoinSet;
 
 use super::cgroup::{AttemptGroup, Containment};
 use super::inventory::DeviceMap;
+use super::telemetry::{Held, sample_local};
 use super::{AttemptKey, BoxFuture, ExecEvent, Executor, ExitStatus, Launch, LaunchError, NodeGpus, Survivor};
 
 /// How often an attempt's cgroup is checked for emptiness once its node
 /// processes have exited.
 const EMPTY_POLL: Duration = Duration::from_millis(100);
 
-/// A live attempt: its node processes' groups and, contained, its cgroup.
+/// A live attempt: its node processes' groups and, contained, its cgroup;
+/// its workload's id and GPUs (for telemetry).
 #[derive(Clone)]
 struct Running {
     pgids: Vec<i32>,
     group: Option<Arc<AttemptGroup>>,
+    workload: String,
+    gpus: Vec<NodeGpus>,
 }
 
 pub struct LocalExecutor {
@@ -200,7 +207,7 @@ impl LocalExecutor {
             }
         }
         let pgids = children.iter().filter_map(|c| c.id()).map(|p| p as i32).collect();
-        Ok((children, Running { pgids, group }))
+        Ok((children, Running { pgids, group, workload: job.workload_id.clone(), gpus: job.gpus.clone() }))
     }
 
     fn running(&self, key: AttemptKey) -> Option<Running> {
@@ -364,6 +371,15 @@ impl Executor for LocalExecutor {
             Some(r) => r.pgids.iter().for_each(|&p| killpg(p, libc::SIGKILL)),
             None => {}
         }
+    }
+
+    fn start_telemetry(&self, every: Duration) {
+        let live = self.live.clone();
+        let held = move || {
+            let live = live.lock().expect("live attempts");
+            live.iter().map(|(k, r)| Held { key: *k, workload: r.workload.clone(), gpus: r.gpus.clone() }).collect()
+        };
+        tokio::spawn(sample_local(every, held, self.events.clone()));
     }
 
     fn terminate_survivors(&self, survivors: Vec<Survivor>, grace: Duration) -> BoxFuture<'_, ()> {

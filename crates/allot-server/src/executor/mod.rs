@@ -11,6 +11,9 @@
 //! * [`fleet::FleetExecutor`]: a fleet of several clusters, each with its
 //!   own executor; every command goes to the executor of the attempt's
 //!   cluster.
+//! * [`telemetry`]: the GPUs of running attempts, sampled through
+//!   `nvidia-smi` and reported as [`ExecEvent::Telemetry`] once
+//!   [`Executor::start_telemetry`] is called.
 //! * [`NullExecutor`] (`--executor none`): decides and records, runs
 //!   nothing; workloads hold their GPUs until cancelled (benchmarks, dry
 //!   runs of a policy on live submissions).
@@ -20,6 +23,7 @@ pub mod fleet;
 pub mod inventory;
 pub mod local;
 pub mod slurm;
+pub mod telemetry;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -28,6 +32,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+
+pub use telemetry::GpuSample;
 
 /// Makes `job`'s checkpoint directory and its log file's directory
 /// (0700) and the log file itself (0600, appended to): what is created for
@@ -187,6 +193,10 @@ pub enum ExecEvent {
     /// The cluster answers again and was reconciled (FLEET-4): the nodes
     /// its outage took out return to service.
     ClusterUp { cluster: String },
+    /// One sample of the GPUs the attempt holds, taken at `t` (Unix
+    /// seconds): one entry per GPU (see [`telemetry`]). Never sent for a
+    /// sample that failed.
+    Telemetry { key: AttemptKey, t: allot_core::Time, gpus: Vec<GpuSample> },
 }
 
 /// An attempt recorded as holding GPUs when the server last stopped.
@@ -214,6 +224,12 @@ pub trait Executor: Send + Sync {
     /// At startup: makes sure no process of these attempts is left running
     /// (signal, wait up to `grace`, kill), and returns once all are gone.
     fn terminate_survivors(&self, survivors: Vec<Survivor>, grace: Duration) -> BoxFuture<'_, ()>;
+
+    /// Starts sampling the GPUs of every running attempt every `every`,
+    /// reported as [`ExecEvent::Telemetry`] on the event channel (see
+    /// [`telemetry`]); an executor that runs nothing on GPUs ignores it.
+    /// Called at most once, inside the runtime.
+    fn start_telemetry(&self, _every: Duration) {}
 }
 
 /// Runs nothing: attempts "start" at once and never end by themselves.

@@ -114,6 +114,7 @@ impl Scheduler {
                 kept_s: None,
                 pid: None,
                 log_path: log_path.display().to_string(),
+                telemetry: None,
             }),
         });
         let l = &self.live[w.0 as usize];
@@ -223,6 +224,7 @@ impl Scheduler {
             exit_code: ended.exit_code.map(i64::from),
             kept_s: kept_s as i64,
         });
+        self.telemetry.forget(key);
         let ac = self.account_class(w);
         let assigned = ended.stop.assigned_gpu_s;
         self.metrics.assigned_gpu_seconds.get_or_create(&ac).inc_by(assigned);
@@ -266,6 +268,7 @@ impl Scheduler {
             }
             ExecEvent::ClusterDown { cluster, reason } => self.cluster_down(&cluster, &reason, now),
             ExecEvent::ClusterUp { cluster } => self.cluster_up(&cluster, now),
+            ExecEvent::Telemetry { key, t, gpus } => self.on_telemetry(key, t, &gpus, now),
         }
         self.apply(now);
     }
@@ -284,13 +287,11 @@ pub(crate) fn gauges(s: &Scheduler, now: Time) {
     }
     m.running.clear();
     m.allocated_gpus.clear();
-    let mut util = 0.0;
     for &w in &st.running {
         let spec = st.spec(w);
         let ac = labels(&st.accounts.account(spec.account).path, spec.class.as_str());
         m.running.get_or_create(&ac).inc();
         m.allocated_gpus.get_or_create(&ac).inc_by(i64::from(spec.gpus));
-        util += f64::from(spec.gpus) * spec.util;
     }
     let total = st.cluster.total_gpus();
     let in_service: u64 =
@@ -301,7 +302,7 @@ pub(crate) fn gauges(s: &Scheduler, now: Time) {
     m.availability.set(if total > 0 { in_service as f64 / total as f64 } else { 0.0 });
     let denom = in_service.max(1) as f64;
     m.occupancy.set(allocated as f64 / denom);
-    m.utilization.set(util / denom);
+    crate::metrics::set_utilization(m, &super::telemetry::utilization(s, now), in_service);
     m.set_clusters(st);
     m.set_accounts(&crate::accounts::views(st, now, true));
 }

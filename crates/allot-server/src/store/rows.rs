@@ -70,6 +70,11 @@ pub struct WorkloadRow {
     /// The cluster of its last attempt ([`AttemptRow::cluster`]), if any:
     /// where it runs or ran.
     pub last_cluster: Option<String>,
+    /// The measured GPU utilization of its attempts (0..1): their
+    /// [`GpuSummary::util_mean`] weighted by GPUs × measured seconds;
+    /// `None` where no attempt was measured.
+    #[serde(default)]
+    pub measured_util: Option<f64>,
 }
 
 impl WorkloadRow {
@@ -110,6 +115,29 @@ pub struct AttemptRow {
     pub kept_s: Option<i64>,
     pub pid: Option<i64>,
     pub log_path: String,
+    /// Its GPU samples, summed up; `None`: not measured (no sample).
+    #[serde(default)]
+    pub telemetry: Option<GpuSummary>,
+}
+
+/// What an attempt's GPU samples add up to (`[telemetry]`, docs/server.md
+/// "GPU telemetry"): one row per attempt, rewritten as samples arrive.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuSummary {
+    /// Samples taken.
+    pub samples: i64,
+    /// Seconds the samples cover (each the time since the one before or
+    /// the attempt's start, 1 s to one interval).
+    pub measured_s: i64,
+    /// Mean utilization (0..1) over the samples, each the mean over the
+    /// attempt's GPUs.
+    pub util_mean: f64,
+    /// Seconds covered by samples below the idle threshold.
+    pub idle_s: i64,
+    /// The most memory one of its GPUs used in a sample (MiB).
+    pub mem_max_mib: i64,
+    /// Unix time of the last sample.
+    pub last_t: i64,
 }
 
 impl AttemptRow {
@@ -240,5 +268,11 @@ pub enum Op {
         node: String,
         kind: String,
         principal: String,
+    },
+    /// The attempt's GPU telemetry as it now stands (replaces the last).
+    AttemptTelemetry {
+        seq: i64,
+        attempt: i64,
+        summary: GpuSummary,
     },
 }

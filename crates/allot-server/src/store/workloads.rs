@@ -5,7 +5,7 @@ use allot_core::Phase;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::rows::{AttemptRow, NewWorkload, NodeEventRow, Op, WorkloadFilter, WorkloadRow};
+use super::rows::{AttemptRow, GpuSummary, NewWorkload, NodeEventRow, Op, WorkloadFilter, WorkloadRow};
 use super::{Ctx, Store, StoreError};
 use crate::states::{AttemptState, PHASES};
 
@@ -17,15 +17,27 @@ macro_rules! last_cluster {
 }
 const LAST_CLUSTER: &str = last_cluster!();
 
+/// A workload's measured GPU utilization: its measured attempts' means
+/// weighted by GPUs × measured seconds (NULL: none measured).
+macro_rules! measured_util {
+    () => {
+        "(SELECT SUM(a.gpu_util_mean * a.gpus * a.gpu_measured_s) / SUM(CAST(a.gpus * a.gpu_measured_s AS DOUBLE \
+         PRECISION)) FROM attempts a WHERE a.workload = workloads.seq AND a.gpu_measured_s > 0 AND a.gpus > 0)"
+    };
+}
+
 const WORKLOAD_COLS: &str = concat!(
     "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, clusters, work_s, checkpoint_s, util, \
      priority, preemptible, name, command, env, retries, time_limit_s, failures, cancel_requested, state, reason, end_t, ",
     last_cluster!(),
-    " AS last_cluster"
+    " AS last_cluster, ",
+    measured_util!(),
+    " AS measured_util"
 );
 
 const ATTEMPT_COLS: &str = "workload, attempt, alloc, cluster, gpus, weight, state, start_t, start_reason, signal_t, \
-     signal_reason, end_t, outcome, exit_code, kept_s, pid, log_path";
+     signal_reason, end_t, outcome, exit_code, kept_s, pid, log_path, gpu_samples, gpu_measured_s, gpu_util_mean, \
+     gpu_idle_s, gpu_mem_max_mib, gpu_sample_t";
 
 /// A submission's `Idempotency-Key`, scoped to its principal, with a hash
 /// of the request it came with.
@@ -106,6 +118,7 @@ fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
         reason: r.try_get("reason")?,
         end_t: r.try_get("end_t")?,
         last_cluster: r.try_get("last_cluster")?,
+        measured_util: r.try_get("measured_util")?,
     })
 }
 
@@ -128,7 +141,24 @@ fn attempt_row(r: &AnyRow) -> Result<AttemptRow, sqlx::Error> {
         kept_s: r.try_get("kept_s")?,
         pid: r.try_get("pid")?,
         log_path: r.try_get("log_path")?,
+        telemetry: gpu_summary(r)?,
     })
+}
+
+/// An attempt's telemetry columns; `None` before its first sample.
+fn gpu_summary(r: &AnyRow) -> Result<Option<GpuSummary>, sqlx::Error> {
+    let samples: i64 = r.try_get("gpu_samples")?;
+    if samples <= 0 {
+        return Ok(None);
+    }
+    Ok(Some(GpuSummary {
+        samples,
+        measured_s: r.try_get("gpu_measured_s")?,
+        util_mean: r.try_get::<Option<f64>, _>("gpu_util_mean")?.unwrap_or(0.0),
+        idle_s: r.try_get("gpu_idle_s")?,
+        mem_max_mib: r.try_get::<Option<i64>, _>("gpu_mem_max_mib")?.unwrap_or(0),
+        last_t: r.try_get::<Option<i64>, _>("gpu_sample_t")?.unwrap_or(0),
+    }))
 }
 
 /// `s` for a `LIKE` pattern with `ESCAPE '\'`: `\`, `%` and `_` stand for
@@ -399,6 +429,18 @@ fn op_query(op: &Op) -> Query<'_> {
         .bind(outcome)
         .bind(*exit_code)
         .bind(*kept_s)
+        .bind(*seq)
+        .bind(*attempt),
+        Op::AttemptTelemetry { seq, attempt, summary: g } => sqlx::query(
+            "UPDATE attempts SET gpu_samples = $1, gpu_measured_s = $2, gpu_util_mean = $3, gpu_idle_s = $4, \
+             gpu_mem_max_mib = $5, gpu_sample_t = $6 WHERE workload = $7 AND attempt = $8",
+        )
+        .bind(g.samples)
+        .bind(g.measured_s)
+        .bind(g.util_mean)
+        .bind(g.idle_s)
+        .bind(g.mem_max_mib)
+        .bind(g.last_t)
         .bind(*seq)
         .bind(*attempt),
         Op::NodeEvent { t, node, kind, principal } => {

@@ -488,3 +488,46 @@ pub async fn wait_file(path: &std::path::Path, secs: u64) {
     }
     panic!("{} did not appear within {secs} s", path.display());
 }
+
+/// A fake `nvidia-smi`: answers the telemetry query
+/// (`--query-gpu=index,utilization.gpu,memory.used,memory.total
+/// --format=csv,noheader,nounits`) and the inventory's (`index,name,uuid`)
+/// from a file of `index util% mem_used_mib mem_total_mib` lines, which a
+/// test rewrites ([`set_gpus`]) to make GPUs busy or idle; a line `raw
+/// TEXT` is printed as `TEXT`. Any other arguments fail. Returns the
+/// program's and the file's paths (absolute: a Slurm node, which is this
+/// host, runs the same program).
+pub fn fake_nvidia_smi(dir: &Path) -> (String, PathBuf) {
+    let file = dir.join("gpus.txt");
+    std::fs::write(&file, "").expect("write the fake GPUs");
+    let text = format!(
+        r#"#!/bin/sh
+f='{}'
+case "$*" in
+  *--query-gpu=index,utilization.gpu,memory.used,memory.total*--format=csv,noheader,nounits*)
+    while read -r i u m t; do if [ "$i" = raw ]; then echo "$u $m $t"; else echo "$i, $u, $m, $t"; fi; done < "$f" ;;
+  *--query-gpu=index,name,uuid*)
+    while read -r i _; do [ "$i" = raw ] || echo "$i, NVIDIA H100 80GB HBM3, GPU-$i"; done < "$f" ;;
+  *) echo "unexpected arguments: $*" >&2; exit 9 ;;
+esac
+"#,
+        file.display()
+    );
+    (script(dir, "nvidia-smi", &text), file)
+}
+
+/// Rewrites the fake GPUs of [`fake_nvidia_smi`] at once (a reader never
+/// sees half a file): `(index, utilization %, memory used MiB)`, of 81559
+/// MiB each.
+pub fn set_gpus(file: &Path, gpus: &[(u32, u32, u64)]) {
+    let text: String = gpus.iter().map(|(i, u, m)| format!("{i} {u} {m} 81559\n")).collect();
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("write the fake GPUs");
+    std::fs::rename(&tmp, file).expect("replace the fake GPUs");
+}
+
+/// The value of the Prometheus series `series` (name and labels exactly
+/// as exposed) in `text`, if present.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use super::health::{Watch, poll_nodes};
 use super::jobs::{POLL, Slot, Slots, live_store_jobs, owned_jobs, poll, scancel};
-use super::launch::{job_comment, job_name, sbatch_command, write_script};
+use super::launch::{job_comment, job_name, sbatch_command, uniform, write_script};
 use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, Launch, LaunchError, Survivor};
 
 /// `allot serve --executor slurm` options, or one cluster's
@@ -168,7 +168,13 @@ impl Executor for SlurmExecutor {
             Ok(p) => p,
             Err(e) => return fail(LaunchError::infrastructure(crate::executor::with_sources(&e))),
         };
-        self.slots.lock().expect("slurm slots").insert(key, Slot::default());
+        let slot = Slot {
+            workload: job.workload_id.clone(),
+            nodes: job.gpus.iter().map(|n| n.node.clone()).collect(),
+            het: uniform(&job).is_none(),
+            ..Slot::default()
+        };
+        self.slots.lock().expect("slurm slots").insert(key, slot);
         let mut cmd = sbatch_command(&self.instance, &self.opts, &job, &script);
         let (slots, events, workload) = (self.slots.clone(), self.events.clone(), job.workload_id.clone());
         let opts = self.opts.clone();
@@ -230,6 +236,12 @@ impl Executor for SlurmExecutor {
 
     fn kill(&self, key: AttemptKey) {
         self.stop(key, true);
+    }
+
+    /// One `srun --overlap` step per node of each running job, every
+    /// `every` (`telemetry`).
+    fn start_telemetry(&self, every: Duration) {
+        tokio::spawn(super::telemetry::sample(self.opts.clone(), self.slots.clone(), every, self.events.clone()));
     }
 
     /// Stops every job of this store still alive on this Slurm cluster,

@@ -23,6 +23,12 @@ pub(super) struct Slot {
     pub(super) kill: bool,
     /// Polls in a row that did not list the job.
     pub(super) missing: u32,
+    /// The workload's id and Allot's names of the job's nodes, in the
+    /// order of its components when `het` (telemetry).
+    pub(super) workload: String,
+    pub(super) nodes: Vec<String>,
+    /// A heterogeneous job: one component per node.
+    pub(super) het: bool,
 }
 
 pub(super) type Slots = Arc<Mutex<HashMap<AttemptKey, Slot>>>;

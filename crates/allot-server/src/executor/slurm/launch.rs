@@ -107,7 +107,7 @@ fn sh_quote(s: &str) -> String {
 }
 
 /// The GPUs per node when every node of the allocation has the same count.
-fn uniform(job: &Launch) -> Option<usize> {
+pub(super) fn uniform(job: &Launch) -> Option<usize> {
     let first = job.gpus.first()?.indices.len();
     job.gpus.iter().all(|n| n.indices.len() == first).then_some(first)
 }

@@ -41,6 +41,10 @@
 //!   cluster returns (`ExecEvent::ClusterUp`). A separate Slurm cluster is
 //!   named by its own `slurm.conf` (`SLURM_CONF` on every command); in a
 //!   fleet, Allot's node names are `<cluster>/<Slurm node>`.
+//! * Telemetry: every sampling interval, one `srun --overlap
+//!   --jobid=<job> -w <node> -n1` step per node of each running job runs
+//!   `nvidia-smi` inside the job's allocation and keeps the job's own GPUs
+//!   (`telemetry`).
 //! * Ownership: jobs are named `allot-<store instance>-<seq>.<attempt>` and
 //!   carry `--comment=allot-store=<store instance>`. A restarted server
 //!   stops every job that is its own by submitting user and comment (the
@@ -52,7 +56,8 @@
 //! itself), `launch` (the batch script and the `sbatch` command), `jobs`
 //! (`squeue` polling, exit codes, `scancel`, which jobs are this store's),
 //! `health` (`sinfo` node states as node events), `outage` (the cluster
-//! unreachable and back) and `inventory` (the
+//! unreachable and back), `telemetry` (GPU samples from inside the jobs)
+//! and `inventory` (the
 //! partition's nodes as the config's).
 
 mod error;
@@ -62,6 +67,7 @@ mod inventory;
 mod jobs;
 mod launch;
 mod outage;
+mod telemetry;
 
 pub use error::{SlurmError, SlurmErrorKind};
 pub use executor::{DEFAULT_OUTAGE_AFTER, SlurmExecutor, SlurmOptions};
