@@ -12,7 +12,10 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Backend, Fixture, RANK_SH, Server, WORK_SH, script, state, store_instance, submit, wait_file};
+use support::{
+    Backend, CONFIG, Fixture, RANK_SH, Server, WORK_SH, fake_nvidia_smi, script, set_gpus, state, store_instance,
+    submit, wait_file,
+};
 
 const HELP: &str = "SLURM_CONF or ALLOT_TEST_SLURM_PARTITION is not set: the Slurm executor tests run only \
     against the private cluster `.ci/slurm.sh` starts (two fake nodes on free loopback ports, its own config, munge \
@@ -41,9 +44,14 @@ fn private_cluster() -> String {
 /// test, whatever its outcome.
 /// (With an operator token in the server's environment, which no job may see.)
 async fn start(f: &Fixture) -> (Server, Own) {
+    start_env(f, &[]).await
+}
+
+/// [`start`] with more environment for the server.
+async fn start_env(f: &Fixture, env: &[(&str, &str)]) -> (Server, Own) {
     let partition = private_cluster();
     let args = ["--executor", "slurm", "--slurm-partition", &partition];
-    let s = Server::start_with(&f.dir, &f.db.url, &args, &[("ALLOT_TOKEN", SECRET)]);
+    let s = Server::start_with(&f.dir, &f.db.url, &args, &[&[("ALLOT_TOKEN", SECRET)], env].concat());
     let own = Own { comment: format!("allot-store={}", store_instance(&f.db.url).await), drained: Vec::new() };
     (s, own)
 }
@@ -100,6 +108,60 @@ async fn slurm_runs_exactly_where_allot_places() {
             assert_eq!(&fields[6], job, "one job");
         }
     }
+    drop(s);
+    own.clean();
+    f.finish().await;
+}
+
+/// Notes the GPUs Slurm gave its node (`CUDA_VISIBLE_DEVICES`), then runs
+/// until `$1` exists.
+const HOLD_SH: &str = r#"#!/bin/sh
+echo "$CUDA_VISIBLE_DEVICES" > "$ALLOT_CHECKPOINT_DIR/cvd-$ALLOT_NODE_RANK"
+while [ ! -e "$1" ]; do sleep 0.2; done
+"#;
+
+/// GPU telemetry from inside the jobs: one `srun --overlap` step per node
+/// runs the fake `nvidia-smi` (this host's, named by its absolute path:
+/// the loopback nodes are this host) and keeps the GPUs Slurm gave the
+/// job, on one node and on an uneven (heterogeneous) job; the jobs end as
+/// their commands do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slurm_measures_the_jobs_gpus_from_inside_the_job() {
+    let _one_at_a_time = SLURM.lock().await;
+    let f = Fixture::new(Backend::Sqlite, "slurm-telemetry").await;
+    std::fs::write(f.dir.join("cluster.toml"), format!("{CONFIG}\n[telemetry]\ninterval = \"1s\"\n")).unwrap();
+    let (smi, gpus) = fake_nvidia_smi(&f.dir);
+    // Each GPU of a node has its own utilization: the mean says which were kept.
+    let util = [0.9, 0.7, 0.3, 0.1];
+    set_gpus(&gpus, &[(0, 90, 100), (1, 70, 200), (2, 30, 300), (3, 10, 400)]);
+    let (s, mut own) = start_env(&f, &[("ALLOT_NVIDIA_SMI", &smi)]).await;
+    let (hold, done) = (script(&f.dir, "hold.sh", HOLD_SH), f.dir.join("done"));
+    let done_arg = done.display().to_string();
+    let one = submit(&s, &f.admin, &["--account", "org/a", "--gpus", "1", "--nodes", "1", "--", &hold, &done_arg]);
+    let uneven = submit(&s, &f.admin, &["--account", "org/b", "--gpus", "3", "--", &hold, &done_arg]);
+    for (id, nodes) in [(&one, 1), (&uneven, 2)] {
+        let measured = |v: &Value| v["attempts"][0]["telemetry"]["samples"].as_u64().is_some_and(|n| n >= 2);
+        let v = wait_slurm(&s, &f.admin, id, 60, measured).await;
+        assert_eq!(v["attempts"][0]["allocation"].as_array().map(Vec::len), Some(nodes), "{v}");
+        let ck = s.dir.join("data/checkpoints").join(id);
+        let visible: Vec<usize> = (0..nodes)
+            .flat_map(|r| {
+                let text = std::fs::read_to_string(ck.join(format!("cvd-{r}"))).expect("each node's task ran");
+                text.trim().split(',').map(|i| i.parse::<usize>().expect("an index")).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(visible.len(), if nodes == 1 { 1 } else { 3 }, "{visible:?}");
+        let want = visible.iter().map(|&i| util[i]).sum::<f64>() / visible.len() as f64;
+        let got = v["attempts"][0]["telemetry"]["util_mean"].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-9, "GPUs {visible:?} of the job: mean {want}, measured {got}: {v}");
+    }
+    std::fs::write(&done, "").unwrap();
+    for id in [&one, &uneven] {
+        let v = wait_slurm(&s, &f.admin, id, 60, |v| state(v) == "finished").await;
+        assert_eq!(v["attempts"][0]["exit_code"], 0, "the telemetry steps never change how a job ends: {v}");
+        assert!(v["workload"]["measured_util"].as_f64().is_some(), "{v}");
+    }
+    assert!(!s.log().contains("failed to sample"), "{}", s.log());
     drop(s);
     own.clean();
     f.finish().await;
