@@ -37,6 +37,8 @@ mod parity;
 mod requests;
 mod telemetry;
 pub(crate) use telemetry::Telemetry;
+#[cfg(test)]
+mod testing;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -95,30 +95,14 @@ pub(crate) fn by_outage(principal: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::sync::Arc;
-    use std::time::Duration;
 
-    use allot_core::{Class, Engine, Phase, Priority, State, WorkloadSpec};
+    use allot_core::{Engine, Phase, State};
 
     use super::*;
-    use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, ExitStatus, Launch, Survivor};
-    use crate::scheduler::{Live, Paths};
+    use crate::executor::{ExecEvent, ExitStatus, Launch};
+    use crate::scheduler::Live;
+    use crate::scheduler::testing::{Unused, batch, scheduler};
     use crate::store::{Op, Store};
-
-    /// Is never asked: the test reads the commands the scheduler queued.
-    struct Unused;
-
-    impl Executor for Unused {
-        fn name(&self) -> &'static str {
-            "fleet"
-        }
-        fn launch(&self, _job: Launch) {}
-        fn signal(&self, _key: AttemptKey) {}
-        fn kill(&self, _key: AttemptKey) {}
-        fn terminate_survivors(&self, _s: Vec<Survivor>, _grace: Duration) -> BoxFuture<'_, ()> {
-            Box::pin(async {})
-        }
-    }
 
     const FLEET: &str = r#"
 [[clusters]]
@@ -140,19 +124,6 @@ path = "org/a"
 share = 1
 "#;
 
-    fn scheduler(engine: Engine, store: Store, dir: &std::path::Path) -> Scheduler {
-        let book = allot_core::AccountBook::seed(&engine.state.accounts);
-        Scheduler::new(
-            engine,
-            allot_core::PolicyKind::parse("allot").unwrap().build(),
-            store,
-            Arc::new(Unused),
-            Arc::new(crate::metrics::Metrics::new()),
-            Paths { data_dir: dir.to_path_buf() },
-            book,
-        )
-    }
-
     fn nodes_of(l: &Launch) -> Vec<&str> {
         l.gpus.iter().map(|n| n.node.as_str()).collect()
     }
@@ -171,23 +142,7 @@ share = 1
         let mut s = scheduler(Engine::new(state), store, &dir);
         let now = s.tick_now();
         s.node_action("a/gpu-1", allot_core::NodeEventKind::Drain, "operator", now).unwrap();
-        let spec = WorkloadSpec {
-            id: "1".into(),
-            submit: now,
-            account: cfg.accounts.get("org/a").unwrap(),
-            user: "u".into(),
-            class: Class::Batch,
-            gpus: 2,
-            nodes: 1,
-            gpu_type: None,
-            clusters: Default::default(),
-            work_s: 3600,
-            checkpoint_s: 60,
-            util: 1.0,
-            priority: Priority::Normal,
-            preemptible: true,
-            time_limit_s: None,
-        };
+        let spec = batch("1", cfg.accounts.get("org/a").unwrap(), 2, 1, now);
         let live = Live { seq: 1, command: vec!["work".into()], env: BTreeMap::new() };
         let w = s.arrive(spec, live, 0, now);
         s.pass(now);

@@ -94,8 +94,10 @@ impl Scheduler {
         let Some(&w) = self.by_seq.get(&key.seq) else { return };
         let run = self.engine.state.run(w);
         let current = i64::from(run.attempts) == key.attempt && matches!(run.phase, Phase::Running | Phase::Stopping);
-        let (Some(started), true, false) = (run.started, current, gpus.is_empty()) else { return };
-        let attempt = run.attempts;
+        if !current || gpus.is_empty() {
+            return;
+        }
+        let (Some(started), attempt) = (run.started, run.attempts) else { return };
         // The attempt's mean utilization over its GPUs at this sample.
         let util = gpus.iter().map(|g| g.util.clamp(0.0, 1.0)).sum::<f64>() / gpus.len() as f64;
         // Engine::gpu_util(w, attempt, util, now) goes here (idle reclaim).
@@ -104,7 +106,8 @@ impl Scheduler {
         let summary = fold(before, started, t.min(now), util, mem, &self.telemetry.config);
         tracing::debug!(workload = key.seq, attempt, util, samples = summary.samples, "gpu sample");
         let op = Op::AttemptTelemetry { seq: key.seq, attempt: key.attempt, summary: summary.clone() };
-        let same = |o: &&mut Op| matches!(o, Op::AttemptTelemetry { seq, attempt, .. } if *seq == key.seq && *attempt == key.attempt);
+        // One write per attempt per step: a later sample replaces the earlier.
+        let same = |o: &&mut Op| matches!(o, Op::AttemptTelemetry { seq, attempt, .. } if (*seq, *attempt) == (key.seq, key.attempt));
         match self.ops.iter_mut().rev().find(same) {
             Some(o) => *o = op,
             None => self.ops.push(op),
@@ -190,6 +193,73 @@ mod tests {
             assert!((got.util_mean - want.util_mean).abs() < 1e-9, "case {name}: {got:?}");
             assert_eq!(GpuSummary { util_mean: want.util_mean, ..got }, want, "case {name}");
         }
+    }
+
+    /// Samples of the running attempt fold into one write per step and
+    /// feed the gauges; a sample of another attempt, or after the end, is
+    /// dropped.
+    #[tokio::test]
+    async fn samples_fold_into_one_write_per_step_and_stale_ones_are_dropped() {
+        use crate::executor::{ExecEvent, ExitStatus};
+        use crate::scheduler::testing::{batch, scheduler};
+        let text = "[cluster]\nname = \"c\"\n[[cluster.pools]]\nname = \"gpu\"\ngpu = \"H100\"\nnodes = 1\n\
+                    gpus_per_node = 4\n[[accounts]]\npath = \"org/a\"\n";
+        let cfg = allot_trace::config::parse_config(text, "c.toml").unwrap();
+        let dir = std::env::temp_dir().join(format!("allot-telemetry-fold-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = crate::store::Store::open(&format!("sqlite://{}", dir.join("allot.db").display())).await.unwrap();
+        let state = allot_core::State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
+        let mut s = scheduler(allot_core::Engine::new(state), store, &dir);
+        s.telemetry = Telemetry::new(config(1, 0.1));
+        let now = s.tick_now();
+        let spec = allot_core::WorkloadSpec { util: 0.5, ..batch("1", cfg.accounts.get("org/a").unwrap(), 2, 1, now) };
+        let live = crate::scheduler::Live { seq: 1, command: vec!["work".into()], env: Default::default() };
+        s.arrive(spec, live, 0, now);
+        s.pass(now);
+        let key = s.launches.pop().expect("launched").key;
+        s.exec_event(ExecEvent::Started { key, pid: 7 });
+        let declared = utilization(&s, now);
+        assert_eq!((declared[&UtilSource::Measured], declared[&UtilSource::Declared]), (0.0, 1.0), "2 GPUs × 0.5");
+        s.ops.clear();
+        let sample = |util: f64| {
+            let gpu = |index: u32| GpuSample {
+                node: "gpu-0".into(),
+                index,
+                util,
+                mem_used_mib: 100 * u64::from(index + 1),
+                mem_total_mib: 800,
+            };
+            vec![gpu(0), gpu(1)]
+        };
+        s.on_telemetry(key, now + 1, &sample(0.8), now + 1);
+        s.on_telemetry(key, now + 2, &sample(0.4), now + 2);
+        s.on_telemetry(AttemptKey { attempt: 2, ..key }, now + 2, &sample(1.0), now + 2);
+        s.on_telemetry(AttemptKey { seq: 9, ..key }, now + 2, &sample(1.0), now + 2);
+        let writes: Vec<&GpuSummary> = s
+            .ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::AttemptTelemetry { summary, .. } => Some(summary),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(writes.len(), 1, "one write per attempt per step: {:?}", s.ops);
+        let w = writes[0];
+        assert_eq!((w.samples, w.measured_s, w.mem_max_mib, w.idle_s), (2, 2, 200, 0), "{w:?}");
+        assert!((w.util_mean - 0.6).abs() < 1e-9, "{w:?}");
+        let sums = utilization(&s, now + 2);
+        assert!((sums[&UtilSource::Measured] - 0.8).abs() < 1e-9 && sums[&UtilSource::Declared] == 0.0, "{sums:?}");
+        let text = s.metrics.encode(true);
+        let series = "allot_gpu_utilization_measured{cluster=\"c\",account=\"org/a\",class=\"batch\"} 0.4";
+        assert!(text.contains(series), "{text}");
+        // Over: later samples are dropped, the gauges forget it.
+        s.exec_event(ExecEvent::Exited { key, status: ExitStatus { code: Some(0), signal: None } });
+        s.ops.clear();
+        s.on_telemetry(key, now + 3, &sample(0.9), now + 3);
+        assert!(s.ops.is_empty(), "{:?}", s.ops);
+        utilization(&s, now + 3);
+        assert!(!s.metrics.encode(true).contains("allot_gpu_utilization_measured{"), "no series once over");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
