@@ -89,6 +89,14 @@ pub enum SampleError {
     Step { node: String, text: String },
 }
 
+impl SampleError {
+    /// The program is not there (no driver on the host or node): nothing
+    /// to measure, which is not a failure worth a warning.
+    pub fn no_program(&self) -> bool {
+        matches!(self, SampleError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
 /// Parses `index, utilization.gpu, memory.used, memory.total` lines: the
 /// GPUs read, and an error naming each line that could not be (skipped).
 pub fn parse_usage(text: &str) -> (Vec<GpuUsage>, Vec<SampleError>) {
@@ -234,7 +242,7 @@ pub async fn sample_local(
         }
         let (usage, bad) = match query_host(&program, query_timeout(every)).await {
             Ok(u) => u,
-            Err(SampleError::Spawn { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Err(e) if e.no_program() => {
                 if !said_none {
                     tracing::info!(program, "no nvidia-smi on this host: running attempts are not measured");
                     said_none = true;
@@ -307,9 +315,9 @@ mod tests {
     #[tokio::test]
     async fn a_missing_or_failing_program_is_an_error_naming_it() {
         let err = query_host("/nonexistent/nvidia-smi", Duration::from_secs(1)).await.unwrap_err();
-        assert!(matches!(&err, SampleError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound));
+        assert!(err.no_program(), "{err:?}");
         assert!(err.to_string().contains("/nonexistent/nvidia-smi"), "{err}");
-        let err = query_host("false", Duration::from_secs(1)).await.unwrap_err().to_string();
-        assert!(err.starts_with("false exited with"), "{err}");
+        let err = query_host("false", Duration::from_secs(1)).await.unwrap_err();
+        assert!(!err.no_program() && err.to_string().starts_with("false exited with"), "{err}");
     }
 }

@@ -135,12 +135,24 @@ async fn sample_node(
     if !out.status.success() {
         return Err(SampleError::Exit { program: srun(), status: out.status.to_string(), stderr });
     }
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    step_result(program, node, &String::from_utf8_lossy(&out.stdout), stderr)
+}
+
+/// What a step that ran printed, as the node's GPUs of the job: the
+/// program's exit code 127 (the shell did not find it) is
+/// [`SampleError::no_program`], any other non-zero code an error with its
+/// `stderr`.
+fn step_result(program: &str, node: &str, stdout: &str, stderr: String) -> Result<Vec<GpuSample>, SampleError> {
     let step =
-        parse_step(&stdout).ok_or_else(|| SampleError::Step { node: node.to_string(), text: stdout.to_string() })?;
-    if step.exit != 0 {
-        let program = format!("{program} on node {node}");
-        return Err(SampleError::Exit { program, status: format!("exit status: {}", step.exit), stderr });
+        parse_step(stdout).ok_or_else(|| SampleError::Step { node: node.to_string(), text: stdout.to_string() })?;
+    let on_node = || format!("{program} on node {node}");
+    match step.exit {
+        0 => {}
+        127 => {
+            let source = std::io::Error::new(std::io::ErrorKind::NotFound, stderr);
+            return Err(SampleError::Spawn { program: on_node(), source });
+        }
+        code => return Err(SampleError::Exit { program: on_node(), status: format!("exit status: {code}"), stderr }),
     }
     let (usage, bad) = parse_usage(&step.smi);
     job_gpus(node, &step.job_gpus, &usage, &bad)
@@ -171,6 +183,7 @@ pub(super) async fn sample(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     let mut throttle = Throttle::default();
+    let mut without: std::collections::BTreeSet<String> = Default::default();
     loop {
         tick.tick().await;
         if events.is_closed() {
@@ -185,6 +198,13 @@ pub(super) async fn sample(
             for (node, got) in parts {
                 match got {
                     Ok(g) => gpus.extend(g),
+                    Err(e) if e.no_program() => {
+                        if without.insert(node.clone()) {
+                            tracing::info!(node, %program, "no nvidia-smi on the node: attempts there are not measured");
+                        }
+                        failed = true;
+                        break;
+                    }
                     Err(e) => {
                         throttle.warn(s.key, &s.workload, Some(&node), &e);
                         failed = true;
@@ -263,6 +283,20 @@ mod tests {
         for bad in ["", "0, 1, 2, 3\n", "allot-gpus 0\n0, 1, 2, 3\n", "allot-gpus x\nallot-exit 0\n"] {
             assert_eq!(parse_step(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_step_without_the_program_is_nothing_to_measure_and_other_failures_are_errors() {
+        let ok = step_result("smi", "node1", "allot-gpus 1\n0, 5, 1, 8\n1, 60, 2, 8\nallot-exit 0\n", String::new());
+        assert_eq!(ok.unwrap().iter().map(|g| (g.index, g.util)).collect::<Vec<_>>(), [(1, 0.6)]);
+        let missing = step_result("smi", "node1", "allot-gpus 1\nallot-exit 127\n", "sh: 1: smi: not found".into());
+        let e = missing.unwrap_err();
+        assert!(e.no_program() && e.to_string().contains("smi on node node1"), "{e}");
+        let failed = step_result("smi", "node1", "allot-gpus 1\nallot-exit 6\n", "NVML: unknown error".into());
+        let e = failed.unwrap_err();
+        assert!(!e.no_program() && e.to_string().contains("exit status: 6: NVML: unknown error"), "{e}");
+        let e = step_result("smi", "node1", "something else\n", String::new()).unwrap_err().to_string();
+        assert!(e.contains("telemetry step on node node1 printed \"something else"), "{e}");
     }
 
     #[test]
