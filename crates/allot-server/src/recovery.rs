@@ -95,6 +95,7 @@ pub async fn recover(
                     seq: row.seq,
                     command: serde_json::from_str(&row.command).unwrap_or_default(),
                     env: serde_json::from_str(&row.env).unwrap_or_default(),
+                    workdir: row.workdir.as_ref().map(std::path::PathBuf::from),
                 };
                 let retries = u32::try_from(row.retries.max(0)).unwrap_or(u32::MAX);
                 out.push((spec, live, retries, past));
@@ -352,6 +353,7 @@ mod spec_of_tests {
             env: "{}".into(),
             retries: 0,
             time_limit_s: None,
+            workdir: None,
             failures: 0,
             cancel_requested: false,
             state: "pending".into(),

@@ -59,6 +59,7 @@ pub enum Msg {
         spec: WorkloadSpec,
         command: Vec<String>,
         env: BTreeMap<String, String>,
+        workdir: Option<std::path::PathBuf>,
         retries: i64,
         accepted: oneshot::Sender<()>,
     },
@@ -124,6 +125,8 @@ pub struct Live {
     pub seq: i64,
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// Where its command starts; `None`: the server's working directory.
+    pub workdir: Option<std::path::PathBuf>,
 }
 
 /// Where the scheduler reads the time: the system clock, or (tests) a

@@ -183,13 +183,20 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let (store, instance) = crate::store::instance::open_for_serve(&opts.db, &opts.data_dir).await?;
     take_lease(&store, opts, lock.is_some()).await?;
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+    let local = allot_core::cluster::ClusterSet::of(
+        plans
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.kind == ExecutorKind::Local)
+            .map(|(i, _)| allot_core::cluster::ClusterId(i as u16)),
+    );
     let (exec, exec_name) = build_executors(&cfg.cluster, plans, devices, &instance, opts, ev_tx)?;
     let now = crate::clock::now();
     let rec = recover(&cfg, &store, exec.as_ref(), now).await?;
     let metrics = Arc::new(Metrics::new());
     metrics.restore(&rec.history.0, &rec.history.1);
     let template = allot_core::State::new(cfg.cluster.clone(), rec.book.tree().clone(), cfg.contract);
-    let catalog = Catalog::new(template, kind);
+    let catalog = Catalog::with_local(template, kind, local);
     let paths = Paths { data_dir: opts.data_dir.clone() };
     let mut sched = Scheduler::new(rec.engine, kind.build(), store.clone(), exec, metrics.clone(), paths, rec.book);
     sched.catalog = Some(catalog.clone());

@@ -58,6 +58,16 @@ pub struct SubmitRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
     pub time_limit_s: Option<u64>,
+    /// Where the command starts: an absolute path on the nodes that run
+    /// it (a relative program such as `./train.sh` is found there);
+    /// `allot submit` sends the submitter's current directory, or
+    /// `--chdir`. Absent: the server's own working directory. On clusters
+    /// of the local executor a directory that does not exist is refused;
+    /// elsewhere it is found missing at launch, and the workload fails
+    /// without a retry (MNT-4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 65536, pattern = "^/")]
+    pub workdir: Option<String>,
 }
 
 /// GPUs on one node.
@@ -90,6 +100,9 @@ pub struct WorkloadView {
     /// CON-6: seconds of running time allowed per attempt; absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_s: Option<u64>,
+    /// Where its command starts; absent: the server's working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
     pub retries: u32,
     pub failures: u32,
     /// pending | running | stopping | finished | failed | cancelled | rejected

@@ -188,6 +188,7 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
         env: "{}".into(),
         retries: 0,
         time_limit_s: None,
+        workdir: None,
     };
     // Stored, then handed to the scheduler, as the API does.
     async fn submit(
@@ -204,6 +205,7 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
             spec,
             command: vec!["work".into()],
             env: Default::default(),
+            workdir: None,
             retries: 0,
             accepted,
         };

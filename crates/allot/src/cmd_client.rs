@@ -93,6 +93,11 @@ pub struct SubmitArgs {
     /// KEY=VALUE added to the environment (repeatable).
     #[arg(long = "env", value_parser = parse_env)]
     env: Vec<(String, String)>,
+    /// Where the command starts on the nodes that run it (a relative
+    /// program such as ./train.sh is found there); a relative DIR is taken
+    /// from the current directory. Default: the current directory.
+    #[arg(long, value_name = "DIR")]
+    chdir: Option<std::path::PathBuf>,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -353,6 +358,7 @@ async fn run_async(c: ClientCommand) -> Result<()> {
                 time_limit_s: a.time,
                 retries: a.retries,
                 name: a.name,
+                workdir: Some(crate::workdir::for_submission(a.chdir.as_deref())?),
                 ..Default::default()
             };
             let w = client(&a.opts)?.submit(&req).await.context("failed to submit")?;

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Change, Effect, Ended, Exit, Outcome, Transition};
+use super::{Change, Effect, Ended, Exit, LaunchFault, Outcome, Transition};
 use crate::Time;
 use crate::allocation::Allocation;
 use crate::cluster::{Health, NodeId};
@@ -343,10 +343,13 @@ impl Engine {
                 };
                 self.crashed(w, now, code, &how);
             }
-            Exit::NotStarted { message, outside: false, .. } => {
+            Exit::NotStarted { message, fault: LaunchFault::Workload, .. } => {
                 self.crashed(w, now, None, &format!("could not start: {message}"));
             }
-            Exit::NotStarted { message, outside: true, node } => self.launch_failed(w, now, &message, node),
+            Exit::NotStarted { message, fault: LaunchFault::Infrastructure, node } => {
+                self.launch_failed(w, now, &message, node);
+            }
+            Exit::NotStarted { message, fault: LaunchFault::Setup, .. } => self.setup_missing(w, now, &message),
         }
     }
 
@@ -514,6 +517,21 @@ impl Engine {
             self.effects.push(Effect::NodeAction { node: n, kind: NodeEventKind::Drain, cause });
             self.node_event(&NodeEvent { t: now, node: n, kind: NodeEventKind::Drain });
         }
+    }
+
+    /// MNT-4: the workload's own setup is missing where it was placed (its
+    /// working directory on the node): it ends as failed now, without
+    /// spending a retry (another attempt would fail alike) and without
+    /// counting against the node (MNT-3's count is left as it is).
+    fn setup_missing(&mut self, w: WorkloadId, now: Time, message: &str) {
+        let attempt = self.state.run(w).attempts;
+        let reason = Reason::new(Rule::LaunchSetup, format!("could not start: {message}; not retried"));
+        let (alloc, started, o) = self.release_requeue(w, now, reason.clone());
+        let nodes: Vec<NodeId> = alloc.nodes().collect();
+        let ended = Ended { alloc, started, outcome: Outcome::LaunchFailed, stop: o, exit_code: None };
+        self.state.end_pending(w, now, Phase::Failed, reason.clone());
+        self.ended_record(now, w, attempt, Change::Failed, reason, ended);
+        self.after_release(&nodes);
     }
 
     /// GPUs were released on `nodes`: drains of nodes now empty are done.

@@ -42,6 +42,7 @@ pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
         expected_duration_s: r.work_s as u64,
         checkpoint_interval_s: r.checkpoint_s as u64,
         time_limit_s: r.time_limit_s.map(|l| l as u64),
+        workdir: r.workdir.clone(),
         retries: r.retries as u32,
         failures: r.failures as u32,
         state: r.state.clone(),
@@ -134,7 +135,9 @@ async fn commit(
     let inserted = app.store.submit_workload(&row, key.as_ref()).await?;
     if let Inserted::New(seq) = inserted {
         let (accepted, ack) = oneshot::channel();
-        let msg = Msg::Submitted { seq, spec, command: req.command, env: req.env, retries: row.retries, accepted };
+        let workdir = req.workdir.map(std::path::PathBuf::from);
+        let msg =
+            Msg::Submitted { seq, spec, command: req.command, env: req.env, workdir, retries: row.retries, accepted };
         if app.tx.send(msg).await.is_err() || ack.await.is_err() {
             tracing::warn!(workload = seq, "committed while the scheduler stops: it runs after the next start");
         }
@@ -165,6 +168,7 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
         env: row.env,
         retries: row.retries,
         time_limit_s: row.time_limit_s,
+        workdir: row.workdir,
         failures: 0,
         cancel_requested: false,
         state: Phase::Pending.as_str().into(),

@@ -70,6 +70,7 @@ pub fn show(d: &WorkloadDetail) -> String {
         let _ = writeln!(out, "  cluster    {c}");
     }
     let _ = writeln!(out, "  command    {}", w.command.join(" "));
+    let _ = writeln!(out, "  workdir    {}", w.workdir.as_deref().unwrap_or("(the server's working directory)"));
     let _ = writeln!(
         out,
         "  expected   {} s, checkpoint every {} s, retries {} (failures {})",
@@ -248,6 +249,7 @@ mod tests {
             expected_duration_s: 1,
             checkpoint_interval_s: 0,
             time_limit_s: None,
+            workdir: None,
             retries: 0,
             failures: 0,
             state: "pending".into(),

@@ -125,6 +125,7 @@ impl Scheduler {
             gpus: nodes.into_iter().map(|n| NodeGpus { node: n.node, indices: n.gpus }).collect(),
             checkpoint_dir: self.paths.checkpoint_dir(&id),
             log_path,
+            workdir: l.workdir.clone(),
         });
     }
 
@@ -247,11 +248,11 @@ impl Scheduler {
             ExecEvent::LaunchFailed { key, error } => {
                 if let Some((w, a)) = attempt_of(self, key) {
                     let node = error.node.as_deref().and_then(|n| self.engine.state.cluster.node_by_name(n));
-                    let outside = error.fault == LaunchFault::Infrastructure;
-                    if outside {
-                        tracing::warn!(workload = key.seq, attempt = key.attempt, error = %error.message, "launch failed outside the workload");
+                    let fault = error.fault;
+                    if fault != LaunchFault::Workload {
+                        tracing::warn!(workload = key.seq, attempt = key.attempt, error = %error.message, ?fault, "launch failed outside the workload's command");
                     }
-                    self.engine.exited(w, a, Exit::NotStarted { message: error.message, outside, node }, now);
+                    self.engine.exited(w, a, Exit::NotStarted { message: error.message, fault, node }, now);
                 }
             }
             ExecEvent::Exited { key, status } => {

@@ -188,7 +188,7 @@ share = 1
             preemptible: true,
             time_limit_s: None,
         };
-        let live = Live { seq: 1, command: vec!["work".into()], env: BTreeMap::new() };
+        let live = Live { seq: 1, command: vec!["work".into()], env: BTreeMap::new(), workdir: None };
         let w = s.arrive(spec, live, 0, now);
         s.pass(now);
         // The commands the step allows (the store is not asked here).

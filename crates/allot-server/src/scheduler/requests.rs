@@ -13,13 +13,13 @@ impl Scheduler {
     pub(crate) async fn handle(&mut self, m: Msg) -> Result<(), StoreError> {
         let now = self.tick_now();
         match m {
-            Msg::Submitted { seq, mut spec, command, env, retries, accepted } => {
+            Msg::Submitted { seq, mut spec, command, env, workdir, retries, accepted } => {
                 spec.id = seq.to_string();
                 let labels =
                     crate::metrics::labels(&self.engine.state.accounts.account(spec.account).path, spec.class.as_str());
                 self.metrics.submissions.get_or_create(&labels).inc();
                 let retries = u32::try_from(retries.max(0)).unwrap_or(u32::MAX);
-                self.arrive(spec, Live { seq, command, env }, retries, now);
+                self.arrive(spec, Live { seq, command, env, workdir }, retries, now);
                 let _ = accepted.send(());
             }
             Msg::Cancel { seq, by, reply } => {

@@ -30,6 +30,9 @@ pub struct NewWorkload {
     pub retries: i64,
     /// CON-6: running time allowed per attempt; `None`: no limit.
     pub time_limit_s: Option<i64>,
+    /// Where its command starts, an absolute path; `None`: the server's
+    /// working directory.
+    pub workdir: Option<String>,
 }
 
 /// A stored workload.
@@ -61,6 +64,10 @@ pub struct WorkloadRow {
     /// CON-6: running time allowed per attempt; `None`: no limit.
     #[serde(default)]
     pub time_limit_s: Option<i64>,
+    /// Where its command starts, an absolute path; `None`: the server's
+    /// working directory.
+    #[serde(default)]
+    pub workdir: Option<String>,
     pub failures: i64,
     pub cancel_requested: bool,
     /// pending | running | stopping | finished | failed | cancelled | rejected

@@ -19,7 +19,7 @@ const LAST_CLUSTER: &str = last_cluster!();
 
 const WORKLOAD_COLS: &str = concat!(
     "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, clusters, work_s, checkpoint_s, util, \
-     priority, preemptible, name, command, env, retries, time_limit_s, failures, cancel_requested, state, reason, end_t, ",
+     priority, preemptible, name, command, env, retries, time_limit_s, workdir, failures, cancel_requested, state, reason, end_t, ",
     last_cluster!(),
     " AS last_cluster"
 );
@@ -52,8 +52,8 @@ pub enum Inserted {
 fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64, sqlx::any::AnyArguments<'_>> {
     sqlx::query_scalar(
         "INSERT INTO workloads (submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
-         util, priority, preemptible, name, command, env, retries, owner, state, clusters, time_limit_s) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) \
+         util, priority, preemptible, name, command, env, retries, owner, state, clusters, time_limit_s, workdir) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) \
          RETURNING seq",
     )
     .bind(w.submit_t)
@@ -76,6 +76,7 @@ fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64,
     .bind(Phase::Pending.as_str())
     .bind(&w.clusters)
     .bind(w.time_limit_s)
+    .bind(&w.workdir)
 }
 
 fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
@@ -100,6 +101,7 @@ fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
         env: r.try_get("env")?,
         retries: r.try_get("retries")?,
         time_limit_s: r.try_get("time_limit_s")?,
+        workdir: r.try_get("workdir")?,
         failures: r.try_get("failures")?,
         cancel_requested: r.try_get::<i64, _>("cancel_requested")? != 0,
         state: r.try_get("state")?,

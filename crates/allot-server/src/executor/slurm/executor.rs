@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use super::health::{Watch, poll_nodes};
 use super::jobs::{POLL, Slot, Slots, live_store_jobs, owned_jobs, poll, scancel};
-use super::launch::{job_comment, job_name, sbatch_command, write_script};
+use super::launch::{exit_record, job_comment, job_name, sbatch_command, write_script};
 use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, Launch, LaunchError, Survivor};
 
 /// `allot serve --executor slurm` options, or one cluster's
@@ -168,7 +168,8 @@ impl Executor for SlurmExecutor {
             Ok(p) => p,
             Err(e) => return fail(LaunchError::infrastructure(crate::executor::with_sources(&e))),
         };
-        self.slots.lock().expect("slurm slots").insert(key, Slot::default());
+        let setup = job.workdir.clone().map(|dir| (dir, exit_record(&job)));
+        self.slots.lock().expect("slurm slots").insert(key, Slot { setup, ..Slot::default() });
         let mut cmd = sbatch_command(&self.instance, &self.opts, &job, &script);
         let (slots, events, workload) = (self.slots.clone(), self.events.clone(), job.workload_id.clone());
         let opts = self.opts.clone();
