@@ -384,6 +384,75 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// The task enters the workload's directory itself (Slurm would run
+    /// it in `/tmp` instead): there a relative program is found; a
+    /// directory it cannot enter leaves a record the executor reads as
+    /// MNT-4, naming the directory and the node, and the command never runs.
+    /// The fake `srun` runs the task program as rank 0 of `node1`, from `/`.
+    #[test]
+    fn a_task_runs_in_the_workdir_or_records_that_it_cannot() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("allot-slurm-workdir-{}", std::process::id()));
+        let (bin, proj) = (dir.join("bin"), dir.join("proj"));
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&proj).unwrap();
+        let exe = |p: &Path, text: &str| {
+            std::fs::write(p, text).unwrap();
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        exe(
+            &bin.join("srun"),
+            "#!/bin/sh\nwhile [ \"${1#--}\" != \"$1\" ]; do shift; done\nSLURM_NODEID=0 SLURMD_NODENAME=node1 exec \"$@\"\n",
+        );
+        exe(&proj.join("run.sh"), "#!/bin/sh\npwd -P > ran\n");
+        let job = |workdir: &Path| Launch {
+            key: AttemptKey { seq: 1, attempt: 1 },
+            workload_id: "1".into(),
+            command: vec!["./run.sh".into()],
+            env: Default::default(),
+            gpus: vec![NodeGpus { node: "node1".into(), indices: vec![0] }],
+            checkpoint_dir: "/ck".into(),
+            log_path: dir.join("attempt-1.log"),
+            workdir: Some(workdir.to_path_buf()),
+        };
+        let run = |job: &Launch| {
+            let script = dir.join("job.sh");
+            std::fs::write(&script, batch_script(job, &[], None)).unwrap();
+            let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+            let out = std::process::Command::new("/bin/sh").arg(&script).env("PATH", path).current_dir("/").output();
+            let record = std::fs::read_to_string(exit_record(job)).unwrap_or_default();
+            (out.unwrap().status.code(), record)
+        };
+        let opts = SlurmOptions { cluster: Some("b".into()), ..SlurmOptions::default() };
+        let ok = job(&proj);
+        let args: Vec<String> = sbatch_command("s", &opts, &ok, Path::new("/j.sh"))
+            .as_std()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(args.contains(&format!("--chdir={}", proj.display())), "{args:?}");
+        assert_eq!(run(&ok), (Some(0), String::new()), "ran, no record left");
+        let ran = std::fs::read_to_string(proj.join("ran")).expect("./run.sh ran in the workload's directory");
+        assert_eq!(ran.trim(), proj.canonicalize().unwrap().display().to_string());
+        let cases =
+            [(dir.join("gone"), "missing", "does not exist"), (proj.join("run.sh"), "notdir", "is not a directory")];
+        for (workdir, word, why) in cases {
+            let (code, record) = run(&job(&workdir));
+            assert_eq!(
+                (code, record.trim()),
+                (Some(1), format!("0 chdir node1 {word}").as_str()),
+                "{}",
+                workdir.display()
+            );
+            let e = setup_failure(&record, &workdir, &opts).expect("read as MNT-4");
+            assert_eq!((e.fault, e.node.as_deref()), (crate::executor::LaunchFault::Setup, Some("b/node1")));
+            assert_eq!(e.message, format!("working directory {} {why} on b/node1", workdir.display()));
+            std::fs::remove_file(exit_record(&job(&workdir))).unwrap();
+        }
+        assert!(setup_failure("1 3\n", &proj, &opts).is_none(), "a command's own failure is not MNT-4");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// Finding: a gang whose rank 1 exited 3 was recorded with srun's 143
     /// (twice in CI under load: Slurm closed the step before the failed
     /// node's code reached it). The script now ends with the code of the
