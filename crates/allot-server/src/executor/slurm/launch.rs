@@ -118,18 +118,21 @@ fn uniform(job: &Launch) -> Option<usize> {
 /// The `/bin/sh -c` program of each task (its arguments the attempt's
 /// exit record, the working directory or an empty word for none, then the
 /// command): the command with `ALLOT_NODE` and `ALLOT_NODE_RANK`, and with
-/// `fence` its self-fencing watchdog (see [`batch_script`]). A task that
-/// cannot enter the working directory on its node (Slurm would run it in
-/// `/tmp` instead) runs nothing: it appends `<rank> chdir <node> <why>`
-/// to the record (`why`: `missing`, `notdir` or `denied`) and exits 1,
-/// which stops its peers; the executor reads that line as the launch
-/// failure MNT-4 ([`setup_failure`]). A command that ends by itself with a code from 1 to
-/// 128 while its task was not signalled appends `<rank> <code>` to the
-/// record: the code of the member that failed, which Slurm does not keep
-/// reliably (see [`batch_script`]). A code above 128 is left to Slurm (the
-/// shell cannot tell a signal from such a code), and the task ends by
-/// that signal as its command did: Slurm sees what it would without the
-/// wrapper (a stopped peer's code is never mistaken for a failure's).
+/// `fence` its self-fencing watchdog (see [`batch_script`]).
+///
+/// A task that cannot enter the working directory on its node (Slurm
+/// would run it in `/tmp` instead) runs nothing: it appends `<rank> chdir
+/// <node> <why>` to the record (`why`: `missing`, `notdir` or `denied`)
+/// and exits 1, which stops its peers; the executor reads that line as the
+/// launch failure MNT-4 ([`setup_failure`]).
+///
+/// A command that ends by itself with a code from 1 to 128 while its task
+/// was not signalled appends `<rank> <code>` to the record: the code of
+/// the member that failed, which Slurm does not keep reliably (see
+/// [`batch_script`]). A code above 128 is left to Slurm (the shell cannot
+/// tell a signal from such a code), and the task ends by that signal as
+/// its command did: Slurm sees what it would without the wrapper (a
+/// stopped peer's code is never mistaken for a failure's).
 fn task_wrapper(fence: Option<Duration>) -> String {
     const RECORD: &str = "c=$?; if [ $c -gt 0 ] && [ $c -le 128 ] && [ -z \"$s\" ]; then \
                           echo \"$SLURM_NODEID $c\" >> \"$r\"; fi; \
