@@ -566,27 +566,19 @@ path = "org/x"
         let e = catalog().check(&workdir("proj"), &admin(), 0).unwrap_err();
         assert_eq!((e.field.as_str(), e.message.as_str()), ("workdir", "must be an absolute path, got \"proj\""));
         let cfg = allot_trace::config::parse_config(FLEET, "f.toml").unwrap();
-        let c = Catalog::with_local(
-            State::new(cfg.cluster, cfg.accounts, cfg.contract),
-            PolicyKind::Allot,
-            ClusterSet::of([ClusterId(0)]),
-        );
+        let local = ClusterSet::of([ClusterId(0)]);
+        let c = Catalog::with_local(State::new(cfg.cluster, cfg.accounts, cfg.contract), PolicyKind::Allot, local);
         let here = std::env::temp_dir().join(format!("allot-workdir-{}", std::process::id()));
+        let (file, missing) = (here.join("file"), here.join("missing"));
         std::fs::create_dir_all(&here).unwrap();
-        let file = here.join("file");
         std::fs::write(&file, "").unwrap();
         let on = |dir: &std::path::Path, clusters: &[&str]| SubmitRequest {
             clusters: clusters.iter().map(|c| c.to_string()).collect(),
             ..workdir(&dir.display().to_string())
         };
-        let missing = here.join("missing");
         let e = c.check(&on(&missing, &["c1"]), &admin(), 0).unwrap_err();
-        assert_eq!(e.field, "workdir");
-        let want = format!(
-            "working directory {} does not exist on this host, where the local executor runs the workload",
-            missing.display()
-        );
-        assert_eq!(e.message, want);
+        let want = "does not exist on this host, where the local executor runs the workload";
+        assert_eq!((e.field, e.message), ("workdir".into(), format!("working directory {} {want}", missing.display())));
         let e = c.check(&on(&file, &["c1"]), &admin(), 0).unwrap_err();
         assert!(e.field == "workdir" && e.message.contains("is not a directory"), "{e:?}");
         let (row, _) = c.check(&on(&here, &["c1"]), &admin(), 0).unwrap();
