@@ -32,6 +32,7 @@ fn workload(account: &str) -> NewWorkload {
         env: "{}".into(),
         retries: 1,
         time_limit_s: None,
+        checkpoint_on_signal: false,
     }
 }
 
@@ -55,6 +56,7 @@ fn attempt_row(workload: i64, attempt: i64, node: &str) -> AttemptRow {
         kept_s: None,
         pid: None,
         log_path: "/tmp/x.log".into(),
+        ..AttemptRow::default()
     }
 }
 

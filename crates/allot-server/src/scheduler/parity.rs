@@ -328,6 +328,7 @@ fn new_row(state: &State, spec: &WorkloadSpec) -> NewWorkload {
         env: "{}".into(),
         retries: 0,
         time_limit_s: spec.time_limit_s.map(|l| l as i64),
+        checkpoint_on_signal: spec.checkpoint_on_signal,
     }
 }
 

@@ -360,6 +360,7 @@ impl Gen<'_> {
             preemptible,
             clusters,
             time_limit_s: None,
+            checkpoint_on_signal: false,
         });
     }
 
