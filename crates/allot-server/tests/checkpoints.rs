@@ -86,10 +86,8 @@ async fn checkpoint_reports(backend: Backend) {
     assert!(shown.contains("checkpoints: 2 reported"), "{shown}");
 
     // A drain stops both: a keeps its last report, b (declared "never") nothing.
-    let node = attempt(&s.wait_for(&f.admin, &a, 5, |_| true).await, 0)["allocation"][0]["node"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let node =
+        attempt(&s.wait_for(&f.admin, &a, 5, |_| true).await, 0)["allocation"][0]["node"].as_str().unwrap().to_string();
     let (status, e) = s.http("POST", &format!("/v1/nodes/{node}/drain"), t, None).await;
     assert_eq!(status, 200, "{e}");
     let v = s.wait_for(&f.admin, &a, 20, |v| attempt(v, 0)["end_t"].is_i64()).await;
@@ -103,6 +101,46 @@ async fn checkpoint_reports(backend: Backend) {
     s.cli_ok(&f.admin, &["cancel", &b]);
     s.wait_for(&f.admin, &a, 20, |v| state(v) == "cancelled").await;
     s.wait_for(&f.admin, &b, 20, |v| state(v) == "cancelled").await;
+    drop(s);
+    f.finish().await;
+}
+
+both_stores!(checkpoint_on_signal_sqlite, checkpoint_on_signal_postgres, checkpoint_on_signal);
+
+/// Works; on SIGTERM saves (touches its marker) and exits at once, before
+/// the server's next look at the marker (read again when it exits).
+const ON_SIGNAL_SH: &str = r#"#!/bin/sh
+trap 'touch "$ALLOT_CHECKPOINT_MARKER"; exit 0' TERM
+sleep 60 & wait $!
+"#;
+
+/// CON-8: a workload that checkpoints on the signal and reports it in the
+/// grace keeps all its progress up to the signal when it is drained.
+async fn checkpoint_on_signal(backend: Backend) {
+    let f = Fixture::new(backend, "on-signal").await;
+    // Grace 3 s: the workload exits well within it.
+    let config = support::CONFIG.replace("grace = \"1s\"", "grace = \"3s\"");
+    std::fs::write(f.dir.join("cluster.toml"), config).expect("write config");
+    let s = Server::start(&f.dir, &f.db.url);
+    let t = Some(f.admin.as_str());
+    let sh = script(&f.dir, "on-signal.sh", ON_SIGNAL_SH);
+    let id = submit(&s, &f.admin, &["--account", "org/a", "--gpus", "2", "--checkpoint-on-signal", "--", &sh]);
+    let shown = s.cli_ok(&f.admin, &["show", &id]);
+    assert!(shown.contains("checkpoints when signalled (CON-8)"), "{shown}");
+    let v = s.wait_for(&f.admin, &id, 20, |v| state(v) == "running").await;
+    assert_eq!(v["workload"]["checkpoint_on_signal"], true, "{v}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let node = attempt(&v, 0)["allocation"][0]["node"].as_str().unwrap().to_string();
+    let (status, e) = s.http("POST", &format!("/v1/nodes/{node}/drain"), t, None).await;
+    assert_eq!(status, 200, "{e}");
+    let v = s.wait_for(&f.admin, &id, 20, |v| attempt(v, 0)["end_t"].is_i64()).await;
+    let a = attempt(&v, 0);
+    let progress = a["signal_t"].as_i64().unwrap() - a["start_t"].as_i64().unwrap();
+    assert!(progress >= 3, "{v}");
+    assert_eq!(a["checkpoints"], 1, "the report in the grace: {v}");
+    assert_eq!(a["kept_s"].as_i64(), Some(progress), "CON-8: kept everything up to the signal: {v}");
+    s.cli_ok(&f.admin, &["cancel", &id]);
+    s.wait_for(&f.admin, &id, 20, |v| state(v) == "cancelled").await;
     drop(s);
     f.finish().await;
 }

@@ -18,15 +18,13 @@ fn a_replay_reclaims_idle_sessions_after_idle_time_warning_and_grace() {
             c.idle_reclaim.interactive = Some(IdleReclaim { threshold: 0.05, after: 1000, warning: 200 });
         })
         .build();
-    let session = |id: &str, util: f64| Wl::new(id).account("org/x").class(Class::Interactive).gpus(8).work(5000).util(util);
-    let trace = [
-        session("squat", 0.01),
-        session("busy", 0.6),
-        Wl::new("next").account("org/x").gpus(8).work(500).submit(10),
-    ]
-    .iter()
-    .map(|w| w.build(&state))
-    .collect();
+    let session =
+        |id: &str, util: f64| Wl::new(id).account("org/x").class(Class::Interactive).gpus(8).work(5000).util(util);
+    let trace =
+        [session("squat", 0.01), session("busy", 0.6), Wl::new("next").account("org/x").gpus(8).work(500).submit(10)]
+            .iter()
+            .map(|w| w.build(&state))
+            .collect();
     let mut policy = PolicyKind::Allot.build();
     let opts = SimOptions { check_invariants: true, keep_log: true, ..SimOptions::default() };
     let (state, out) = simulate(state, trace, Vec::new(), policy.as_mut(), &opts);

@@ -84,7 +84,7 @@ fn parse_weight(s: &str) -> Result<(String, f64), ArgError> {
     Ok((k.trim().to_string(), w))
 }
 
-fn fraction(s: &str) -> Result<f64, ArgError> {
+pub(crate) fn fraction(s: &str) -> Result<f64, ArgError> {
     let v: f64 = s.parse().map_err(|_| ArgError::expected("a number", s))?;
     if (0.0..=1.0).contains(&v) { Ok(v) } else { Err(ArgError::NotAFraction(v)) }
 }

@@ -265,6 +265,7 @@ impl Scheduler {
                 }
             }
             ExecEvent::Exited { key, status } => {
+                self.last_marker(key, now);
                 if let Some((w, a)) = attempt_of(self, key) {
                     self.engine.exited(w, a, Exit::Status { code: status.code, signal: status.signal }, now);
                 }

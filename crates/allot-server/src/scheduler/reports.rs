@@ -128,6 +128,16 @@ impl Scheduler {
         ]
     }
 
+    /// An attempt's processes are gone: its marker is read a last time, so
+    /// that a checkpoint made just before it exited (on the signal, CON-8)
+    /// counts even when the poll has not seen it.
+    pub(crate) fn last_marker(&mut self, key: AttemptKey, now: Time) {
+        let watched = self.markers.lock().expect("markers").get(&key).cloned();
+        if let Some(at) = watched.as_ref().and_then(new_touch) {
+            let _ = self.checkpointed(key, at, now);
+        }
+    }
+
     /// An attempt ended: its credential and marker are done with.
     pub(crate) fn forget_attempt(&mut self, key: AttemptKey) {
         self.credentials.revoke(key);
