@@ -63,6 +63,9 @@ rules! {
     NoPingPong => "CON-4", "preempt only if the preemptor ranks strictly better than the victim after the swap";
     VictimOrder => "CON-5", "victims: over budget, furthest above fair share, least unsaved progress, fewest extra GPUs";
     TimeLimit => "CON-6", "a workload that has run its time limit in one attempt is signalled, stopped after grace and ends as failed (not requeued)";
+    CheckpointReport => "CON-7", "a workload that reports checkpoints loses, when stopped, only the progress since its last reported checkpoint; CON-5 counts the same";
+    CheckpointOnSignal => "CON-8", "a workload that checkpoints when signalled counts as losing nothing for CON-5; a checkpoint it reports in the grace keeps all its progress";
+    IdleReclaim => "CON-9", "a workload whose GPUs stay below its class's idle threshold is warned, then stopped after grace and ended (not requeued)";
     Interactive => "INT-1", "interactive workloads within the lane limits preempt batch work past its slice at once";
     InteractiveLimit => "INT-2", "interactive workloads over the lane limits are rejected";
     ServiceNoSlice => "SVC-1", "services are not time-sliced and are charged continuously";

@@ -32,7 +32,10 @@ mod fleet;
 pub(crate) use fleet::by_outage;
 #[cfg(test)]
 mod parity;
+mod reports;
 mod requests;
+pub use reports::{IDLE_WARNING, MARKER, MARKER_POLL};
+pub(crate) use reports::{Markers, watch_markers};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -105,6 +108,18 @@ pub enum Msg {
         by: String,
         reply: Reply<NodeView>,
     },
+    /// CON-7: an attempt's checkpoint marker was touched at `at`.
+    MarkerTouched {
+        key: AttemptKey,
+        at: Time,
+    },
+    /// CON-7: a checkpoint reported through the API with an attempt
+    /// credential (checked by the scheduler, which issued it).
+    CheckpointReport {
+        seq: i64,
+        token: String,
+        reply: Reply<crate::views::CheckpointView>,
+    },
 }
 
 pub type Reply<T> = oneshot::Sender<Result<T, Refusal>>;
@@ -114,8 +129,15 @@ pub type Reply<T> = oneshot::Sender<Result<T, Refusal>>;
 pub enum Refusal {
     NotFound(String),
     Conflict(String),
-    Invalid { field: String, message: String },
+    Invalid {
+        field: String,
+        message: String,
+    },
     Unavailable(String),
+    /// A credential that is not (or no longer) valid.
+    Unauthorized(String),
+    /// A valid credential that may not do this.
+    Forbidden(String),
 }
 
 /// Live-only facts about a workload in the state: its row and what its
@@ -201,6 +223,11 @@ pub struct Scheduler {
     pub(crate) unrecorded_events: Vec<crate::store::budget::BudgetEventRow>,
     /// Where newly recorded budget events are posted (`[alerts]`), if anywhere.
     pub(crate) webhook: Option<crate::webhook::Webhook>,
+    /// CON-7: the credentials of running attempts, and their markers.
+    pub(crate) credentials: reports::Credentials,
+    pub(crate) markers: Markers,
+    /// The API's address as attempts reach it (`ALLOT_SERVER`).
+    pub(crate) api_url: Option<String>,
     /// The decision log, kept when a test asks for it.
     #[cfg(test)]
     pub(crate) decisions: Option<Vec<parity::Line>>,
@@ -245,6 +272,9 @@ impl Scheduler {
             alerts: Default::default(),
             unrecorded_events: Vec::new(),
             webhook: None,
+            credentials: Default::default(),
+            markers: Default::default(),
+            api_url: None,
             #[cfg(test)]
             decisions: None,
         }

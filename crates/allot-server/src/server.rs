@@ -215,6 +215,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         "recovered"
     );
     let (tx, rx) = mpsc::channel(4096);
+    let app_tx = tx.clone();
     let limits = Arc::new(Limits::new(opts.edge.body_timeout, opts.edge.request_timeout, opts.edge.max_in_flight));
     let app = Arc::new(AppState {
         store: store.clone(),
@@ -228,6 +229,9 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         .await
         .map_err(|source| ServerError::Listen { addr: opts.listen, source })?;
     let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: opts.listen, source })?;
+    let host = if addr.ip().is_unspecified() { std::net::Ipv4Addr::LOCALHOST.into() } else { addr.ip() };
+    sched.api_url = Some(format!("http://{}", std::net::SocketAddr::new(host, addr.port())));
+    tokio::spawn(crate::scheduler::watch_markers(sched.markers.clone(), app_tx));
     let scheduler = tokio::spawn(sched.run(rx, ev_rx));
     let lease = tokio::spawn(lease::keep(store.clone(), opts.lease));
     let (shutdown, stop) = oneshot::channel::<()>();

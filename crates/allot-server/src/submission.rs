@@ -171,6 +171,7 @@ impl Catalog {
             preemptible: req.preemptible.unwrap_or(false),
             clusters: clusters.as_deref(),
             time_limit_s: req.time_limit_s,
+            checkpoint_on_signal: req.checkpoint_on_signal.unwrap_or(false),
         };
         let template = self.template();
         let spec = Validator::for_state(&template).check(&raw).map_err(|e| field_error(&req.account, e))?;
@@ -230,6 +231,7 @@ impl Catalog {
             retries: i64::from(req.retries.unwrap_or(0)),
             time_limit_s: spec.time_limit_s.map(|l| l as i64),
             workdir: req.workdir.clone(),
+            checkpoint_on_signal: spec.checkpoint_on_signal,
         }
     }
 

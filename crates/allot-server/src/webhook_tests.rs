@@ -167,6 +167,7 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
         priority: Priority::Normal,
         preemptible: true,
         time_limit_s: None,
+        checkpoint_on_signal: false,
     };
     let row = |submit_t| crate::store::NewWorkload {
         owner: None,
@@ -189,6 +190,7 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
         retries: 0,
         time_limit_s: None,
         workdir: None,
+        checkpoint_on_signal: false,
     };
     // Stored, then handed to the scheduler, as the API does.
     async fn submit(

@@ -829,6 +829,7 @@ async fn writes_are_fenced(backend: Backend) {
         retries: 0,
         time_limit_s: None,
         workdir: None,
+        checkpoint_on_signal: false,
     };
     old.insert_workload(&row(1)).await.expect("the holder writes");
 

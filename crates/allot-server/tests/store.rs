@@ -33,6 +33,7 @@ fn workload(account: &str) -> NewWorkload {
         retries: 1,
         time_limit_s: None,
         workdir: None,
+        checkpoint_on_signal: false,
     }
 }
 
@@ -56,6 +57,7 @@ fn attempt_row(workload: i64, attempt: i64, node: &str) -> AttemptRow {
         kept_s: None,
         pid: None,
         log_path: "/tmp/x.log".into(),
+        ..AttemptRow::default()
     }
 }
 

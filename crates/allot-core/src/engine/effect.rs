@@ -24,6 +24,10 @@ pub enum Effect {
     Record(Transition),
     /// A node's health changed (in-service capacity may have).
     Health { node: NodeId, health: Health },
+    /// CON-9: the attempt's GPUs have been idle long enough: it is stopped
+    /// at `reclaim_at` unless they get busy (`Some`), or they are busy
+    /// again and the warning is withdrawn (`None`).
+    Idle { workload: WorkloadId, attempt: u32, reclaim_at: Option<Time> },
     /// The engine itself took a node out of service (MNT-3): record it as
     /// an operator's node event, with `cause` as its principal.
     NodeAction { node: NodeId, kind: NodeEventKind, cause: Reason },
@@ -72,6 +76,10 @@ pub enum Change {
     Failed,
     /// Could not start for a reason outside the workload; requeued (MNT-3).
     LaunchFailed,
+    /// Still running, warned that its idle GPUs will be reclaimed (CON-9).
+    IdleWarning,
+    /// Still running, its GPUs busy again: the warning is withdrawn (CON-9).
+    IdleCleared,
 }
 
 impl Change {

@@ -79,6 +79,9 @@ pub fn show(d: &WorkloadDetail) -> String {
     if let Some(limit) = w.time_limit_s {
         let _ = writeln!(out, "  time limit {limit} s per attempt (CON-6)");
     }
+    if w.checkpoint_on_signal {
+        let _ = writeln!(out, "  checkpoints when signalled (CON-8)");
+    }
     if let Some(why) = &d.why {
         let _ = writeln!(out, "  why        {why}");
     }
@@ -107,6 +110,18 @@ pub fn show(d: &WorkloadDetail) -> String {
             a.exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default()
         );
         let _ = writeln!(out, "    started: {}", a.start_reason);
+        if a.checkpoints > 0 {
+            let _ = writeln!(
+                out,
+                "    checkpoints: {} reported, the last at t={} saved {} s of progress (CON-7)",
+                a.checkpoints,
+                a.checkpoint_t.unwrap_or_default(),
+                a.checkpoint_saved_s.unwrap_or_default()
+            );
+        }
+        if let (Some(warned), Some(at)) = (a.idle_warning_t, a.idle_reclaim_t) {
+            let _ = writeln!(out, "    idle: warned at t={warned} that its idle GPUs are reclaimed at t={at} (CON-9)");
+        }
         if let Some(r) = &a.signal_reason {
             let _ = writeln!(out, "    stopped: {r}");
         }
@@ -250,6 +265,7 @@ mod tests {
             checkpoint_interval_s: 0,
             time_limit_s: None,
             workdir: None,
+            checkpoint_on_signal: false,
             retries: 0,
             failures: 0,
             state: "pending".into(),

@@ -187,6 +187,7 @@ share = 1
             priority: Priority::Normal,
             preemptible: true,
             time_limit_s: None,
+            checkpoint_on_signal: false,
         };
         let live = Live { seq: 1, command: vec!["work".into()], env: BTreeMap::new(), workdir: None };
         let w = s.arrive(spec, live, 0, now);

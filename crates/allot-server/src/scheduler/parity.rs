@@ -330,6 +330,7 @@ fn new_row(state: &State, spec: &WorkloadSpec) -> NewWorkload {
         retries: 0,
         time_limit_s: spec.time_limit_s.map(|l| l as i64),
         workdir: None,
+        checkpoint_on_signal: spec.checkpoint_on_signal,
     }
 }
 

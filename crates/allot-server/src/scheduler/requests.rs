@@ -75,6 +75,19 @@ impl Scheduler {
                 let r = self.node_action(&name, kind, &by, now);
                 let _ = reply.send(self.committed(r).await?);
             }
+            Msg::MarkerTouched { key, at } => {
+                if let Err(e) = self.checkpointed(key, at, now) {
+                    tracing::debug!(workload = key.seq, attempt = key.attempt, error = ?e, "stale checkpoint marker");
+                }
+            }
+            Msg::CheckpointReport { seq, token, reply } => {
+                if let Some(busy) = self.unavailable() {
+                    let _ = reply.send(Err(busy));
+                    return Ok(());
+                }
+                let r = self.checkpoint_report(seq, &token, now);
+                let _ = reply.send(self.committed(r).await?);
+            }
         }
         Ok(())
     }

@@ -149,6 +149,7 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (8, include_str!("migrations/sqlite/0008_accounts.sql")),
     (9, include_str!("migrations/sqlite/0009_time_limits.sql")),
     (10, include_str!("migrations/sqlite/0010_workdir.sql")),
+    (12, include_str!("migrations/sqlite/0012_contract_reports.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
@@ -161,6 +162,7 @@ const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (8, include_str!("migrations/postgres/0008_accounts.sql")),
     (9, include_str!("migrations/postgres/0009_time_limits.sql")),
     (10, include_str!("migrations/postgres/0010_workdir.sql")),
+    (12, include_str!("migrations/postgres/0012_contract_reports.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after
