@@ -3,7 +3,9 @@
 //! Defaults (documented in `docs/config.md`): budget period 7 days, usage
 //! half-life 7 days, minimum slice 2 h for batch and 0 for interactive and
 //! service, grace 10 minutes, interactive lane up to 8 GPUs and 8 hours,
-//! scheduling interval 30 s, impact weighting off (`docs/impact.md`).
+//! scheduling interval 30 s, impact weighting off (`docs/impact.md`), no time
+//! limits, idle reclaim for interactive work only (CON-9: below 5% for 2 h,
+//! then 30 min of warning).
 
 use crate::Time;
 use crate::alerts::Thresholds;
@@ -55,6 +57,27 @@ pub struct Contract {
     /// CON-6: the largest time limit a workload may ask for, per class;
     /// `None` (the default): no maximum.
     pub max_time_limit: PerClass<Option<Time>>,
+    /// CON-9: idle reclaim per class; `None`: off. On by default for
+    /// interactive work only ([`IdleReclaim::INTERACTIVE`]).
+    pub idle_reclaim: PerClass<Option<IdleReclaim>>,
+}
+
+/// CON-9: when a workload's GPUs count as idle, and how long they may stay
+/// so before it is warned, then stopped.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct IdleReclaim {
+    /// Mean utilisation of the workload's GPUs (0..=1) below which a
+    /// sample is idle.
+    pub threshold: f64,
+    /// Idle time after which the workload is warned.
+    pub after: Time,
+    /// Time from the warning to the signal, if its GPUs stay idle.
+    pub warning: Time,
+}
+
+impl IdleReclaim {
+    /// The interactive default: below 5% for 2 h, then 30 min of warning.
+    pub const INTERACTIVE: IdleReclaim = IdleReclaim { threshold: 0.05, after: 2 * HOUR, warning: 1800 };
 }
 
 pub const HOUR: Time = 3600;
@@ -76,6 +99,7 @@ impl Default for Contract {
             impact_weighting: false,
             time_limit: PerClass { batch: None, interactive: None, service: None },
             max_time_limit: PerClass { batch: None, interactive: None, service: None },
+            idle_reclaim: PerClass { batch: None, interactive: Some(IdleReclaim::INTERACTIVE), service: None },
         }
     }
 }

@@ -28,7 +28,7 @@ pub use account::{Account, AccountId, AccountSpec, AccountTree, AccountTreeError
 pub use allocation::Allocation;
 pub use book::{AccountBook, AccountEdit, AccountField, EditError};
 pub use cluster::{Cluster, GpuType, GpuTypeId, Health, Node, NodeId, Pool, PoolId, PoolSpec};
-pub use contract::{Contract, PerClass};
+pub use contract::{Contract, IdleReclaim, PerClass};
 pub use decision::{Action, Decision};
 pub use engine::{Effect, Engine, Exit, Transition};
 pub use ledger::{Ledger, Projection, Usage};

@@ -449,6 +449,7 @@ mod tests {
             priority: Priority::Normal,
             preemptible: false,
             time_limit_s: None,
+            checkpoint_on_signal: false,
         };
         let a = find(&cluster, &free, &spec, &|_| true)?;
         Some(a.parts.iter().map(|(n, m)| (n.0, m.count_ones())).collect())

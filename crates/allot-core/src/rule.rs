@@ -63,6 +63,9 @@ rules! {
     NoPingPong => "CON-4", "preempt only if the preemptor ranks strictly better than the victim after the swap";
     VictimOrder => "CON-5", "victims: over budget, furthest above fair share, least unsaved progress, fewest extra GPUs";
     TimeLimit => "CON-6", "a workload that has run its time limit in one attempt is signalled, stopped after grace and ends as failed (not requeued)";
+    CheckpointReport => "CON-7", "a workload that reports checkpoints loses, when stopped, only the progress since its last reported checkpoint; CON-5 counts the same";
+    CheckpointOnSignal => "CON-8", "a workload that checkpoints when signalled counts as losing nothing for CON-5; a checkpoint it reports in the grace keeps all its progress";
+    IdleReclaim => "CON-9", "a workload whose GPUs stay below its class's idle threshold is warned, then stopped after grace and ended (not requeued)";
     Interactive => "INT-1", "interactive workloads within the lane limits preempt batch work past its slice at once";
     InteractiveLimit => "INT-2", "interactive workloads over the lane limits are rejected";
     ServiceNoSlice => "SVC-1", "services are not time-sliced and are charged continuously";
@@ -70,6 +73,7 @@ rules! {
     Drain => "MNT-1", "a drain preempts the node's workloads under the contract, then takes it out of service";
     Failure => "MNT-2", "a node failure stops its workloads at once; they are requeued";
     LaunchFailure => "MNT-3", "a launch that fails outside the workload requeues it without spending a retry; 3 such failures in a row on a node drain it";
+    LaunchSetup => "MNT-4", "a launch that fails because the workload's own setup is missing on its node (its working directory) ends it as failed at once: no retry spent, the node not blamed";
     Completed => "ENG-1", "a workload that completed its work releases its GPUs";
     AccountLive => "ACC-1", "accounts are created, renamed and closed live; every account keeps its id, usage and history, new ones are appended";
     AccountClosed => "ACC-2", "a closed account (or one below it) takes no new work; its accepted work runs on under the contract";

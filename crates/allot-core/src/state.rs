@@ -16,7 +16,7 @@ use crate::ledger::Ledger;
 use crate::pending::{MemberId, PendingIndex};
 use crate::placement::{Allocation, FreeMap, full_mask};
 use crate::rule::Reason;
-use crate::workload::{Class, Phase, Priority, Run, WorkloadId, WorkloadSpec, saved};
+use crate::workload::{Class, Phase, Priority, Run, WorkloadId, WorkloadSpec, kept};
 
 /// A change of a node's health (events file / operator action).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -79,6 +79,12 @@ pub(crate) struct Holding {
     /// Work left at the start of the attempt.
     pub remaining: Time,
     pub checkpoint_s: Time,
+    /// CON-7: it reports checkpoints; what its last report of the attempt
+    /// saved.
+    pub reports: bool,
+    pub reported: Option<Time>,
+    /// CON-8: it saves when signalled.
+    pub on_signal: bool,
     /// When a stopping workload releases its GPUs.
     pub stop_at: Option<Time>,
     /// GPU type and pool of its first node (a workload never spans pools).
@@ -105,6 +111,9 @@ impl Holding {
             started: run.started.expect("holding workload has a start"),
             remaining: run.remaining,
             checkpoint_s: spec.checkpoint_s,
+            reports: run.reports,
+            reported: run.reported,
+            on_signal: spec.checkpoint_on_signal,
             stop_at: run.stop_at,
             gpu: node.gpu,
             pool: node.pool,
@@ -112,11 +121,16 @@ impl Holding {
         }
     }
 
-    /// Progress since the last checkpoint of a running workload at `now`
-    /// (as [`Run::unsaved_progress`]).
+    /// Progress a preemption of this running workload at `now` would
+    /// lose (CON-5): since its last checkpoint (as
+    /// [`Run::unsaved_progress`], CON-7), nothing if it checkpoints when
+    /// signalled (CON-8).
     pub(crate) fn unsaved_progress(&self, now: Time) -> Time {
+        if self.on_signal {
+            return 0;
+        }
         let p = now.saturating_sub(self.started).min(self.remaining);
-        p - saved(p, self.checkpoint_s)
+        p - kept(p, self.checkpoint_s, self.reports, self.reported)
     }
 }
 
@@ -288,8 +302,30 @@ impl State {
         r.attempts += 1;
         r.alloc = Some(alloc);
         r.last_reason = Some(reason);
+        r.reported = None;
         let at = self.holding_at(w).expect_err("a started workload was not holding");
         self.holding.insert(at, Holding::of(self, w));
+    }
+
+    /// CON-7: the workload holding GPUs reported a checkpoint completed at
+    /// `at`: the progress it had made then is saved (frozen at the signal
+    /// once stopping, so a report in the grace saves all of it: CON-8).
+    /// Returns the progress saved.
+    pub fn checkpoint(&mut self, w: WorkloadId, at: Time) -> Time {
+        let r = &mut self.runs[w.0 as usize];
+        assert!(r.phase.holds_gpus(), "checkpoint of a workload that holds no GPUs");
+        let started = r.started.expect("holding workload has a start");
+        let mut p = at.saturating_sub(started).min(r.remaining);
+        if let Some(frozen) = r.progress_at_signal {
+            p = p.min(frozen);
+        }
+        let p = p.max(r.reported.unwrap_or(0));
+        r.reported = Some(p);
+        r.reports = true;
+        let at = self.holding_at(w).expect("a running workload is holding");
+        self.holding[at].reported = Some(p);
+        self.holding[at].reports = true;
+        p
     }
 
     /// When a running workload completes if left alone.
@@ -339,7 +375,7 @@ impl State {
         let i = w.0 as usize;
         assert!(self.runs[i].phase.holds_gpus(), "stop of a workload that holds no GPUs");
         let progress = self.runs[i].progress(now);
-        let kept = saved(progress, self.specs[i].checkpoint_s);
+        let kept = self.runs[i].kept(progress, self.specs[i].checkpoint_s);
         let gpus = u64::from(self.specs[i].gpus);
         let (alloc, assigned) = self.release(w, now);
         let useful = kept * gpus;

@@ -110,6 +110,9 @@ pub struct WorkloadSpec {
     pub preemptible: bool,
     /// CON-6: running time allowed per attempt; `None`: no limit.
     pub time_limit_s: Option<Time>,
+    /// CON-8: it saves its progress when signalled, within the grace, and
+    /// reports that checkpoint (so a preemption costs it only the grace).
+    pub checkpoint_on_signal: bool,
 }
 
 /// Lifecycle phase.
@@ -183,6 +186,12 @@ pub struct Run {
     pub lost_gpu_s: u64,
     /// Why it last changed state or why it is waiting.
     pub last_reason: Option<Reason>,
+    /// CON-7: progress of the current attempt saved by its last reported
+    /// checkpoint; `None`: none reported in this attempt.
+    pub reported: Option<Time>,
+    /// CON-7: it has reported a checkpoint in some attempt: from then on
+    /// its reports, not its declared interval, say what a stop keeps.
+    pub reports: bool,
 }
 
 impl Run {
@@ -200,6 +209,8 @@ impl Run {
             attempts: 0,
             lost_gpu_s: 0,
             last_reason: None,
+            reported: None,
+            reports: false,
         }
     }
 
@@ -219,8 +230,23 @@ impl Run {
     /// (rule CON-3: everything since the last checkpoint).
     pub fn unsaved_progress(&self, spec: &WorkloadSpec, now: Time) -> Time {
         let p = self.progress(now);
-        p - saved(p, spec.checkpoint_s)
+        p - self.kept(p, spec.checkpoint_s)
     }
+
+    /// Progress kept out of `p` seconds of the current attempt (CON-3,
+    /// CON-7): up to its last reported checkpoint once it reports them,
+    /// else by its declared interval.
+    pub fn kept(&self, p: Time, checkpoint_s: Time) -> Time {
+        kept(p, checkpoint_s, self.reports, self.reported)
+    }
+}
+
+/// Progress kept out of `p` seconds of an attempt (CON-3, CON-7): a
+/// workload that reports checkpoints keeps what its last report of the
+/// attempt saved (`reported`, nothing without one); one that never
+/// reported keeps the multiples of its declared interval.
+pub fn kept(p: Time, checkpoint_s: Time, reports: bool, reported: Option<Time>) -> Time {
+    if reports { reported.unwrap_or(0).min(p) } else { saved(p, checkpoint_s) }
 }
 
 /// Progress kept out of `p` seconds with checkpoints every `every` seconds

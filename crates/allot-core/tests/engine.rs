@@ -3,7 +3,7 @@
 //! which effects it leaves (CON-2, CON-3, CON-6, ENG-1, MNT-1 … MNT-3,
 //! cancels, retries, stale reports).
 
-use allot_core::engine::{Cancelled, Change, LAUNCH_FAILURES_TO_DRAIN, Outcome};
+use allot_core::engine::{Cancelled, Change, LAUNCH_FAILURES_TO_DRAIN, LaunchFault, Outcome};
 use allot_core::{
     Effect, Engine, Exit, Health, NodeEvent, NodeEventKind, NodeId, Phase, Policy, PolicyKind, Rule, Time, WorkloadId,
 };
@@ -190,7 +190,7 @@ fn launch_failures_outside_the_workload_requeue_for_free_and_drain_the_node() {
         assert_eq!(changes(&fx), [Change::Start]);
         let node = r.engine.state.run(w).alloc.as_ref().and_then(|a| a.nodes().next()).expect("placed");
         assert_eq!(node, NodeId(0), "best fit takes the first node while it is up");
-        let exit = Exit::NotStarted { message: "no cgroup".into(), outside: true, node: None };
+        let exit = Exit::NotStarted { message: "no cgroup".into(), fault: LaunchFault::Infrastructure, node: None };
         let fx = r.exited(w, exit, u64::from(i));
         assert_eq!(changes(&fx)[0], Change::LaunchFailed);
         assert_eq!(r.engine.failures(w), 0, "no retry spent");
@@ -203,11 +203,48 @@ fn launch_failures_outside_the_workload_requeue_for_free_and_drain_the_node() {
     assert_eq!(r.engine.state.run(w).alloc.as_ref().and_then(|a| a.nodes().next()), Some(NodeId(1)));
 }
 
+/// MNT-4: a working directory missing on the node ends the workload at
+/// once as failed: its retries are not spent (another attempt would fail
+/// alike), it is not requeued, and the node is not blamed, however many
+/// workloads make the same mistake on it.
+#[test]
+fn a_missing_setup_ends_the_workload_without_a_retry_or_blaming_the_node() {
+    let mut r = Run::new(1);
+    for i in 0..=LAUNCH_FAILURES_TO_DRAIN {
+        let t = u64::from(i) * 10;
+        let w = r.submit(&format!("w{i}"), 8, 1000, 3, t);
+        assert_eq!(changes(&r.pass(t)), [Change::Start]);
+        let message = "working directory /x does not exist on p-0".to_string();
+        let fx = r.exited(w, Exit::NotStarted { message, fault: LaunchFault::Setup, node: Some(NodeId(0)) }, t + 1);
+        assert_eq!(changes(&fx), [Change::Failed], "ended at once, not retried: {fx:?}");
+        let Effect::Record(tr) = &fx[0] else { panic!("a record") };
+        assert_eq!(tr.reason.rule, Rule::LaunchSetup);
+        assert_eq!(
+            tr.reason.to_string(),
+            "MNT-4: could not start: working directory /x does not exist on p-0; not retried"
+        );
+        assert_eq!(tr.ended.as_ref().map(|e| e.outcome), Some(Outcome::LaunchFailed));
+        assert!(!fx.iter().any(|e| matches!(e, Effect::NodeAction { .. })), "the node is not blamed: {fx:?}");
+        assert_eq!((r.engine.state.run(w).phase, r.engine.failures(w)), (Phase::Failed, 0), "no retry spent");
+        assert!(r.engine.state.pending.is_empty(), "not requeued");
+        assert_eq!(r.engine.state.free.free_on(NodeId(0)), 8, "its GPUs are released");
+    }
+    assert_eq!(r.engine.state.health[0], Health::Up, "MNT-3 does not count a user's mistake");
+    // Nor do they add to the node's count of launch failures in a row.
+    let w = r.submit("infra", 8, 1000, 0, 100);
+    let fail = Exit::NotStarted { message: "no cgroup".into(), fault: LaunchFault::Infrastructure, node: None };
+    for t in 100..100 + u64::from(LAUNCH_FAILURES_TO_DRAIN) - 1 {
+        r.pass(t);
+        let fx = r.exited(w, fail.clone(), t);
+        assert!(!fx.iter().any(|e| matches!(e, Effect::NodeAction { .. })), "not yet three in a row: {fx:?}");
+    }
+}
+
 #[test]
 fn a_started_launch_resets_the_count() {
     let mut r = Run::new(2);
     let w = r.submit("a", 8, 1000, 0, 0);
-    let fail = Exit::NotStarted { message: "spawn".into(), outside: true, node: Some(NodeId(0)) };
+    let fail = Exit::NotStarted { message: "spawn".into(), fault: LaunchFault::Infrastructure, node: Some(NodeId(0)) };
     for t in 0..2 {
         r.pass(t);
         r.exited(w, fail.clone(), t);

@@ -238,6 +238,7 @@ fn core_pass(n: usize) {
             priority: allot_core::Priority::Normal,
             preemptible: false,
             time_limit_s: None,
+            checkpoint_on_signal: false,
         };
         state.submit(spec);
     }

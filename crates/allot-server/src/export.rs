@@ -251,5 +251,6 @@ fn row(w: &WorkloadRow, work_s: u64, t0: i64) -> TraceRow {
         preemptible: w.preemptible,
         clusters: w.clusters.clone().unwrap_or_default(),
         time_limit_s: w.time_limit_s.map(|l| l.max(1) as u64),
+        checkpoint_on_signal: w.checkpoint_on_signal,
     }
 }

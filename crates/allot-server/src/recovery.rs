@@ -95,6 +95,7 @@ pub async fn recover(
                     seq: row.seq,
                     command: serde_json::from_str(&row.command).unwrap_or_default(),
                     env: serde_json::from_str(&row.env).unwrap_or_default(),
+                    workdir: row.workdir.as_ref().map(std::path::PathBuf::from),
                 };
                 let retries = u32::try_from(row.retries.max(0)).unwrap_or(u32::MAX);
                 out.push((spec, live, retries, past));
@@ -230,7 +231,11 @@ async fn close_open_attempts(
         let remaining = (row.work_s - kept_before).max(1) as Time;
         let until = a.signal_t.unwrap_or(end as i64).max(a.start_t);
         let progress = ((until - a.start_t) as Time).min(remaining);
-        let kept = saved(progress, row.checkpoint_s as Time);
+        // CON-7: a reported checkpoint, where the attempt made one.
+        let kept = match a.checkpoint_saved_s {
+            Some(s) if a.checkpoints > 0 => (s.max(0) as Time).min(progress),
+            _ => saved(progress, row.checkpoint_s as Time),
+        };
         let outcome = if row.cancel_requested {
             AttemptOutcome::Engine(Outcome::Cancelled)
         } else if a.signal_t.is_some() {
@@ -317,6 +322,7 @@ fn spec_of(state: &State, row: &WorkloadRow) -> Result<WorkloadSpec, String> {
         preemptible: row.preemptible,
         clusters: row.clusters.as_deref(),
         time_limit_s: row.time_limit_s.map(uint),
+        checkpoint_on_signal: row.checkpoint_on_signal,
     };
     Validator::for_state(state)
         .check(&raw)
@@ -352,6 +358,8 @@ mod spec_of_tests {
             env: "{}".into(),
             retries: 0,
             time_limit_s: None,
+            workdir: None,
+            checkpoint_on_signal: false,
             failures: 0,
             cancel_requested: false,
             state: "pending".into(),

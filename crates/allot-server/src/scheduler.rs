@@ -34,11 +34,14 @@ mod fleet;
 pub(crate) use fleet::by_outage;
 #[cfg(test)]
 mod parity;
+mod reports;
 mod requests;
 mod telemetry;
 pub(crate) use telemetry::Telemetry;
 #[cfg(test)]
 mod testing;
+pub use reports::{IDLE_WARNING, MARKER, MARKER_POLL};
+pub(crate) use reports::{Markers, watch_markers};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -65,6 +68,7 @@ pub enum Msg {
         spec: WorkloadSpec,
         command: Vec<String>,
         env: BTreeMap<String, String>,
+        workdir: Option<std::path::PathBuf>,
         retries: i64,
         accepted: oneshot::Sender<()>,
     },
@@ -110,6 +114,18 @@ pub enum Msg {
         by: String,
         reply: Reply<NodeView>,
     },
+    /// CON-7: an attempt's checkpoint marker was touched at `at`.
+    MarkerTouched {
+        key: AttemptKey,
+        at: Time,
+    },
+    /// CON-7: a checkpoint reported through the API with an attempt
+    /// credential (checked by the scheduler, which issued it).
+    CheckpointReport {
+        seq: i64,
+        token: String,
+        reply: Reply<crate::views::CheckpointView>,
+    },
 }
 
 pub type Reply<T> = oneshot::Sender<Result<T, Refusal>>;
@@ -119,8 +135,15 @@ pub type Reply<T> = oneshot::Sender<Result<T, Refusal>>;
 pub enum Refusal {
     NotFound(String),
     Conflict(String),
-    Invalid { field: String, message: String },
+    Invalid {
+        field: String,
+        message: String,
+    },
     Unavailable(String),
+    /// A credential that is not (or no longer) valid.
+    Unauthorized(String),
+    /// A valid credential that may not do this.
+    Forbidden(String),
 }
 
 /// Live-only facts about a workload in the state: its row and what its
@@ -130,6 +153,8 @@ pub struct Live {
     pub seq: i64,
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// Where its command starts; `None`: the server's working directory.
+    pub workdir: Option<std::path::PathBuf>,
 }
 
 /// Where the scheduler reads the time: the system clock, or (tests) a
@@ -209,6 +234,11 @@ pub struct Scheduler {
     pub(crate) webhook: Option<crate::webhook::Webhook>,
     /// `[telemetry]` and the running attempts' GPU measures.
     pub(crate) telemetry: Telemetry,
+    /// CON-7: the credentials of running attempts, and their markers.
+    pub(crate) credentials: reports::Credentials,
+    pub(crate) markers: Markers,
+    /// The API's address as attempts reach it (`ALLOT_SERVER`).
+    pub(crate) api_url: Option<String>,
     /// The decision log, kept when a test asks for it.
     #[cfg(test)]
     pub(crate) decisions: Option<Vec<parity::Line>>,
@@ -259,6 +289,9 @@ impl Scheduler {
             unrecorded_events: Vec::new(),
             webhook: None,
             telemetry: Telemetry::default(),
+            credentials: Default::default(),
+            markers: Default::default(),
+            api_url: None,
             #[cfg(test)]
             decisions: None,
         }

@@ -183,6 +183,13 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let (store, instance) = crate::store::instance::open_for_serve(&opts.db, &opts.data_dir).await?;
     take_lease(&store, opts, lock.is_some()).await?;
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+    let local = allot_core::cluster::ClusterSet::of(
+        plans
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.kind == ExecutorKind::Local)
+            .map(|(i, _)| allot_core::cluster::ClusterId(i as u16)),
+    );
     let (exec, exec_name) = build_executors(&cfg.cluster, plans, devices, &instance, opts, ev_tx)?;
     match cfg.telemetry.interval_s {
         Some(every) => exec.start_telemetry(std::time::Duration::from_secs(every)),
@@ -193,7 +200,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let metrics = Arc::new(Metrics::new());
     metrics.restore(&rec.history.0, &rec.history.1);
     let template = allot_core::State::new(cfg.cluster.clone(), rec.book.tree().clone(), cfg.contract);
-    let catalog = Catalog::new(template, kind);
+    let catalog = Catalog::with_local(template, kind, local);
     let paths = Paths { data_dir: opts.data_dir.clone() };
     let mut sched = Scheduler::new(rec.engine, kind.build(), store.clone(), exec, metrics.clone(), paths, rec.book);
     sched.catalog = Some(catalog.clone());
@@ -213,6 +220,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         "recovered"
     );
     let (tx, rx) = mpsc::channel(4096);
+    let app_tx = tx.clone();
     let limits = Arc::new(Limits::new(opts.edge.body_timeout, opts.edge.request_timeout, opts.edge.max_in_flight));
     let app = Arc::new(AppState {
         store: store.clone(),
@@ -226,6 +234,9 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         .await
         .map_err(|source| ServerError::Listen { addr: opts.listen, source })?;
     let addr = listener.local_addr().map_err(|source| ServerError::Listen { addr: opts.listen, source })?;
+    let host = if addr.ip().is_unspecified() { std::net::Ipv4Addr::LOCALHOST.into() } else { addr.ip() };
+    sched.api_url = Some(format!("http://{}", std::net::SocketAddr::new(host, addr.port())));
+    tokio::spawn(crate::scheduler::watch_markers(sched.markers.clone(), app_tx));
     let scheduler = tokio::spawn(sched.run(rx, ev_rx));
     let lease = tokio::spawn(lease::keep(store.clone(), opts.lease));
     let (shutdown, stop) = oneshot::channel::<()>();

@@ -4,7 +4,10 @@
 //! gpus, the GPU type is one some pool has, the shape fits some pool, class
 //! and priority known, numbers within `allot_trace::bounds`), plus the
 //! policy's admission (INT-2, SVC-2, PRIO-2) and the live-only fields
-//! (command, env, retries). Every error names its field.
+//! (command, env, retries, workdir). Every error names its field. A
+//! `workdir` must be absolute; when the workload may run only on clusters
+//! of the local executor (this host) it must also be a directory here
+//! now, else it is found missing at launch (MNT-4).
 //!
 //! An account the caller may not submit to is answered exactly like one
 //! that does not exist, so a submission never reveals which accounts exist
@@ -14,6 +17,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use allot_core::cluster::ClusterSet;
 use allot_core::{AccountId, Cluster, Policy, PolicyKind, Rule, State, WorkloadSpec};
 use allot_trace::workload::{self, Field, FieldErrorKind, RawWorkload, Validator};
 
@@ -89,16 +93,26 @@ pub struct Catalog {
     cluster: Cluster,
     pub policy: PolicyKind,
     admit: std::sync::Mutex<Box<dyn Policy>>,
+    /// The clusters of the fleet the local executor runs, on this host.
+    local: ClusterSet,
 }
 
 impl Catalog {
+    /// A catalog for a fleet none of whose clusters runs on this host.
     pub fn new(template: State, policy: PolicyKind) -> Arc<Catalog> {
+        Catalog::with_local(template, policy, ClusterSet(0))
+    }
+
+    /// `local`: the clusters the local executor runs (a submission that
+    /// may run only there has its `workdir` checked on this host).
+    pub fn with_local(template: State, policy: PolicyKind, local: ClusterSet) -> Arc<Catalog> {
         let cluster = template.cluster.clone();
         Arc::new(Catalog {
             template: std::sync::RwLock::new(template),
             cluster,
             policy,
             admit: std::sync::Mutex::new(policy.build()),
+            local,
         })
     }
 
@@ -157,6 +171,7 @@ impl Catalog {
             preemptible: req.preemptible.unwrap_or(false),
             clusters: clusters.as_deref(),
             time_limit_s: req.time_limit_s,
+            checkpoint_on_signal: req.checkpoint_on_signal.unwrap_or(false),
         };
         let template = self.template();
         let spec = Validator::for_state(&template).check(&raw).map_err(|e| field_error(&req.account, e))?;
@@ -169,6 +184,7 @@ impl Catalog {
         }
         check_command(&req.command)?;
         check_env(&req.env)?;
+        check_workdir(req.workdir.as_deref())?;
         if let Some(n) = &req.name
             && (n.len() > 128 || n.chars().any(char::is_control))
         {
@@ -176,7 +192,20 @@ impl Catalog {
         }
         self.admit(&template, &spec)?;
         drop(template);
+        if let Some(dir) = &req.workdir
+            && self.runs_only_here(&spec)
+        {
+            workdir_here(dir)?;
+        }
         Ok((self.row(req, &spec, who, clusters), spec))
+    }
+
+    /// Whether every pool that may serve `spec` (its GPU type, its
+    /// clusters) is of a cluster the local executor runs: it runs on this
+    /// host, whose file system the server sees.
+    fn runs_only_here(&self, spec: &WorkloadSpec) -> bool {
+        let mut pools = self.cluster.pools.iter().filter(|p| p.may_serve(spec.gpu_type, spec.clusters)).peekable();
+        pools.peek().is_some() && pools.all(|p| self.local.contains(p.cluster))
     }
 
     /// The store row of a checked request; `clusters` as validated.
@@ -201,6 +230,8 @@ impl Catalog {
             env: serde_json::to_string(&req.env).expect("strings serialise"),
             retries: i64::from(req.retries.unwrap_or(0)),
             time_limit_s: spec.time_limit_s.map(|l| l as i64),
+            workdir: req.workdir.clone(),
+            checkpoint_on_signal: spec.checkpoint_on_signal,
         }
     }
 
@@ -279,6 +310,33 @@ fn check_command(cmd: &[String]) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// `workdir`: an absolute path (the client resolves a relative one against
+/// its own current directory), without NUL, of at most [`MAX_TEXT_BYTES`].
+fn check_workdir(dir: Option<&str>) -> Result<(), FieldError> {
+    let Some(dir) = dir else { return Ok(()) };
+    if dir.len() > MAX_TEXT_BYTES {
+        return Err(bad("workdir", format!("at most {MAX_TEXT_BYTES} bytes")));
+    }
+    if dir.contains('\0') {
+        return Err(bad("workdir", "must not contain NUL"));
+    }
+    if !std::path::Path::new(dir).is_absolute() {
+        return Err(bad("workdir", format!("must be an absolute path, got {dir:?}")));
+    }
+    Ok(())
+}
+
+/// `workdir` of a workload that runs on this host: a directory here now.
+fn workdir_here(dir: &str) -> Result<(), FieldError> {
+    match crate::executor::unusable_dir(std::path::Path::new(dir)) {
+        None => Ok(()),
+        Some(why) => Err(bad(
+            "workdir",
+            format!("working directory {dir} {why} on this host, where the local executor runs the workload"),
+        )),
+    }
+}
+
 fn check_env(env: &BTreeMap<String, String>) -> Result<(), FieldError> {
     if env.len() > MAX_ENV_VARS {
         return Err(bad("env", format!("at most {MAX_ENV_VARS} variables")));
@@ -342,6 +400,10 @@ interactive_max_gpus = 2
         SubmitRequest { account: "org/x".into(), gpus: 1, command: vec!["true".into()], ..Default::default() }
     }
 
+    fn workdir(dir: &str) -> SubmitRequest {
+        SubmitRequest { workdir: Some(dir.into()), ..req() }
+    }
+
     fn env(k: &str) -> SubmitRequest {
         SubmitRequest { env: [(k.to_string(), "1".to_string())].into(), ..req() }
     }
@@ -381,6 +443,12 @@ interactive_max_gpus = 2
             ("command", SubmitRequest { command: vec![], ..req() }, Some("command")),
             ("env", env("ALLOT_X"), Some("env.ALLOT_X")),
             ("env allowed", env("OMP_NUM_THREADS"), None),
+            ("relative workdir", workdir("proj"), Some("workdir")),
+            ("dot workdir", workdir("./proj"), Some("workdir")),
+            ("empty workdir", workdir(""), Some("workdir")),
+            ("workdir with NUL", workdir("/a\0b"), Some("workdir")),
+            ("workdir too long", workdir(&format!("/{}", "a".repeat(MAX_TEXT_BYTES))), Some("workdir")),
+            ("absolute workdir, elsewhere", workdir("/no/such/dir/on/this/host"), None),
         ];
         for (name, r, want) in cases {
             let got = c.check(&r, &admin(), 100).err().map(|e| e.field);
@@ -489,6 +557,37 @@ path = "org/x"
         let e = c.check(&pinned(&["c1"], 8), &admin(), 0).unwrap_err();
         assert_eq!(e.field, "gpus");
         assert!(e.message.contains("on cluster c1"), "{}", e.message);
+    }
+
+    /// A workload that may run only on clusters of the local executor has
+    /// its `workdir` checked on this host: missing or not a directory is
+    /// refused naming the field. One that may run on another cluster is
+    /// not (that node's file system is not this host's).
+    #[test]
+    fn workdir_is_checked_on_this_host_only_when_the_workload_runs_here() {
+        let e = catalog().check(&workdir("proj"), &admin(), 0).unwrap_err();
+        assert_eq!((e.field.as_str(), e.message.as_str()), ("workdir", "must be an absolute path, got \"proj\""));
+        let cfg = allot_trace::config::parse_config(FLEET, "f.toml").unwrap();
+        let local = ClusterSet::of([ClusterId(0)]);
+        let c = Catalog::with_local(State::new(cfg.cluster, cfg.accounts, cfg.contract), PolicyKind::Allot, local);
+        let here = std::env::temp_dir().join(format!("allot-workdir-{}", std::process::id()));
+        let (file, missing) = (here.join("file"), here.join("missing"));
+        std::fs::create_dir_all(&here).unwrap();
+        std::fs::write(&file, "").unwrap();
+        let on = |dir: &std::path::Path, clusters: &[&str]| SubmitRequest {
+            clusters: clusters.iter().map(|c| c.to_string()).collect(),
+            ..workdir(&dir.display().to_string())
+        };
+        let e = c.check(&on(&missing, &["c1"]), &admin(), 0).unwrap_err();
+        let want = "does not exist on this host, where the local executor runs the workload";
+        assert_eq!((e.field, e.message), ("workdir".into(), format!("working directory {} {want}", missing.display())));
+        let e = c.check(&on(&file, &["c1"]), &admin(), 0).unwrap_err();
+        assert!(e.field == "workdir" && e.message.contains("is not a directory"), "{e:?}");
+        let (row, _) = c.check(&on(&here, &["c1"]), &admin(), 0).unwrap();
+        assert_eq!(row.workdir, Some(here.display().to_string()), "stored as sent");
+        assert!(c.check(&on(&missing, &[]), &admin(), 0).is_ok(), "may run on c2: found at launch there");
+        assert!(c.check(&on(&missing, &["c2"]), &admin(), 0).is_ok(), "c2 is not this host");
+        std::fs::remove_dir_all(&here).unwrap();
     }
 
     #[test]

@@ -58,6 +58,21 @@ pub struct SubmitRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
     pub time_limit_s: Option<u64>,
+    /// Where the command starts: an absolute path on the nodes that run
+    /// it (a relative program such as `./train.sh` is found there);
+    /// `allot submit` sends the submitter's current directory, or
+    /// `--chdir`. Absent: the server's own working directory. On clusters
+    /// of the local executor a directory that does not exist is refused;
+    /// elsewhere it is found missing at launch, and the workload fails
+    /// without a retry (MNT-4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 65536, pattern = "^/")]
+    pub workdir: Option<String>,
+    /// CON-8: it saves its progress when signalled (SIGTERM) and reports
+    /// that checkpoint within the grace; a preemption then costs it only
+    /// the grace, and the policy prefers it as a victim. Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_on_signal: Option<bool>,
 }
 
 /// GPUs on one node.
@@ -90,6 +105,12 @@ pub struct WorkloadView {
     /// CON-6: seconds of running time allowed per attempt; absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_s: Option<u64>,
+    /// Where its command starts; absent: the server's working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+    /// CON-8: it saves its progress when signalled.
+    #[serde(default)]
+    pub checkpoint_on_signal: bool,
     pub retries: u32,
     pub failures: u32,
     /// pending | running | stopping | finished | failed | cancelled | rejected
@@ -137,6 +158,23 @@ pub struct AttemptView {
     pub kept_s: Option<i64>,
     pub pid: Option<i64>,
     pub log_path: String,
+    /// CON-7: checkpoints the attempt reported (marker file or API).
+    #[serde(default)]
+    pub checkpoints: i64,
+    /// CON-7: when its last reported checkpoint completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_t: Option<i64>,
+    /// CON-7: seconds of the attempt's progress its last reported
+    /// checkpoint saved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_saved_s: Option<i64>,
+    /// CON-9: when it was warned that its idle GPUs will be reclaimed
+    /// (absent: not warned, or the warning was withdrawn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_warning_t: Option<i64>,
+    /// CON-9: when it is (or was) to be stopped for idle GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_reclaim_t: Option<i64>,
     /// Its GPU telemetry so far; null: not measured (no sample).
     #[serde(default)]
     pub telemetry: Option<AttemptTelemetry>,
@@ -390,4 +428,16 @@ pub struct ErrorBody {
     pub error: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+}
+
+/// CON-7: a checkpoint report taken.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Checkpoint)]
+pub struct CheckpointView {
+    pub workload: String,
+    pub attempt: i64,
+    /// When the checkpoint completed (the report's time).
+    pub t: i64,
+    /// Seconds of the attempt's progress it saved: what a stop keeps.
+    pub saved_s: i64,
 }

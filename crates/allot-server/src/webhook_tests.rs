@@ -167,6 +167,7 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
         priority: Priority::Normal,
         preemptible: true,
         time_limit_s: None,
+        checkpoint_on_signal: false,
     };
     let row = |submit_t| crate::store::NewWorkload {
         owner: None,
@@ -188,6 +189,8 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
         env: "{}".into(),
         retries: 0,
         time_limit_s: None,
+        workdir: None,
+        checkpoint_on_signal: false,
     };
     // Stored, then handed to the scheduler, as the API does.
     async fn submit(
@@ -204,6 +207,7 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
             spec,
             command: vec!["work".into()],
             env: Default::default(),
+            workdir: None,
             retries: 0,
             accepted,
         };

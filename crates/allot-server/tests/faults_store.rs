@@ -828,6 +828,8 @@ async fn writes_are_fenced(backend: Backend) {
         env: "{}".into(),
         retries: 0,
         time_limit_s: None,
+        workdir: None,
+        checkpoint_on_signal: false,
     };
     old.insert_workload(&row(1)).await.expect("the holder writes");
 

@@ -9,12 +9,13 @@
 
 mod support;
 
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
 use support::{
-    Backend, CONFIG, Fixture, RANK_SH, Server, WORK_SH, fake_nvidia_smi, script, set_gpus, state, store_instance,
-    submit, wait_file,
+    Backend, CONFIG, Fixture, RANK_SH, Server, WORK_SH, assert_nodes_up, assert_workdir_missing, fake_nvidia_smi,
+    script, set_gpus, state, store_instance, submit, wait_file,
 };
 
 const HELP: &str = "SLURM_CONF or ALLOT_TEST_SLURM_PARTITION is not set: the Slurm executor tests run only \
@@ -313,6 +314,55 @@ async fn slurm_node_states_reach_allot() {
     assert_eq!(health(&s), "up");
     let (_, events) = s.http("GET", "/v1/workloads", Some(&f.admin), None).await;
     assert!(events.is_array());
+    drop(s);
+    own.clean();
+    f.finish().await;
+}
+
+/// Where a workload runs under Slurm: `--chdir` reaches sbatch and srun,
+/// and each task enters the directory on its node, where a relative
+/// program is found. A directory missing on the compute node ends the
+/// workload as MNT-4 (launch-failed, no retry spent) and never drains the
+/// node, however many times in a row (the nodes' file system is this
+/// host's: the cluster runs on loopback).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slurm_runs_in_the_workdir_and_a_missing_one_fails_at_launch() {
+    let _one_at_a_time = SLURM.lock().await;
+    let f = Fixture::new(Backend::Sqlite, "slurm-workdir").await;
+    let (s, mut own) = start(&f).await;
+    let proj = f.dir.join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    script(&proj, "run.sh", "#!/bin/sh\necho \"$(pwd -P)\" > \"$ALLOT_CHECKPOINT_DIR/where-$ALLOT_NODE_RANK\"\n");
+    let id = submit(
+        &s,
+        &f.admin,
+        &["--account", "org/a", "--gpus", "4", "--nodes", "2", "--chdir", "proj", "--", "./run.sh"],
+    );
+    let done = wait_slurm(&s, &f.admin, &id, 60, |v| state(v) == "finished").await;
+    assert_eq!(done["workload"]["workdir"], proj.display().to_string(), "{done}");
+    let real = proj.canonicalize().unwrap().display().to_string();
+    for rank in 0..2 {
+        let p = s.dir.join("data/checkpoints").join(&id).join(format!("where-{rank}"));
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}\n{done}", p.display()));
+        assert_eq!(text.trim(), real, "rank {rank} ran in the workload's directory");
+    }
+    // Missing on the node: found at launch, not at submission.
+    let gone = f.dir.join("gone");
+    for i in 0..4 {
+        let id = submit(
+            &s,
+            &f.admin,
+            &["--account", "org/a", "--gpus", "2", "--nodes", "1", "--retries", "2", "--chdir", "gone", "--", "true"],
+        );
+        let v = wait_slurm(&s, &f.admin, &id, 60, |v| state(v) == "failed").await;
+        assert_workdir_missing(&v, &gone, "node");
+        let record =
+            v["attempts"][0]["log_path"].as_str().map(|p| format!("{}.exit", s.dir.join(p).display())).unwrap();
+        assert!(!Path::new(&record).exists(), "try {i}: the executor removed the exit record it read");
+    }
+    assert_nodes_up(&s, &f.admin);
+    let after = submit(&s, &f.admin, &["--account", "org/a", "--gpus", "2", "--nodes", "1", "--", "true"]);
+    wait_slurm(&s, &f.admin, &after, 60, |v| state(v) == "finished").await;
     drop(s);
     own.clean();
     f.finish().await;

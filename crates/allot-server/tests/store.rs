@@ -32,6 +32,8 @@ fn workload(account: &str) -> NewWorkload {
         env: "{}".into(),
         retries: 1,
         time_limit_s: None,
+        workdir: None,
+        checkpoint_on_signal: false,
     }
 }
 
@@ -55,7 +57,7 @@ fn attempt_row(workload: i64, attempt: i64, node: &str) -> AttemptRow {
         kept_s: None,
         pid: None,
         log_path: "/tmp/x.log".into(),
-        telemetry: None,
+        ..AttemptRow::default()
     }
 }
 
@@ -104,6 +106,13 @@ async fn roundtrip(backend: Backend) {
     assert_eq!(store.workload(a).await.unwrap().unwrap().clusters, None);
     let pinned_row = store.all_workloads().await.unwrap().into_iter().find(|w| w.seq == pinned).unwrap();
     assert_eq!(pinned_row.clusters.as_deref(), Some("c2,c1"), "every read has the column");
+    // Its working directory (migration 10) round-trips; NULL is the server's.
+    let placed = NewWorkload { workdir: Some("/home/ann/proj x".into()), ..workload("org/p") };
+    let placed = store.insert_workload(&placed).await.unwrap();
+    assert_eq!(store.workload(placed).await.unwrap().unwrap().workdir.as_deref(), Some("/home/ann/proj x"));
+    assert_eq!(store.workload(a).await.unwrap().unwrap().workdir, None);
+    let live = store.live_workloads().await.unwrap();
+    assert_eq!(live.iter().find(|w| w.seq == placed).and_then(|w| w.workdir.as_deref()), Some("/home/ann/proj x"));
 
     let start = attempt_row(a, 1, "gpu-0");
     store
@@ -158,8 +167,8 @@ async fn roundtrip(backend: Backend) {
     let weighted = store.all_workloads().await.unwrap().into_iter().find(|w| w.seq == c).unwrap().measured_util;
     assert!(weighted.is_some_and(|m| (m - 0.5).abs() < 1e-9), "{weighted:?}");
     assert_eq!((w.state.as_str(), w.failures, w.cancel_requested, w.util), ("pending", 1, true, 0.5));
-    assert_eq!(list(None, &["pending"]).await, [pinned, c, b, a]);
-    assert_eq!(store.live_workloads().await.unwrap().len(), 4);
+    assert_eq!(list(None, &["pending"]).await, [placed, pinned, c, b, a]);
+    assert_eq!(store.live_workloads().await.unwrap().len(), 5);
     assert_eq!(store.node_events().await.unwrap()[0].kind, "drain");
 
     let token = TokenRow {

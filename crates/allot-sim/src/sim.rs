@@ -248,12 +248,14 @@ impl Sim<'_> {
         self.finish_run(now);
     }
 
-    /// CON-6: the completion planned for an attempt that ended at its
-    /// time limit will never come; it must not keep the replay going.
+    /// CON-6, CON-9: the completion planned for an attempt that ended at
+    /// its time limit or for idle GPUs will never come; it must not keep
+    /// the replay going.
     fn drop_timed_out(&mut self) {
         while let Some(&Reverse((_, w, attempt))) = self.heap.peek() {
             let run = self.engine.state.run(w);
-            if !(self.engine.timed_out(w) && run.attempts == attempt && run.phase.is_terminal()) {
+            let ended = self.engine.timed_out(w) || self.engine.reclaimed(w);
+            if !(ended && run.attempts == attempt && run.phase.is_terminal()) {
                 break;
             }
             self.heap.pop();
@@ -289,10 +291,20 @@ impl Sim<'_> {
                     Effect::Launch { workload: w, attempt, .. } => {
                         let finish = self.engine.state.finish_time(*w).expect("started");
                         self.heap.push(Reverse((finish, *w, *attempt)));
+                        // A replay's workload uses its GPUs at its trace
+                        // `util` throughout (CON-9 reads it as telemetry).
+                        let util = self.engine.state.spec(*w).util;
+                        self.engine.gpu_util(*w, *attempt, util, t);
                     }
                     // The virtual process runs on until its work is done or
-                    // it is killed.
-                    Effect::Signal { .. } => {}
+                    // it is killed; one that checkpoints on the signal
+                    // (CON-8) reports it at once, and stays for the grace.
+                    Effect::Signal { workload: w, attempt, .. } => {
+                        if self.engine.state.spec(*w).checkpoint_on_signal {
+                            let _ = self.engine.checkpointed(*w, *attempt, t, t);
+                        }
+                    }
+                    Effect::Idle { .. } => {}
                     Effect::Kill { workload, attempt } => self.engine.exited(*workload, *attempt, Exit::KILLED, t),
                     Effect::Record(tr) => self.record(tr),
                     Effect::Health { .. } => capacity = true,

@@ -248,6 +248,7 @@ mod tests {
             priority: allot_core::Priority::Normal,
             preemptible: false,
             time_limit_s: None,
+            checkpoint_on_signal: false,
         }
     }
 

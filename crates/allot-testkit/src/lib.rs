@@ -154,6 +154,7 @@ pub struct Wl {
     priority: Priority,
     preemptible: bool,
     time_limit: Option<Time>,
+    on_signal: bool,
 }
 
 impl Wl {
@@ -174,6 +175,7 @@ impl Wl {
             priority: Priority::Normal,
             preemptible: false,
             time_limit: None,
+            on_signal: false,
         }
     }
     pub fn account(mut self, a: &str) -> Self {
@@ -226,6 +228,12 @@ impl Wl {
         self
     }
     /// CON-6: running time allowed per attempt.
+    /// CON-8: it checkpoints when signalled.
+    pub fn on_signal(mut self) -> Self {
+        self.on_signal = true;
+        self
+    }
+
     pub fn time_limit(mut self, s: Time) -> Self {
         self.time_limit = Some(s);
         self
@@ -264,6 +272,7 @@ impl Wl {
             priority: self.priority,
             preemptible: self.preemptible,
             time_limit_s: self.time_limit,
+            checkpoint_on_signal: self.on_signal,
         }
     }
 }

@@ -221,6 +221,13 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
             impact_weighting: c.impact_weighting.then(|| at("on".to_string())),
             time_limit: per_class(&c.time_limit),
             max_time_limit: per_class(&c.max_time_limit),
+            idle_threshold: Some(RawPerClassF {
+                batch: Some(at(c.idle_reclaim.batch.map_or(0.0, |i| i.threshold))),
+                interactive: Some(at(c.idle_reclaim.interactive.map_or(0.0, |i| i.threshold))),
+                service: Some(at(c.idle_reclaim.service.map_or(0.0, |i| i.threshold))),
+            }),
+            idle_after: per_class(&idle_times(&c.idle_reclaim, |i| i.after)),
+            idle_warning: per_class(&idle_times(&c.idle_reclaim, |i| i.warning)),
         },
         alerts: None,
         telemetry: None,
@@ -317,6 +324,23 @@ struct RawContract {
     time_limit: Option<RawPerClass>,
     /// CON-6: largest time limit per class (none by default).
     max_time_limit: Option<RawPerClass>,
+    /// CON-9: utilisation (0..=1) below which GPUs are idle, per class; 0
+    /// turns idle reclaim off for the class.
+    idle_threshold: Option<RawPerClassF>,
+    /// CON-9: idle time before the warning, per class.
+    idle_after: Option<RawPerClass>,
+    /// CON-9: time from the warning to the signal, per class.
+    idle_warning: Option<RawPerClass>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+/// A number per class (`{ interactive = 0.05 }`); a class left out keeps
+/// its default.
+struct RawPerClassF {
+    batch: Option<Spanned<f64>>,
+    interactive: Option<Spanned<f64>>,
+    service: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -992,6 +1016,7 @@ fn build_contract(ctx: &Ctx<'_>, raw: &RawContract) -> Result<Contract, FormatEr
             return Err(ctx.err(format!("contract.time_limit.{name}"), span, msg));
         }
     }
+    build_idle_reclaim(ctx, raw, &mut c)?;
     c.interactive_max_gpus = raw.interactive_max_gpus.unwrap_or(c.interactive_max_gpus);
     let max_duration = &raw.interactive_max_duration;
     c.interactive_max_duration = secs("interactive_max_duration", max_duration, wait, c.interactive_max_duration)?;
@@ -1006,6 +1031,70 @@ fn build_contract(ctx: &Ctx<'_>, raw: &RawContract) -> Result<Contract, FormatEr
         };
     }
     Ok(c)
+}
+
+/// One time of each class's idle reclaim (CON-9), where it is on.
+fn idle_times(
+    p: &allot_core::contract::PerClass<Option<allot_core::IdleReclaim>>,
+    f: impl Fn(&allot_core::IdleReclaim) -> u64,
+) -> allot_core::contract::PerClass<Option<u64>> {
+    allot_core::contract::PerClass {
+        batch: p.batch.as_ref().map(&f),
+        interactive: p.interactive.as_ref().map(&f),
+        service: p.service.as_ref().map(&f),
+    }
+}
+
+/// CON-9: `idle_threshold`, `idle_after` and `idle_warning` per class. A
+/// class given a threshold above 0 is reclaimed (with the interactive
+/// default's times unless given); a threshold of 0 turns it off.
+fn build_idle_reclaim(ctx: &Ctx<'_>, raw: &RawContract, c: &mut Contract) -> Result<(), FormatError> {
+    use allot_core::{Class, IdleReclaim};
+    let time = |key: &str, m: &Option<RawPerClass>, class: Class| -> Result<Option<u64>, FormatError> {
+        let Some(v) = m.as_ref().and_then(|m| m.get(class)) else { return Ok(None) };
+        let key = format!("contract.{key}.{}", class.as_str());
+        bounds::CONTRACT_WAIT_S.check(v.get_ref().0).map(Some).map_err(|m| ctx.err(key, Some(v.span()), m))
+    };
+    for class in Class::ALL {
+        let threshold = raw.idle_threshold.as_ref().and_then(|m| match class {
+            Class::Batch => m.batch.as_ref(),
+            Class::Interactive => m.interactive.as_ref(),
+            Class::Service => m.service.as_ref(),
+        });
+        let after = time("idle_after", &raw.idle_after, class)?;
+        let warning = time("idle_warning", &raw.idle_warning, class)?;
+        let current = c.idle_reclaim.get(class);
+        let mut cfg = match (threshold, current) {
+            (Some(t), _) => {
+                let v = *t.get_ref();
+                if !(0.0..=1.0).contains(&v) {
+                    let key = format!("contract.idle_threshold.{}", class.as_str());
+                    let msg = format!("a utilisation from 0 to 1 (0 turns idle reclaim off), got {v}");
+                    return Err(ctx.err(key, Some(t.span()), msg));
+                }
+                (v > 0.0).then_some(IdleReclaim { threshold: v, ..current.unwrap_or(IdleReclaim::INTERACTIVE) })
+            }
+            (None, cfg) => cfg,
+        };
+        if let Some(cfg) = cfg.as_mut() {
+            cfg.after = after.unwrap_or(cfg.after);
+            cfg.warning = warning.unwrap_or(cfg.warning);
+        } else if let Some(key) = [("idle_after", after), ("idle_warning", warning)].iter().find(|(_, v)| v.is_some()) {
+            let name = format!("contract.{}.{}", key.0, class.as_str());
+            let msg = format!(
+                "idle reclaim is off for {} work: give contract.idle_threshold.{} first",
+                class.as_str(),
+                class.as_str()
+            );
+            return Err(ctx.err(name, None, msg));
+        }
+        match class {
+            Class::Batch => c.idle_reclaim.batch = cfg,
+            Class::Interactive => c.idle_reclaim.interactive = cfg,
+            Class::Service => c.idle_reclaim.service = cfg,
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

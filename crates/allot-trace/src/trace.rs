@@ -7,7 +7,8 @@
 //! (none: no constraint), `checkpoint_s` (0: never checkpoints), `util`
 //! (1.0), `priority` (`normal`), `preemptible` (false), `clusters` (any:
 //! the clusters it may run on, comma-separated, FLEET-1), `time_limit_s`
-//! (the class's `time_limit`, none by default: CON-6). Every bad value is an
+//! (the class's `time_limit`, none by default: CON-6), `checkpoint_on_signal`
+//! (false: CON-8, it saves when signalled). Every bad value is an
 //! error naming the file, the line and the field; nothing is guessed.
 //!
 //! Rows made in memory (the generator's [`TraceRow`]s) go through the same
@@ -46,9 +47,10 @@ enum Col {
     Preemptible,
     Clusters,
     TimeLimitS,
+    CheckpointOnSignal,
 }
 
-const NCOLS: usize = 15;
+const NCOLS: usize = 16;
 
 /// Column names, indexed by `Col as usize`.
 pub(crate) const COLUMNS: [&str; NCOLS] = [
@@ -67,6 +69,7 @@ pub(crate) const COLUMNS: [&str; NCOLS] = [
     "preemptible",
     "clusters",
     "time_limit_s",
+    "checkpoint_on_signal",
 ];
 
 const REQUIRED: [Col; 5] = [Col::Id, Col::SubmitS, Col::Account, Col::Gpus, Col::WorkS];
@@ -148,6 +151,7 @@ pub fn check_trace_rows(rows: &[TraceRow], file: &str, cfg: &Config) -> Result<V
             preemptible: r.preemptible,
             clusters: text(&r.clusters),
             time_limit_s: r.time_limit_s,
+            checkpoint_on_signal: r.checkpoint_on_signal,
         };
         out.push(ctx.checked(&raw, line)?);
     }
@@ -339,6 +343,8 @@ impl<'a> TraceCtx<'a> {
             preemptible: get(Col::Preemptible).map_or(Ok(false), |v| self.boolean(line, Col::Preemptible, v))?,
             clusters: get(Col::Clusters),
             time_limit_s: get(Col::TimeLimitS).map(|v| uint(Col::TimeLimitS, v)).transpose()?,
+            checkpoint_on_signal: get(Col::CheckpointOnSignal)
+                .map_or(Ok(false), |v| self.boolean(line, Col::CheckpointOnSignal, v))?,
         };
         self.checked(&raw, line)
     }

@@ -54,6 +54,8 @@ pub struct RawWorkload<'a> {
     /// CON-6: running time allowed per attempt; `None` takes the class's
     /// `time_limit` from the contract (none by default).
     pub time_limit_s: Option<u64>,
+    /// CON-8: it saves its progress when signalled (default false).
+    pub checkpoint_on_signal: bool,
 }
 
 /// A field of a workload, named as in traces (the API renames some).
@@ -244,6 +246,7 @@ impl<'a> Validator<'a> {
             priority,
             preemptible: raw.preemptible,
             time_limit_s,
+            checkpoint_on_signal: raw.checkpoint_on_signal,
         })
     }
 
@@ -342,6 +345,7 @@ mod tests {
             priority: None,
             preemptible: false,
             time_limit_s: None,
+            checkpoint_on_signal: false,
         }
     }
 

@@ -62,6 +62,8 @@ pub struct TraceRow {
     pub clusters: String,
     /// CON-6: running time allowed per attempt; `None`: the class default.
     pub time_limit_s: Option<Time>,
+    /// CON-8: it saves its progress when signalled.
+    pub checkpoint_on_signal: bool,
 }
 
 impl TraceRow {
@@ -83,17 +85,22 @@ pub fn format_util(util: f64) -> String {
 
 /// Writes `rows` as a trace CSV with header; the `clusters` column is
 /// written only when some row names clusters, the `time_limit_s` column
-/// only when some row has a limit (CON-6).
+/// only when some row has a limit (CON-6), `checkpoint_on_signal` only
+/// when some row checkpoints on the signal (CON-8).
 pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
     let mut out = csv::WriterBuilder::new().has_headers(false).from_writer(w);
     let clusters = rows.iter().any(|r| !r.clusters.is_empty());
     let limits = rows.iter().any(|r| r.time_limit_s.is_some());
+    let on_signal = rows.iter().any(|r| r.checkpoint_on_signal);
     let mut header: Vec<&str> = TRACE_HEADER.to_vec();
     if clusters {
         header.push("clusters");
     }
     if limits {
         header.push("time_limit_s");
+    }
+    if on_signal {
+        header.push("checkpoint_on_signal");
     }
     out.write_record(&header).map_err(io::Error::other)?;
     let mut nums: [String; 6] = Default::default();
@@ -120,7 +127,9 @@ pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
             if r.preemptible { "true" } else { "false" },
         ];
         let limit = r.time_limit_s.map(|l| l.to_string()).unwrap_or_default();
-        let extra = [clusters.then_some(r.clusters.as_str()), limits.then_some(limit.as_str())];
+        let signal = if r.checkpoint_on_signal { "true" } else { "false" };
+        let extra =
+            [clusters.then_some(r.clusters.as_str()), limits.then_some(limit.as_str()), on_signal.then_some(signal)];
         out.write_record(rec.iter().copied().chain(extra.into_iter().flatten())).map_err(io::Error::other)?;
     }
     out.flush()
@@ -355,6 +364,30 @@ fn write_contract<W: Write>(w: &mut W, c: &Contract) -> io::Result<()> {
     if c.impact_weighting {
         writeln!(w, "impact_weighting = \"on\"")?;
     }
+    // Written only when not the default, so configs without it are
+    // unchanged (CON-9); a threshold of 0 is off.
+    if c.idle_reclaim != Contract::default().idle_reclaim {
+        let r = c.idle_reclaim;
+        let t = |i: Option<allot_core::IdleReclaim>| i.map_or(0.0, |i| i.threshold);
+        writeln!(
+            w,
+            "idle_threshold = {{ batch = {}, interactive = {}, service = {} }}",
+            t(r.batch),
+            t(r.interactive),
+            t(r.service)
+        )?;
+        for (key, f) in
+            [("idle_after", (|i: allot_core::IdleReclaim| i.after) as fn(_) -> Time), ("idle_warning", |i| i.warning)]
+        {
+            let on: Vec<String> = allot_core::Class::ALL
+                .iter()
+                .filter_map(|&class| r.get(class).map(|i| format!("{} = {}", class.as_str(), d(f(i)))))
+                .collect();
+            if !on.is_empty() {
+                writeln!(w, "{key} = {{ {} }}", on.join(", "))?;
+            }
+        }
+    }
     Ok(())
 }
 
@@ -384,6 +417,7 @@ mod tests {
             preemptible: true,
             clusters: String::new(),
             time_limit_s: None,
+            checkpoint_on_signal: false,
         }
     }
 

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use allot_core::calendar::Calendar;
-use allot_core::{Contract, PerClass, PoolId};
+use allot_core::{Contract, IdleReclaim, PerClass, PoolId};
 use allot_trace::config::{load_config, parse_config};
 
 /// The smallest valid config: one pool, one account.
@@ -58,7 +58,7 @@ fn fixture_loads_with_weights_racks_and_legacy_pools() {
 #[test]
 fn contract_keys_override_defaults_one_by_one() {
     let d = Contract::default();
-    let cases: [(&str, &str, Contract); 14] = [
+    let cases: [(&str, &str, Contract); 16] = [
         (
             "alert thresholds",
             "budget_alerts = [1.0, 0.5, 0.9]",
@@ -109,6 +109,29 @@ fn contract_keys_override_defaults_one_by_one() {
         ),
         ("impact weighting on (IMP-3)", "impact_weighting = \"on\"", Contract { impact_weighting: true, ..d }),
         ("impact weighting off", "impact_weighting = \"off\"", Contract { impact_weighting: false, ..d }),
+        (
+            "idle reclaim on for batch, off for interactive (CON-9)",
+            "idle_threshold = { batch = 0.02, interactive = 0 }\nidle_after = { batch = \"4h\" }",
+            Contract {
+                idle_reclaim: PerClass {
+                    batch: Some(IdleReclaim { threshold: 0.02, after: 14_400, warning: 1800 }),
+                    interactive: None,
+                    service: None,
+                },
+                ..d
+            },
+        ),
+        (
+            "idle times of the interactive default",
+            "idle_after = { interactive = \"30m\" }\nidle_warning = { interactive = \"5m\" }",
+            Contract {
+                idle_reclaim: PerClass {
+                    interactive: Some(IdleReclaim { threshold: 0.05, after: 1800, warning: 300 }),
+                    ..d.idle_reclaim
+                },
+                ..d
+            },
+        ),
     ];
     for (name, body, want) in cases {
         let text = format!("{MINIMAL}\n[contract]\n{body}\n");
@@ -212,6 +235,20 @@ fn bad_configs_name_file_line_and_key() {
             Some(12),
             "contract.time_limit.batch",
             "the default time limit 28800 s is above the maximum 7200 s (contract.max_time_limit.batch)",
+        ),
+        (
+            "negative idle threshold",
+            "[contract]\nidle_threshold = { interactive = -0.1 }\n",
+            Some(11),
+            "contract.idle_threshold.interactive",
+            "a utilisation from 0 to 1 (0 turns idle reclaim off), got -0.1",
+        ),
+        (
+            "idle time for a class with reclaim off",
+            "[contract]\nidle_after = { batch = \"1h\" }\n",
+            None,
+            "contract.idle_after.batch",
+            "idle reclaim is off for batch work: give contract.idle_threshold.batch first",
         ),
         (
             "zero budget period",

@@ -69,6 +69,7 @@ fn defaults_expected(cfg: &Config, id: &str, submit: u64, account: &str, gpus: u
         priority: Priority::Normal,
         preemptible: false,
         time_limit_s: None,
+        checkpoint_on_signal: false,
     }
 }
 

@@ -84,6 +84,11 @@ pub struct SubmitArgs {
     /// Default: the class's time_limit in the config (none unless set).
     #[arg(long, value_parser = allot_trace::duration::parse_duration)]
     time: Option<u64>,
+    /// The command saves its progress when it gets SIGTERM and reports that
+    /// checkpoint within the grace (touches $ALLOT_CHECKPOINT_MARKER, CON-8):
+    /// a preemption then costs it only the grace.
+    #[arg(long)]
+    checkpoint_on_signal: bool,
     /// Reruns after a non-zero exit.
     #[arg(long)]
     retries: Option<u32>,
@@ -93,6 +98,11 @@ pub struct SubmitArgs {
     /// KEY=VALUE added to the environment (repeatable).
     #[arg(long = "env", value_parser = parse_env)]
     env: Vec<(String, String)>,
+    /// Where the command starts on the nodes that run it (a relative
+    /// program such as ./train.sh is found there); a relative DIR is taken
+    /// from the current directory. Default: the current directory.
+    #[arg(long, value_name = "DIR")]
+    chdir: Option<std::path::PathBuf>,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -351,8 +361,10 @@ async fn run_async(c: ClientCommand) -> Result<()> {
                 checkpoint_interval_s: a.checkpoint,
                 expected_duration_s: a.duration,
                 time_limit_s: a.time,
+                checkpoint_on_signal: a.checkpoint_on_signal.then_some(true),
                 retries: a.retries,
                 name: a.name,
+                workdir: Some(crate::workdir::for_submission(a.chdir.as_deref())?),
                 ..Default::default()
             };
             let w = client(&a.opts)?.submit(&req).await.context("failed to submit")?;

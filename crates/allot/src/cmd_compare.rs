@@ -61,6 +61,10 @@ pub struct CompareArgs {
     /// First seed; the runs use seed, seed + 1, …
     #[arg(long, requires = "scenario", default_value_t = Ai2Params::default().seed)]
     seed: u64,
+    /// Generated share of batch work that checkpoints on the signal (CON-8).
+    #[arg(long, requires = "scenario", value_parser = crate::cmd_trace::fraction,
+          default_value_t = allot_trace::generate::Behaviour::default().on_signal_fraction)]
+    checkpoint_on_signal_fraction: f64,
     /// What-if sweep, repeatable: KEY=V1,V2,… with KEY budget:ACCOUNT,
     /// share:ACCOUNT, impact:ACCOUNT (a number, or +20% / -10% of the
     /// config's value) or contract.KEY (e.g. contract.min_slice.batch=1h,2h).
@@ -318,7 +322,11 @@ fn horizon_row(a: &CompareArgs) -> (String, String) {
 /// files (without writing and reading them), so generated and file inputs
 /// are validated alike.
 fn generated_sources(scenario: Scenario, a: &CompareArgs) -> Result<Sources> {
-    let params = |seed| Ai2Params { gpus: a.gpus, days: a.days, seed, ..Ai2Params::default() };
+    let params = |seed| {
+        let mut p = Ai2Params { gpus: a.gpus, days: a.days, seed, ..Ai2Params::default() };
+        p.behaviour.on_signal_fraction = a.checkpoint_on_signal_fraction;
+        p
+    };
     let seeds: Vec<u64> = (0..u64::from(a.seeds)).map(|i| a.seed + i).collect();
     let sources: Vec<Result<Source>> = seeds
         .par_iter()
@@ -401,6 +409,7 @@ fn scenario_rows(scenario: Scenario, p: &Ai2Params, seeds: &[u64], workloads: us
             ),
         ),
         ("behaviour: preemptible", format!("{:.0}% of low/normal batch jobs", b.preemptible_fraction * 100.0)),
+        ("behaviour: checkpoint on the signal", format!("{:.0}% of batch jobs (CON-8)", b.on_signal_fraction * 100.0)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

@@ -84,7 +84,7 @@ fn parse_weight(s: &str) -> Result<(String, f64), ArgError> {
     Ok((k.trim().to_string(), w))
 }
 
-fn fraction(s: &str) -> Result<f64, ArgError> {
+pub(crate) fn fraction(s: &str) -> Result<f64, ArgError> {
     let v: f64 = s.parse().map_err(|_| ArgError::expected("a number", s))?;
     if (0.0..=1.0).contains(&v) { Ok(v) } else { Err(ArgError::NotAFraction(v)) }
 }
@@ -250,6 +250,10 @@ pub struct GenArgs {
     /// Share of low/normal-priority batch work marked preemptible (legacy policy).
     #[arg(long, value_parser = fraction, default_value_t = Behaviour::default().preemptible_fraction)]
     preemptible_fraction: f64,
+    /// Share of batch work that checkpoints when signalled and reports it
+    /// (CON-8: a preemption then costs it only the grace).
+    #[arg(long, value_parser = fraction, default_value_t = Behaviour::default().on_signal_fraction)]
+    checkpoint_on_signal_fraction: f64,
 }
 
 fn run_gen(a: GenArgs) -> Result<()> {
@@ -258,6 +262,7 @@ fn run_gen(a: GenArgs) -> Result<()> {
     p.behaviour.high_share = a.high_share;
     p.behaviour.squat_fraction = a.squat_fraction;
     p.behaviour.preemptible_fraction = a.preemptible_fraction;
+    p.behaviour.on_signal_fraction = a.checkpoint_on_signal_fraction;
     let g = generate(a.scenario, &p).context("failed to generate")?;
     write_outputs(&a.out, a.config_out.as_deref(), &g.rows, &g.config)?;
     eprint!("{}", g.stats);

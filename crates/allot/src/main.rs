@@ -8,6 +8,7 @@ mod cmd_serve;
 mod cmd_sim;
 mod cmd_trace;
 mod exit;
+mod workdir;
 
 use clap::{Parser, Subcommand};
 

@@ -24,6 +24,10 @@ pub enum Effect {
     Record(Transition),
     /// A node's health changed (in-service capacity may have).
     Health { node: NodeId, health: Health },
+    /// CON-9: the attempt's GPUs have been idle long enough: it is stopped
+    /// at `reclaim_at` unless they get busy (`Some`), or they are busy
+    /// again and the warning is withdrawn (`None`).
+    Idle { workload: WorkloadId, attempt: u32, reclaim_at: Option<Time> },
     /// The engine itself took a node out of service (MNT-3): record it as
     /// an operator's node event, with `cause` as its principal.
     NodeAction { node: NodeId, kind: NodeEventKind, cause: Reason },
@@ -67,10 +71,15 @@ pub enum Change {
     Cancel,
     /// Failed by itself and requeued while retries are left.
     Retry,
-    /// Failed by itself with no retry left.
+    /// Failed by itself with no retry left, at its time limit (CON-6), or
+    /// with its setup missing on its node (MNT-4).
     Failed,
     /// Could not start for a reason outside the workload; requeued (MNT-3).
     LaunchFailed,
+    /// Still running, warned that its idle GPUs will be reclaimed (CON-9).
+    IdleWarning,
+    /// Still running, its GPUs busy again: the warning is withdrawn (CON-9).
+    IdleCleared,
 }
 
 impl Change {
@@ -92,7 +101,8 @@ pub enum Outcome {
     Cancelled,
     /// Failed by itself.
     Failed,
-    /// Never started, not by its own fault.
+    /// Never started: not by its own fault (MNT-3), or its setup is
+    /// missing on the node (MNT-4).
     LaunchFailed,
 }
 
@@ -124,9 +134,26 @@ pub enum Exit {
     /// end of one that was not signalled is a failure, retried while
     /// retries are left; any end of a signalled one is a stop (CON-3).
     Status { code: Option<i32>, signal: Option<i32> },
-    /// It could not be started: by its own fault (`outside = false`: a
-    /// failure) or not (MNT-3), on `node` or on its allocation as a whole.
-    NotStarted { message: String, outside: bool, node: Option<NodeId> },
+    /// It could not be started, on `node` or on its allocation as a whole;
+    /// `fault` says whose fault it is and so what follows.
+    NotStarted { message: String, fault: LaunchFault, node: Option<NodeId> },
+}
+
+/// Whose fault a launch that failed is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LaunchFault {
+    /// The workload's own: its command cannot be run (not found, not
+    /// executable). It fails like a non-zero exit and spends a retry.
+    Workload,
+    /// Outside the workload: no cgroup, log file or checkpoint directory, a
+    /// spawn error such as EMFILE, an executor error. It is requeued without
+    /// spending a retry, and counts against the node (MNT-3).
+    Infrastructure,
+    /// The workload's own setup cannot exist where it was placed: its
+    /// working directory is missing on the node. Trying again cannot help,
+    /// and the node is not at fault: it ends as failed at once, without
+    /// spending a retry or counting against the node (MNT-4).
+    Setup,
 }
 
 impl Exit {

@@ -16,5 +16,5 @@
 mod effect;
 mod reactor;
 
-pub use effect::{Change, Effect, Ended, Exit, Outcome, Transition};
-pub use reactor::{Cancelled, Engine, LAUNCH_FAILURES_TO_DRAIN, Past};
+pub use effect::{Change, Effect, Ended, Exit, LaunchFault, Outcome, Transition};
+pub use reactor::{Cancelled, CheckpointRefused, Engine, LAUNCH_FAILURES_TO_DRAIN, Past};

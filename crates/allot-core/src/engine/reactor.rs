@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Change, Effect, Ended, Exit, Outcome, Transition};
+use super::{Change, Effect, Ended, Exit, LaunchFault, Outcome, Transition};
 use crate::Time;
 use crate::allocation::Allocation;
 use crate::cluster::{Health, NodeId};
@@ -11,7 +11,10 @@ use crate::placement::full_mask;
 use crate::policy::Policy;
 use crate::rule::{Reason, Rule};
 use crate::state::{NodeEvent, NodeEventKind, State, StopOutcome};
-use crate::workload::{Phase, WorkloadId, WorkloadSpec, saved};
+use crate::workload::{Phase, WorkloadId, WorkloadSpec};
+
+mod reports;
+pub use reports::CheckpointRefused;
 
 /// MNT-3: launch failures in a row outside the workloads that take a node
 /// out of service.
@@ -27,6 +30,12 @@ struct Extra {
     cancel: bool,
     /// CON-6: the attempt reached its time limit: it ends when it stops.
     timed_out: bool,
+    /// CON-9: since when the current attempt's GPUs have been idle.
+    idle_since: Option<Time>,
+    /// CON-9: the current attempt was warned of its idle GPUs.
+    warned: bool,
+    /// CON-9: the attempt was stopped for idle GPUs: it ends when it stops.
+    reclaimed: bool,
 }
 
 /// What became of a cancel.
@@ -64,6 +73,8 @@ pub struct Engine {
     /// CON-6: time limits of running attempts: (limit reached at,
     /// workload, attempt).
     limits: BTreeSet<(Time, WorkloadId, u32)>,
+    /// CON-9: idle warnings and reclaims due: (at, workload, attempt).
+    idle: BTreeSet<(Time, WorkloadId, u32)>,
     wake: Option<Time>,
     dirty: bool,
     effects: Vec<Effect>,
@@ -78,6 +89,7 @@ impl Engine {
             state,
             deadlines: BTreeSet::new(),
             limits: BTreeSet::new(),
+            idle: BTreeSet::new(),
             wake: None,
             dirty: false,
             effects: Vec::new(),
@@ -127,11 +139,20 @@ impl Engine {
         due
     }
 
-    /// The earliest grace deadline or time limit (CON-2, CON-6).
+    /// The earliest grace deadline, time limit or idle warning or reclaim
+    /// (CON-2, CON-6, CON-9).
     pub fn next_deadline(&self) -> Option<Time> {
-        let grace = self.deadlines.first().map(|(t, _, _)| *t);
-        let limit = self.limits.first().map(|(t, _, _)| *t);
-        grace.into_iter().chain(limit).min()
+        [&self.deadlines, &self.limits, &self.idle].into_iter().filter_map(|s| s.first().map(|(t, _, _)| *t)).min()
+    }
+
+    /// CON-9: whether the workload ended (or is ending) for idle GPUs.
+    pub fn reclaimed(&self, w: WorkloadId) -> bool {
+        self.extra[w.0 as usize].reclaimed
+    }
+
+    /// CON-9: since when the current attempt's GPUs have been idle.
+    pub fn idle_since(&self, w: WorkloadId) -> Option<Time> {
+        self.extra[w.0 as usize].idle_since
     }
 
     /// CON-6: whether the workload ended (or is ending) at its time limit.
@@ -233,7 +254,8 @@ impl Engine {
 
     fn start(&mut self, w: WorkloadId, alloc: Allocation, now: Time, reason: Reason) {
         self.state.start(w, alloc, now, reason.clone());
-        self.extra[w.0 as usize].timed_out = false;
+        let x = &mut self.extra[w.0 as usize];
+        (x.timed_out, x.idle_since, x.warned, x.reclaimed) = (false, None, false, false);
         let attempt = self.state.run(w).attempts;
         if let Some(limit) = self.state.spec(w).time_limit_s {
             self.limits.insert((now.saturating_add(limit), w, attempt));
@@ -264,7 +286,7 @@ impl Engine {
     /// (CON-6), then grace is over for the attempts whose deadline is at or
     /// before `now`: they are killed. Returns how many deadlines expired.
     pub fn expire(&mut self, now: Time) -> usize {
-        let mut n = self.limit_reached(now);
+        let mut n = self.limit_reached(now) + self.idle_due(now);
         while let Some(&(t, w, attempt)) = self.deadlines.first() {
             if t > now {
                 break;
@@ -343,10 +365,13 @@ impl Engine {
                 };
                 self.crashed(w, now, code, &how);
             }
-            Exit::NotStarted { message, outside: false, .. } => {
+            Exit::NotStarted { message, fault: LaunchFault::Workload, .. } => {
                 self.crashed(w, now, None, &format!("could not start: {message}"));
             }
-            Exit::NotStarted { message, outside: true, node } => self.launch_failed(w, now, &message, node),
+            Exit::NotStarted { message, fault: LaunchFault::Infrastructure, node } => {
+                self.launch_failed(w, now, &message, node);
+            }
+            Exit::NotStarted { message, fault: LaunchFault::Setup, .. } => self.setup_missing(w, now, &message),
         }
     }
 
@@ -373,6 +398,12 @@ impl Engine {
         }
         if let (Some(started), Some(limit)) = (run.started, self.state.spec(w).time_limit_s) {
             self.limits.remove(&(started.saturating_add(limit), w, run.attempts));
+        }
+        let idle = self.state.contract.idle_reclaim.get(self.state.spec(w).class);
+        if let (Some(cfg), Some(since)) = (idle, self.extra[w.0 as usize].idle_since.take()) {
+            let warn_at = since.saturating_add(cfg.after);
+            self.idle.remove(&(warn_at, w, run.attempts));
+            self.idle.remove(&(warn_at.saturating_add(cfg.warning), w, run.attempts));
         }
     }
 
@@ -408,13 +439,15 @@ impl Engine {
         let attempt = run.attempts;
         let why = run.last_reason.clone().unwrap_or_else(|| Reason::new(Rule::Grace, ""));
         let progress = run.progress(now);
-        let lost = progress - saved(progress, self.state.spec(w).checkpoint_s);
+        let lost = progress - run.kept(progress, self.state.spec(w).checkpoint_s);
         let graced = run.stop_at.is_some_and(|s| now >= s);
         let x = self.extra[w.0 as usize];
         let (change, outcome, reason) = if x.cancel {
             (Change::Cancel, Outcome::Cancelled, None)
         } else if x.timed_out && why.rule == Rule::TimeLimit {
             (Change::Failed, Outcome::Failed, None)
+        } else if x.reclaimed && why.rule == Rule::IdleReclaim {
+            (Change::Cancel, Outcome::Cancelled, None)
         } else if why.rule == Rule::Failure {
             (Change::Fail, Outcome::NodeFailed, Some(why.clone()))
         } else {
@@ -431,7 +464,12 @@ impl Engine {
         let nodes: Vec<NodeId> = alloc.nodes().collect();
         let ended = Ended { alloc, started, outcome, stop: o, exit_code };
         if change == Change::Cancel {
-            let r = Reason::new(why.rule, "cancelled");
+            let r = if x.reclaimed && !x.cancel {
+                let when = if graced { "killed after grace" } else { "stopped after the signal" };
+                Reason::new(Rule::IdleReclaim, format!("idle GPUs reclaimed; ended, {when}"))
+            } else {
+                Reason::new(why.rule, "cancelled")
+            };
             self.state.end_pending(w, now, Phase::Cancelled, r.clone());
             self.ended_record(now, w, attempt, change, r, ended);
         } else if change == Change::Failed {
@@ -514,6 +552,21 @@ impl Engine {
             self.effects.push(Effect::NodeAction { node: n, kind: NodeEventKind::Drain, cause });
             self.node_event(&NodeEvent { t: now, node: n, kind: NodeEventKind::Drain });
         }
+    }
+
+    /// MNT-4: the workload's own setup is missing where it was placed (its
+    /// working directory on the node): it ends as failed now, without
+    /// spending a retry (another attempt would fail alike) and without
+    /// counting against the node (MNT-3's count is left as it is).
+    fn setup_missing(&mut self, w: WorkloadId, now: Time, message: &str) {
+        let attempt = self.state.run(w).attempts;
+        let reason = Reason::new(Rule::LaunchSetup, format!("could not start: {message}; not retried"));
+        let (alloc, started, o) = self.release_requeue(w, now, reason.clone());
+        let nodes: Vec<NodeId> = alloc.nodes().collect();
+        let ended = Ended { alloc, started, outcome: Outcome::LaunchFailed, stop: o, exit_code: None };
+        self.state.end_pending(w, now, Phase::Failed, reason.clone());
+        self.ended_record(now, w, attempt, Change::Failed, reason, ended);
+        self.after_release(&nodes);
     }
 
     /// GPUs were released on `nodes`: drains of nodes now empty are done.

@@ -72,6 +72,7 @@ pub fn routes() -> Vec<Route> {
         route(Method::POST, "/v1/workloads", workloads::submit),
         route(Method::GET, "/v1/workloads/{id}", workloads::show),
         route(Method::POST, "/v1/workloads/{id}/cancel", workloads::cancel),
+        route(Method::POST, "/v1/workloads/{id}/checkpoint", workloads::checkpoint),
         route(Method::GET, "/v1/accounts", admin::accounts),
         route(Method::POST, "/v1/accounts", admin::create_account),
         route(Method::GET, "/v1/account-tree", admin::account_tree),
@@ -111,22 +112,26 @@ impl FromRequestParts<App> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Auth, ApiError> {
-        let value = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .ok_or_else(|| ApiError::unauthorized("missing bearer token: send `Authorization: Bearer <token>`"))?;
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| ApiError::unauthorized("malformed Authorization header: expected `Bearer <token>`"))?;
+        let token = bearer(&parts.headers)?;
         match app.auth.principal(token).await? {
             Some(p) => Ok(Auth(p)),
             None => Err(ApiError::unauthorized("unknown or revoked token")),
         }
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Result<&str, ApiError> {
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| ApiError::unauthorized("missing bearer token: send `Authorization: Bearer <token>`"))?;
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| ApiError::unauthorized("malformed Authorization header: expected `Bearer <token>`"))
 }
 
 /// A `?cluster=` filter: the clusters of the fleet it names (commas
@@ -152,6 +157,8 @@ impl From<Refusal> for ApiError {
             Refusal::Conflict(m) => ApiError::new(ErrorKind::Conflict, m),
             Refusal::Invalid { field, message } => ApiError::field(field, message),
             Refusal::Unavailable(m) => ApiError::new(ErrorKind::Unavailable, m),
+            Refusal::Unauthorized(m) => ApiError::unauthorized(m),
+            Refusal::Forbidden(m) => ApiError::forbidden(m),
         }
     }
 }

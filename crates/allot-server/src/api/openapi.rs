@@ -24,6 +24,7 @@ use super::{admin, budgets, workloads};
         workloads::list,
         workloads::show,
         workloads::cancel,
+        workloads::checkpoint,
         admin::accounts,
         admin::account,
         admin::change_account,

@@ -42,6 +42,8 @@ pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
         expected_duration_s: r.work_s as u64,
         checkpoint_interval_s: r.checkpoint_s as u64,
         time_limit_s: r.time_limit_s.map(|l| l as u64),
+        workdir: r.workdir.clone(),
+        checkpoint_on_signal: r.checkpoint_on_signal,
         retries: r.retries as u32,
         failures: r.failures as u32,
         state: r.state.clone(),
@@ -78,6 +80,11 @@ pub fn attempt_view(a: &AttemptRow) -> AttemptView {
             mem_max_mib: g.mem_max_mib.max(0) as u64,
             last_sample_t: g.last_t,
         }),
+        checkpoints: a.checkpoints,
+        checkpoint_t: a.checkpoint_t,
+        checkpoint_saved_s: a.checkpoint_saved_s,
+        idle_warning_t: a.idle_warning_t,
+        idle_reclaim_t: a.idle_reclaim_t,
     }
 }
 
@@ -143,7 +150,9 @@ async fn commit(
     let inserted = app.store.submit_workload(&row, key.as_ref()).await?;
     if let Inserted::New(seq) = inserted {
         let (accepted, ack) = oneshot::channel();
-        let msg = Msg::Submitted { seq, spec, command: req.command, env: req.env, retries: row.retries, accepted };
+        let workdir = req.workdir.map(std::path::PathBuf::from);
+        let msg =
+            Msg::Submitted { seq, spec, command: req.command, env: req.env, workdir, retries: row.retries, accepted };
         if app.tx.send(msg).await.is_err() || ack.await.is_err() {
             tracing::warn!(workload = seq, "committed while the scheduler stops: it runs after the next start");
         }
@@ -174,6 +183,8 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
         env: row.env,
         retries: row.retries,
         time_limit_s: row.time_limit_s,
+        workdir: row.workdir,
+        checkpoint_on_signal: row.checkpoint_on_signal,
         failures: 0,
         cancel_requested: false,
         state: Phase::Pending.as_str().into(),
@@ -302,4 +313,19 @@ pub async fn cancel(
     ask(&app, |reply| Msg::Cancel { seq, by, reply }).await??;
     let row = app.store.workload(seq).await?.ok_or_else(|| ApiError::not_found(format!("no workload {seq}")))?;
     Ok(Json(workload_view(&row)))
+}
+
+/// `POST /v1/workloads/{id}/checkpoint`: a running attempt reports a
+/// completed checkpoint (CON-7) with the credential Allot gave it
+/// (`ALLOT_ATTEMPT_TOKEN`), which can do nothing else; a stop then keeps
+/// the progress it had now.
+#[utoipa::path(post, path = "/v1/workloads/{id}/checkpoint", summary = "report a completed checkpoint of the running attempt (CON-7)", description = "Only with the attempt credential Allot puts in the attempt's environment (ALLOT_ATTEMPT_TOKEN); API tokens are refused. Another workload's credential: 403; an attempt that has ended: 401 or 409.", security(("bearer" = [])), params(("id" = String, Path, description = "the workload's id")), responses((status = 200, description = "taken", body = crate::views::CheckpointView), ApiErrors))]
+pub async fn checkpoint(
+    State(app): State<App>,
+    headers: axum::http::HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<crate::views::CheckpointView>, ApiError> {
+    let token = super::bearer(&headers)?.to_string();
+    let seq = id.parse::<i64>().map_err(|_| ApiError::not_found(format!("no workload {id}")))?;
+    Ok(Json(ask(&app, |reply| Msg::CheckpointReport { seq, token, reply }).await??))
 }

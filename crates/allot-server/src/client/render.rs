@@ -70,6 +70,7 @@ pub fn show(d: &WorkloadDetail) -> String {
         let _ = writeln!(out, "  cluster    {c}");
     }
     let _ = writeln!(out, "  command    {}", w.command.join(" "));
+    let _ = writeln!(out, "  workdir    {}", w.workdir.as_deref().unwrap_or("(the server's working directory)"));
     let _ = writeln!(
         out,
         "  expected   {} s, checkpoint every {} s, retries {} (failures {})",
@@ -77,6 +78,9 @@ pub fn show(d: &WorkloadDetail) -> String {
     );
     if let Some(limit) = w.time_limit_s {
         let _ = writeln!(out, "  time limit {limit} s per attempt (CON-6)");
+    }
+    if w.checkpoint_on_signal {
+        let _ = writeln!(out, "  checkpoints when signalled (CON-8)");
     }
     if let Some(why) = &d.why {
         let _ = writeln!(out, "  why        {why}");
@@ -110,6 +114,18 @@ pub fn show(d: &WorkloadDetail) -> String {
         );
         let _ = writeln!(out, "    started: {}", a.start_reason);
         let _ = writeln!(out, "    gpu: {}", telemetry(a.telemetry.as_ref()));
+        if a.checkpoints > 0 {
+            let _ = writeln!(
+                out,
+                "    checkpoints: {} reported, the last at t={} saved {} s of progress (CON-7)",
+                a.checkpoints,
+                a.checkpoint_t.unwrap_or_default(),
+                a.checkpoint_saved_s.unwrap_or_default()
+            );
+        }
+        if let (Some(warned), Some(at)) = (a.idle_warning_t, a.idle_reclaim_t) {
+            let _ = writeln!(out, "    idle: warned at t={warned} that its idle GPUs are reclaimed at t={at} (CON-9)");
+        }
         if let Some(r) = &a.signal_reason {
             let _ = writeln!(out, "    stopped: {r}");
         }
@@ -282,6 +298,8 @@ mod tests {
             expected_duration_s: 1,
             checkpoint_interval_s: 0,
             time_limit_s: None,
+            workdir: None,
+            checkpoint_on_signal: false,
             retries: 0,
             failures: 0,
             state: "pending".into(),
@@ -311,6 +329,11 @@ mod tests {
             kept_s: None,
             pid: None,
             log_path: "/log".into(),
+            checkpoints: 0,
+            checkpoint_t: None,
+            checkpoint_saved_s: None,
+            idle_warning_t: None,
+            idle_reclaim_t: None,
             telemetry,
         };
         let measured = AttemptTelemetry {

@@ -195,6 +195,7 @@ mod tests {
             gpus: nodes.iter().map(|n| NodeGpus { node: n.to_string(), indices: vec![0] }).collect(),
             checkpoint_dir: "/ck".into(),
             log_path: "/log".into(),
+            workdir: None,
         }
     }
 

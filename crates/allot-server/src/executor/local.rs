@@ -18,6 +18,10 @@
 //!   all that stop and kill reach; a process that leaves its group
 //!   (`setsid`) escapes them, and a restarted server finds survivors only
 //!   by `ALLOT_TAG`, which a process can drop.
+//! * Each process starts in the workload's `workdir` (else the server's
+//!   own working directory), where a relative program (`./train.sh`) is
+//!   found; a `workdir` that is missing at launch is the workload's setup
+//!   fault (MNT-4: failed at once, no retry spent, the node not blamed).
 //! * Each process has stdin from `/dev/null`, stdout and stderr appended to
 //!   the attempt's log file (created 0600, its directories and the
 //!   checkpoint directory 0700: private to the server's user).
@@ -143,7 +147,20 @@ impl LocalExecutor {
         let (out, err) = (reopen()?, reopen()?);
         let node = job.gpus.get(rank);
         let all: Vec<String> = job.gpus.iter().map(|n| format!("{}:{}", n.node, join(&n.indices))).collect();
-        let mut cmd = tokio::process::Command::new(program);
+        let mut cmd = match &job.workdir {
+            Some(dir) => {
+                // A relative program (`./train.sh`, `bin/x`) is the workload
+                // directory's, named as given in argv[0]; a bare name is
+                // looked up in PATH.
+                let mut cmd = match Path::new(program) {
+                    p if p.is_relative() && program.contains('/') => tokio::process::Command::new(dir.join(p)),
+                    _ => tokio::process::Command::new(program),
+                };
+                cmd.arg0(program).current_dir(dir);
+                cmd
+            }
+            None => tokio::process::Command::new(program),
+        };
         for k in super::server_only_env(true) {
             cmd.env_remove(k);
         }
@@ -181,6 +198,12 @@ impl LocalExecutor {
     /// Starts every node's process, or none: a failure kills (and reaps)
     /// those already started.
     fn spawn_all(&self, job: &Launch) -> Result<(Vec<tokio::process::Child>, Running), LaunchError> {
+        if let Some(dir) = &job.workdir
+            && let Some(why) = super::unusable_dir(dir)
+        {
+            let node = job.gpus.first().map_or("this host", |n| n.node.as_str());
+            return Err(LaunchError::workdir(dir, node, &why));
+        }
         let log = Self::open_log(job)?;
         let group = match &self.contain {
             Some(c) => {

@@ -106,6 +106,10 @@ pub struct Launch {
     pub checkpoint_dir: PathBuf,
     /// stdout and stderr of this attempt.
     pub log_path: PathBuf,
+    /// Where the command starts, an absolute path (a relative program such
+    /// as `./train.sh` is found there); `None`: the server's own working
+    /// directory, as before workloads had one.
+    pub workdir: Option<PathBuf>,
 }
 
 /// How a process ended.
@@ -121,17 +125,9 @@ impl ExitStatus {
     }
 }
 
-/// Whose fault a launch failure is.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum LaunchFault {
-    /// The workload's own: its command cannot be run (not found, not
-    /// executable). It fails like a non-zero exit and spends a retry.
-    Workload,
-    /// Outside the workload: no cgroup, log file or checkpoint directory,
-    /// a spawn error such as EMFILE, an executor error. It is requeued
-    /// without spending a retry, and counts against the node (MNT-3).
-    Infrastructure,
-}
+/// Whose fault a launch failure is: the engine's distinction, which
+/// decides what follows (a retry spent, MNT-3, MNT-4).
+pub use allot_core::engine::LaunchFault;
 
 /// Why an attempt could not start.
 #[derive(Clone, Debug, PartialEq)]
@@ -151,10 +147,28 @@ impl LaunchError {
         LaunchError { fault: LaunchFault::Infrastructure, node: None, message: message.into() }
     }
 
+    /// The workload's working directory `dir` cannot be used on `node`
+    /// (`why`: "does not exist", …): its setup is missing there (MNT-4).
+    pub fn workdir(dir: &std::path::Path, node: &str, why: &str) -> LaunchError {
+        let message = format!("working directory {} {why} on {node}", dir.display());
+        LaunchError { fault: LaunchFault::Setup, node: Some(node.to_string()), message }
+    }
+
     /// The same error, blamed on one node.
     pub fn on(mut self, node: &str) -> LaunchError {
         self.node = Some(node.to_string());
         self
+    }
+}
+
+/// Why `dir` cannot be a working directory on this host ("does not
+/// exist", "is not a directory", …), or `None` when it can.
+pub(crate) fn unusable_dir(dir: &std::path::Path) -> Option<String> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => None,
+        Ok(_) => Some("is not a directory".into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("does not exist".into()),
+        Err(e) => Some(format!("cannot be used ({e})")),
     }
 }
 

@@ -52,6 +52,9 @@ impl Scheduler {
                 }
                 Effect::Record(tr) => self.record(tr),
                 Effect::Health { .. } => {}
+                Effect::Idle { workload, attempt, reclaim_at } => {
+                    self.idle_warning(*workload, *attempt, *reclaim_at, now);
+                }
                 Effect::NodeAction { node, kind, cause } => {
                     let name = self.engine.state.cluster.node(*node).name.clone();
                     let by = format!("{}: {cause}", self.exec.name());
@@ -114,18 +117,23 @@ impl Scheduler {
                 kept_s: None,
                 pid: None,
                 log_path: log_path.display().to_string(),
-                telemetry: None,
+                ..AttemptRow::default()
             }),
         });
+        let checkpoint_dir = self.paths.checkpoint_dir(&id);
+        let started = self.engine.state.run(w).started.unwrap_or_default();
+        let mut env = self.live[w.0 as usize].env.clone();
+        env.extend(self.report_env(key, &checkpoint_dir, started));
         let l = &self.live[w.0 as usize];
         self.launches.push(crate::executor::Launch {
             key,
             workload_id: id.clone(),
             command: l.command.clone(),
-            env: l.env.clone(),
+            env,
             gpus: nodes.into_iter().map(|n| NodeGpus { node: n.node, indices: n.gpus }).collect(),
-            checkpoint_dir: self.paths.checkpoint_dir(&id),
+            checkpoint_dir,
             log_path,
+            workdir: l.workdir.clone(),
         });
     }
 
@@ -185,6 +193,7 @@ impl Scheduler {
                 Phase::Cancelled
             }
             Change::Reject => Phase::Rejected,
+            Change::IdleWarning | Change::IdleCleared => Phase::Running,
         };
         let end_t = self.engine.state.run(w).phase.is_terminal().then_some(t);
         self.ops.push(Op::WorkloadState { seq, state, reason, end_t });
@@ -210,6 +219,7 @@ impl Scheduler {
     }
 
     fn close_attempt(&mut self, w: WorkloadId, key: AttemptKey, t: Time, ended: &Ended) {
+        self.forget_attempt(key);
         let gpus = u64::from(self.engine.state.spec(w).gpus);
         // A finished attempt kept all it ran; others what they checkpointed.
         let kept_s = match ended.outcome {
@@ -249,14 +259,15 @@ impl Scheduler {
             ExecEvent::LaunchFailed { key, error } => {
                 if let Some((w, a)) = attempt_of(self, key) {
                     let node = error.node.as_deref().and_then(|n| self.engine.state.cluster.node_by_name(n));
-                    let outside = error.fault == LaunchFault::Infrastructure;
-                    if outside {
-                        tracing::warn!(workload = key.seq, attempt = key.attempt, error = %error.message, "launch failed outside the workload");
+                    let fault = error.fault;
+                    if fault != LaunchFault::Workload {
+                        tracing::warn!(workload = key.seq, attempt = key.attempt, error = %error.message, ?fault, "launch failed outside the workload's command");
                     }
-                    self.engine.exited(w, a, Exit::NotStarted { message: error.message, outside, node }, now);
+                    self.engine.exited(w, a, Exit::NotStarted { message: error.message, fault, node }, now);
                 }
             }
             ExecEvent::Exited { key, status } => {
+                self.last_marker(key, now);
                 if let Some((w, a)) = attempt_of(self, key) {
                     self.engine.exited(w, a, Exit::Status { code: status.code, signal: status.signal }, now);
                 }

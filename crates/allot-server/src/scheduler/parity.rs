@@ -272,6 +272,7 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
                 spec: spec.clone(),
                 command: vec!["work".into()],
                 env: BTreeMap::new(),
+                workdir: None,
                 retries: 0,
                 accepted,
             };
@@ -328,6 +329,8 @@ fn new_row(state: &State, spec: &WorkloadSpec) -> NewWorkload {
         env: "{}".into(),
         retries: 0,
         time_limit_s: spec.time_limit_s.map(|l| l as i64),
+        workdir: None,
+        checkpoint_on_signal: spec.checkpoint_on_signal,
     }
 }
 

@@ -13,13 +13,13 @@ impl Scheduler {
     pub(crate) async fn handle(&mut self, m: Msg) -> Result<(), StoreError> {
         let now = self.tick_now();
         match m {
-            Msg::Submitted { seq, mut spec, command, env, retries, accepted } => {
+            Msg::Submitted { seq, mut spec, command, env, workdir, retries, accepted } => {
                 spec.id = seq.to_string();
                 let labels =
                     crate::metrics::labels(&self.engine.state.accounts.account(spec.account).path, spec.class.as_str());
                 self.metrics.submissions.get_or_create(&labels).inc();
                 let retries = u32::try_from(retries.max(0)).unwrap_or(u32::MAX);
-                self.arrive(spec, Live { seq, command, env }, retries, now);
+                self.arrive(spec, Live { seq, command, env, workdir }, retries, now);
                 let _ = accepted.send(());
             }
             Msg::Cancel { seq, by, reply } => {
@@ -73,6 +73,19 @@ impl Scheduler {
                     return Ok(());
                 }
                 let r = self.node_action(&name, kind, &by, now);
+                let _ = reply.send(self.committed(r).await?);
+            }
+            Msg::MarkerTouched { key, at } => {
+                if let Err(e) = self.checkpointed(key, at, now) {
+                    tracing::debug!(workload = key.seq, attempt = key.attempt, error = ?e, "stale checkpoint marker");
+                }
+            }
+            Msg::CheckpointReport { seq, token, reply } => {
+                if let Some(busy) = self.unavailable() {
+                    let _ = reply.send(Err(busy));
+                    return Ok(());
+                }
+                let r = self.checkpoint_report(seq, &token, now);
                 let _ = reply.send(self.committed(r).await?);
             }
         }

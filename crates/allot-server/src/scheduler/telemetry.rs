@@ -100,7 +100,9 @@ impl Scheduler {
         let (Some(started), attempt) = (run.started, run.attempts) else { return };
         // The attempt's mean utilization over its GPUs at this sample.
         let util = gpus.iter().map(|g| g.util.clamp(0.0, 1.0)).sum::<f64>() / gpus.len() as f64;
-        // Engine::gpu_util(w, attempt, util, now) goes here (idle reclaim).
+        // CON-9: the engine reads it as the attempt's telemetry (idle
+        // reclaim); its effects are applied with the event's.
+        self.engine.gpu_util(w, attempt, util, t.min(now));
         let mem = gpus.iter().map(|g| g.mem_used_mib).max().unwrap_or(0);
         let before = self.telemetry.attempts.get(&key).map(|m| &m.summary);
         let summary = fold(before, started, t.min(now), util, mem, &self.telemetry.config);
@@ -213,7 +215,8 @@ mod tests {
         s.telemetry = Telemetry::new(config(1, 0.1));
         let now = s.tick_now();
         let spec = allot_core::WorkloadSpec { util: 0.5, ..batch("1", cfg.accounts.get("org/a").unwrap(), 2, 1, now) };
-        let live = crate::scheduler::Live { seq: 1, command: vec!["work".into()], env: Default::default() };
+        let live =
+            crate::scheduler::Live { seq: 1, command: vec!["work".into()], env: Default::default(), workdir: None };
         s.arrive(spec, live, 0, now);
         s.pass(now);
         let key = s.launches.pop().expect("launched").key;

@@ -59,5 +59,6 @@ pub(crate) fn batch(id: &str, account: AccountId, gpus: u32, nodes: u32, now: Ti
         priority: Priority::Normal,
         preemptible: true,
         time_limit_s: None,
+        checkpoint_on_signal: false,
     }
 }

@@ -148,7 +148,9 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (7, include_str!("migrations/sqlite/0007_budget_events.sql")),
     (8, include_str!("migrations/sqlite/0008_accounts.sql")),
     (9, include_str!("migrations/sqlite/0009_time_limits.sql")),
+    (10, include_str!("migrations/sqlite/0010_workdir.sql")),
     (11, include_str!("migrations/sqlite/0011_telemetry.sql")),
+    (12, include_str!("migrations/sqlite/0012_contract_reports.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
@@ -160,7 +162,9 @@ const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (7, include_str!("migrations/postgres/0007_budget_events.sql")),
     (8, include_str!("migrations/postgres/0008_accounts.sql")),
     (9, include_str!("migrations/postgres/0009_time_limits.sql")),
+    (10, include_str!("migrations/postgres/0010_workdir.sql")),
     (11, include_str!("migrations/postgres/0011_telemetry.sql")),
+    (12, include_str!("migrations/postgres/0012_contract_reports.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after

@@ -30,6 +30,11 @@ pub struct NewWorkload {
     pub retries: i64,
     /// CON-6: running time allowed per attempt; `None`: no limit.
     pub time_limit_s: Option<i64>,
+    /// Where its command starts, an absolute path; `None`: the server's
+    /// working directory.
+    pub workdir: Option<String>,
+    /// CON-8: it saves its progress when signalled.
+    pub checkpoint_on_signal: bool,
 }
 
 /// A stored workload.
@@ -61,6 +66,13 @@ pub struct WorkloadRow {
     /// CON-6: running time allowed per attempt; `None`: no limit.
     #[serde(default)]
     pub time_limit_s: Option<i64>,
+    /// Where its command starts, an absolute path; `None`: the server's
+    /// working directory.
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// CON-8: it saves its progress when signalled.
+    #[serde(default)]
+    pub checkpoint_on_signal: bool,
     pub failures: i64,
     pub cancel_requested: bool,
     /// pending | running | stopping | finished | failed | cancelled | rejected
@@ -89,7 +101,7 @@ impl WorkloadRow {
 }
 
 /// One attempt: a workload holding GPUs from `start_t` to `end_t`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AttemptRow {
     pub workload: i64,
     pub attempt: i64,
@@ -118,6 +130,20 @@ pub struct AttemptRow {
     /// Its GPU samples, summed up; `None`: not measured (no sample).
     #[serde(default)]
     pub telemetry: Option<GpuSummary>,
+    /// CON-7: checkpoints it reported, the last one's time and the
+    /// progress of the attempt that one saved.
+    #[serde(default)]
+    pub checkpoints: i64,
+    #[serde(default)]
+    pub checkpoint_t: Option<i64>,
+    #[serde(default)]
+    pub checkpoint_saved_s: Option<i64>,
+    /// CON-9: when it was warned of its idle GPUs, and when it was to be
+    /// stopped for them (`None`: not warned, or withdrawn).
+    #[serde(default)]
+    pub idle_warning_t: Option<i64>,
+    #[serde(default)]
+    pub idle_reclaim_t: Option<i64>,
 }
 
 /// What an attempt's GPU samples add up to (`[telemetry]`, docs/server.md
@@ -254,6 +280,21 @@ pub enum Op {
         attempt: i64,
         t: i64,
         reason: String,
+    },
+    /// CON-7: a checkpoint reported at `t` saved `saved_s` of progress.
+    AttemptCheckpoint {
+        seq: i64,
+        attempt: i64,
+        t: i64,
+        saved_s: i64,
+    },
+    /// CON-9: warned at `t`, to be stopped at `reclaim_t`; both `None`:
+    /// the warning is withdrawn.
+    AttemptIdle {
+        seq: i64,
+        attempt: i64,
+        t: Option<i64>,
+        reclaim_t: Option<i64>,
     },
     AttemptEnd {
         seq: i64,

@@ -28,7 +28,8 @@ macro_rules! measured_util {
 
 const WORKLOAD_COLS: &str = concat!(
     "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, clusters, work_s, checkpoint_s, util, \
-     priority, preemptible, name, command, env, retries, time_limit_s, failures, cancel_requested, state, reason, end_t, ",
+     priority, preemptible, name, command, env, retries, time_limit_s, workdir, checkpoint_on_signal, failures, \
+     cancel_requested, state, reason, end_t, ",
     last_cluster!(),
     " AS last_cluster, ",
     measured_util!(),
@@ -37,7 +38,8 @@ const WORKLOAD_COLS: &str = concat!(
 
 const ATTEMPT_COLS: &str = "workload, attempt, alloc, cluster, gpus, weight, state, start_t, start_reason, signal_t, \
      signal_reason, end_t, outcome, exit_code, kept_s, pid, log_path, gpu_samples, gpu_measured_s, gpu_util_mean, \
-     gpu_idle_s, gpu_mem_max_mib, gpu_sample_t";
+     gpu_idle_s, gpu_mem_max_mib, gpu_sample_t, checkpoints, checkpoint_t, checkpoint_saved_s, idle_warning_t, \
+     idle_reclaim_t";
 
 /// A submission's `Idempotency-Key`, scoped to its principal, with a hash
 /// of the request it came with.
@@ -64,8 +66,9 @@ pub enum Inserted {
 fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64, sqlx::any::AnyArguments<'_>> {
     sqlx::query_scalar(
         "INSERT INTO workloads (submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
-         util, priority, preemptible, name, command, env, retries, owner, state, clusters, time_limit_s) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) \
+         util, priority, preemptible, name, command, env, retries, owner, state, clusters, time_limit_s, workdir, \
+         checkpoint_on_signal) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) \
          RETURNING seq",
     )
     .bind(w.submit_t)
@@ -88,6 +91,8 @@ fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64,
     .bind(Phase::Pending.as_str())
     .bind(&w.clusters)
     .bind(w.time_limit_s)
+    .bind(&w.workdir)
+    .bind(i64::from(w.checkpoint_on_signal))
 }
 
 fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
@@ -112,6 +117,8 @@ fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
         env: r.try_get("env")?,
         retries: r.try_get("retries")?,
         time_limit_s: r.try_get("time_limit_s")?,
+        workdir: r.try_get("workdir")?,
+        checkpoint_on_signal: r.try_get::<i64, _>("checkpoint_on_signal")? != 0,
         failures: r.try_get("failures")?,
         cancel_requested: r.try_get::<i64, _>("cancel_requested")? != 0,
         state: r.try_get("state")?,
@@ -142,6 +149,11 @@ fn attempt_row(r: &AnyRow) -> Result<AttemptRow, sqlx::Error> {
         pid: r.try_get("pid")?,
         log_path: r.try_get("log_path")?,
         telemetry: gpu_summary(r)?,
+        checkpoints: r.try_get("checkpoints")?,
+        checkpoint_t: r.try_get("checkpoint_t")?,
+        checkpoint_saved_s: r.try_get("checkpoint_saved_s")?,
+        idle_warning_t: r.try_get("idle_warning_t")?,
+        idle_reclaim_t: r.try_get("idle_reclaim_t")?,
     })
 }
 
@@ -418,6 +430,21 @@ fn op_query(op: &Op) -> Query<'_> {
         .bind(AttemptState::Stopping.as_str())
         .bind(*t)
         .bind(reason)
+        .bind(*seq)
+        .bind(*attempt),
+        Op::AttemptCheckpoint { seq, attempt, t, saved_s } => sqlx::query(
+            "UPDATE attempts SET checkpoints = checkpoints + 1, checkpoint_t = $1, checkpoint_saved_s = $2 \
+             WHERE workload = $3 AND attempt = $4",
+        )
+        .bind(*t)
+        .bind(*saved_s)
+        .bind(*seq)
+        .bind(*attempt),
+        Op::AttemptIdle { seq, attempt, t, reclaim_t } => sqlx::query(
+            "UPDATE attempts SET idle_warning_t = $1, idle_reclaim_t = $2 WHERE workload = $3 AND attempt = $4",
+        )
+        .bind(*t)
+        .bind(*reclaim_t)
         .bind(*seq)
         .bind(*attempt),
         Op::AttemptEnd { seq, attempt, end_t, outcome, exit_code, kept_s } => sqlx::query(

@@ -278,14 +278,19 @@ impl Server {
         self.spawn();
     }
 
-    /// The CLI against this server.
+    /// The CLI against this server, run in the server's directory.
     pub fn cli(&self, token: &str, args: &[&str]) -> Output {
+        self.cli_in(&self.dir, token, args)
+    }
+
+    /// The CLI against this server, run in `dir`.
+    pub fn cli_in(&self, dir: &Path, token: &str, args: &[&str]) -> Output {
         Command::new(allot_bin())
             .args(args)
             .env("ALLOT_SERVER", &self.url)
             .env("ALLOT_TOKEN", token)
             .env("ALLOT_CLIENT_CONFIG", self.dir.join("no-client.toml"))
-            .current_dir(&self.dir)
+            .current_dir(dir)
             .output()
             .expect("run allot")
     }
@@ -381,6 +386,28 @@ pub fn submit(s: &Server, token: &str, args: &[&str]) -> String {
 
 pub fn state(v: &Value) -> &str {
     v["workload"]["state"].as_str().unwrap_or("")
+}
+
+/// Asserts that the workload `v` (`GET /v1/workloads/{id}`) ended under
+/// MNT-4 because `dir` was missing on a node whose name starts with
+/// `node`: failed at once, its one attempt `launch-failed`, no retry spent.
+pub fn assert_workdir_missing(v: &Value, dir: &Path, node: &str) {
+    let w = &v["workload"];
+    let reason = w["reason"].as_str().unwrap_or("");
+    let want = format!("MNT-4: could not start: working directory {} does not exist on {node}", dir.display());
+    assert!(reason.starts_with(&want) && reason.ends_with("; not retried"), "{v}");
+    assert_eq!((state(v), &w["failures"]), ("failed", &Value::from(0)), "failed, no retry spent: {v}");
+    let attempts = v["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 1, "not requeued: {v}");
+    assert_eq!(attempts[0]["outcome"], "launch-failed", "{v}");
+}
+
+/// Asserts that every node is up (none drained by MNT-3).
+pub fn assert_nodes_up(s: &Server, token: &str) {
+    let nodes = s.cli_json(token, &["nodes"]);
+    for n in nodes.as_array().expect("nodes") {
+        assert_eq!(n["health"], "up", "a user's missing directory never drains a node (MNT-3): {nodes}");
+    }
 }
 
 /// A test's directory, store and admin token.

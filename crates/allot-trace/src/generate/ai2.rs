@@ -72,6 +72,10 @@ struct Team {
 struct Gen<'a> {
     p: &'a Ai2Params,
     rng: ChaCha8Rng,
+    /// Draws which batch workloads checkpoint on the signal (CON-8): a
+    /// stream of its own, so the rest of a seed's trace is the same
+    /// whatever the fraction.
+    on_signal: ChaCha8Rng,
     horizon: Time,
     teams: Vec<Team>,
     users: Vec<User>,
@@ -107,6 +111,7 @@ fn generate_lab(p: &Ai2Params, config: ConfigOut) -> Result<Generated, GenerateE
     let mut g = Gen {
         p,
         rng: ChaCha8Rng::seed_from_u64(p.seed),
+        on_signal: ChaCha8Rng::seed_from_u64(p.seed ^ 0x5349_474e_414c),
         horizon: Time::from(p.days) * 86_400,
         teams: Vec::new(),
         users: Vec::new(),
@@ -360,6 +365,9 @@ impl Gen<'_> {
             preemptible,
             clusters,
             time_limit_s: None,
+            checkpoint_on_signal: kind_spec_class(kind) == allot_core::Class::Batch
+                && self.p.behaviour.on_signal_fraction > 0.0
+                && self.on_signal.gen_bool(self.p.behaviour.on_signal_fraction),
         });
     }
 

@@ -66,6 +66,9 @@ pub struct Behaviour {
     /// preemptible (`--preemptible-fraction`); high/urgent, interactive and
     /// service workloads never are.
     pub preemptible_fraction: f64,
+    /// Share of `batch` workloads that checkpoint when signalled (CON-8,
+    /// `--checkpoint-on-signal-fraction`); 0 by default.
+    pub on_signal_fraction: f64,
 }
 
 impl Default for Behaviour {
@@ -79,6 +82,7 @@ impl Default for Behaviour {
             squat_hours: (2.0, 8.0),
             squat_util: (0.0, 0.03),
             preemptible_fraction: 0.30,
+            on_signal_fraction: 0.0,
         }
     }
 }
@@ -178,6 +182,7 @@ impl Ai2Params {
             ("low_share", b.low_share),
             ("--squat-fraction", b.squat_fraction),
             ("--preemptible-fraction", b.preemptible_fraction),
+            ("--checkpoint-on-signal-fraction", b.on_signal_fraction),
             ("interactive_users", self.interactive_users),
             ("fail_fraction", self.fail_fraction),
         ] {

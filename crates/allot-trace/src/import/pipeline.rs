@@ -247,6 +247,7 @@ fn build_rows(
             preemptible: r.preemptible,
             clusters: String::new(),
             time_limit_s: None,
+            checkpoint_on_signal: false,
         });
     }
     (rows, teams)

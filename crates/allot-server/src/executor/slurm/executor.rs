@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use super::health::{Watch, poll_nodes};
 use super::jobs::{POLL, Slot, Slots, live_store_jobs, owned_jobs, poll, scancel};
-use super::launch::{job_comment, job_name, sbatch_command, uniform, write_script};
+use super::launch::{exit_record, job_comment, job_name, sbatch_command, uniform, write_script};
 use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, Launch, LaunchError, Survivor};
 
 /// `allot serve --executor slurm` options, or one cluster's
@@ -172,6 +172,7 @@ impl Executor for SlurmExecutor {
             workload: job.workload_id.clone(),
             nodes: job.gpus.iter().map(|n| n.node.clone()).collect(),
             het: uniform(&job).is_none(),
+            setup: job.workdir.clone().map(|dir| (dir, exit_record(&job))),
             ..Slot::default()
         };
         self.slots.lock().expect("slurm slots").insert(key, slot);

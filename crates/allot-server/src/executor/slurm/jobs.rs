@@ -3,6 +3,7 @@
 //! and which listed jobs are this store's own.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +30,9 @@ pub(super) struct Slot {
     pub(super) nodes: Vec<String>,
     /// A heterogeneous job: one component per node.
     pub(super) het: bool,
+    /// The attempt's working directory and exit record, where a task that
+    /// could not enter it says so (MNT-4); `None` without a `workdir`.
+    pub(super) setup: Option<(PathBuf, PathBuf)>,
 }
 
 pub(super) type Slots = Arc<Mutex<HashMap<AttemptKey, Slot>>>;
@@ -247,6 +251,9 @@ pub(super) async fn poll(opts: Arc<SlurmOptions>, slots: Slots, events: mpsc::Un
             HashMap::new()
         };
         let mut out = Vec::new();
+        // Ended jobs whose tasks may have found their working directory
+        // missing: (index in `out`, working directory, exit record).
+        let mut setups = Vec::new();
         {
             let mut s = slots.lock().expect("slurm slots");
             s.retain(|&key, slot| {
@@ -269,6 +276,9 @@ pub(super) async fn poll(opts: Arc<SlurmOptions>, slots: Slots, events: mpsc::Un
                     let status = if state == "COMPLETED" {
                         ExitStatus { code: Some(0), signal: None }
                     } else {
+                        if let Some((dir, record)) = slot.setup.take() {
+                            setups.push((out.len(), dir, record));
+                        }
                         details.get(&id).copied().unwrap_or(ExitStatus { code: None, signal: Some(libc::SIGKILL) })
                     };
                     out.push(ExecEvent::Exited { key, status });
@@ -276,6 +286,15 @@ pub(super) async fn poll(opts: Arc<SlurmOptions>, slots: Slots, events: mpsc::Un
                 }
                 true
             });
+        }
+        for (i, dir, record) in setups {
+            let ExecEvent::Exited { key, .. } = out[i] else { continue };
+            let text = std::fs::read_to_string(&record).unwrap_or_default();
+            if let Some(error) = super::launch::setup_failure(&text, &dir, &opts) {
+                tracing::warn!(workload = key.seq, attempt = key.attempt, error = %error.message, "the working directory is missing: MNT-4");
+                let _ = std::fs::remove_file(&record);
+                out[i] = ExecEvent::LaunchFailed { key, error };
+            }
         }
         for e in out {
             let _ = events.send(e);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::SlurmOptions;
 use super::error::{SlurmError, SlurmErrorKind};
-use crate::executor::{AttemptKey, Launch};
+use crate::executor::{AttemptKey, Launch, LaunchError};
 
 /// The `sbatch` command for an attempt (script already written).
 pub(super) fn sbatch_command(
@@ -26,6 +26,9 @@ pub(super) fn sbatch_command(
         .arg(format!("--output={}", job.log_path.display()))
         .arg("--open-mode=append")
         .arg("--export=ALL");
+    if let Some(dir) = &job.workdir {
+        cmd.arg(format!("--chdir={}", dir.display()));
+    }
     let partition = opts.partition.as_ref().map(|p| format!("--partition={p}"));
     if let Some(per_node) = uniform(job) {
         // The same GPU count everywhere: one plain job (Slurm's main
@@ -112,30 +115,41 @@ pub(super) fn uniform(job: &Launch) -> Option<usize> {
     job.gpus.iter().all(|n| n.indices.len() == first).then_some(first)
 }
 
-/// The `/bin/sh -c` program of each task (its first argument the attempt's
-/// exit record, then the command): the command with `ALLOT_NODE` and
-/// `ALLOT_NODE_RANK`, and with `fence` its self-fencing watchdog (see
-/// [`batch_script`]). A command that ends by itself with a code from 1 to
-/// 128 while its task was not signalled appends `<rank> <code>` to the
-/// record: the code of the member that failed, which Slurm does not keep
-/// reliably (see [`batch_script`]). A code above 128 is left to Slurm (the
-/// shell cannot tell a signal from such a code), and the task ends by
-/// that signal as its command did: Slurm sees what it would without the
-/// wrapper (a stopped peer's code is never mistaken for a failure's).
+/// The `/bin/sh -c` program of each task (its arguments the attempt's
+/// exit record, the working directory or an empty word for none, then the
+/// command): the command with `ALLOT_NODE` and `ALLOT_NODE_RANK`, and with
+/// `fence` its self-fencing watchdog (see [`batch_script`]).
+///
+/// A task that cannot enter the working directory on its node (Slurm
+/// would run it in `/tmp` instead) runs nothing: it appends `<rank> chdir
+/// <node> <why>` to the record (`why`: `missing`, `notdir` or `denied`)
+/// and exits 1, which stops its peers; the executor reads that line as the
+/// launch failure MNT-4 ([`setup_failure`]).
+///
+/// A command that ends by itself with a code from 1 to 128 while its task
+/// was not signalled appends `<rank> <code>` to the record: the code of
+/// the member that failed, which Slurm does not keep reliably (see
+/// [`batch_script`]). A code above 128 is left to Slurm (the shell cannot
+/// tell a signal from such a code), and the task ends by that signal as
+/// its command did: Slurm sees what it would without the wrapper (a
+/// stopped peer's code is never mistaken for a failure's).
 fn task_wrapper(fence: Option<Duration>) -> String {
     const RECORD: &str = "c=$?; if [ $c -gt 0 ] && [ $c -le 128 ] && [ -z \"$s\" ]; then \
                           echo \"$SLURM_NODEID $c\" >> \"$r\"; fi; \
                           if [ $c -gt 128 ]; then trap - TERM; kill -$((c - 128)) $$; fi; exit $c";
+    const CHDIR: &str = "r=$1; d=$2; shift 2; if [ -n \"$d\" ] && ! cd \"$d\" 2>/dev/null; then \
+                         if [ ! -e \"$d\" ]; then w=missing; elif [ ! -d \"$d\" ]; then w=notdir; else w=denied; fi; \
+                         echo \"$SLURM_NODEID chdir $SLURMD_NODENAME $w\" >> \"$r\"; exit 1; fi;";
     let env = "ALLOT_NODE=\"$SLURMD_NODENAME\" ALLOT_NODE_RANK=\"$SLURM_NODEID\"";
     match fence {
         // Slurm signals every process of the step (the command and this
         // shell): the trap only notes it, and runs once the command ended.
-        None => format!("r=$1; shift; trap \"s=1\" TERM; {env} \"$@\"; {RECORD}"),
+        None => format!("{CHDIR} trap \"s=1\" TERM; {env} \"$@\"; {RECORD}"),
         Some(f) => {
             let f = f.as_secs().max(1);
             let probe = (f / 5).clamp(1, 10);
             format!(
-                "r=$1; shift; {env} \"$@\" & pid=$!; \
+                "{CHDIR} {env} \"$@\" & pid=$!; \
                  trap \"s=1; kill -TERM $pid 2>/dev/null\" TERM; ok=$(date +%s); \
                  while kill -0 $pid 2>/dev/null; do sleep {probe}; \
                  if squeue -h -j \"$SLURM_JOB_ID\" -o %i >/dev/null 2>&1; then ok=$(date +%s); \
@@ -149,10 +163,28 @@ fn task_wrapper(fence: Option<Duration>) -> String {
 
 /// The attempt's exit record: beside its log, which every node and the
 /// server see (Slurm writes the log on the job's first node).
-fn exit_record(job: &Launch) -> PathBuf {
+pub(super) fn exit_record(job: &Launch) -> PathBuf {
     let mut p = job.log_path.clone().into_os_string();
     p.push(".exit");
     p.into()
+}
+
+/// MNT-4: the launch failure an ended job's exit record holds when a task
+/// could not enter the working directory `dir` on its node (Allot's name
+/// of the node, by `opts`), or `None`.
+pub(super) fn setup_failure(record: &str, dir: &Path, opts: &SlurmOptions) -> Option<LaunchError> {
+    record.lines().find_map(|line| {
+        let mut f = line.split_whitespace();
+        let (_rank, what, node, why) = (f.next()?, f.next()?, f.next()?, f.next()?);
+        (what == "chdir").then(|| {
+            let why = match why {
+                "missing" => "does not exist",
+                "notdir" => "is not a directory",
+                _ => "cannot be entered",
+            };
+            LaunchError::workdir(dir, &opts.allot_name(node), why)
+        })
+    })
 }
 
 /// Runs the command on every node of the job (one task each), with `env`
@@ -189,11 +221,18 @@ fn batch_script(job: &Launch, env: &[(String, String)], fence: Option<Duration>)
         .collect();
     let task = task_wrapper(fence);
     let record = sh_quote(&exit_record(job).display().to_string());
+    let (chdir, dir) = match &job.workdir {
+        Some(d) => (format!(" --chdir={}", sh_quote(&d.display().to_string())), sh_quote(&d.display().to_string())),
+        None => (String::new(), "''".to_string()),
+    };
     format!(
         "#!/bin/sh\n# allot workload {} attempt {}: one task per node\n\
          rm -f {record}\n\
-         srun{het} --kill-on-bad-exit=1 /bin/sh -c '{task}' allot-task {record} {}\n\
+         srun{het}{chdir} --kill-on-bad-exit=1 /bin/sh -c '{task}' allot-task {record} {dir} {}\n\
          rc=$?\n\
+         # A task that could not enter the working directory: the record is\n\
+         # left for the executor (MNT-4).\n\
+         if grep -q '^[0-9]* chdir ' {record} 2>/dev/null; then exit 1; fi\n\
          # The failed member's code (Slurm's own record of it is not reliable).\n\
          if [ $rc -ne 0 ] && [ -s {record} ]; then read -r _ code < {record} && rc=$code; fi\n\
          rm -f {record}\n\
@@ -222,11 +261,12 @@ mod tests {
             ],
             checkpoint_dir: "/ck".into(),
             log_path: "/log".into(),
+            workdir: None,
         };
         let env = [("A".to_string(), "x y".to_string())];
         let s = batch_script(&job, &env, None);
         assert!(s.contains("srun --het-group=0-1 --kill-on-bad-exit=1"), "{s}");
-        assert!(s.contains("allot-task '/log.exit' '/usr/bin/env' 'A=x y' 'echo' 'it'\\''s $HOME'\nrc=$?\n"), "{s}");
+        assert!(s.contains("allot-task '/log.exit' '' '/usr/bin/env' 'A=x y' 'echo' 'it'\\''s $HOME'\nrc=$?\n"), "{s}");
         let even = Launch { gpus: vec![job.gpus[0].clone(), job.gpus[0].clone()], ..job };
         assert!(batch_script(&even, &env, None).contains("\nsrun --kill-on-bad-exit=1"), "a plain job when even");
     }
@@ -244,6 +284,7 @@ mod tests {
             gpus: vec![NodeGpus { node: "node1".into(), indices: vec![0] }],
             checkpoint_dir: "/ck".into(),
             log_path: "/log".into(),
+            workdir: None,
         };
         let cmd = sbatch_command("store1", &SlurmOptions::default(), &job, Path::new("/scripts/3.1.sh"));
         for (k, v) in cmd.as_std().get_envs() {
@@ -256,7 +297,8 @@ mod tests {
         assert!(task.contains(&("MY_VAR".into(), "v".into())), "the command still gets its env: {task:?}");
         assert!(task.iter().any(|(k, v)| k == "ALLOT_TAG" && v == "store1#3.1"), "{task:?}");
         let script = batch_script(&job, &task, None);
-        let task_part = script.split_once("allot-task '/log.exit' '/usr/bin/env' ").map(|(_, t)| t).unwrap_or_default();
+        let task_part =
+            script.split_once("allot-task '/log.exit' '' '/usr/bin/env' ").map(|(_, t)| t).unwrap_or_default();
         assert!(task_part.contains("'SBATCH_EXCLUSIVE=1'"), "set on the task only: {script}");
     }
 
@@ -275,6 +317,7 @@ mod tests {
             ],
             checkpoint_dir: "/ck".into(),
             log_path: "/log".into(),
+            workdir: None,
         };
         let opts = SlurmOptions {
             cluster: Some("b".into()),
@@ -319,6 +362,7 @@ mod tests {
                 .arg(task_wrapper(Some(Duration::from_secs(2))))
                 .arg("allot-task")
                 .arg(dir.join("exit"))
+                .arg("")
                 .args(command)
                 .env("PATH", path)
                 .env("SLURM_JOB_ID", "7")
@@ -340,6 +384,75 @@ mod tests {
         );
         let out = run(true, &["sh", "-c", "sleep 1; exit 3"]);
         assert_eq!(out.status.code(), Some(3), "while Slurm answers the command's code is the task's: {out:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The task enters the workload's directory itself (Slurm would run
+    /// it in `/tmp` instead): there a relative program is found; a
+    /// directory it cannot enter leaves a record the executor reads as
+    /// MNT-4, naming the directory and the node, and the command never runs.
+    /// The fake `srun` runs the task program as rank 0 of `node1`, from `/`.
+    #[test]
+    fn a_task_runs_in_the_workdir_or_records_that_it_cannot() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("allot-slurm-workdir-{}", std::process::id()));
+        let (bin, proj) = (dir.join("bin"), dir.join("proj"));
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&proj).unwrap();
+        let exe = |p: &Path, text: &str| {
+            std::fs::write(p, text).unwrap();
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        exe(
+            &bin.join("srun"),
+            "#!/bin/sh\nwhile [ \"${1#--}\" != \"$1\" ]; do shift; done\nSLURM_NODEID=0 SLURMD_NODENAME=node1 exec \"$@\"\n",
+        );
+        exe(&proj.join("run.sh"), "#!/bin/sh\npwd -P > ran\n");
+        let job = |workdir: &Path| Launch {
+            key: AttemptKey { seq: 1, attempt: 1 },
+            workload_id: "1".into(),
+            command: vec!["./run.sh".into()],
+            env: Default::default(),
+            gpus: vec![NodeGpus { node: "node1".into(), indices: vec![0] }],
+            checkpoint_dir: "/ck".into(),
+            log_path: dir.join("attempt-1.log"),
+            workdir: Some(workdir.to_path_buf()),
+        };
+        let run = |job: &Launch| {
+            let script = dir.join("job.sh");
+            std::fs::write(&script, batch_script(job, &[], None)).unwrap();
+            let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+            let out = std::process::Command::new("/bin/sh").arg(&script).env("PATH", path).current_dir("/").output();
+            let record = std::fs::read_to_string(exit_record(job)).unwrap_or_default();
+            (out.unwrap().status.code(), record)
+        };
+        let opts = SlurmOptions { cluster: Some("b".into()), ..SlurmOptions::default() };
+        let ok = job(&proj);
+        let args: Vec<String> = sbatch_command("s", &opts, &ok, Path::new("/j.sh"))
+            .as_std()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(args.contains(&format!("--chdir={}", proj.display())), "{args:?}");
+        assert_eq!(run(&ok), (Some(0), String::new()), "ran, no record left");
+        let ran = std::fs::read_to_string(proj.join("ran")).expect("./run.sh ran in the workload's directory");
+        assert_eq!(ran.trim(), proj.canonicalize().unwrap().display().to_string());
+        let cases =
+            [(dir.join("gone"), "missing", "does not exist"), (proj.join("run.sh"), "notdir", "is not a directory")];
+        for (workdir, word, why) in cases {
+            let (code, record) = run(&job(&workdir));
+            assert_eq!(
+                (code, record.trim()),
+                (Some(1), format!("0 chdir node1 {word}").as_str()),
+                "{}",
+                workdir.display()
+            );
+            let e = setup_failure(&record, &workdir, &opts).expect("read as MNT-4");
+            assert_eq!((e.fault, e.node.as_deref()), (crate::executor::LaunchFault::Setup, Some("b/node1")));
+            assert_eq!(e.message, format!("working directory {} {why} on b/node1", workdir.display()));
+            std::fs::remove_file(exit_record(&job(&workdir))).unwrap();
+        }
+        assert!(setup_failure("1 3\n", &proj, &opts).is_none(), "a command's own failure is not MNT-4");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -378,6 +491,7 @@ mod tests {
                 gpus: vec![NodeGpus { node: "node1".into(), indices: vec![0] }],
                 checkpoint_dir: "/ck".into(),
                 log_path: dir.join("attempt-1.log"),
+                workdir: None,
             };
             let script = dir.join("job.sh");
             std::fs::write(&script, batch_script(&job, &[], None)).unwrap();
@@ -399,7 +513,7 @@ mod tests {
             let out = std::process::Command::new("/bin/sh")
                 .arg("-c")
                 .arg(task_wrapper(fence))
-                .args(["allot-task", &dir.join("exit").display().to_string(), "sh", "-c", "kill -TERM $$"])
+                .args(["allot-task", &dir.join("exit").display().to_string(), "", "sh", "-c", "kill -TERM $$"])
                 .env("SLURM_JOB_ID", "7")
                 .output()
                 .unwrap();
