@@ -220,7 +220,9 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         "recovered"
     );
     let (tx, rx) = mpsc::channel(4096);
-    let app_tx = tx.clone();
+    // Weak: the watcher must not keep the scheduler's channel open (the
+    // scheduler ends when every API sender is gone).
+    let app_tx = tx.downgrade();
     let limits = Arc::new(Limits::new(opts.edge.body_timeout, opts.edge.request_timeout, opts.edge.max_in_flight));
     let app = Arc::new(AppState {
         store: store.clone(),

@@ -270,9 +270,9 @@ pub async fn show(
     Auth(who): Auth,
     Path(id): Path<String>,
 ) -> Result<Json<WorkloadDetail>, ApiError> {
-    let row = visible(&app, &who, &id).await?;
-    let attempts = app.store.attempts_of(row.seq).await?;
-    let seq = row.seq;
+    let seq = parse_id(&id)?;
+    let detail = app.store.workload_detail(seq).await?.filter(|(r, _)| who.can_see(&r.account));
+    let (row, attempts) = detail.ok_or_else(|| ApiError::not_found(format!("no workload {id}")))?;
     let live =
         if row.is_terminal() { None } else { ask(&app, |reply| Msg::Explain { seq, reply }).await.ok().flatten() };
     let why = live.or_else(|| {

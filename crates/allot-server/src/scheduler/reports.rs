@@ -73,12 +73,16 @@ pub(crate) type Markers = Arc<Mutex<BTreeMap<AttemptKey, Watched>>>;
 
 /// Polls the markers of running attempts every [`MARKER_POLL`] and reports
 /// each new touch to the scheduler as a checkpoint completed at the
-/// marker's modification time. Ends when the scheduler is gone.
-pub(crate) async fn watch_markers(markers: Markers, tx: mpsc::Sender<Msg>) {
+/// marker's modification time. Ends when the scheduler's channel is
+/// closed (`tx` is weak, so it never keeps the scheduler alive).
+pub(crate) async fn watch_markers(markers: Markers, tx: mpsc::WeakSender<Msg>) {
     let mut tick = tokio::time::interval(MARKER_POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        if tx.strong_count() == 0 {
+            return;
+        }
         let watched: Vec<(AttemptKey, Watched)> =
             markers.lock().expect("markers").iter().map(|(k, w)| (*k, w.clone())).collect();
         if watched.is_empty() {
@@ -93,6 +97,7 @@ pub(crate) async fn watch_markers(markers: Markers, tx: mpsc::Sender<Msg>) {
             if let Some(w) = markers.lock().expect("markers").get_mut(&key) {
                 w.seen = Some(at);
             }
+            let Some(tx) = tx.upgrade() else { return };
             if tx.send(Msg::MarkerTouched { key, at }).await.is_err() {
                 return;
             }

@@ -340,6 +340,29 @@ impl Store {
         rows.iter().map(workload_row).collect::<Result<_, _>>().ctx("decode workloads")
     }
 
+    /// A workload and its attempts as one snapshot (a commit between two
+    /// reads could otherwise pair an older workload row with newer
+    /// attempts): one read transaction, repeatable read on PostgreSQL.
+    pub async fn workload_detail(&self, seq: i64) -> Result<Option<(WorkloadRow, Vec<AttemptRow>)>, StoreError> {
+        let mut tx = self.pool.begin().await.ctx("begin a read")?;
+        if self.backend == super::Backend::Postgres {
+            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                .execute(&mut *tx)
+                .await
+                .ctx("begin a read")?;
+        }
+        let sql = format!("SELECT {WORKLOAD_COLS} FROM workloads WHERE seq = $1");
+        let row = sqlx::query(&sql).bind(seq).fetch_optional(&mut *tx).await.ctx("read the workload")?;
+        let Some(row) = row.as_ref().map(workload_row).transpose().ctx("decode the workload")? else {
+            return Ok(None);
+        };
+        let sql = format!("SELECT {ATTEMPT_COLS} FROM attempts WHERE workload = $1 ORDER BY attempt");
+        let rows = sqlx::query(&sql).bind(seq).fetch_all(&mut *tx).await.ctx("read attempts")?;
+        let attempts = rows.iter().map(attempt_row).collect::<Result<_, _>>().ctx("decode attempts")?;
+        tx.commit().await.ctx("end a read")?;
+        Ok(Some((row, attempts)))
+    }
+
     pub async fn attempts_of(&self, seq: i64) -> Result<Vec<AttemptRow>, StoreError> {
         let sql = format!("SELECT {ATTEMPT_COLS} FROM attempts WHERE workload = $1 ORDER BY attempt");
         let rows = sqlx::query(&sql).bind(seq).fetch_all(&self.pool).await.ctx("read attempts")?;
