@@ -298,9 +298,10 @@ impl Sim<'_> {
                     }
                     // The virtual process runs on until its work is done or
                     // it is killed; one that checkpoints on the signal
-                    // (CON-8) reports it at once, and stays for the grace.
-                    Effect::Signal { workload: w, attempt, .. } => {
-                        if self.engine.state.spec(*w).checkpoint_on_signal {
+                    // (CON-8) reports it at once, and stays for the grace
+                    // (with none, it has no time to save).
+                    Effect::Signal { workload: w, attempt, stop_at } => {
+                        if *stop_at > t && self.engine.state.spec(*w).checkpoint_on_signal {
                             let _ = self.engine.checkpointed(*w, *attempt, t, t);
                         }
                     }

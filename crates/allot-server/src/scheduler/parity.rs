@@ -43,6 +43,7 @@ pub(crate) type Line = (Time, String, String, Vec<String>, String, Option<String
 #[derive(Debug)]
 enum Cmd {
     Launch(Launch),
+    Signal(AttemptKey),
     Kill(AttemptKey),
 }
 
@@ -62,8 +63,11 @@ impl Executor for TestExec {
     }
 
     // A signalled virtual process runs on until its work is done or it is
-    // killed, as in the simulator.
-    fn signal(&self, _key: AttemptKey) {}
+    // killed, as in the simulator; one that checkpoints on the signal
+    // reports it at once (CON-8).
+    fn signal(&self, key: AttemptKey) {
+        self.cmds.lock().unwrap().push(Cmd::Signal(key));
+    }
 
     fn kill(&self, key: AttemptKey) {
         self.cmds.lock().unwrap().push(Cmd::Kill(key));
@@ -152,6 +156,29 @@ impl Server {
                         self.ends.push(Reverse((t + remaining, job.key.seq, job.key.attempt)));
                         self.alive.insert(job.key.seq, job.key.attempt);
                         self.sched.exec_event(ExecEvent::Started { key: job.key, pid: 1 });
+                        // Its GPUs at the trace's util throughout, as the
+                        // simulator reads it (CON-9).
+                        let util = self.sched.engine.state.spec(w).util;
+                        let gpus = job
+                            .gpus
+                            .iter()
+                            .flat_map(|n| n.indices.iter().map(move |&index| (n.node.clone(), index)))
+                            .map(|(node, index)| crate::executor::GpuSample {
+                                node,
+                                index,
+                                util,
+                                mem_used_mib: 0,
+                                mem_total_mib: 0,
+                            })
+                            .collect();
+                        self.sched.exec_event(ExecEvent::Telemetry { key: job.key, t, gpus });
+                    }
+                    Cmd::Signal(key) => {
+                        let w = self.sched.by_seq[&key.seq];
+                        let on_signal = self.sched.engine.state.spec(w).checkpoint_on_signal;
+                        if on_signal && self.alive.get(&key.seq) == Some(&key.attempt) {
+                            let _ = self.sched.checkpointed(key, t, t);
+                        }
                     }
                     Cmd::Kill(key) => {
                         if self.alive.get(&key.seq) == Some(&key.attempt) {
@@ -384,8 +411,9 @@ fn tempdir() -> std::path::PathBuf {
 }
 
 /// submit, gpus, exact nodes, work, checkpoint, priority, preemptible,
-/// account, interactive.
-type Job = (u64, u32, bool, u64, u64, u8, bool, usize, bool);
+/// account, interactive, idle GPUs (util 0, CON-9), checkpoints on the
+/// signal (CON-8).
+type Job = (u64, u32, bool, u64, u64, u8, bool, usize, bool, bool, bool);
 
 #[derive(Clone, Debug)]
 struct Scenario {
@@ -404,8 +432,9 @@ fn scenario() -> impl Strategy<Value = Scenario> {
     let job = (
         (0u64..4000, 1u32..17, any::<bool>(), 1u64..3000),
         (prop::sample::select(vec![0u64, 100, 500]), 0u8..4, any::<bool>(), 0usize..3, prop::bool::weighted(0.25)),
+        (prop::bool::weighted(0.3), prop::bool::weighted(0.3)),
     )
-        .prop_map(|((s, g, e, w), (c, p, pre, a, i))| (s, g, e, w, c, p, pre, a, i));
+        .prop_map(|((s, g, e, w), (c, p, pre, a, i), (idle, sig))| (s, g, e, w, c, p, pre, a, i, idle, sig));
     let jobs = prop::collection::vec(job, 1..30);
     let events = prop::collection::vec((0u64..5000, 0usize..20, 0u8..4), 0..5);
     let requests = prop::collection::vec((0u64..5000, 0usize..30, prop::sample::select(vec![0, 0, 1, 3])), 0..5);
@@ -435,6 +464,10 @@ fn build(s: &Scenario) -> Case {
         .contract(|c| {
             c.grace = s.grace;
             c.min_slice.batch = s.slice;
+            // CON-9 within the traces' horizon, for both classes.
+            let idle = allot_core::IdleReclaim { threshold: 0.05, after: 400, warning: 100 };
+            c.idle_reclaim.interactive = Some(idle);
+            c.idle_reclaim.batch = Some(allot_core::IdleReclaim { after: 900, ..idle });
         })
         .build();
     let accounts = ["org/a", "org/b/x", "org/c"];
@@ -444,7 +477,7 @@ fn build(s: &Scenario) -> Case {
     let specs: Vec<WorkloadSpec> = jobs
         .iter()
         .enumerate()
-        .map(|(i, &(submit, gpus, exact, work, ckpt, prio, pre, acct, interactive))| {
+        .map(|(i, &(submit, gpus, exact, work, ckpt, prio, pre, acct, interactive, idle, on_signal))| {
             let mut gpus = gpus;
             let mut nodes = 0;
             if exact && gpus > gpn && gpus % gpn == 0 {
@@ -466,6 +499,12 @@ fn build(s: &Scenario) -> Case {
                 .class(if interactive { Class::Interactive } else { Class::Batch });
             if pre {
                 w = w.preemptible();
+            }
+            if idle {
+                w = w.util(0.0);
+            }
+            if on_signal {
+                w = w.on_signal();
             }
             w.build(&state)
         })
@@ -496,7 +535,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     /// Random small traces: gangs, interactive work past slices, drains,
-    /// failures, cancels and failing exits, under three policies.
+    /// failures, cancels and failing exits, idle GPUs (CON-9) and
+    /// checkpoints on the signal (CON-8), under three policies.
     #[test]
     fn the_server_decides_as_the_simulator(s in scenario()) {
         check(&build(&s))?;
