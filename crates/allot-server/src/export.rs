@@ -13,6 +13,12 @@
 //!   measured some attempt of it: the attempts' means weighted by GPUs ×
 //!   measured seconds (`WorkloadRow::measured_util`); the declared `util`
 //!   of the submission otherwise.
+//! * `util` is the measured mean where GPU telemetry measured it (see
+//!   docs/server.md), the declared value otherwise; `checkpoint_s` is the
+//!   interval the workload really checkpointed at where it reported
+//!   checkpoints (CON-7: the progress its last reports saved over the
+//!   reports made), the declared one otherwise; `checkpoint_on_signal` as
+//!   submitted (CON-8).
 //! * `clusters` is the clusters the workload was allowed (FLEET-1), as
 //!   submitted; empty (any) for the rest. The column is written only when
 //!   some workload names clusters.
@@ -111,7 +117,15 @@ pub async fn export_trace(db_url: &str, out: &Path) -> Result<ExportSummary, Exp
         .filter_map(|w| work_done(w, attempts.get(&w.seq).map_or(&[], Vec::as_slice)).map(|s| (w, s)))
         .collect();
     let t0 = kept.iter().map(|(w, _)| w.submit_t).chain(events.iter().map(|e| e.t)).min().unwrap_or(0);
-    let rows: Vec<TraceRow> = kept.iter().map(|(w, work)| row(w, *work, t0)).collect();
+    let rows: Vec<TraceRow> = kept
+        .iter()
+        .map(|(w, work)| {
+            let mut r = row(w, *work, t0);
+            let tried = attempts.get(&w.seq).map_or(&[][..], Vec::as_slice);
+            r.checkpoint_s = reported_interval(tried).unwrap_or(r.checkpoint_s);
+            r
+        })
+        .collect();
     let write_err = |path: &Path| {
         let path = path.to_path_buf();
         move |source| ExportError::Write { path, source }
@@ -234,6 +248,16 @@ fn work_done(w: &WorkloadRow, attempts: &[AttemptRow]) -> Option<u64> {
     }
 }
 
+/// CON-7: the interval a workload really checkpointed at, where it
+/// reported checkpoints: the progress its attempts' last reports saved
+/// over the reports they made (each attempt's reports spread over the
+/// progress they saved). `None`: it reported none.
+fn reported_interval(attempts: &[AttemptRow]) -> Option<u64> {
+    let reported = attempts.iter().filter(|a| a.checkpoints > 0);
+    let (saved, n) = reported.fold((0i64, 0i64), |(s, n), a| (s + a.checkpoint_saved_s.unwrap_or(0), n + a.checkpoints));
+    (n > 0).then(|| (saved / n).max(1) as u64)
+}
+
 fn row(w: &WorkloadRow, work_s: u64, t0: i64) -> TraceRow {
     TraceRow {
         id: w.seq.to_string(),
@@ -252,5 +276,23 @@ fn row(w: &WorkloadRow, work_s: u64, t0: i64) -> TraceRow {
         clusters: w.clusters.clone().unwrap_or_default(),
         time_limit_s: w.time_limit_s.map(|l| l.max(1) as u64),
         checkpoint_on_signal: w.checkpoint_on_signal,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(checkpoints: i64, saved: Option<i64>) -> AttemptRow {
+        AttemptRow { checkpoints, checkpoint_saved_s: saved, ..AttemptRow::default() }
+    }
+
+    #[test]
+    fn the_exported_interval_is_the_reported_one() {
+        // 3 reports saving 900 s, then 1 saving 250 s: 1150 s over 4.
+        let tried = [attempt(3, Some(900)), attempt(0, None), attempt(1, Some(250))];
+        assert_eq!(reported_interval(&tried), Some(287));
+        assert_eq!(reported_interval(&[attempt(0, None)]), None, "none reported: the declared interval");
+        assert_eq!(reported_interval(&[]), None);
     }
 }
