@@ -254,7 +254,8 @@ fn work_done(w: &WorkloadRow, attempts: &[AttemptRow]) -> Option<u64> {
 /// progress they saved). `None`: it reported none.
 fn reported_interval(attempts: &[AttemptRow]) -> Option<u64> {
     let reported = attempts.iter().filter(|a| a.checkpoints > 0);
-    let (saved, n) = reported.fold((0i64, 0i64), |(s, n), a| (s + a.checkpoint_saved_s.unwrap_or(0), n + a.checkpoints));
+    let (saved, n) =
+        reported.fold((0i64, 0i64), |(s, n), a| (s + a.checkpoint_saved_s.unwrap_or(0), n + a.checkpoints));
     (n > 0).then(|| (saved / n).max(1) as u64)
 }
 
