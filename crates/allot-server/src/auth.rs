@@ -238,7 +238,12 @@ impl Authenticator {
     }
 
     pub async fn principal(&self, token: &str) -> Result<Option<Principal>, StoreError> {
-        let hash = hash_token(token);
+        self.principal_by_hash(hash_token(token)).await
+    }
+
+    /// The principal of the token with this hash (a dashboard session
+    /// keeps only the hash of the token it was opened with).
+    pub async fn principal_by_hash(&self, hash: String) -> Result<Option<Principal>, StoreError> {
         if let Some((p, at)) = self.cache.lock().expect("auth cache").get(&hash)
             && at.elapsed() < CACHE_TTL
         {

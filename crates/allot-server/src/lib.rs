@@ -23,6 +23,7 @@ pub mod api;
 pub mod auth;
 pub mod client;
 pub mod clock;
+pub mod dashboard;
 pub mod executor;
 pub mod export;
 pub mod listener;

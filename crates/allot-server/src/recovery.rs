@@ -367,6 +367,8 @@ mod spec_of_tests {
             end_t: None,
             last_cluster: None,
             measured_util: None,
+            last_alloc: None,
+            last_start_t: None,
         }
     }
 

@@ -128,6 +128,12 @@ pub struct WorkloadView {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 1)]
     pub measured_util: Option<f64>,
+    /// The nodes its last attempt runs or ran on (empty: never started).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_nodes: Vec<String>,
+    /// When its last attempt started (Unix seconds); absent: never started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_t: Option<i64>,
 }
 
 impl WorkloadView {

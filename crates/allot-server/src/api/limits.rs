@@ -53,18 +53,19 @@ impl Default for Limits {
     }
 }
 
-/// Rewrites error answers that are not JSON into the documented shape.
+/// Rewrites error answers that are not JSON into the documented shape (the
+/// dashboard's HTML error pages are left as they are).
 pub async fn shape_errors(req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let resp = next.run(req).await;
     let status = resp.status();
-    let is_json = resp
+    let is_shaped = resp
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
+    if !(status.is_client_error() || status.is_server_error()) || is_shaped {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();

@@ -2,13 +2,13 @@
 //! `/metrics`. Handlers authenticate, check and authorise, write
 //! submissions to the store, and reach the scheduler task only by messages.
 
-mod admin;
-mod budgets;
+pub(crate) mod admin;
+pub(crate) mod budgets;
 mod error;
 pub mod extract;
 pub mod limits;
 pub mod openapi;
-mod workloads;
+pub(crate) mod workloads;
 
 use std::sync::Arc;
 
@@ -73,6 +73,7 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/v1/workloads/{id}", workloads::show),
         route(Method::POST, "/v1/workloads/{id}/cancel", workloads::cancel),
         route(Method::POST, "/v1/workloads/{id}/checkpoint", workloads::checkpoint),
+        route(Method::GET, "/v1/workloads/{id}/log", workloads::log),
         route(Method::GET, "/v1/accounts", admin::accounts),
         route(Method::POST, "/v1/accounts", admin::create_account),
         route(Method::GET, "/v1/account-tree", admin::account_tree),
@@ -97,12 +98,29 @@ pub fn router(app: App) -> Router {
     let limits = app.limits.clone();
     let router = routes().into_iter().fold(Router::new(), |r, route| r.route(route.path, route.handler));
     router
-        .fallback(|| async { ApiError::not_found("no such endpoint (see /v1/openapi.json)") })
+        .merge(crate::dashboard::routes())
+        .fallback(fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(app)
         .layer(from_fn_with_state(limits, limits::in_flight))
         .layer(from_fn(limits::head_limits))
         .layer(from_fn(limits::shape_errors))
+}
+
+/// A path nobody serves: the API's JSON 404 under `/v1` and `/metrics`,
+/// the dashboard's page elsewhere.
+async fn fallback(
+    axum::extract::State(app): axum::extract::State<App>,
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let path = req.uri().path();
+    if path == "/v1" || path.starts_with("/v1/") || path == "/metrics" {
+        return ApiError::not_found("no such endpoint (see /v1/openapi.json)").into_response();
+    }
+    let (parts, _) = req.into_parts();
+    let viewer = crate::dashboard::Viewer::resolve(&app, &parts).await.ok().flatten();
+    crate::dashboard::not_found(viewer).await
 }
 
 /// The authenticated caller.

@@ -25,6 +25,7 @@ use super::{admin, budgets, workloads};
         workloads::show,
         workloads::cancel,
         workloads::checkpoint,
+        workloads::log,
         admin::accounts,
         admin::account,
         admin::change_account,

@@ -1,4 +1,4 @@
-//! `/v1/workloads`: submit, list, show (history and why), cancel.
+//! `/v1/workloads`: submit, list, show (history and why), cancel, logs.
 
 use std::collections::HashMap;
 
@@ -6,7 +6,7 @@ use allot_core::cluster::ClusterId;
 use allot_core::{Cluster, Phase, WorkloadSpec};
 use axum::Json;
 use axum::extract::{Query, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::oneshot;
 
@@ -53,6 +53,15 @@ pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
         cancel_requested: r.cancel_requested,
         cluster: r.last_cluster.clone(),
         measured_util: r.measured_util,
+        on_nodes: r
+            .last_alloc
+            .as_deref()
+            .map(|a| serde_json::from_str::<Vec<NodeGpusView>>(a).unwrap_or_default())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| n.node)
+            .collect(),
+        started_t: r.last_start_t,
     }
 }
 
@@ -192,11 +201,13 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
         end_t: None,
         last_cluster: None,
         measured_util: None,
+        last_alloc: None,
+        last_start_t: None,
     }
 }
 
 /// `GET /v1/workloads?account=&state=&user=&class=&limit=`
-#[utoipa::path(get, path = "/v1/workloads", summary = "list workloads the caller sees, newest first", description = "Roles: any (filtered).", security(("bearer" = [])), params(("account" = Option<String>, Query, description = "subtree"), ("state" = Option<String>, Query, description = "comma-separated states"), ("user" = Option<String>, Query), ("class" = Option<String>, Query), ("cluster" = Option<String>, Query, description = "clusters of the fleet, comma-separated: pending workloads (and those that never ran) eligible for one of them, the others whose last attempt ran on one"), ("limit" = Option<i64>, Query, description = "1 to 100000 (default 1000)")), responses((status = 200, description = "success", body = Vec<WorkloadView>), ApiErrors))]
+#[utoipa::path(get, path = "/v1/workloads", summary = "list workloads the caller sees, newest first", description = "Roles: any (filtered).", security(("bearer" = [])), params(("account" = Option<String>, Query, description = "subtree"), ("state" = Option<String>, Query, description = "comma-separated states"), ("user" = Option<String>, Query), ("class" = Option<String>, Query), ("cluster" = Option<String>, Query, description = "clusters of the fleet, comma-separated: pending workloads (and those that never ran) eligible for one of them, the others whose last attempt ran on one"), ("limit" = Option<i64>, Query, description = "1 to 100000 (default 1000)"), ("before" = Option<i64>, Query, description = "only workloads with an id below this one: the next page, newest first")), responses((status = 200, description = "success", body = Vec<WorkloadView>), ApiErrors))]
 pub async fn list(
     State(app): State<App>,
     Auth(who): Auth,
@@ -229,6 +240,14 @@ pub async fn list(
                     f.states.push(s.to_string());
                 }
             }
+            "before" => {
+                f.before = Some(
+                    v.parse::<i64>()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| ApiError::field("before", format!("expected a workload id, got {v:?}")))?,
+                );
+            }
             "limit" => {
                 f.limit = v
                     .parse::<i64>()
@@ -239,7 +258,7 @@ pub async fn list(
             other => {
                 return Err(ApiError::field(
                     other,
-                    "unknown query parameter (use account, state, user, class, cluster, limit)",
+                    "unknown query parameter (use account, state, user, class, cluster, before, limit)",
                 ));
             }
         }
@@ -328,4 +347,95 @@ pub async fn checkpoint(
     let token = super::bearer(&headers)?.to_string();
     let seq = id.parse::<i64>().map_err(|_| ApiError::not_found(format!("no workload {id}")))?;
     Ok(Json(ask(&app, |reply| Msg::CheckpointReport { seq, token, reply }).await??))
+}
+
+/// Largest chunk of a log one request returns.
+pub const MAX_LOG_CHUNK: u64 = 1024 * 1024;
+
+/// A chunk of an attempt's log: the bytes, the offset after them, and
+/// whether the log is complete (the attempt ended and nothing follows).
+pub struct LogChunk {
+    pub bytes: Vec<u8>,
+    pub next: u64,
+    pub done: bool,
+}
+
+impl IntoResponse for LogChunk {
+    fn into_response(self) -> Response {
+        let mut r = ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"))], self.bytes)
+            .into_response();
+        r.headers_mut().insert("x-log-offset", HeaderValue::from(self.next));
+        if self.done {
+            r.headers_mut().insert("x-log-done", HeaderValue::from_static("true"));
+        }
+        r
+    }
+}
+
+/// `GET /v1/workloads/{id}/log?attempt=&offset=&limit=`: an attempt's
+/// output (stdout and stderr), from a byte offset, as plain text.
+#[utoipa::path(get, path = "/v1/workloads/{id}/log", summary = "an attempt's output (stdout and stderr) from a byte offset; follow it by asking again from X-Log-Offset until X-Log-Done", description = "Roles: whoever sees its account.", security(("bearer" = [])), params(("id" = String, Path, description = "the workload's id"), ("attempt" = Option<i64>, Query, description = "the attempt (default: the last)"), ("offset" = Option<u64>, Query, description = "first byte (default 0)"), ("limit" = Option<u64>, Query, description = "most bytes returned, 1 to 1048576 (default 65536)")), responses((status = 200, description = "the bytes from offset (possibly none yet)", content_type = "text/plain", body = String, headers(("X-Log-Offset" = u64, description = "the offset after these bytes: ask from there next"), ("X-Log-Done" = String, description = "true when the attempt has ended and the log is read to its end"))), ApiErrors))]
+pub async fn log(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<LogChunk, ApiError> {
+    let (mut attempt, mut offset, mut limit) = (None, 0u64, 64 * 1024u64);
+    for (k, v) in &q {
+        let bad = |what: &str| ApiError::field(k.clone(), format!("expected {what}, got {v:?}"));
+        match k.as_str() {
+            "attempt" => {
+                attempt =
+                    Some(v.parse::<i64>().ok().filter(|n| *n >= 1).ok_or_else(|| bad("an attempt number from 1"))?)
+            }
+            "offset" => offset = v.parse::<u64>().map_err(|_| bad("a byte offset"))?,
+            "limit" => {
+                limit = v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| (1..=MAX_LOG_CHUNK).contains(n))
+                    .ok_or_else(|| bad("1 to 1048576"))?
+            }
+            other => return Err(ApiError::field(other, "unknown query parameter (use attempt, offset, limit)")),
+        }
+    }
+    let seq = parse_id(&id)?;
+    let detail = app.store.workload_detail(seq).await?.filter(|(r, _)| who.can_see(&r.account));
+    let (_, attempts) = detail.ok_or_else(|| ApiError::not_found(format!("no workload {id}")))?;
+    let a = match attempt {
+        Some(n) => attempts.iter().find(|a| a.attempt == n).ok_or_else(|| {
+            ApiError::not_found(format!("workload {id} has no attempt {n} (it has {})", attempts.len()))
+        })?,
+        None => attempts.last().ok_or_else(|| ApiError::not_found(format!("workload {id} has not started yet")))?,
+    };
+    let ended = a.end_t.is_some();
+    read_log(std::path::PathBuf::from(&a.log_path), offset, limit, ended).await
+}
+
+/// Reads `limit` bytes of the log at `path` from `offset`; a log not yet
+/// written is empty.
+async fn read_log(path: std::path::PathBuf, offset: u64, limit: u64, ended: bool) -> Result<LogChunk, ApiError> {
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(LogChunk { bytes: Vec::new(), next: offset, done: ended });
+            }
+            Err(e) => return Err(ApiError::new(ErrorKind::Unavailable, format!("cannot read the log: {e}"))),
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let from = offset.min(len);
+        f.seek(SeekFrom::Start(from))
+            .map_err(|e| ApiError::new(ErrorKind::Unavailable, format!("cannot read the log: {e}")))?;
+        let mut bytes = Vec::with_capacity(limit.min(len - from) as usize);
+        f.take(limit)
+            .read_to_end(&mut bytes)
+            .map_err(|e| ApiError::new(ErrorKind::Unavailable, format!("cannot read the log: {e}")))?;
+        let next = from + bytes.len() as u64;
+        Ok(LogChunk { bytes, next, done: ended && next >= len })
+    })
+    .await
+    .map_err(|_| ApiError::unavailable())?
 }

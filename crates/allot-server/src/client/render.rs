@@ -309,6 +309,8 @@ mod tests {
             cancel_requested: false,
             cluster: cluster.map(String::from),
             measured_util: None,
+            on_nodes: Vec::new(),
+            started_t: None,
         }
     }
 

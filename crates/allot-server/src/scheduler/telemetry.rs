@@ -85,6 +85,10 @@ pub(crate) fn fold(
     }
 }
 
+/// Seconds per point of an attempt's utilization over time in the store
+/// (or the sampling interval, when longer): 288 points a day per attempt.
+pub(crate) const POINT_BUCKET_S: u64 = 300;
+
 impl Scheduler {
     /// An executor's sample of an attempt's GPUs: folded into the
     /// attempt's summary, whose store row is rewritten with the step's
@@ -115,6 +119,21 @@ impl Scheduler {
             None => self.ops.push(op),
         }
         self.telemetry.attempts.insert(key, Measured { summary, last_util: util });
+        // The chart's point of this bucket (the last sample in it wins).
+        let bucket = POINT_BUCKET_S.max(self.telemetry.config.interval_s.unwrap_or(1)) as i64;
+        let at = t.min(now) as i64;
+        let point = crate::store::GpuSample {
+            seq: key.seq,
+            attempt: key.attempt,
+            t: at - at.rem_euclid(bucket),
+            util,
+            mem_mib: i64::try_from(mem).unwrap_or(i64::MAX),
+        };
+        let same = |o: &&mut Op| matches!(o, Op::GpuPoint(p) if (p.seq, p.attempt, p.t) == (point.seq, point.attempt, point.t));
+        match self.ops.iter_mut().rev().find(same) {
+            Some(o) => *o = Op::GpuPoint(point),
+            None => self.ops.push(Op::GpuPoint(point)),
+        }
     }
 }
 

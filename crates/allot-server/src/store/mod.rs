@@ -14,6 +14,7 @@ pub mod budget;
 pub mod instance;
 pub mod lease;
 mod rows;
+pub mod sessions;
 mod workloads;
 
 use std::path::PathBuf;
@@ -27,7 +28,7 @@ use sqlx::{Any, AnyPool, Executor};
 pub use lease::{Fence, LeaseConfig, LeaseHolder};
 
 pub use rows::{
-    AttemptRow, AuditRow, ClusterFilter, GpuSummary, NewWorkload, NodeEventRow, Op, OverrideRow, TokenRow,
+    AttemptRow, AuditRow, ClusterFilter, GpuSample, GpuSummary, NewWorkload, NodeEventRow, Op, OverrideRow, TokenRow,
     WorkloadFilter, WorkloadRow,
 };
 pub use workloads::{Idempotency, Inserted};
@@ -151,6 +152,7 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (10, include_str!("migrations/sqlite/0010_workdir.sql")),
     (11, include_str!("migrations/sqlite/0011_telemetry.sql")),
     (12, include_str!("migrations/sqlite/0012_contract_reports.sql")),
+    (13, include_str!("migrations/sqlite/0013_dashboard.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
@@ -165,6 +167,7 @@ const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (10, include_str!("migrations/postgres/0010_workdir.sql")),
     (11, include_str!("migrations/postgres/0011_telemetry.sql")),
     (12, include_str!("migrations/postgres/0012_contract_reports.sql")),
+    (13, include_str!("migrations/postgres/0013_dashboard.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after

@@ -87,6 +87,10 @@ pub struct WorkloadRow {
     /// `None` where no attempt was measured.
     #[serde(default)]
     pub measured_util: Option<f64>,
+    /// The allocation (JSON, as [`AttemptRow::alloc`]) and start of its last
+    /// attempt, if any.
+    pub last_alloc: Option<String>,
+    pub last_start_t: Option<i64>,
 }
 
 impl WorkloadRow {
@@ -239,6 +243,9 @@ pub struct WorkloadFilter {
     /// attempt ran on one of them ([`AttemptRow::cluster`]). `None`: every
     /// cluster.
     pub clusters: Option<Vec<ClusterFilter>>,
+    /// Only workloads with an id below this one (the next page of a
+    /// listing, newest first).
+    pub before: Option<i64>,
     pub limit: i64,
 }
 
@@ -316,4 +323,20 @@ pub enum Op {
         attempt: i64,
         summary: GpuSummary,
     },
+    /// A point of the attempt's utilization over time (the dashboard's
+    /// chart): the last sample of its bucket starting at `t` wins.
+    GpuPoint(GpuSample),
+}
+
+/// A point of an attempt's GPU utilization over time (`gpu_samples`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuSample {
+    pub seq: i64,
+    pub attempt: i64,
+    /// Start of the bucket (Unix seconds).
+    pub t: i64,
+    /// Mean utilization of its GPUs (0..1).
+    pub util: f64,
+    /// The most memory used on one of its GPUs (MiB).
+    pub mem_mib: i64,
 }

@@ -5,7 +5,7 @@ use allot_core::Phase;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::rows::{AttemptRow, GpuSummary, NewWorkload, NodeEventRow, Op, WorkloadFilter, WorkloadRow};
+use super::rows::{AttemptRow, GpuSample, GpuSummary, NewWorkload, NodeEventRow, Op, WorkloadFilter, WorkloadRow};
 use super::{Ctx, Store, StoreError};
 use crate::states::{AttemptState, PHASES};
 
@@ -33,7 +33,9 @@ const WORKLOAD_COLS: &str = concat!(
     last_cluster!(),
     " AS last_cluster, ",
     measured_util!(),
-    " AS measured_util"
+    " AS measured_util, (SELECT a.alloc FROM attempts a WHERE a.workload = workloads.seq ORDER BY a.attempt DESC \
+     LIMIT 1) AS last_alloc, (SELECT a.start_t FROM attempts a WHERE a.workload = workloads.seq ORDER BY a.attempt \
+     DESC LIMIT 1) AS last_start_t"
 );
 
 const ATTEMPT_COLS: &str = "workload, attempt, alloc, cluster, gpus, weight, state, start_t, start_reason, signal_t, \
@@ -126,6 +128,8 @@ fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
         end_t: r.try_get("end_t")?,
         last_cluster: r.try_get("last_cluster")?,
         measured_util: r.try_get("measured_util")?,
+        last_alloc: r.try_get("last_alloc")?,
+        last_start_t: r.try_get("last_start_t")?,
     })
 }
 
@@ -287,6 +291,9 @@ impl Store {
                 sql.push_str(&format!(" AND {col} = ${}", binds.len()));
             }
         }
+        if let Some(before) = f.before {
+            sql.push_str(&format!(" AND seq < {before}"));
+        }
         if let Some(clusters) = &f.clusters {
             let (mut eligible, mut on) = (Vec::new(), Vec::new());
             for c in clusters {
@@ -319,6 +326,27 @@ impl Store {
         }
         let rows = q.fetch_all(&self.pool).await.ctx("list workloads")?;
         rows.iter().map(workload_row).collect::<Result<_, _>>().ctx("decode workloads")
+    }
+
+    /// A workload's points of GPU utilization over time, by attempt and time.
+    pub async fn gpu_samples_of(&self, seq: i64) -> Result<Vec<GpuSample>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT workload, attempt, t, util, mem_mib FROM gpu_samples WHERE workload = $1 ORDER BY attempt, t",
+        )
+        .bind(seq)
+        .fetch_all(&self.pool)
+        .await
+        .ctx("read GPU samples")?;
+        let decode = |r: &AnyRow| -> Result<GpuSample, sqlx::Error> {
+            Ok(GpuSample {
+                seq: r.try_get("workload")?,
+                attempt: r.try_get("attempt")?,
+                t: r.try_get("t")?,
+                util: r.try_get("util")?,
+                mem_mib: r.try_get::<Option<i64>, _>("mem_mib")?.unwrap_or(0),
+            })
+        };
+        rows.iter().map(decode).collect::<Result<_, _>>().ctx("decode GPU samples")
     }
 
     /// Workloads not yet ended, in submit order (recovery).
@@ -493,6 +521,15 @@ fn op_query(op: &Op) -> Query<'_> {
         .bind(g.last_t)
         .bind(*seq)
         .bind(*attempt),
+        Op::GpuPoint(p) => sqlx::query(
+            "INSERT INTO gpu_samples (workload, attempt, t, util, mem_mib) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (workload, attempt, t) DO UPDATE SET util = excluded.util, mem_mib = excluded.mem_mib",
+        )
+        .bind(p.seq)
+        .bind(p.attempt)
+        .bind(p.t)
+        .bind(p.util)
+        .bind(p.mem_mib),
         Op::NodeEvent { t, node, kind, principal } => {
             sqlx::query("INSERT INTO node_events (t, node, kind, principal) VALUES ($1, $2, $3, $4)")
                 .bind(*t)

@@ -1,0 +1,382 @@
+//! Signing in and out, the session cookie, the signed-in viewer and CSRF.
+//!
+//! A session is opened by pasting an API token at `/login`. The browser
+//! gets a random session id in an `HttpOnly`, `SameSite=Strict` cookie
+//! (`Secure` when the request came over TLS through a proxy that says so
+//! with `X-Forwarded-Proto: https` or `Forwarded: proto=https`); the store
+//! keeps the id's SHA-256, the token's hash, a CSRF token and the expiry
+//! ([`SESSION_TTL`]). Each request resolves the session to the token's
+//! principal again, so a revoked token signs its sessions out at once.
+//!
+//! Changes are `POST` forms: [`Viewer::check_csrf`] compares the form's
+//! `csrf` field with the session's, and a request whose `Origin` (or
+//! `Sec-Fetch-Site`) says another site sent it is refused before anything
+//! is read.
+
+use std::collections::HashMap;
+
+use axum::extract::{FromRequestParts, Query, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use maud::html;
+use serde::Deserialize;
+
+use crate::api::App;
+use crate::auth::{Principal, Role, hash_token, new_token};
+use crate::store::sessions::SessionRow;
+
+use super::layout;
+
+/// The session cookie's name.
+pub const COOKIE: &str = "allot_session";
+/// A one-shot message for the next page (set after a change, read once).
+pub const FLASH: &str = "allot_flash";
+/// How long a session lasts after sign-in.
+pub const SESSION_TTL: i64 = 12 * 3600;
+/// The header with which the dashboard's script asks for `<main>` only.
+pub const PARTIAL: &str = "x-allot-partial";
+
+/// Whoever is signed in, on this request.
+#[derive(Clone, Debug)]
+pub struct Viewer {
+    pub who: Principal,
+    /// The session's CSRF token (put in every form).
+    pub csrf: String,
+    session_hash: String,
+    /// Only `<main>` is wanted (an in-place refresh).
+    pub partial: bool,
+    /// The cookie is to be `Secure` (the request came over TLS).
+    pub secure: bool,
+    /// The one-shot message of the change before this page, if any.
+    pub flash: Option<Flash>,
+    /// The path and query of this request.
+    pub here: String,
+}
+
+/// A message about the last change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flash {
+    pub ok: bool,
+    pub text: String,
+}
+
+impl Viewer {
+    /// Refuses (403) unless `csrf` is this session's token.
+    pub fn check_csrf(&self, csrf: &str) -> Result<(), Response> {
+        if constant_time_eq(csrf.as_bytes(), self.csrf.as_bytes()) {
+            Ok(())
+        } else {
+            Err(layout::error_page(
+                Some(self),
+                StatusCode::FORBIDDEN,
+                "Refused",
+                "The form was not sent by this session (CSRF check failed). Reload the page and try again.",
+            ))
+        }
+    }
+
+    /// The viewer of a request, if it carries a live session.
+    pub async fn resolve(app: &App, parts: &Parts) -> Result<Option<Viewer>, Response> {
+        let Some(id) = cookie(&parts.headers, COOKIE) else { return Ok(None) };
+        let hash = hash_token(&id);
+        let now = crate::clock::now() as i64;
+        let unavailable = |e: crate::store::StoreError| {
+            tracing::warn!(error = %e, "dashboard: cannot read the session");
+            layout::error_page(
+                None,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Unavailable",
+                "The store cannot be read; retry shortly.",
+            )
+        };
+        let Some(s) = app.store.session(&hash, now).await.map_err(unavailable)? else { return Ok(None) };
+        let Some(who) = app.auth.principal_by_hash(s.token_hash).await.map_err(unavailable)? else {
+            return Ok(None);
+        };
+        let flash = cookie(&parts.headers, FLASH).and_then(|v| decode_flash(&v));
+        Ok(Some(Viewer {
+            who,
+            csrf: s.csrf,
+            session_hash: hash,
+            partial: parts.headers.contains_key(PARTIAL),
+            secure: over_tls(&parts.headers),
+            flash,
+            here: parts.uri.path_and_query().map_or_else(|| "/".to_string(), |p| p.as_str().to_string()),
+        }))
+    }
+}
+
+impl FromRequestParts<App> for Viewer {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Viewer, Response> {
+        if parts.method != Method::GET && parts.method != Method::HEAD {
+            same_origin(&parts.headers)?;
+        }
+        match Viewer::resolve(app, parts).await? {
+            Some(v) => Ok(v),
+            None if parts.method == Method::GET && !parts.headers.contains_key(PARTIAL) => {
+                let here = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+                let next = if here == "/" { String::new() } else { format!("?next={}", urlencode(here)) };
+                Err(Redirect::to(&format!("/login{next}")).into_response())
+            }
+            None => Err(layout::error_page(
+                None,
+                StatusCode::UNAUTHORIZED,
+                "Signed out",
+                "Your session has ended. Sign in again.",
+            )),
+        }
+    }
+}
+
+/// 403 for a change sent from another site: `Sec-Fetch-Site: cross-site`
+/// or an `Origin` whose host is not this request's `Host`.
+fn same_origin(headers: &HeaderMap) -> Result<(), Response> {
+    let refuse = || {
+        Err(layout::error_page(
+            None,
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "A change may only be sent from this dashboard.",
+        ))
+    };
+    if headers.get("sec-fetch-site").is_some_and(|v| v.as_bytes() == b"cross-site") {
+        return refuse();
+    }
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else { return Ok(()) };
+    let origin_host = origin.split_once("://").map_or(origin, |(_, h)| h);
+    let host = headers
+        .get("x-forwarded-host")
+        .or_else(|| headers.get(header::HOST))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if origin == "null" || !origin_host.eq_ignore_ascii_case(host) { refuse() } else { Ok(()) }
+}
+
+/// Whether the request reached the proxy in front of Allot over TLS.
+fn over_tls(headers: &HeaderMap) -> bool {
+    let forwarded_https = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').next().unwrap_or("").trim().eq_ignore_ascii_case("https"));
+    let forwarded = headers
+        .get(header::FORWARDED)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split([';', ',']).any(|kv| kv.trim().eq_ignore_ascii_case("proto=https")));
+    forwarded_https || forwarded
+}
+
+/// A cookie's value.
+pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+}
+
+/// A `Set-Cookie` value with the dashboard's attributes.
+fn set_cookie(name: &str, value: &str, max_age: i64, secure: bool) -> HeaderValue {
+    let secure = if secure { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"))
+        .expect("a cookie of visible ASCII")
+}
+
+/// A redirect after a change (303), with `flash` for the next page.
+pub fn after_change(v: &Viewer, to: &str, flash: Flash) -> Response {
+    let mut r = Redirect::to(to).into_response();
+    r.headers_mut().append(header::SET_COOKIE, set_cookie(FLASH, &encode_flash(&flash), 60, v.secure));
+    r
+}
+
+/// Removes the flash cookie once a page has shown it.
+pub fn clear_flash(v: &Viewer, r: &mut Response) {
+    if v.flash.is_some() && !v.partial {
+        r.headers_mut().append(header::SET_COOKIE, set_cookie(FLASH, "", 0, v.secure));
+    }
+}
+
+/// Hex of `ok|text` (a cookie value of safe characters), cut to 1,000 bytes.
+fn encode_flash(f: &Flash) -> String {
+    let mut text = f.text.clone();
+    while text.len() > 1000 {
+        text.pop();
+    }
+    let raw = format!("{}{}", if f.ok { '1' } else { '0' }, text);
+    raw.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_flash(v: &str) -> Option<Flash> {
+    if !v.len().is_multiple_of(2) || v.is_empty() {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..v.len()).step_by(2).map(|i| u8::from_str_radix(&v[i..i + 2], 16).ok()).collect();
+    let s = String::from_utf8(bytes?).ok()?;
+    let (ok, text) = s.split_at(1);
+    Some(Flash { ok: ok == "1", text: text.to_string() })
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Percent-encodes a path for a `next` parameter.
+pub fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Where to go after sign-in: a path of this site only (never `//host`).
+fn local_next(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.starts_with("/\\") && !n.contains("://") => {
+            n.to_string()
+        }
+        _ => "/".to_string(),
+    }
+}
+
+pub fn routes() -> Router<App> {
+    Router::new().route("/login", get(login_page).post(login)).route("/logout", post(logout))
+}
+
+async fn login_page(Query(q): Query<HashMap<String, String>>) -> Response {
+    login_form(StatusCode::OK, q.get("next").map(String::as_str), None)
+}
+
+fn login_form(status: StatusCode, next: Option<&str>, error: Option<&str>) -> Response {
+    let next = local_next(next);
+    let body = html! {
+        h1 { "Sign in to Allot" }
+        @if let Some(e) = error { p.flash.error role="alert" { (e) } }
+        form.login method="post" action="/login" {
+            input type="hidden" name="next" value=(next);
+            label for="token" { "API token" }
+            p.hint id="token-hint" { "Paste the token you were given (" code { "allot token create" } " makes one). It is sent once, over this form, and never stored in the browser: the browser keeps a session cookie instead." }
+            input #token type="password" name="token" autocomplete="off" required aria-describedby="token-hint" autofocus;
+            button type="submit" { "Sign in" }
+        }
+    };
+    let mut r = layout::bare("Sign in", body);
+    *r.status_mut() = status;
+    r
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    token: String,
+    #[serde(default)]
+    next: Option<String>,
+}
+
+async fn login(State(app): State<App>, headers: HeaderMap, Form(f): Form<LoginForm>) -> Response {
+    if let Err(r) = same_origin(&headers) {
+        return r;
+    }
+    let who = match app.auth.principal(f.token.trim()).await {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            return login_form(StatusCode::UNAUTHORIZED, f.next.as_deref(), Some("Unknown or revoked token."));
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "dashboard: cannot check a token");
+            return login_form(
+                StatusCode::SERVICE_UNAVAILABLE,
+                f.next.as_deref(),
+                Some("The store cannot be read; retry shortly."),
+            );
+        }
+    };
+    if who.role == Role::Metrics {
+        return login_form(
+            StatusCode::FORBIDDEN,
+            f.next.as_deref(),
+            Some("A metrics token reads /metrics only; sign in with a researcher, manager or admin token."),
+        );
+    }
+    let id = new_token();
+    let now = crate::clock::now() as i64;
+    let row = SessionRow {
+        hash: hash_token(&id),
+        token_hash: hash_token(f.token.trim()),
+        csrf: hash_token(&new_token()),
+        created_t: now,
+        expires_t: now + SESSION_TTL,
+    };
+    if let Err(e) = app.store.insert_session(&row).await {
+        tracing::warn!(error = %e, "dashboard: cannot record a session");
+        return login_form(
+            StatusCode::SERVICE_UNAVAILABLE,
+            f.next.as_deref(),
+            Some("The store cannot be written; retry shortly."),
+        );
+    }
+    tracing::info!(principal = %who.name, "dashboard: signed in");
+    let mut r = Redirect::to(&local_next(f.next.as_deref())).into_response();
+    r.headers_mut().append(header::SET_COOKIE, set_cookie(COOKIE, &id, SESSION_TTL, over_tls(&headers)));
+    r
+}
+
+#[derive(Deserialize)]
+struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+async fn logout(State(app): State<App>, v: Viewer, Form(f): Form<CsrfForm>) -> Response {
+    if let Err(r) = v.check_csrf(&f.csrf) {
+        return r;
+    }
+    if let Err(e) = app.store.delete_session(&v.session_hash).await {
+        tracing::warn!(error = %e, "dashboard: cannot end a session");
+    }
+    let mut r = Redirect::to("/login").into_response();
+    r.headers_mut().append(header::SET_COOKIE, set_cookie(COOKIE, "", 0, v.secure));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_is_a_local_path_only() {
+        assert_eq!(local_next(Some("/workloads/7")), "/workloads/7");
+        for bad in ["//evil.example/", "https://evil.example/", "/\\evil", "workloads", ""] {
+            assert_eq!(local_next(Some(bad)), "/", "{bad}");
+        }
+        assert_eq!(local_next(None), "/");
+    }
+
+    #[test]
+    fn flash_survives_its_cookie() {
+        let f = Flash { ok: false, text: "BUD-1: budget must be ≥ 0; \"quoted\"".into() };
+        assert_eq!(decode_flash(&encode_flash(&f)), Some(f));
+        assert_eq!(decode_flash("zz"), None);
+    }
+
+    #[test]
+    fn cross_site_changes_are_refused() {
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, HeaderValue::from_static("allot.lab:8080"));
+        assert!(same_origin(&h).is_ok(), "no Origin: a same-site form in an older browser");
+        h.insert(header::ORIGIN, HeaderValue::from_static("http://allot.lab:8080"));
+        assert!(same_origin(&h).is_ok());
+        h.insert(header::ORIGIN, HeaderValue::from_static("http://evil.example"));
+        assert!(same_origin(&h).is_err());
+        h.insert(header::ORIGIN, HeaderValue::from_static("http://allot.lab:8080"));
+        h.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
+        assert!(same_origin(&h).is_err());
+    }
+}
