@@ -103,6 +103,14 @@ fn sibling(out: &Path, what: &str) -> PathBuf {
 /// Reads the store at `db_url` and writes the trace CSV to `out`.
 pub async fn export_trace(db_url: &str, out: &Path) -> Result<ExportSummary, ExportError> {
     let store = Store::open(db_url).await?;
+    let summary = export_store(&store, out).await;
+    store.close().await;
+    summary
+}
+
+/// [`export_trace`] from an open store (the dashboard's download reads
+/// the serving store's pool).
+pub async fn export_store(store: &Store, out: &Path) -> Result<ExportSummary, ExportError> {
     let workloads = store.all_workloads().await?;
     let mut attempts: BTreeMap<i64, Vec<AttemptRow>> = BTreeMap::new();
     for a in store.all_attempts().await? {
@@ -111,7 +119,6 @@ pub async fn export_trace(db_url: &str, out: &Path) -> Result<ExportSummary, Exp
     let events = store.node_events().await?;
     let mut audit = store.audit(i64::MAX).await?;
     audit.reverse();
-    store.close().await;
     let kept: Vec<(&WorkloadRow, u64)> = workloads
         .iter()
         .filter_map(|w| work_done(w, attempts.get(&w.seq).map_or(&[], Vec::as_slice)).map(|s| (w, s)))

@@ -371,13 +371,64 @@ pub struct NodeView {
     /// [`NodeView::retain_visible`] filters by).
     #[serde(skip)]
     pub workload_accounts: Vec<String>,
+    /// Its GPUs held by running (or stopping) workloads: one entry per
+    /// workload the caller may see, and one anonymous entry (no workload,
+    /// no account) for all the GPUs held by workloads it may not see, so
+    /// that a grid of the node's GPUs is complete without naming them. The
+    /// GPUs in no entry are free, or out of service with the node.
+    #[serde(default)]
+    pub held: Vec<NodeHold>,
+}
+
+/// GPUs of one node held by one running workload (`GET /v1/nodes`), or,
+/// without `workload` and `account`, by workloads the caller may not see.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct NodeHold {
+    /// The workload's id; null: workloads of accounts the caller may not see.
+    pub workload: Option<String>,
+    /// The workload's account; null as `workload`.
+    pub account: Option<String>,
+    /// How many of this node's GPUs it holds (of a gang: its part here).
+    #[schema(minimum = 1)]
+    pub gpus: u32,
+    /// Which of this node's GPUs (indices, ascending).
+    pub indices: Vec<u32>,
+    /// The utilization (0..1) of the attempt's last GPU telemetry sample,
+    /// the mean over all its GPUs (on every node of a gang), while that
+    /// sample is recent (within three sampling intervals); null: not
+    /// measured now, or not the caller's to see (docs/measures.md, "Live
+    /// utilization").
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1)]
+    pub util: Option<f64>,
+    /// `util` is below the config's `[telemetry] idle_threshold`: by its
+    /// telemetry the workload leaves these GPUs idle. False when not measured.
+    #[serde(default)]
+    pub idle: bool,
 }
 
 impl NodeView {
-    /// Keeps only the workloads whose account `visible` accepts.
+    /// Keeps only the workloads whose account `visible` accepts; the
+    /// holdings of the others become one anonymous entry with their GPUs
+    /// (no id, no account, no utilization), so the GPU count stays right.
     pub fn retain_visible(&mut self, visible: impl Fn(&str) -> bool) {
         let pairs = std::mem::take(&mut self.workloads).into_iter().zip(std::mem::take(&mut self.workload_accounts));
         (self.workloads, self.workload_accounts) = pairs.filter(|(_, a)| visible(a)).unzip();
+        let (seen, hidden): (Vec<NodeHold>, Vec<NodeHold>) =
+            std::mem::take(&mut self.held).into_iter().partition(|h| h.account.as_deref().is_some_and(&visible));
+        self.held = seen;
+        if !hidden.is_empty() {
+            let mut indices: Vec<u32> = hidden.iter().flat_map(|h| h.indices.iter().copied()).collect();
+            indices.sort_unstable();
+            self.held.push(NodeHold {
+                workload: None,
+                account: None,
+                gpus: hidden.iter().map(|h| h.gpus).sum(),
+                indices,
+                util: None,
+                idle: false,
+            });
+        }
     }
 }
 
@@ -446,4 +497,64 @@ pub struct CheckpointView {
     pub t: i64,
     /// Seconds of the attempt's progress it saved: what a stop keeps.
     pub saved_s: i64,
+}
+
+#[cfg(test)]
+mod node_tests {
+    use super::*;
+
+    fn hold(id: &str, account: &str, indices: &[u32], util: Option<f64>) -> NodeHold {
+        NodeHold {
+            workload: Some(id.into()),
+            account: Some(account.into()),
+            gpus: indices.len() as u32,
+            indices: indices.to_vec(),
+            util,
+            idle: util.is_some_and(|u| u < 0.1),
+        }
+    }
+
+    fn node() -> NodeView {
+        NodeView {
+            name: "gpu-0".into(),
+            cluster: None,
+            pool: "gpu".into(),
+            rack: 0,
+            gpu_type: "H100".into(),
+            gpus: 8,
+            free_gpus: 2,
+            health: "up".into(),
+            workloads: vec!["1".into(), "2".into(), "3".into()],
+            workload_accounts: vec!["org/a".into(), "org/b".into(), "lab/x".into()],
+            held: vec![
+                hold("1", "org/a", &[0, 1], Some(0.9)),
+                hold("2", "org/b", &[2, 5], Some(0.02)),
+                hold("3", "lab/x", &[3, 4], None),
+            ],
+        }
+    }
+
+    /// Hidden holdings merge into one entry that names nothing but keeps
+    /// the GPUs; a caller who sees everything gets the holdings unchanged.
+    #[test]
+    fn invisible_holdings_become_one_anonymous_entry() {
+        let mut n = node();
+        n.retain_visible(|a| a.starts_with("org/a"));
+        assert_eq!(n.workloads, ["1"]);
+        assert_eq!(n.held.len(), 2, "{:?}", n.held);
+        assert_eq!(n.held[0], hold("1", "org/a", &[0, 1], Some(0.9)));
+        let anon = &n.held[1];
+        assert_eq!((anon.workload.as_deref(), anon.account.as_deref()), (None, None));
+        assert_eq!((anon.gpus, anon.indices.as_slice(), anon.util, anon.idle), (4, &[2, 3, 4, 5][..], None, false));
+        let held: u32 = n.held.iter().map(|h| h.gpus).sum();
+        assert_eq!(held + n.free_gpus, n.gpus, "every GPU is free or held");
+
+        let mut all = node();
+        all.retain_visible(|_| true);
+        assert_eq!(all, node());
+        let mut none = node();
+        none.retain_visible(|_| false);
+        assert_eq!(none.held.len(), 1);
+        assert!(none.workloads.is_empty());
+    }
 }

@@ -262,6 +262,7 @@ mod tests {
             health: "up".into(),
             workloads: vec![],
             workload_accounts: vec![],
+            held: vec![],
         }
     }
 

@@ -1,9 +1,591 @@
-//! Filled in by its page's change.
+//! History: occupancy, utilization, queue length, queue-time percentiles
+//! and preemptions over a window of time (`?window=6h|1d|7d|30d`, or
+//! `?from=&to=` in Unix seconds), computed from the store with the
+//! definitions of docs/measures.md ([`series`]); and the trace export for
+//! a what-if replay (`GET /history/export`).
+//!
+//! * **Who sees what.** Admins see the fleet. Anyone else sees the work
+//!   of the accounts it may see (the API's visibility, `Principal::can_see`)
+//!   against the whole fleet's capacity: its occupancy is its GPU-time
+//!   over the fleet's available GPU-time, so the series of every team add
+//!   up to the fleet's. Availability is always the fleet's.
+//! * **The export** is what `allot trace export` writes
+//!   ([`crate::export::export_store`]): it holds every account's workloads,
+//!   node events and account changes, so only admins may download it.
+//! * The store is read for the window only ([`crate::store::history`]);
+//!   the page refreshes itself every minute.
+
+mod series;
+
+use std::time::Instant;
 
 use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use maud::{Markup, PreEscaped, html};
+use serde::Deserialize;
+
+use allot_report::svg::{Axis, Line, LineChart, Shape, line_chart};
 
 use crate::api::App;
 
+use super::layout::{self, Nav, Page, dur, num, pct, when};
+use super::session::Viewer;
+use series::{NodeCap, QueueStats, Series, Window, ratio};
+
+/// The windows offered: name, span and bucket (48 to 200 buckets each).
+pub const WINDOWS: [(&str, i64, i64); 4] =
+    [("6h", 6 * 3600, 300), ("1d", 86_400, 900), ("7d", 7 * 86_400, 3600), ("30d", 30 * 86_400, 21_600)];
+
+/// The longest window asked with `from` and `to`.
+pub const MAX_SPAN_S: i64 = 92 * 86_400;
+
+/// Bucket sizes a window of `from` and `to` may take: the smallest that
+/// gives at most 200 buckets.
+const BUCKETS: [i64; 17] = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10_800, 21_600, 43_200];
+
 pub fn routes() -> Router<App> {
-    Router::new()
+    Router::new().route("/history", get(show)).route("/history/export", get(export))
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+struct HistoryQuery {
+    #[serde(default)]
+    window: Option<String>,
+    #[serde(default)]
+    from: Option<String>,
+    #[serde(default)]
+    to: Option<String>,
+}
+
+/// The window a query asks for, ending no later than `now`; or what was
+/// wrong with it.
+fn window_of(q: &HistoryQuery, now: i64) -> Result<(Window, String), String> {
+    let instant = |field: &str, v: &Option<String>| -> Result<Option<i64>, String> {
+        match v.as_deref().filter(|s| !s.is_empty()) {
+            None => Ok(None),
+            Some(s) => s
+                .parse::<i64>()
+                .ok()
+                .filter(|t| *t >= 0)
+                .map(Some)
+                .ok_or_else(|| format!("{field}: expected Unix seconds, got {s:?}")),
+        }
+    };
+    let to = instant("to", &q.to)?.unwrap_or(now).min(now);
+    if let Some(from) = instant("from", &q.from)? {
+        let span = to - from;
+        if span <= 0 {
+            return Err(format!("from: must be before to ({from} ≥ {to})"));
+        }
+        if span > MAX_SPAN_S {
+            return Err(format!("from: a window spans at most {} days", MAX_SPAN_S / 86_400));
+        }
+        let bucket = BUCKETS.into_iter().find(|b| (span + b - 1) / b <= 200).unwrap_or(86_400);
+        return Ok((Window::ending(to, span, bucket), format!("{} to {}", fmt_t(from), fmt_t(to))));
+    }
+    let name = q.window.as_deref().filter(|s| !s.is_empty()).unwrap_or("1d");
+    let (name, span, bucket) = WINDOWS
+        .into_iter()
+        .find(|(n, _, _)| *n == name)
+        .ok_or_else(|| format!("window: unknown window {name:?} (use {})", WINDOWS.map(|w| w.0).join(", ")))?;
+    Ok((Window::ending(to, span, bucket), format!("the {name} to {}", fmt_t(to))))
+}
+
+fn fmt_t(t: i64) -> String {
+    allot_core::calendar::format_instant(t.max(0) as u64).replacen('T', " ", 1)
+}
+
+async fn show(State(app): State<App>, v: Viewer, Query(q): Query<HistoryQuery>) -> Response {
+    let now = crate::clock::now() as i64;
+    let (w, label) = match window_of(&q, now) {
+        Ok(w) => w,
+        Err(e) => return layout::error_page(Some(&v), StatusCode::BAD_REQUEST, "Refused", &e),
+    };
+    let started = Instant::now();
+    let roots = v.who.visible_roots();
+    let rows = match app.store.history(w.from, w.to, roots.as_deref()).await {
+        Ok(r) => r,
+        Err(e) => return layout::api_error(&v, e.into()),
+    };
+    let nodes: Vec<NodeCap> =
+        app.catalog.cluster().nodes.iter().map(|n| NodeCap { name: n.name.clone(), gpus: n.gpus }).collect();
+    let s = Series::compute(&rows, &nodes, &w, &|a| v.who.can_see(a));
+    tracing::debug!(
+        attempts = rows.attempts.len(),
+        workloads = rows.workloads.len(),
+        ms = started.elapsed().as_millis() as u64,
+        "dashboard: history"
+    );
+    let fleet = roots.is_none();
+    let body = html! {
+        h1 { "History" }
+        (window_form(&q, &w))
+        p {
+            "Over " (label) ", in buckets of " (dur(w.bucket)) ". "
+            @if fleet {
+                "The whole fleet's work."
+            } @else {
+                "The work of the accounts you may see ("
+                @for (i, r) in roots.iter().flatten().enumerate() { @if i > 0 { ", " } code { (r) } }
+                @if roots.as_ref().is_some_and(Vec::is_empty) { "none" }
+                "), against the whole fleet's capacity: occupancy and utilization are your GPU-time over the \
+                 fleet's available GPU-time (every team's add up to the fleet's); availability is the fleet's."
+            }
+        }
+        (summary(&s, &w))
+        div.charts {
+            (occupancy_chart(&s, &w))
+            (queue_length_chart(&s, &w))
+            (queue_time_chart(&s, &w))
+            (preemption_chart(&s, &w))
+        }
+        (definitions())
+        h2 #export { "Trace export for a what-if replay" }
+        @if v.who.is_admin() {
+            p { "The store's whole history as " code { "allot trace export" } " writes it, to replay under another \
+                 policy or budget with " code { "allot compare" } " (docs/server.md, \"Trace export\"):" }
+            ul {
+                li { a href="/history/export" download { "trace (CSV)" } }
+                li { a href="/history/export?part=attempts" download { "attempts" } " — where each attempt ran" }
+                li { a href="/history/export?part=events" download { "node events" } " — drains, failures, repairs" }
+                li { a href="/history/export?part=accounts" download { "account changes" } " — budgets and shares set" }
+            }
+            p.muted { "A file of which nothing was recorded is not written by the export, and answers 404 here." }
+        } @else {
+            p.muted { "Only admins may download the trace export: it holds every account's workloads." }
+        }
+    };
+    layout::page(&v, Page { title: "History".into(), nav: Nav::History, body, refresh: Some(60) })
+}
+
+/// The window's choice, and links to the windows before and after.
+fn window_form(q: &HistoryQuery, w: &Window) -> Markup {
+    let name = q.window.as_deref().filter(|s| !s.is_empty()).unwrap_or("1d");
+    let span = w.to - w.from;
+    let keep = if q.from.is_some() { String::new() } else { format!("window={name}&") };
+    let earlier = if q.from.is_some() {
+        format!("/history?from={}&to={}", w.from - span, w.from)
+    } else {
+        format!("/history?{keep}to={}", w.from)
+    };
+    let later_to = w.to + span;
+    html! {
+        form.filters method="get" action="/history" aria-label="Window" {
+            label { "Window" select name="window" {
+                @for (n, _, _) in WINDOWS { option value=(n) selected[q.from.is_none() && n == name] { "last " (n) } }
+            } }
+            button type="submit" { "Show" }
+        }
+        nav.pager aria-label="Windows" {
+            a href=(earlier) { "← Earlier" }
+            @if q.to.is_some() {
+                @if q.from.is_some() {
+                    a href={ "/history?from=" (w.to) "&to=" (later_to) } { "Later →" }
+                } @else {
+                    a href={ "/history?" (keep) "to=" (later_to) } { "Later →" }
+                }
+                a href={ "/history?window=" (name) } { "Now" }
+            }
+        }
+    }
+}
+
+/// The last bucket and the whole window, side by side.
+fn summary(s: &Series, w: &Window) -> Markup {
+    let n = w.buckets();
+    let total = |v: &[f64]| v.iter().sum::<f64>();
+    let last = |v: &[f64]| v.last().copied().unwrap_or(0.0);
+    let all_q: Vec<i64> = s.queue_times.iter().flatten().copied().collect();
+    let (wq, lq) = (QueueStats::of(&all_q), QueueStats::of(s.queue_times.last().map_or(&[], Vec::as_slice)));
+    let cap = |v: f64, len: i64| ratio(v, s.total_gpus as f64 * len as f64);
+    let last_len = w.bucket;
+    let used = |f: fn(&[f64]) -> f64| f(&s.used_measured_s) + f(&s.used_declared_s);
+    let rows: Vec<(&str, &str, String, String)> = vec![
+        (
+            "m-availability",
+            "availability",
+            pct(cap(last(&s.available_s), last_len)),
+            pct(cap(total(&s.available_s), w.to - w.from)),
+        ),
+        (
+            "m-occupancy",
+            "occupancy",
+            pct(ratio(last(&s.assigned_s), last(&s.available_s))),
+            pct(ratio(total(&s.assigned_s), total(&s.available_s))),
+        ),
+        (
+            "m-utilization",
+            "utilization",
+            pct(ratio(used(last), last(&s.available_s))),
+            pct(ratio(used(total), total(&s.available_s))),
+        ),
+        (
+            "m-utilization",
+            "of which measured",
+            pct(ratio(last(&s.used_measured_s), last(&s.available_s))),
+            pct(ratio(total(&s.used_measured_s), total(&s.available_s))),
+        ),
+        (
+            "m-queue-length",
+            "queue length (mean)",
+            num(last(&s.waiting_s) / last_len as f64),
+            num(total(&s.waiting_s) / (w.to - w.from) as f64),
+        ),
+        ("m-queue-time", "workloads started", lq.map_or(0, |q| q.n).to_string(), wq.map_or(0, |q| q.n).to_string()),
+        ("m-queue-time", "queue time p50", qdur(lq.map(|q| q.p50)), qdur(wq.map(|q| q.p50))),
+        ("m-queue-time", "queue time p90", qdur(lq.map(|q| q.p90)), qdur(wq.map(|q| q.p90))),
+        ("m-queue-time", "queue time p95", qdur(lq.map(|q| q.p95)), qdur(wq.map(|q| q.p95))),
+        ("m-queue-time", "queue time p99", qdur(lq.map(|q| q.p99)), qdur(wq.map(|q| q.p99))),
+        (
+            "m-queue-time",
+            "queue time mean",
+            qdur(lq.map(|q| q.mean.round() as i64)),
+            qdur(wq.map(|q| q.mean.round() as i64)),
+        ),
+        (
+            "m-preemptions",
+            "preemptions",
+            s.preemptions.last().copied().unwrap_or(0).to_string(),
+            s.preemptions.iter().sum::<u64>().to_string(),
+        ),
+        (
+            "m-availability",
+            "available GPU-hours",
+            num(round2(last(&s.available_s) / 3600.0)),
+            num(round2(total(&s.available_s) / 3600.0)),
+        ),
+        (
+            "m-occupancy",
+            "assigned GPU-hours",
+            num(round2(last(&s.assigned_s) / 3600.0)),
+            num(round2(total(&s.assigned_s) / 3600.0)),
+        ),
+    ];
+    html! {
+        div.table-wrap { table.history-summary {
+            caption.muted { "The last bucket (from " (when(w.start(n.saturating_sub(1)))) ") and the whole window" }
+            thead { tr { th scope="col" { "Measure" } th.num scope="col" { "Last bucket" } th.num scope="col" { "Window" } } }
+            tbody {
+                @for (id, name, l, t) in &rows {
+                    tr { th scope="row" { a href={ "#" (id) } { (name) } } td.num { (l) } td.num { (t) } }
+                }
+            }
+        } }
+    }
+}
+
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+fn qdur(v: Option<i64>) -> String {
+    v.map_or_else(|| "—".into(), dur)
+}
+
+/// The time axis: the window's end at 0, earlier times negative, in the
+/// unit that suits its span.
+fn time_axis(w: &Window) -> (Axis, f64) {
+    let span = (w.to - w.from) as f64;
+    let (unit, div) = if span > 3.0 * 86_400.0 {
+        ("days", 86_400.0)
+    } else if span > 3.0 * 3600.0 {
+        ("hours", 3600.0)
+    } else if span > 180.0 {
+        ("minutes", 60.0)
+    } else {
+        ("seconds", 1.0)
+    };
+    let label = format!("{unit} before {}", fmt_t(w.to));
+    (Axis::linear(label, -span / div, 0.0, num), div)
+}
+
+/// A step line of per-bucket values.
+fn steps(w: &Window, div: f64, name: &str, color: &str, dashed: bool, value: impl Fn(usize) -> f64) -> Line {
+    let x = |t: i64| (t - w.to) as f64 / div;
+    let n = w.buckets();
+    let mut points: Vec<(f64, f64)> = (0..n).map(|i| (x(w.start(i)), value(i))).collect();
+    if n > 0 {
+        points.push((0.0, value(n - 1)));
+    }
+    Line { name: name.into(), color: color.into(), points, shape: Shape::Step, dashed }
+}
+
+fn chart(c: LineChart, definition: Markup) -> Markup {
+    html! {
+        figure.history-chart {
+            (PreEscaped(line_chart(&c)))
+            figcaption.definition { (definition) }
+        }
+    }
+}
+
+fn occupancy_chart(s: &Series, w: &Window) -> Markup {
+    let (x, div) = time_axis(w);
+    let cap = s.total_gpus as f64 * w.bucket as f64;
+    let lines = vec![
+        steps(w, div, "availability", "#5b636d", true, |i| 100.0 * ratio(s.available_s[i], cap)),
+        steps(w, div, "occupancy", "#1f5fbf", false, |i| 100.0 * ratio(s.assigned_s[i], s.available_s[i])),
+        steps(w, div, "utilization (measured + declared)", "#1b7a3a", false, |i| {
+            100.0 * ratio(s.used_measured_s[i] + s.used_declared_s[i], s.available_s[i])
+        }),
+        steps(w, div, "utilization, measured part", "#9a5b00", true, |i| {
+            100.0 * ratio(s.used_measured_s[i], s.available_s[i])
+        }),
+    ];
+    let c = LineChart {
+        id: "history-occupancy".into(),
+        title: "Occupancy and utilization".into(),
+        x,
+        y: Axis::fixed("% of available GPU-time", 0.0, 100.0, 20.0, num),
+        lines,
+        rules: Vec::new(),
+        empty_note: None,
+    };
+    chart(
+        c,
+        html! {
+            a href="#m-occupancy" { code { "occupancy" } } " = assigned GPU-time / available GPU-time; "
+            a href="#m-utilization" { code { "utilization" } } " = Σ assigned × utilization / available, the attempt's "
+            strong { "measured" } " mean where GPU telemetry sampled it, its " strong { "declared" } " " code { "util" }
+            " elsewhere (the dashed line is the measured part alone); "
+            a href="#m-availability" { code { "availability" } } " = available / the fleet's GPUs × time."
+        },
+    )
+}
+
+fn queue_length_chart(s: &Series, w: &Window) -> Markup {
+    let (x, div) = time_axis(w);
+    let top = s.waiting_s.iter().map(|v| v / w.bucket as f64).fold(0.0, f64::max);
+    let c = LineChart {
+        id: "history-queue".into(),
+        title: "Queue length".into(),
+        x,
+        y: Axis::linear("workloads waiting (mean)", 0.0, top.max(1.0), num),
+        lines: vec![steps(w, div, "waiting", "#1f5fbf", false, |i| s.waiting_s[i] / w.bucket as f64)],
+        rules: Vec::new(),
+        empty_note: (top == 0.0).then(|| "nothing waited".to_string()),
+    };
+    chart(
+        c,
+        html! {
+            a href="#m-queue-length" { "Queue length" } ": workloads submitted, not ended and holding no GPUs (before \
+             their first start, and between attempts once requeued), averaged over each bucket."
+        },
+    )
+}
+
+fn queue_time_chart(s: &Series, w: &Window) -> Markup {
+    let (x, div) = time_axis(w);
+    let stats: Vec<(f64, QueueStats)> = s
+        .queue_times
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| QueueStats::of(v).map(|q| ((w.start(i) - w.to) as f64 / div, q)))
+        .collect();
+    let width = w.bucket as f64 / div;
+    let top = stats.iter().map(|(_, q)| q.p99).max().unwrap_or(0) as f64;
+    let line = |name: &str, color: &str, dashed: bool, f: fn(&QueueStats) -> i64| Line {
+        name: name.into(),
+        color: color.into(),
+        // Each bucket's value across its bucket (a lone bucket is seen too).
+        points: stats.iter().flat_map(|(x, q)| [(*x, f(q) as f64), (x + width, f(q) as f64)]).collect(),
+        shape: Shape::Line,
+        dashed,
+    };
+    let c = LineChart {
+        id: "history-queue-time".into(),
+        title: "Queue time by first start".into(),
+        x,
+        y: Axis::log_duration("queue time (log)", top),
+        lines: vec![
+            line("p50", "#1f5fbf", false, |q| q.p50),
+            line("p90", "#9a5b00", false, |q| q.p90),
+            line("p99", "#b3261e", true, |q| q.p99),
+        ],
+        rules: Vec::new(),
+        empty_note: stats.is_empty().then(|| "nothing started".to_string()),
+    };
+    chart(
+        c,
+        html! {
+            a href="#m-queue-time" { "Queue time" } " = first start − submit, of the workloads whose first attempt \
+             started in the bucket (a requeued workload keeps its first start); nearest-rank percentiles."
+        },
+    )
+}
+
+fn preemption_chart(s: &Series, w: &Window) -> Markup {
+    let (x, div) = time_axis(w);
+    let top = s.preemptions.iter().copied().max().unwrap_or(0) as f64;
+    let c = LineChart {
+        id: "history-preemptions".into(),
+        title: "Preemptions".into(),
+        x,
+        y: Axis::linear("attempts preempted per bucket", 0.0, top.max(1.0), num),
+        lines: vec![steps(w, div, "preempted", "#b3261e", false, |i| s.preemptions[i] as f64)],
+        rules: Vec::new(),
+        empty_note: (top == 0.0).then(|| "no preemption".to_string()),
+    };
+    chart(
+        c,
+        html! {
+            a href="#m-preemptions" { code { "preemptions" } } " = attempts that ended " code { "preempted" }
+            " (policy preemption or drain), by the bucket they ended in."
+        },
+    )
+}
+
+/// The measures' definitions (docs/measures.md), each the target of the
+/// links under the charts.
+fn definitions() -> Markup {
+    html! {
+        h2 #definitions { "Definitions" }
+        p.muted { "As docs/measures.md defines them for the simulator's report, computed from the store's attempts, \
+                   workloads and node events; per bucket, and over the window." }
+        dl.facts.definitions {
+            dt #m-availability { code { "availability" } }
+            dd { "Available GPU-time / (the fleet's GPUs × time). Available GPU-time is ∫ in-service GPUs: a node is in \
+                  service while up, and while draining until the last attempt it held at the drain ends (MNT-1); \
+                  failed (MNT-2) or drained it is not; from the node events (drain, undrain, fail, repair)." }
+            dt #m-occupancy { code { "occupancy" } }
+            dd { "Assigned GPU-time / available GPU-time. Assigned: Σ over attempts of the time they held GPUs in the \
+                  bucket × their GPUs (an attempt still running counts until now)." }
+            dt #m-utilization { code { "utilization" } }
+            dd { "Σ over attempts of assigned GPU-time × utilization / available GPU-time, with the attempt's measured \
+                  mean (GPU telemetry) where it was sampled and the workload's declared " code { "util" } " where not \
+                  (\"Live utilization: measured vs declared\"). The table gives the measured part apart." }
+            dt #m-queue-length { "queue length" }
+            dd { "Not a measure of the report: the number of workloads waiting (submitted, not ended, holding no GPUs), \
+                  averaged over the bucket." }
+            dt #m-queue-time { "queue time" }
+            dd { "First start − submit, over the workloads whose first attempt started in the bucket (or window); \
+                  percentiles by nearest rank (the value of rank ⌈p/100 × n⌉)." }
+            dt #m-preemptions { code { "preemptions" } }
+            dd { "Attempts that ended " code { "preempted" } " (policy preemption or drain) in the bucket." }
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+struct ExportQuery {
+    #[serde(default)]
+    part: Option<String>,
+}
+
+/// `GET /history/export[?part=attempts|events|accounts]`: a file of the
+/// trace export (admins only), as an attachment.
+async fn export(State(app): State<App>, v: Viewer, Query(q): Query<ExportQuery>) -> Response {
+    if !v.who.is_admin() {
+        return layout::error_page(
+            Some(&v),
+            StatusCode::FORBIDDEN,
+            "Not allowed",
+            &format!(
+                "only admins may download the trace export (it holds every account's workloads); {} is a {}",
+                v.who.name,
+                v.who.role.as_str()
+            ),
+        );
+    }
+    let part = q.part.as_deref().unwrap_or("trace");
+    if !["trace", "attempts", "events", "accounts"].contains(&part) {
+        return layout::error_page(
+            Some(&v),
+            StatusCode::BAD_REQUEST,
+            "Refused",
+            &format!("part: unknown part {part:?} (use trace, attempts, events or accounts)"),
+        );
+    }
+    let dir = std::env::temp_dir().join(format!("allot-export-{}", &crate::auth::new_token()[..16]));
+    let file = async {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let out = dir.join("trace.csv");
+        let sum = crate::export::export_store(&app.store, &out).await.map_err(|e| e.to_string())?;
+        let path = match part {
+            "attempts" => sum.attempts_path,
+            "events" => sum.events_path,
+            "accounts" => sum.account_changes_path,
+            _ => Some(out),
+        };
+        match path {
+            None => Ok(None),
+            Some(p) => {
+                std::fs::read(&p).map(|b| Some((b, sum.t0))).map_err(|e| format!("cannot read {}: {e}", p.display()))
+            }
+        }
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    match file {
+        Ok(Some((bytes, t0))) => {
+            let name = if part == "trace" { "allot-trace.csv".to_string() } else { format!("allot-trace.{part}.csv") };
+            let mut r = bytes.into_response();
+            let h = r.headers_mut();
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/csv; charset=utf-8"));
+            h.insert(
+                header::CONTENT_DISPOSITION,
+                HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")).expect("an ASCII file name"),
+            );
+            h.insert("x-allot-trace-t0", HeaderValue::from(t0));
+            layout::security_headers(h);
+            r
+        }
+        Ok(None) => layout::error_page(
+            Some(&v),
+            StatusCode::NOT_FOUND,
+            "Nothing recorded",
+            &format!("the export writes no {part} file: nothing of that kind was recorded"),
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "dashboard: trace export failed");
+            layout::error_page(
+                Some(&v),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Unavailable",
+                &format!("the export failed: {e}"),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(window: Option<&str>, from: Option<&str>, to: Option<&str>) -> HistoryQuery {
+        HistoryQuery { window: window.map(Into::into), from: from.map(Into::into), to: to.map(Into::into) }
+    }
+
+    /// Every offered window has 48 to 200 buckets; `from`/`to` pick a
+    /// bucket giving at most 200; bad values name their field.
+    #[test]
+    fn windows_and_their_buckets() {
+        for (name, span, bucket) in WINDOWS {
+            let n = span / bucket;
+            assert!((48..=200).contains(&n), "{name}: {n} buckets");
+        }
+        let now = 10_000_000;
+        let (w, _) = window_of(&q(None, None, None), now).unwrap();
+        assert_eq!((w.to, w.to - w.from, w.bucket), (now, 86_400, 900), "the default is the last day");
+        let (w, _) = window_of(&q(Some("6h"), None, Some("9000000")), now).unwrap();
+        assert_eq!((w.from, w.to), (9_000_000 - 6 * 3600, 9_000_000));
+        let (w, _) = window_of(&q(None, Some("9999990"), Some("99999999")), now).unwrap();
+        assert_eq!((w.from, w.to, w.bucket), (9_999_990, now, 1), "the end is at most now");
+        let e = window_of(&q(None, Some("0"), None), now).unwrap_err();
+        assert!(e.starts_with("from:") && e.contains("at most 92 days"), "{e}");
+        let (w, _) = window_of(&q(None, Some(&(now - MAX_SPAN_S).to_string()), None), now).unwrap();
+        assert!(w.buckets() <= 200 && w.buckets() >= 48, "{w:?}");
+        for (bad, field) in [
+            (q(Some("2h"), None, None), "window:"),
+            (q(None, Some("x"), None), "from:"),
+            (q(None, None, Some("-1")), "to:"),
+            (q(None, Some("9999999"), Some("9999999")), "from:"),
+        ] {
+            let e = window_of(&bad, now).unwrap_err();
+            assert!(e.starts_with(field), "{bad:?}: {e}");
+        }
+    }
 }

@@ -2,12 +2,14 @@
 //! node changes, and the read-only views of the live state.
 
 use allot_core::engine::Cancelled;
-use allot_core::{AccountBook, AccountEdit, Health, NodeEvent, NodeEventKind, NodeId, Phase, Reason, Time, WorkloadId};
+use allot_core::{
+    AccountBook, AccountEdit, Allocation, Health, NodeEvent, NodeEventKind, NodeId, Phase, Reason, Time, WorkloadId,
+};
 
 use super::{Live, Msg, Refusal, Scheduler};
 use crate::store::accounts::AccountAudit;
 use crate::store::{Op, StoreError};
-use crate::views::{AccountEdits, AccountView, NodeView};
+use crate::views::{AccountEdits, AccountView, NodeHold, NodeView};
 
 impl Scheduler {
     pub(crate) async fn handle(&mut self, m: Msg) -> Result<(), StoreError> {
@@ -44,7 +46,7 @@ impl Scheduler {
                         .nodes
                         .iter()
                         .enumerate()
-                        .map(|(i, _)| self.node_view(NodeId(i as u32)))
+                        .map(|(i, _)| self.node_view(NodeId(i as u32), now))
                         .collect(),
                 );
             }
@@ -144,7 +146,11 @@ impl Scheduler {
         run.last_reason.as_ref().map(Reason::to_string)
     }
 
-    pub(crate) fn node_view(&self, n: NodeId) -> NodeView {
+    /// A node as the API shows it, with every workload on it (the API
+    /// filters them by caller, [`NodeView::retain_visible`]): which of its
+    /// GPUs each holds and, from the attempt's last GPU telemetry sample,
+    /// whether it leaves them idle (`[telemetry] idle_threshold`).
+    pub(crate) fn node_view(&self, n: NodeId, now: Time) -> NodeView {
         let st = &self.engine.state;
         let node = st.cluster.node(n);
         let health = match st.health[n.0 as usize] {
@@ -153,6 +159,23 @@ impl Scheduler {
             Health::Drained => "drained",
             Health::Down => "down",
         };
+        let on = st.workloads_on(n);
+        let held = on
+            .iter()
+            .filter_map(|&w| {
+                let run = st.run(w);
+                let mask = run.alloc.as_ref()?.parts.iter().find(|(m, _)| *m == n)?.1;
+                let util = self.telemetry.current(self.key(w, run.attempts), now);
+                Some(NodeHold {
+                    workload: Some(st.spec(w).id.clone()),
+                    account: Some(self.account_of(w).to_string()),
+                    gpus: mask.count_ones(),
+                    indices: Allocation::indices(mask).collect(),
+                    util,
+                    idle: util.is_some_and(|u| u < self.telemetry.config.idle_threshold),
+                })
+            })
+            .collect();
         NodeView {
             name: node.name.clone(),
             cluster: st.cluster.is_fleet().then(|| st.cluster.cluster_name(st.cluster.cluster_of(n)).to_string()),
@@ -162,8 +185,9 @@ impl Scheduler {
             gpus: node.gpus,
             free_gpus: st.free.free[n.0 as usize].count_ones(),
             health: health.into(),
-            workloads: st.workloads_on(n).iter().map(|w| st.spec(*w).id.clone()).collect(),
-            workload_accounts: st.workloads_on(n).iter().map(|w| self.account_of(*w).to_string()).collect(),
+            workloads: on.iter().map(|w| st.spec(*w).id.clone()).collect(),
+            workload_accounts: on.iter().map(|w| self.account_of(*w).to_string()).collect(),
+            held,
         }
     }
 
@@ -309,6 +333,6 @@ impl Scheduler {
         tracing::info!(node = name, principal = by, "node {}", kind.as_str());
         self.engine.node_event(&NodeEvent { t: now, node: n, kind });
         self.apply(now);
-        Ok(self.node_view(n))
+        Ok(self.node_view(n, now))
     }
 }

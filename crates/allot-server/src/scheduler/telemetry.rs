@@ -45,7 +45,7 @@ impl Telemetry {
 
     /// The attempt's last sample's mean, unless older than three intervals
     /// (the executor stopped answering): then it counts as not measured.
-    fn current(&self, key: AttemptKey, now: Time) -> Option<f64> {
+    pub(super) fn current(&self, key: AttemptKey, now: Time) -> Option<f64> {
         let m = self.attempts.get(&key)?;
         let fresh = self.config.interval_s.is_some_and(|i| now.saturating_sub(m.summary.last_t.max(0) as u64) <= 3 * i);
         fresh.then_some(m.last_util)

@@ -11,6 +11,7 @@
 pub mod accounts;
 mod auth;
 pub mod budget;
+pub mod history;
 pub mod instance;
 pub mod lease;
 mod rows;
