@@ -448,7 +448,8 @@ async fn run_async(c: ClientCommand) -> Result<()> {
 }
 
 /// Prints an attempt's log, following it with `--follow` until the attempt
-/// ends; a workload that has not started yet is waited for when following.
+/// ends; when following, an attempt that has not started yet is waited for
+/// while the workload lives.
 async fn logs(a: LogsArgs) -> Result<()> {
     use std::io::Write;
     let c = client(&a.opts)?;
@@ -456,11 +457,13 @@ async fn logs(a: LogsArgs) -> Result<()> {
     loop {
         let chunk = c.log_chunk(&a.id, a.attempt, offset).await;
         let (bytes, next, done) = match chunk {
-            Err(e)
-                if a.follow && e.status().is_some_and(|s| s.as_u16() == 404) && a.attempt.is_none() && offset == 0 =>
-            {
-                // Not started yet (or not visible: then `show` says so).
-                c.workload(&a.id).await.with_context(|| format!("failed to read the log of {}", a.id))?;
+            Err(e) if a.follow && offset == 0 && e.status().is_some_and(|s| s.as_u16() == 404) => {
+                // Not started yet (or that attempt not yet): wait while the
+                // workload lives; `show` names a workload the caller cannot see.
+                let w = c.workload(&a.id).await.with_context(|| format!("failed to read the log of {}", a.id))?;
+                if matches!(w.workload.state.as_str(), "finished" | "failed" | "cancelled" | "rejected") {
+                    return Err(e).with_context(|| format!("failed to read the log of {}", a.id));
+                }
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 continue;
             }
