@@ -83,6 +83,13 @@ pub enum Msg {
         seq: i64,
         reply: oneshot::Sender<Option<String>>,
     },
+    /// Why each of these pending workloads waits, as the policy sees it
+    /// now (one explanation pass for all of them); `None` for one that is
+    /// not pending.
+    ExplainPending {
+        seqs: Vec<i64>,
+        reply: oneshot::Sender<Vec<Option<String>>>,
+    },
     Accounts {
         reply: oneshot::Sender<Vec<AccountView>>,
     },

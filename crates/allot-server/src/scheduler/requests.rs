@@ -33,6 +33,9 @@ impl Scheduler {
             Msg::Explain { seq, reply } => {
                 let _ = reply.send(self.explain(seq, now));
             }
+            Msg::ExplainPending { seqs, reply } => {
+                let _ = reply.send(self.explain_pending(&seqs, now));
+            }
             Msg::Accounts { reply } => {
                 let _ = reply.send(crate::accounts::views(&self.engine.state, now, true));
             }
@@ -142,6 +145,15 @@ impl Scheduler {
             return Some(self.policy.explain(&self.engine.state, w, now).to_string());
         }
         run.last_reason.as_ref().map(Reason::to_string)
+    }
+
+    /// [`Policy::explain_all`] of those of `seqs` that are pending.
+    fn explain_pending(&self, seqs: &[i64], now: Time) -> Vec<Option<String>> {
+        let st = &self.engine.state;
+        let pending = |seq: &i64| self.by_seq.get(seq).copied().filter(|&w| st.run(w).phase == Phase::Pending);
+        let ws: Vec<WorkloadId> = seqs.iter().filter_map(pending).collect();
+        let mut reasons = self.policy.explain_all(st, &ws, now).into_iter();
+        seqs.iter().map(|seq| pending(seq).and_then(|_| reasons.next()).map(|r| r.to_string())).collect()
     }
 
     pub(crate) fn node_view(&self, n: NodeId) -> NodeView {
