@@ -91,8 +91,48 @@ impl Scheduler {
                 let r = self.checkpoint_report(seq, &token, now);
                 let _ = reply.send(self.committed(r).await?);
             }
+            Msg::NextStarts { reply } => {
+                let _ = reply.send(self.next_starts());
+            }
         }
         Ok(())
+    }
+
+    /// The waiting workloads the passes preempted running work for, in the
+    /// order chosen, with their victims (`scheduler/next.rs`).
+    pub(crate) fn next_starts(&self) -> Vec<super::NextStart> {
+        let st = &self.engine.state;
+        let chosen = super::next::lock(&self.chosen);
+        chosen
+            .choices
+            .iter()
+            .filter(|c| st.run(c.w).phase == Phase::Pending)
+            .map(|c| {
+                let spec = st.spec(c.w);
+                let victims = c
+                    .victims
+                    .iter()
+                    .map(|(v, attempt, reason)| super::Victim {
+                        seq: self.live[v.0 as usize].seq,
+                        account: self.account_of(*v).to_string(),
+                        stop_at: super::next::releasing(st, *v, *attempt)
+                            .then(|| st.run(*v).stop_at.map(|t| t as i64))
+                            .flatten(),
+                        reason: reason.to_string(),
+                    })
+                    .collect();
+                super::NextStart {
+                    seq: self.live[c.w.0 as usize].seq,
+                    account: self.account_of(c.w).to_string(),
+                    user: spec.user.clone(),
+                    class: spec.class.as_str().to_string(),
+                    gpus: spec.gpus,
+                    submit_t: spec.submit as i64,
+                    chosen_t: c.t as i64,
+                    victims,
+                }
+            })
+            .collect()
     }
 
     /// A change cannot be accepted now: earlier writes wait for the store.
