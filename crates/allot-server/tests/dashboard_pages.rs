@@ -345,7 +345,7 @@ async fn queue_groups_pages_and_names_what_starts_next() {
     assert_eq!(count(list, "st-pending"), 50, "{list}");
     let inter_row = &list[list.find(&format!(r#"<a href="/workloads/{inter}">"#)).expect("newest first")..];
     let inter_row = &inter_row[..inter_row.find("</tr>").unwrap()];
-    assert!(inter_row.contains(r#"href="/rules#INT-1""#) && inter_row.contains("CON-2"), "{inter_row}");
+    assert!(inter_row.contains(r#"href="/rules#CON-2""#) && inter_row.contains("being released"), "{inter_row}");
     let at = list.find(r#"rel="next""#).expect("a link to older workloads");
     let open = list[..at].rfind("<a ").unwrap();
     let older = attr_after(&list[open..], "<a ", "href").unwrap().replace("&amp;", "&");

@@ -255,10 +255,9 @@ async fn show(State(app): State<App>, v: Viewer, Path(path): Path<String>) -> Re
             (change_form(&v, &a))
         }
     };
-    // An in-place refresh would throw away what is typed in the form once
-    // the focus left it: a page with the form is refreshed by its changes.
-    let refresh = if can_change { None } else { Some(5) };
-    layout::page(&v, Page { title, nav: Nav::Budgets, body, refresh })
+    // The script leaves <main> as it is while a form in it holds unsaved
+    // input, so the page with the form refreshes too.
+    layout::page(&v, Page { title, nav: Nav::Budgets, body, refresh: Some(5) })
 }
 
 /// The curve and its table: cumulative NGH used from the period's start,
@@ -391,7 +390,7 @@ fn change_form(v: &Viewer, a: &AccountView) -> Markup {
     html! {
         form.stack.account-change method="post" action=(href(&a.path)) {
             (csrf(v))
-            p.hint { "Changes apply together and are audited, with the API's checks. A field left as it is is not changed; a field emptied returns to the config's value. This page does not refresh itself while it shows this form: reload it for the latest numbers." }
+            p.hint { "Changes apply together and are audited, with the API's checks. A field left as it is is not changed; a field emptied returns to the config's value. The page stops refreshing itself once you type here, until the form is sent." }
             label for="budget_gpu_hours" { "Budget (NGH per period)" }
             input #budget_gpu_hours type="number" name="budget_gpu_hours" min="0" step="any"
                 value=[a.budget_gpu_hours.map(input_value)];

@@ -142,23 +142,6 @@ async fn next_starts(app: &App, v: &Viewer, q: &QueueQuery) -> Option<Vec<NextSt
     )
 }
 
-/// Why a workload next in line waits, as the policy's explanation says it
-/// (the rule of its first victim, then when their grace ends).
-fn next_reason(n: &NextStart) -> String {
-    let rule = n.victims.first().and_then(|v| v.reason.split_once(':')).map_or("CON-2", |(id, _)| id);
-    let ids: Vec<String> = n.victims.iter().map(|v| v.seq.to_string()).collect();
-    match n.victims.iter().filter_map(|v| v.stop_at).max() {
-        Some(t) => format!(
-            "{rule}: preempting {} for it; starts when their grace ends at {} (CON-2)",
-            ids.join(", "),
-            allot_core::calendar::format_instant(t.max(0) as u64)
-        ),
-        None => {
-            format!("{rule}: preempted {} for it; their GPUs are released, it starts at the next pass", ids.join(", "))
-        }
-    }
-}
-
 async fn queue(State(app): State<App>, v: Viewer, Query(q): Query<QueueQuery>) -> Response {
     let (groups, rows, next) = tokio::join!(groups(&app, &v, &q), page_rows(&app, &v, &q), next_starts(&app, &v, &q));
     let (groups, mut rows) = match (groups, rows) {
@@ -167,15 +150,6 @@ async fn queue(State(app): State<App>, v: Viewer, Query(q): Query<QueueQuery>) -
     };
     let more = rows.len() > PAGE;
     rows.truncate(PAGE);
-    // A workload next in line that was never stopped has no stored reason:
-    // the scheduler's choice is it.
-    if let Some(next) = &next {
-        for w in rows.iter_mut().filter(|w| w.reason.is_none()) {
-            if let Some(n) = next.iter().find(|n| n.seq.to_string() == w.id) {
-                w.reason = Some(next_reason(n));
-            }
-        }
-    }
     let now = crate::clock::now() as i64;
     let body = html! {
         h1 { "Queue" }
@@ -198,7 +172,7 @@ async fn queue(State(app): State<App>, v: Viewer, Query(q): Query<QueueQuery>) -
         @if rows.is_empty() {
             p.muted { "No waiting workload matches." }
         } @else {
-            p.hint { "A reason is shown where the workload was stopped before or is next in line; a workload's page explains where the others stand now." }
+            p.hint { "Each reason is the policy's explanation now, with its rule linked." }
             (workload_table(&rows, now))
         }
         nav.pager aria-label="Pages" {
@@ -310,32 +284,6 @@ fn groups_table(q: &QueueQuery, groups: &[PendingGroup], now: i64) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::Victim;
-
-    #[test]
-    fn the_next_reason_cites_the_victims_rule_and_grace() {
-        let mut n = NextStart {
-            seq: 7,
-            account: "org/b".into(),
-            user: "ana".into(),
-            class: "interactive".into(),
-            gpus: 4,
-            submit_t: 0,
-            chosen_t: 10,
-            victims: vec![
-                Victim { seq: 3, account: "org/a".into(), stop_at: Some(40), reason: "INT-1: interactive 7".into() },
-                Victim { seq: 5, account: "org/a".into(), stop_at: Some(70), reason: "INT-1: interactive 7".into() },
-            ],
-        };
-        assert_eq!(
-            next_reason(&n),
-            "INT-1: preempting 3, 5 for it; starts when their grace ends at 1970-01-01T00:01:10Z (CON-2)"
-        );
-        for v in &mut n.victims {
-            v.stop_at = None;
-        }
-        assert!(next_reason(&n).ends_with("their GPUs are released, it starts at the next pass"));
-    }
 
     #[test]
     fn filters_survive_the_pager() {

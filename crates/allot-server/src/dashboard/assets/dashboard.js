@@ -7,8 +7,11 @@
   const main = document.getElementById("main");
 
   // Refresh <main> every data-refresh seconds while the tab is visible,
-  // unless the user is typing in a form or has text selected in it.
+  // unless the user is typing in a form, a form holds input not yet sent,
+  // or text is selected in it.
+  if (main) main.addEventListener("input", (ev) => { if (ev.target.form) ev.target.form.dataset.dirty = "1"; });
   function busy() {
+    if (main.querySelector("form[data-dirty]")) return true;
     const a = document.activeElement;
     if (a && main.contains(a) && /^(INPUT|SELECT|TEXTAREA)$/.test(a.tagName)) return true;
     const sel = window.getSelection();
