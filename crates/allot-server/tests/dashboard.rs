@@ -4,7 +4,7 @@
 //! revocation and sign-out end a session, a change without the session's
 //! CSRF token or from another origin is refused with nothing changed, a
 //! researcher neither sees nor reaches another project's workloads, the
-//! log endpoint follows an attempt, lists page, and unknown paths answer
+//! log endpoint (and `allot logs [--follow]`) follows an attempt, lists page, and unknown paths answer
 //! HTML (pages) or JSON (`/v1`).
 
 mod support;
@@ -161,6 +161,13 @@ async fn logs_follow_an_attempt_and_lists_page() {
     }
     assert!(text.contains("first\n") && text.contains("second\n"), "{text:?}");
     assert_eq!(offset as usize, text.len());
+    // The CLI reads the same: all of it, and following a new one to its end.
+    assert_eq!(s.cli_ok(&fx.admin, &["logs", &id]), text);
+    let again = submit(&s, &fx.admin, &["--account", "org/a", "--gpus", "1", "--", &talk]);
+    let followed = s.cli_ok(&fx.admin, &["logs", &again, "--follow"]);
+    assert!(followed.contains("first\n") && followed.ends_with("second\n"), "{followed:?}");
+    let out = s.cli(&fx.admin, &["logs", &again, "--attempt", "3"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("has no attempt 3"));
     let (st, v) = s.http("GET", &format!("/v1/workloads/{id}/log?attempt=9"), Some(&fx.admin), None).await;
     assert!(st == 404 && v["error"].as_str().unwrap().contains("has no attempt 9"), "{v}");
     let (st, v) = s.http("GET", &format!("/v1/workloads/{id}/log?limit=0"), Some(&fx.admin), None).await;
@@ -180,7 +187,7 @@ async fn logs_follow_an_attempt_and_lists_page() {
         first.split("rel=\"next\"").next().unwrap().rsplit("href=\"").next().unwrap().split('"').next().unwrap();
     let older = older.replace("&amp;", "&");
     let second = b.get(&older).await.body;
-    assert_eq!(rows(&second), 11, "the 61st and the rest: {older}");
+    assert_eq!(rows(&second), 12, "the 51st of 62 and the rest: {older}");
     assert!(!second.contains("rel=\"next\""));
     let (st, v) = s.http("GET", "/v1/workloads?before=x", Some(&fx.admin), None).await;
     assert!(st == 400 && v["field"] == "before", "{v}");
