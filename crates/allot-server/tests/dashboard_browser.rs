@@ -61,9 +61,10 @@ async fn dashboard_in_a_real_browser() {
     let driver = Driver::start(&f.dir.join("browser"));
     let ada = token(&f.db.url, "researcher", "ada", &["--project", "org/a"]);
     let bob = token(&f.db.url, "researcher", "bob", &["--project", "org/b"]);
+    let mia = token(&f.db.url, "manager", "mia", &["--scope", "org"]);
     let s = Server::start(&f.dir, &f.db.url);
     let mut b = driver.browser(&s.url, screenshots()).await;
-    for t in [&f.admin, &ada, &bob] {
+    for t in [&f.admin, &ada, &bob, &mia] {
         b.never_show(t);
     }
     let work = script(&f.dir, "train.sh", TRAIN_SH);
@@ -74,8 +75,10 @@ async fn dashboard_in_a_real_browser() {
     let other = preemption_shows_its_rule(&b, &s, &ada, &bob, &victim).await;
     log_follows_the_last_attempt(&b).await;
     other_projects_are_out_of_sight_and_reach(&b, &victim, &other).await;
+    other_projects_budgets_are_out_of_sight_and_reach(&b).await;
     skip_link_is_the_first_tab_stop(&b).await;
     sign_out_ends_the_session(&b, &victim).await;
+    a_manager_changes_a_budget_and_sees_it_move(&b, &mia).await;
     every_page_answers_the_admin(&b, &f.admin).await;
 
     b.close().await;
@@ -395,6 +398,58 @@ async fn sign_out_ends_the_session(b: &Browser, victim: &str) {
     assert_eq!(b.here().await, format!("/login?next=/workloads/{victim}"));
     assert_eq!(b.fetch_status(&format!("/workloads/{victim}")).await, 200, "the sign-in form (after a redirect)");
     assert_eq!(b.text("h1").await, "Sign in to Allot");
+}
+
+/// A researcher's budgets: its project's account in the tree, another
+/// project's neither there nor reachable by URL (the not-found page, as for
+/// an account that does not exist).
+async fn other_projects_budgets_are_out_of_sight_and_reach(b: &Browser) {
+    b.visit("/budgets").await;
+    let tree = b.main_text().await;
+    assert!(tree.contains("org/a") && !tree.contains("org/b"), "the researcher of org/a sees org/a only:\n{tree}");
+    assert_eq!(b.fetch_status("/budgets/org/b").await, 404);
+    assert_eq!(b.fetch_status("/budgets/org/none").await, 404, "the same answer as for no account");
+    b.visit("/budgets/org/b").await;
+    assert_eq!(b.text("h1").await, "Not found");
+    assert!(!b.main_text().await.contains("Budget of"), "nothing of org/b is shown");
+}
+
+/// Sets the budget field of the open account page to `value` and saves.
+async fn save_budget(b: &Browser, value: &str) {
+    let field = b.wait_for("input#budget_gpu_hours", 10).await;
+    field.clear().await.expect("clear the budget");
+    field.send_keys(value).await.expect("type the budget");
+    b.find("form.account-change button[type=submit]").await.click().await.expect("save");
+    b.until("the change confirmed", 10, async || {
+        let flash = b.client.find(fantoccini::Locator::Css(".flash.ok")).await.ok()?;
+        flash.text().await.ok()
+    })
+    .await;
+}
+
+/// A manager sets a budget inside its scope from the account's page: the
+/// bar's text follows the new budget, and the projected exhaustion moves
+/// (later for a larger budget at the same burn rate).
+async fn a_manager_changes_a_budget_and_sees_it_move(b: &Browser, manager: &str) {
+    b.visit("/login?next=/budgets/org/a").await;
+    type_token_and_enter(b, manager).await;
+    b.until("signed in as the manager", 10, async || (b.here().await == "/budgets/org/a").then_some(())).await;
+    save_budget(b, "1").await;
+    let bar = b.text(".budget-bar .bar-text").await;
+    assert!(bar.contains("of 1 NGH"), "the bar follows the budget: {bar}");
+    let exhaustion = async || -> Option<i64> {
+        let dd = b.client.find(fantoccini::Locator::Css("dd[data-exhaustion]")).await.ok()?;
+        dd.attr("data-exhaustion").await.ok()??.parse().ok()
+    };
+    let small = exhaustion().await.expect("a projected exhaustion at the burn rate of org/a's work");
+    save_budget(b, "500").await;
+    let bar = b.text(".budget-bar .bar-text").await;
+    assert!(bar.contains("of 500 NGH"), "the bar follows the budget: {bar}");
+    let large = exhaustion().await.expect("a projected exhaustion at the burn rate of org/a's work");
+    assert!(small < large, "a larger budget runs out later: {small} then {large}");
+    b.shot("budget").await;
+    b.find("header form[action=\"/logout\"] button").await.click().await.expect("sign out");
+    b.until("signed out", 10, async || (b.here().await == "/login").then_some(())).await;
 }
 
 /// The pages of the navigation besides "Work", as the admin sees them
