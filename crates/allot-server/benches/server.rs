@@ -6,7 +6,11 @@
 //!    with the `none` executor on 1,024 GPUs;
 //! 2. scheduling-pass latency with those 10,000 workloads pending on 1,024
 //!    busy GPUs: the server's own pass histogram, and the `allot` policy's
-//!    pass timed directly on the same state.
+//!    pass timed directly on the same state;
+//! 3. the dashboard with those 10,000 workloads pending: each page's
+//!    answer time (median and 95th percentile of 20, on loopback: server
+//!    time), and the pass latency while four dashboards poll their pages
+//!    (`ALLOT_BENCH_DASHBOARD=0` skips it).
 //!
 //!
 //! The same for a fleet of three clusters (`ALLOT_BENCH_FLEET=1`): the same
@@ -207,8 +211,86 @@ async fn run_backend(label: &str, db: String, n: usize) {
         steady * 1000.0,
         count - before_count
     );
+    if std::env::var("ALLOT_BENCH_DASHBOARD").map_or(true, |v| v != "0") {
+        dashboard(label, &url, &token, n).await;
+    }
     running.stop().await.expect("stop");
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The dashboard's pages over `n` pending workloads, and the passes while
+/// dashboards poll.
+async fn dashboard(label: &str, url: &str, token: &str, n: usize) {
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client");
+    let login = client
+        .post(format!("{url}/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}"))
+        .send()
+        .await
+        .expect("sign in");
+    let cookie = login
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("allot_session="))
+        .and_then(|c| c.split(';').next())
+        .expect("a session cookie")
+        .to_string();
+    let pages =
+        ["/?who=all", "/?who=all&state=pending", "/workloads/1", "/queue", "/budgets", "/fleet", "/history?window=1d"];
+    for page in pages {
+        let mut times = Vec::new();
+        let mut status = 0;
+        for _ in 0..20 {
+            let t0 = Instant::now();
+            let r = client.get(format!("{url}{page}")).header("cookie", &cookie).send().await.expect("page");
+            status = r.status().as_u16();
+            let _ = r.bytes().await.expect("body");
+            times.push(t0.elapsed().as_secs_f64() * 1000.0);
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "{label}: dashboard {page} over {n} pending: median {:.1} ms, p95 {:.1} ms (HTTP {status})",
+            times[times.len() / 2],
+            times[times.len() * 95 / 100]
+        );
+    }
+    // The passes while four dashboards refresh their pages back to back.
+    let (before_mean, before_count) = pass_latency(url, token).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut pollers = Vec::new();
+    for i in 0..4 {
+        let (client, url, cookie, stop) = (client.clone(), url.to_string(), cookie.clone(), stop.clone());
+        pollers.push(tokio::spawn(async move {
+            let mut served = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let page = pages[(i + served as usize) % pages.len()];
+                let r = client.get(format!("{url}{page}")).header("cookie", &cookie).send().await.expect("page");
+                let _ = r.bytes().await;
+                served += 1;
+            }
+            served
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut served = 0;
+    for p in pollers {
+        served += p.await.expect("poller");
+    }
+    let (mean, count) = pass_latency(url, token).await;
+    let during = if count > before_count {
+        (mean * count as f64 - before_mean * before_count as f64) / (count - before_count) as f64
+    } else {
+        mean
+    };
+    println!(
+        "{label}: scheduling pass while 4 dashboards polled ({served} pages in 6 s): mean {:.1} ms over {} passes",
+        during * 1000.0,
+        count - before_count
+    );
 }
 
 /// The `allot` policy's pass on a state with `n` pending and the cluster full.

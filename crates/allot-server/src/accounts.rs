@@ -79,16 +79,22 @@ fn counts(state: &State) -> (Vec<u64>, Vec<u64>) {
 /// One view per account in path order (a parent precedes its children).
 pub fn views(state: &State, now: Time, with_standing: bool) -> Vec<AccountView> {
     let (pending, running) = counts(state);
-    let policy = AllotPolicy::new();
-    state.accounts.ids_by_path().map(|id| view(state, id, now, with_standing, &policy, &pending, &running)).collect()
+    // The fair-share tree and the budgets once for every account, not once
+    // per account: the view of 100 accounts over 10,000 pending workloads
+    // stays one build of each.
+    let standings = with_standing.then(|| AllotPolicy::new().standings(state, now));
+    state
+        .accounts
+        .ids_by_path()
+        .map(|id| view(state, id, now, standings.as_ref().map(|s| s[id.0 as usize]), &pending, &running))
+        .collect()
 }
 
 fn view(
     state: &State,
     id: AccountId,
     now: Time,
-    with_standing: bool,
-    policy: &AllotPolicy,
+    standing: Option<(f64, bool)>,
     pending: &[u64],
     running: &[u64],
 ) -> AccountView {
@@ -111,8 +117,8 @@ fn view(
         charged_gpu_hours: u.charged_gpu_s as f64 / 3600.0,
         allocated_gpus: u.alloc_gpus,
         entitled_share: state.accounts.static_share(id),
-        fair_share: if with_standing { policy.fair_share_value(state, &a.path, now) } else { None },
-        over_budget: if with_standing { policy.over_budget(state, &a.path, now) } else { None },
+        fair_share: standing.map(|(fs, _)| fs),
+        over_budget: standing.map(|(_, over)| over),
         pending: pending[id.0 as usize],
         running: running[id.0 as usize],
         period_start_t: p.period_start as i64,
@@ -150,5 +156,27 @@ mod tests {
         let table = crate::client::render::accounts(&list);
         let row = table.lines().find(|l| l.trim_start().starts_with("a ")).unwrap();
         assert!(row.ends_with("Thu 01-01 05:00"), "{table}");
+    }
+
+    /// The standings built once for the whole tree are each account's own.
+    #[test]
+    fn standings_of_the_tree_are_each_accounts() {
+        let mut state = allot_testkit::StateBuilder::new()
+            .pool("p", "H100", 1, 8)
+            .account_with("org/a", |a| a.budget_gpu_hours = Some(1.0))
+            .account("org/a/x")
+            .account("org/b")
+            .build();
+        let tree = state.accounts.clone();
+        state.ledger.change(&tree, state.accounts.get("org/a/x").unwrap(), 0, 6, 1.0);
+        state.ledger.change(&tree, state.accounts.get("org/b").unwrap(), 0, 2, 1.0);
+        let now = 3 * 3600;
+        let policy = AllotPolicy::new();
+        for v in views(&state, now, true) {
+            assert_eq!(v.fair_share, policy.fair_share_value(&state, &v.path, now), "{}", v.path);
+            assert_eq!(v.over_budget, policy.over_budget(&state, &v.path, now), "{}", v.path);
+        }
+        let a = views(&state, now, true).into_iter().find(|v| v.path == "org/a").unwrap();
+        assert_eq!(a.over_budget, Some(true), "18 NGH used of 1");
     }
 }

@@ -32,6 +32,8 @@
 mod apply;
 mod fleet;
 pub(crate) use fleet::by_outage;
+mod next;
+pub use next::{NextStart, Victim};
 #[cfg(test)]
 mod parity;
 mod reports;
@@ -83,6 +85,13 @@ pub enum Msg {
         seq: i64,
         reply: oneshot::Sender<Option<String>>,
     },
+    /// Why each of these pending workloads waits, as the policy sees it
+    /// now (one explanation pass for all of them); `None` for one that is
+    /// not pending.
+    ExplainPending {
+        seqs: Vec<i64>,
+        reply: oneshot::Sender<Vec<Option<String>>>,
+    },
     Accounts {
         reply: oneshot::Sender<Vec<AccountView>>,
     },
@@ -125,6 +134,11 @@ pub enum Msg {
         seq: i64,
         token: String,
         reply: Reply<crate::views::CheckpointView>,
+    },
+    /// The waiting workloads the passes preempted running work for, in
+    /// the order they were chosen (`scheduler/next.rs`): O(listed), no pass.
+    NextStarts {
+        reply: oneshot::Sender<Vec<NextStart>>,
     },
 }
 
@@ -239,6 +253,8 @@ pub struct Scheduler {
     pub(crate) markers: Markers,
     /// The API's address as attempts reach it (`ALLOT_SERVER`).
     pub(crate) api_url: Option<String>,
+    /// What the passes preempted work for: next to start (`Msg::NextStarts`).
+    pub(crate) chosen: Arc<std::sync::Mutex<next::Chosen>>,
     /// The decision log, kept when a test asks for it.
     #[cfg(test)]
     pub(crate) decisions: Option<Vec<parity::Line>>,
@@ -263,9 +279,10 @@ impl Scheduler {
     ) -> Scheduler {
         let mut engine = engine;
         engine.mark_dirty();
+        let chosen = Arc::default();
         Scheduler {
             engine,
-            policy,
+            policy: next::Noting::wrap(policy, Arc::clone(&chosen)),
             store,
             exec,
             metrics,
@@ -292,6 +309,7 @@ impl Scheduler {
             credentials: Default::default(),
             markers: Default::default(),
             api_url: None,
+            chosen,
             #[cfg(test)]
             decisions: None,
         }

@@ -108,6 +108,9 @@ async fn telemetry_local(backend: Backend) {
     let line = format!("gpu: measured mean util {:.0}% over {samples} samples", mean * 100.0);
     assert!(shown.contains(&line), "{line} in:\n{shown}");
     assert!(shown.contains(&format!("gpu util   {:.0}% measured", mean * 100.0)), "{shown}");
+    // The dashboard charts its utilization over time from the stored points.
+    let page = support::Browser::sign_in(&s, &f.admin).await.get(&format!("/workloads/{id}")).await;
+    assert!(page.body.contains(r#"<svg id="util""#) && page.body.contains("<title>attempt 1</title>"), "{}", page.body);
     drop(s);
     let out = f.dir.join("trace.csv");
     allot_server::export_trace(&f.db.url, &out).await.expect("export");

@@ -32,6 +32,8 @@ pub enum ClientCommand {
     Show(IdArgs),
     /// Cancel a workload (a running one is signalled and stopped after grace).
     Cancel(IdArgs),
+    /// A workload's output (stdout and stderr) through the API: allot logs ID [--attempt N] [--follow]
+    Logs(LogsArgs),
     /// The account tree with budgets, use and fair-share standing; create,
     /// rename, close, reopen, export, import.
     Accounts(AccountsArgs),
@@ -148,6 +150,20 @@ pub struct IdArgs {
     #[command(flatten)]
     opts: ClientOpts,
     id: String,
+}
+
+#[derive(clap::Args)]
+pub struct LogsArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    /// The workload's id.
+    id: String,
+    /// The attempt (1 is the first; default: the last).
+    #[arg(long)]
+    attempt: Option<i64>,
+    /// Keep printing what the attempt writes until it ends (or Ctrl-C).
+    #[arg(long, short = 'f')]
+    follow: bool,
 }
 
 #[derive(clap::Args)]
@@ -396,6 +412,7 @@ async fn run_async(c: ClientCommand) -> Result<()> {
             let w = client(&a.opts)?.cancel(&a.id).await.with_context(|| format!("failed to cancel {}", a.id))?;
             output(a.opts.json, &w, |w| format!("{} {}\n", w.id, w.state))
         }
+        ClientCommand::Logs(a) => logs(a).await,
         ClientCommand::Accounts(AccountsArgs { opts, command: None }) => {
             let list = client(&opts)?.accounts().await.context("failed to list accounts")?;
             output(opts.json, &list, |l| render::accounts(l))
@@ -426,6 +443,41 @@ async fn run_async(c: ClientCommand) -> Result<()> {
                 .await
                 .with_context(|| format!("failed to {action} {}", a.name))?;
             output(a.opts.json, &v, |v| format!("{} {}\n", v.name, v.health))
+        }
+    }
+}
+
+/// Prints an attempt's log, following it with `--follow` until the attempt
+/// ends; when following, an attempt that has not started yet is waited for
+/// while the workload lives.
+async fn logs(a: LogsArgs) -> Result<()> {
+    use std::io::Write;
+    let c = client(&a.opts)?;
+    let mut offset = 0;
+    loop {
+        let chunk = c.log_chunk(&a.id, a.attempt, offset).await;
+        let (bytes, next, done) = match chunk {
+            Err(e) if a.follow && offset == 0 && e.status().is_some_and(|s| s.as_u16() == 404) => {
+                // Not started yet (or that attempt not yet): wait while the
+                // workload lives; `show` names a workload the caller cannot see.
+                let w = c.workload(&a.id).await.with_context(|| format!("failed to read the log of {}", a.id))?;
+                if matches!(w.workload.state.as_str(), "finished" | "failed" | "cancelled" | "rejected") {
+                    return Err(e).with_context(|| format!("failed to read the log of {}", a.id));
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                continue;
+            }
+            r => r.with_context(|| format!("failed to read the log of {}", a.id))?,
+        };
+        let mut out = std::io::stdout().lock();
+        out.write_all(&bytes).context("failed to write the log")?;
+        out.flush().context("failed to write the log")?;
+        offset = next;
+        if !a.follow || done {
+            return Ok(());
+        }
+        if bytes.is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         }
     }
 }

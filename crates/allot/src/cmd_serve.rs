@@ -111,10 +111,21 @@ pub struct ServeArgs {
     /// Requests handled at once; more are answered 503 with Retry-After at once.
     #[arg(long, default_value_t = 256)]
     max_in_flight: usize,
+    /// Log lines on stderr: text (coloured only on a terminal, and never with NO_COLOR set) or json (one object
+    /// per line: timestamp, level, target, fields).
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+/// How `allot serve` writes its log.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
-    init_logs();
+    init_logs(a.log_format);
     let lease =
         LeaseConfig { duration: a.lease_duration, renew_deadline: a.lease_renew_deadline, retry: a.lease_retry };
     lease.check().map_err(anyhow::Error::msg)?;
@@ -147,10 +158,19 @@ pub fn run(a: ServeArgs) -> Result<()> {
     rt.block_on(allot_server::serve(&opts)).context("allot serve failed")
 }
 
-pub(crate) fn init_logs() {
+/// The log on stderr at `ALLOT_LOG` (default `info`): colour only when
+/// stderr is a terminal and `NO_COLOR` is unset, so a log written to a file
+/// or a journal is plain text.
+pub(crate) fn init_logs(format: LogFormat) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("ALLOT_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => fmt.with_ansi(colour).try_init(),
+        LogFormat::Json => fmt.json().flatten_event(true).try_init(),
+    };
 }
 
 #[derive(clap::Subcommand)]

@@ -207,7 +207,7 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
 }
 
 /// `GET /v1/workloads?account=&state=&user=&class=&limit=`
-#[utoipa::path(get, path = "/v1/workloads", summary = "list workloads the caller sees, newest first", description = "Roles: any (filtered).", security(("bearer" = [])), params(("account" = Option<String>, Query, description = "subtree"), ("state" = Option<String>, Query, description = "comma-separated states"), ("user" = Option<String>, Query), ("class" = Option<String>, Query), ("cluster" = Option<String>, Query, description = "clusters of the fleet, comma-separated: pending workloads (and those that never ran) eligible for one of them, the others whose last attempt ran on one"), ("limit" = Option<i64>, Query, description = "1 to 100000 (default 1000)"), ("before" = Option<i64>, Query, description = "only workloads with an id below this one: the next page, newest first")), responses((status = 200, description = "success", body = Vec<WorkloadView>), ApiErrors))]
+#[utoipa::path(get, path = "/v1/workloads", summary = "list workloads the caller sees, newest first (a pending one's reason is the policy's explanation now)", description = "Roles: any (filtered).", security(("bearer" = [])), params(("account" = Option<String>, Query, description = "subtree"), ("state" = Option<String>, Query, description = "comma-separated states"), ("user" = Option<String>, Query), ("class" = Option<String>, Query), ("cluster" = Option<String>, Query, description = "clusters of the fleet, comma-separated: pending workloads (and those that never ran) eligible for one of them, the others whose last attempt ran on one"), ("limit" = Option<i64>, Query, description = "1 to 100000 (default 1000)"), ("before" = Option<i64>, Query, description = "only workloads with an id below this one: the next page, newest first")), responses((status = 200, description = "success", body = Vec<WorkloadView>), ApiErrors))]
 pub async fn list(
     State(app): State<App>,
     Auth(who): Auth,
@@ -266,6 +266,20 @@ pub async fn list(
     let rows = app.store.workloads(&f).await?;
     let redact = |t: &str| who.redact(t, |p| app.catalog.account_exists(p));
     let mut views: Vec<WorkloadView> = rows.iter().map(workload_view).collect();
+    // A pending workload's reason is the policy's explanation now (one
+    // pass for the whole page), as `GET /v1/workloads/{id}` gives it.
+    let seqs: Vec<i64> = rows.iter().filter(|r| r.state == Phase::Pending.as_str()).map(|r| r.seq).collect();
+    if !seqs.is_empty()
+        && let Ok(reasons) = ask(&app, |reply| Msg::ExplainPending { seqs: seqs.clone(), reply }).await
+    {
+        let live: HashMap<String, String> =
+            seqs.iter().zip(reasons).filter_map(|(s, r)| Some((s.to_string(), r?))).collect();
+        for v in &mut views {
+            if let Some(r) = live.get(&v.id) {
+                v.reason = Some(r.clone());
+            }
+        }
+    }
     views.iter_mut().for_each(|v| v.redact(&redact));
     Ok(Json(views))
 }

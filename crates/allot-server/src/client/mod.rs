@@ -159,9 +159,22 @@ impl Client {
         if let Some(b) = body {
             req = req.json(b);
         }
-        let transport = |source| ClientError::Transport { url: url.clone(), source };
+        let (bytes, _) = self.send(req, &url).await?;
+        let text = if bytes.is_empty() { &b"null"[..] } else { &bytes[..] };
+        serde_json::from_slice(text).map_err(|e| ClientError::Config(format!("unexpected answer from {url}: {e}")))
+    }
+
+    /// Sends `req` (to `url`); the body and headers of a success, the
+    /// API's error otherwise.
+    async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+        url: &str,
+    ) -> Result<(axum::body::Bytes, reqwest::header::HeaderMap), ClientError> {
+        let transport = |source| ClientError::Transport { url: url.to_string(), source };
         let resp = req.send().await.map_err(transport)?;
         let status = resp.status();
+        let headers = resp.headers().clone();
         let bytes = resp.bytes().await.map_err(transport)?;
         if !status.is_success() {
             let (error, field) = match serde_json::from_slice::<ErrorBody>(&bytes) {
@@ -170,8 +183,30 @@ impl Client {
             };
             return Err(ClientError::Api { status, error, field });
         }
-        let text = if bytes.is_empty() { &b"null"[..] } else { &bytes[..] };
-        serde_json::from_slice(text).map_err(|e| ClientError::Config(format!("unexpected answer from {url}: {e}")))
+        Ok((bytes, headers))
+    }
+
+    /// A chunk of an attempt's log from `offset` (`GET /v1/workloads/{id}/log`):
+    /// the bytes, the offset to ask from next, and whether the log is complete.
+    pub async fn log_chunk(
+        &self,
+        id: &str,
+        attempt: Option<i64>,
+        offset: u64,
+    ) -> Result<(Vec<u8>, u64, bool), ClientError> {
+        let mut q = vec![("offset", offset.to_string())];
+        if let Some(a) = attempt {
+            q.push(("attempt", a.to_string()));
+        }
+        let url = format!("{}{}", self.base, with_query(&format!("/v1/workloads/{}/log", encode(id)), &q));
+        let mut req = self.http.get(&url);
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        let (bytes, headers) = self.send(req, &url).await?;
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let next = header("x-log-offset").and_then(|v| v.parse().ok()).unwrap_or(offset + bytes.len() as u64);
+        Ok((bytes.to_vec(), next, header("x-log-done").is_some()))
     }
 
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {

@@ -132,7 +132,7 @@ pub fn html_response(m: Markup) -> Response {
 }
 
 /// Headers of every dashboard answer: nothing from elsewhere, no framing,
-/// no caching of pages, no referrer.
+/// no caching of pages, no referrer sent to other sites.
 pub fn security_headers(h: &mut axum::http::HeaderMap) {
     h.insert(
         header::CONTENT_SECURITY_POLICY,
@@ -143,7 +143,9 @@ pub fn security_headers(h: &mut axum::http::HeaderMap) {
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    // Not `no-referrer`: with it, browsers send `Origin: null` on the
+    // dashboard's own form posts, which the origin check refuses.
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     h.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
 }
 

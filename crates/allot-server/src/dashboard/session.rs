@@ -65,6 +65,7 @@ pub struct Flash {
 
 impl Viewer {
     /// Refuses (403) unless `csrf` is this session's token.
+    #[allow(clippy::result_large_err, reason = "the refusal is the handler's answer, returned at once")]
     pub fn check_csrf(&self, csrf: &str) -> Result<(), Response> {
         if constant_time_eq(csrf.as_bytes(), self.csrf.as_bytes()) {
             Ok(())
@@ -135,6 +136,7 @@ impl FromRequestParts<App> for Viewer {
 
 /// 403 for a change sent from another site: `Sec-Fetch-Site: cross-site`
 /// or an `Origin` whose host is not this request's `Host`.
+#[allow(clippy::result_large_err, reason = "the refusal is the handler's answer, returned at once")]
 fn same_origin(headers: &HeaderMap) -> Result<(), Response> {
     let refuse = || {
         Err(layout::error_page(

@@ -35,6 +35,9 @@ impl Scheduler {
             Msg::Explain { seq, reply } => {
                 let _ = reply.send(self.explain(seq, now));
             }
+            Msg::ExplainPending { seqs, reply } => {
+                let _ = reply.send(self.explain_pending(&seqs, now));
+            }
             Msg::Accounts { reply } => {
                 let _ = reply.send(crate::accounts::views(&self.engine.state, now, true));
             }
@@ -90,8 +93,48 @@ impl Scheduler {
                 let r = self.checkpoint_report(seq, &token, now);
                 let _ = reply.send(self.committed(r).await?);
             }
+            Msg::NextStarts { reply } => {
+                let _ = reply.send(self.next_starts());
+            }
         }
         Ok(())
+    }
+
+    /// The waiting workloads the passes preempted running work for, in the
+    /// order chosen, with their victims (`scheduler/next.rs`).
+    pub(crate) fn next_starts(&self) -> Vec<super::NextStart> {
+        let st = &self.engine.state;
+        let chosen = super::next::lock(&self.chosen);
+        chosen
+            .choices
+            .iter()
+            .filter(|c| st.run(c.w).phase == Phase::Pending)
+            .map(|c| {
+                let spec = st.spec(c.w);
+                let victims = c
+                    .victims
+                    .iter()
+                    .map(|(v, attempt, reason)| super::Victim {
+                        seq: self.live[v.0 as usize].seq,
+                        account: self.account_of(*v).to_string(),
+                        stop_at: super::next::releasing(st, *v, *attempt)
+                            .then(|| st.run(*v).stop_at.map(|t| t as i64))
+                            .flatten(),
+                        reason: reason.to_string(),
+                    })
+                    .collect();
+                super::NextStart {
+                    seq: self.live[c.w.0 as usize].seq,
+                    account: self.account_of(c.w).to_string(),
+                    user: spec.user.clone(),
+                    class: spec.class.as_str().to_string(),
+                    gpus: spec.gpus,
+                    submit_t: spec.submit as i64,
+                    chosen_t: c.t as i64,
+                    victims,
+                }
+            })
+            .collect()
     }
 
     /// A change cannot be accepted now: earlier writes wait for the store.
@@ -144,6 +187,15 @@ impl Scheduler {
             return Some(self.policy.explain(&self.engine.state, w, now).to_string());
         }
         run.last_reason.as_ref().map(Reason::to_string)
+    }
+
+    /// [`Policy::explain_all`] of those of `seqs` that are pending.
+    fn explain_pending(&self, seqs: &[i64], now: Time) -> Vec<Option<String>> {
+        let st = &self.engine.state;
+        let pending = |seq: &i64| self.by_seq.get(seq).copied().filter(|&w| st.run(w).phase == Phase::Pending);
+        let ws: Vec<WorkloadId> = seqs.iter().filter_map(pending).collect();
+        let mut reasons = self.policy.explain_all(st, &ws, now).into_iter();
+        seqs.iter().map(|seq| pending(seq).and_then(|_| reasons.next()).map(|r| r.to_string())).collect()
     }
 
     /// A node as the API shows it, with every workload on it (the API

@@ -86,8 +86,9 @@ pub(crate) fn fold(
 }
 
 /// Seconds per point of an attempt's utilization over time in the store
-/// (or the sampling interval, when longer): 288 points a day per attempt.
-pub(crate) const POINT_BUCKET_S: u64 = 300;
+/// (or the sampling interval, when longer): at most 1,440 points a day per
+/// attempt, whatever the sampling interval.
+pub(crate) const POINT_BUCKET_S: u64 = 60;
 
 impl Scheduler {
     /// An executor's sample of an attempt's GPUs: folded into the

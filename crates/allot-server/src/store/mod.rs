@@ -16,6 +16,7 @@ pub mod instance;
 pub mod lease;
 mod rows;
 pub mod sessions;
+pub mod usage;
 mod workloads;
 
 use std::path::PathBuf;

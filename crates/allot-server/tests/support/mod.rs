@@ -558,3 +558,139 @@ pub fn set_gpus(file: &Path, gpus: &[(u32, u32, u64)]) {
 pub fn metric(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
 }
+
+/// A signed-in dashboard session: its cookie and CSRF token, and plain
+/// HTTP calls with them (redirects are not followed, so a test sees them).
+pub struct Browser {
+    pub url: String,
+    /// The session cookie (`allot_session=…`).
+    pub cookie: String,
+    pub csrf: String,
+    client: reqwest::Client,
+    /// Other cookies the server set (the one-shot message after a change).
+    jar: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
+}
+
+/// A page's answer: status, `Location`, `Set-Cookie` values and body.
+#[derive(Debug)]
+pub struct PageAnswer {
+    pub status: u16,
+    pub location: Option<String>,
+    pub set_cookies: Vec<String>,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+/// A client that does not follow redirects.
+pub fn page_client() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client")
+}
+
+/// Sends one request; `cookie` and `form` (urlencoded) when given.
+pub async fn page_request(
+    client: &reqwest::Client,
+    method: &str,
+    url: &str,
+    cookie: Option<&str>,
+    form: Option<&[(&str, &str)]>,
+    headers: &[(&str, &str)],
+) -> PageAnswer {
+    let m = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+    let mut req = client.request(m, url);
+    if let Some(c) = cookie {
+        req = req.header("cookie", c);
+    }
+    if let Some(f) = form {
+        let body: Vec<String> = f.iter().map(|(k, v)| format!("{k}={}", form_encode(v))).collect();
+        req = req.header("content-type", "application/x-www-form-urlencoded").body(body.join("&"));
+    }
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = req.send().await.expect("http call");
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let location = headers.get("location").and_then(|v| v.to_str().ok()).map(String::from);
+    let set_cookies = headers.get_all("set-cookie").iter().filter_map(|v| v.to_str().ok()).map(String::from).collect();
+    let body = resp.text().await.expect("body");
+    PageAnswer { status, location, set_cookies, headers, body }
+}
+
+fn form_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b' ' => "+".to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The value of the page's first `name="csrf"` field.
+pub fn csrf_of(page: &str) -> Option<String> {
+    let at = page.find(r#"name="csrf" value=""#)? + r#"name="csrf" value=""#.len();
+    page[at..].split('"').next().map(String::from)
+}
+
+impl Browser {
+    /// Signs in at `/login` with `token`; panics unless it succeeds.
+    pub async fn sign_in(server: &Server, token: &str) -> Browser {
+        let client = page_client();
+        let a =
+            page_request(&client, "POST", &format!("{}/login", server.url), None, Some(&[("token", token)]), &[]).await;
+        assert_eq!(a.status, 303, "sign-in: {a:?}");
+        let set = a.set_cookies.iter().find(|c| c.starts_with("allot_session=")).expect("a session cookie");
+        let cookie = set.split(';').next().expect("name=value").to_string();
+        let home = page_request(&client, "GET", &format!("{}/", server.url), Some(&cookie), None, &[]).await;
+        assert_eq!(home.status, 200, "home after sign-in: {home:?}");
+        let csrf = csrf_of(&home.body).expect("a CSRF field on the page");
+        Browser { url: server.url.clone(), cookie, csrf, client, jar: Default::default() }
+    }
+
+    /// The `Cookie` header: the session and whatever else the server set.
+    fn cookies(&self) -> String {
+        let jar = self.jar.lock().expect("jar");
+        std::iter::once(self.cookie.clone())
+            .chain(jar.iter().map(|(k, v)| format!("{k}={v}")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// Keeps the cookies an answer sets (a `Max-Age=0` one is dropped).
+    fn keep(&self, a: &PageAnswer) {
+        let mut jar = self.jar.lock().expect("jar");
+        for c in &a.set_cookies {
+            let Some((k, v)) = c.split(';').next().and_then(|kv| kv.split_once('=')) else { continue };
+            if k == "allot_session" {
+                continue;
+            }
+            if c.contains("Max-Age=0") {
+                jar.remove(k);
+            } else {
+                jar.insert(k.to_string(), v.to_string());
+            }
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> PageAnswer {
+        let a =
+            page_request(&self.client, "GET", &format!("{}{path}", self.url), Some(&self.cookies()), None, &[]).await;
+        self.keep(&a);
+        a
+    }
+
+    /// POSTs a form with this session's CSRF token added.
+    pub async fn post(&self, path: &str, fields: &[(&str, &str)]) -> PageAnswer {
+        let mut f = fields.to_vec();
+        f.push(("csrf", &self.csrf));
+        self.post_raw(path, &f, &[]).await
+    }
+
+    /// POSTs a form exactly as given (no CSRF token added).
+    pub async fn post_raw(&self, path: &str, fields: &[(&str, &str)], headers: &[(&str, &str)]) -> PageAnswer {
+        let url = format!("{}{path}", self.url);
+        let a = page_request(&self.client, "POST", &url, Some(&self.cookies()), Some(fields), headers).await;
+        self.keep(&a);
+        a
+    }
+}

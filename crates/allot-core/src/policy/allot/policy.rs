@@ -76,6 +76,17 @@ impl AllotPolicy {
         Some(super::fairshare::FairShare::new(state, now).entitlement(a.0))
     }
 
+    /// [`AllotPolicy::fair_share_value`] and [`AllotPolicy::over_budget`]
+    /// of every account at `now`, by account id: the fair-share tree and the
+    /// budgets built once for all of them (a view of the whole tree).
+    pub fn standings(&self, state: &State, now: Time) -> Vec<(f64, bool)> {
+        let fs = super::fairshare::FairShare::new(state, now);
+        let budgets = super::budget::Budgets::new(state, now);
+        (0..state.accounts.len())
+            .map(|i| (fs.value(i as u32), budgets.over(crate::account::AccountId(i as u32))))
+            .collect()
+    }
+
     /// Whether an account is over budget at `now` (BUD-1).
     pub fn over_budget(&self, state: &State, path: &str, now: Time) -> Option<bool> {
         let a = state.accounts.get(path)?;

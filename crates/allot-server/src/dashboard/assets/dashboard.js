@@ -7,8 +7,11 @@
   const main = document.getElementById("main");
 
   // Refresh <main> every data-refresh seconds while the tab is visible,
-  // unless the user is typing in a form or has text selected in it.
+  // unless the user is typing in a form, a form holds input not yet sent,
+  // or text is selected in it.
+  if (main) main.addEventListener("input", (ev) => { if (ev.target.form) ev.target.form.dataset.dirty = "1"; });
   function busy() {
+    if (main.querySelector("form[data-dirty]")) return true;
     const a = document.activeElement;
     if (a && main.contains(a) && /^(INPUT|SELECT|TEXTAREA)$/.test(a.tagName)) return true;
     const sel = window.getSelection();
@@ -42,14 +45,22 @@
   // Logs: <pre data-follow="URL"> is filled from URL?offset=N and followed
   // while the server says the attempt runs (X-Log-Done absent).
   const followers = new Map();
+  // A refresh replaces <main>: a log that follows the same URL keeps what
+  // it has read and its offset; a new one (the next attempt) starts over.
   function saveFollows() {
     const out = new Map();
-    main.querySelectorAll("pre[data-follow]").forEach((p) => out.set(p.id, p.textContent));
+    main.querySelectorAll("pre[data-follow]").forEach((p) =>
+      out.set(p.id, { url: p.dataset.follow, text: p.textContent, offset: p.dataset.offset, top: p.scrollTop }));
     return out;
   }
   function restoreFollows(saved) {
     main.querySelectorAll("pre[data-follow]").forEach((p) => {
-      if (saved.has(p.id) && saved.get(p.id).length > p.textContent.length) p.textContent = saved.get(p.id);
+      const s = saved.get(p.id);
+      if (s && s.url === p.dataset.follow) {
+        p.textContent = s.text;
+        p.dataset.offset = s.offset;
+        p.scrollTop = s.top;
+      }
       follow(p);
     });
   }
