@@ -23,3 +23,9 @@ CREATE TABLE gpu_samples (
     mem_mib BIGINT,
     PRIMARY KEY (workload, attempt, t)
 );
+-- The dashboard's windows of history and burn-downs read attempts, workloads
+-- and node events by time.
+CREATE INDEX attempts_start ON attempts (start_t);
+CREATE INDEX attempts_end ON attempts (end_t);
+CREATE INDEX workloads_submit ON workloads (submit_t);
+CREATE INDEX node_events_t ON node_events (t);
