@@ -4,8 +4,8 @@
 #   bash scripts/dashboard-screenshots.sh
 # The test (crates/allot-server/tests/dashboard_browser.rs) signs in as a
 # researcher and then as the admin, and saves one PNG per page it visits
-# (login, work, workload, rules, budgets, queue, fleet, history, admin: a
-# page not built yet is left out) at 1400 px wide, when ALLOT_SCREENSHOTS
+# (login, work, workload, rules, budgets, budget, queue, fleet, history,
+# admin) at 1400 px wide, when ALLOT_SCREENSHOTS
 # names a directory. Needs Chromium and chromedriver: .ci/chromium.sh
 # installs them (as root) when they are missing. Old PNGs are removed
 # first, so a page that is gone leaves no stale picture behind.
