@@ -1,7 +1,7 @@
 //! History: occupancy, utilization, queue length, queue-time percentiles
 //! and preemptions over a window of time (`?window=6h|1d|7d|30d`, or
 //! `?from=&to=` in Unix seconds), computed from the store with the
-//! definitions of docs/measures.md ([`series`]); and the trace export for
+//! definitions of docs/measures.md (`history/series.rs`); and the trace export for
 //! a what-if replay (`GET /history/export`).
 //!
 //! * **Who sees what.** Admins see the fleet. Anyone else sees the work
