@@ -271,13 +271,7 @@ fn burn_down_section(a: &AccountView, spans: &[UsageSpan], now: i64) -> Markup {
     let used = curve.last().map_or(0.0, |p| p.1);
     let projected = used + a.burn_gpu_hours_per_hour * (end - now) as f64 / 3600.0;
     let span = (end - start) as f64;
-    let (unit, div) = if span > 2.0 * 86_400.0 {
-        ("days", 86_400.0)
-    } else if span > 7200.0 {
-        ("hours", 3600.0)
-    } else {
-        ("minutes", 60.0)
-    };
+    let (unit, div) = layout::time_unit(span);
     let x = |t: i64| (t - start) as f64 / div;
     let mut rules = Vec::new();
     let mut top = used.max(projected);

@@ -196,6 +196,18 @@ pub fn ngh(v: f64) -> String {
     allot_core::ledger::format_ngh(v)
 }
 
+/// The unit of a chart's time axis over `span_s` seconds, and its length
+/// in seconds: days beyond two days, hours beyond two hours, else minutes.
+pub fn time_unit(span_s: f64) -> (&'static str, f64) {
+    if span_s > 2.0 * 86_400.0 {
+        ("days", 86_400.0)
+    } else if span_s > 7200.0 {
+        ("hours", 3600.0)
+    } else {
+        ("minutes", 60.0)
+    }
+}
+
 /// A fraction as a percentage (`48.9 %`).
 pub fn pct(v: f64) -> String {
     format!("{:.1} %", v * 100.0)

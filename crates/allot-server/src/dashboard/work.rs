@@ -273,13 +273,7 @@ fn util_chart(samples: &[crate::store::GpuSample], attempts: &[AttemptView]) -> 
     let t0 = attempts.first().map_or(samples[0].t, |a| a.start_t).min(samples[0].t);
     let t1 = samples.iter().map(|s| s.t).max().unwrap_or(t0).max(t0 + 60);
     let span = (t1 - t0) as f64;
-    let (unit, div) = if span > 2.0 * 86_400.0 {
-        ("days", 86_400.0)
-    } else if span > 7200.0 {
-        ("hours", 3600.0)
-    } else {
-        ("minutes", 60.0)
-    };
+    let (unit, div) = layout::time_unit(span);
     let palette = ["#1f5fbf", "#b3261e", "#1b7a3a", "#9a5b00", "#6b3fa0"];
     let lines: Vec<Line> = attempts
         .iter()

@@ -161,16 +161,8 @@ impl Store {
         .fetch_all(&mut *tx)
         .await
         .ctx("read the window's node events")?;
-        let decode = |r: &AnyRow| -> Result<NodeEventRow, sqlx::Error> {
-            Ok(NodeEventRow {
-                seq: r.try_get("seq")?,
-                t: r.try_get("t")?,
-                node: r.try_get("node")?,
-                kind: r.try_get("kind")?,
-                principal: r.try_get("principal")?,
-            })
-        };
-        let events = rows.iter().map(decode).collect::<Result<_, _>>().ctx("decode node events")?;
+        let events =
+            rows.iter().map(super::workloads::node_event_row).collect::<Result<_, _>>().ctx("decode node events")?;
         tx.commit().await.ctx("end a read")?;
         Ok(HistoryRows { attempts, workloads, events })
     }

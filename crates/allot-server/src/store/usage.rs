@@ -11,6 +11,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::rows::WorkloadFilter;
+use super::workloads::{conditions, subtree};
 use super::{Ctx, Store, StoreError};
 
 /// Seconds per hour, for normalised GPU-hours.
@@ -37,66 +38,6 @@ pub struct PendingGroup {
     pub gpus: i64,
     /// The submission time of the oldest of them.
     pub oldest_submit_t: i64,
-}
-
-/// `s` for a `LIKE` pattern with `ESCAPE '\'`: `\`, `%` and `_` stand for
-/// themselves (account paths may contain `_`).
-fn like_escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
-}
-
-/// `account` is `path` or below it, with its two binds pushed.
-fn subtree(binds: &mut Vec<String>, column: &str, path: &str) -> String {
-    binds.push(path.to_string());
-    binds.push(format!("{}/%", like_escape(path)));
-    format!("({column} = ${} OR {column} LIKE ${} ESCAPE '\\')", binds.len() - 1, binds.len())
-}
-
-/// The conditions of `f` on `workloads` for pending work: who may see
-/// it, account subtree, submitter, class and the clusters it may run on
-/// (FLEET-1: not pinned elsewhere, and of a GPU type the cluster has), as
-/// the workload listing reads them. `None`: nothing can match.
-fn pending_conditions(f: &WorkloadFilter, binds: &mut Vec<String>) -> Option<String> {
-    let mut sql = format!("state = '{}'", allot_core::Phase::Pending.as_str());
-    if let Some(v) = &f.visible {
-        if v.is_empty() {
-            return None;
-        }
-        let parts: Vec<String> = v.iter().map(|p| subtree(binds, "account", p)).collect();
-        sql.push_str(&format!(" AND ({})", parts.join(" OR ")));
-    }
-    if let Some(a) = &f.account {
-        sql.push_str(&format!(" AND {}", subtree(binds, "account", a)));
-    }
-    for (col, v) in [("submitter", &f.submitter), ("class", &f.class)] {
-        if let Some(v) = v {
-            binds.push(v.clone());
-            sql.push_str(&format!(" AND {col} = ${}", binds.len()));
-        }
-    }
-    if let Some(clusters) = &f.clusters {
-        let mut eligible = Vec::new();
-        for c in clusters {
-            binds.push(format!("%,{},%", like_escape(&c.name)));
-            let pinned = format!("(clusters IS NULL OR (',' || clusters || ',') LIKE ${} ESCAPE '\\')", binds.len());
-            let mut types = Vec::new();
-            for t in &c.gpu_types {
-                binds.push(t.clone());
-                types.push(format!("${}", binds.len()));
-            }
-            let typed = if types.is_empty() {
-                "gpu_type IS NULL".to_string()
-            } else {
-                format!("(gpu_type IS NULL OR gpu_type IN ({}))", types.join(", "))
-            };
-            eligible.push(format!("({pinned} AND {typed})"));
-        }
-        if eligible.is_empty() {
-            return None;
-        }
-        sql.push_str(&format!(" AND ({})", eligible.join(" OR ")));
-    }
-    Some(sql)
 }
 
 impl Store {
@@ -130,10 +71,13 @@ impl Store {
 
     /// Pending workloads matching `f` (its states, `before` and `limit` are
     /// not read) grouped by account and class, in that order: one
-    /// aggregate query, never the rows themselves.
+    /// aggregate query, never the rows themselves, with the listing's
+    /// conditions.
     pub async fn pending_groups(&self, f: &WorkloadFilter) -> Result<Vec<PendingGroup>, StoreError> {
         let mut binds = Vec::new();
-        let Some(cond) = pending_conditions(f, &mut binds) else { return Ok(Vec::new()) };
+        let pending =
+            WorkloadFilter { states: vec![allot_core::Phase::Pending.as_str().to_string()], before: None, ..f.clone() };
+        let Some(cond) = conditions(&pending, &mut binds) else { return Ok(Vec::new()) };
         let sql = format!(
             "SELECT account, class, COUNT(*) AS n, CAST(SUM(gpus) AS BIGINT) AS gpus, MIN(submit_t) AS oldest \
              FROM workloads WHERE {cond} GROUP BY account, class ORDER BY account, class"

@@ -177,10 +177,91 @@ fn gpu_summary(r: &AnyRow) -> Result<Option<GpuSummary>, sqlx::Error> {
     }))
 }
 
+/// A row of `node_events` (its columns `seq, t, node, kind, principal`).
+pub(super) fn node_event_row(r: &AnyRow) -> Result<NodeEventRow, sqlx::Error> {
+    Ok(NodeEventRow {
+        seq: r.try_get("seq")?,
+        t: r.try_get("t")?,
+        node: r.try_get("node")?,
+        kind: r.try_get("kind")?,
+        principal: r.try_get("principal")?,
+    })
+}
+
 /// `s` for a `LIKE` pattern with `ESCAPE '\'`: `\`, `%` and `_` stand for
 /// themselves.
 fn like_escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
+}
+
+/// `column` is `path` or an account below it, with its two binds pushed
+/// (`LIKE` with `_` and `%` escaped: account paths may contain `_`).
+pub(super) fn subtree(binds: &mut Vec<String>, column: &str, path: &str) -> String {
+    binds.push(path.to_string());
+    binds.push(format!("{}/%", like_escape(path)));
+    format!("({column} = ${} OR {column} LIKE ${} ESCAPE '\\')", binds.len() - 1, binds.len())
+}
+
+/// The conditions of `f` on `workloads`, with their binds pushed onto
+/// `binds` (`$1`…): who may see them, account subtree, states, submitter,
+/// class, clusters (pending workloads eligible for one of them, FLEET-1;
+/// the others by their last attempt's cluster) and `before`. `None`:
+/// nothing can match. The listing and the queue's counts both read it.
+pub(super) fn conditions(f: &WorkloadFilter, binds: &mut Vec<String>) -> Option<String> {
+    let mut sql = "1 = 1".to_string();
+    if let Some(v) = &f.visible {
+        if v.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = v.iter().map(|p| subtree(binds, "account", p)).collect();
+        sql.push_str(&format!(" AND ({})", parts.join(" OR ")));
+    }
+    if let Some(a) = &f.account {
+        let part = subtree(binds, "account", a);
+        sql.push_str(&format!(" AND {part}"));
+    }
+    if !f.states.is_empty() {
+        let mut ph = Vec::new();
+        for s in &f.states {
+            binds.push(s.clone());
+            ph.push(format!("${}", binds.len()));
+        }
+        sql.push_str(&format!(" AND state IN ({})", ph.join(", ")));
+    }
+    for (col, v) in [("submitter", &f.submitter), ("class", &f.class)] {
+        if let Some(v) = v {
+            binds.push(v.clone());
+            sql.push_str(&format!(" AND {col} = ${}", binds.len()));
+        }
+    }
+    if let Some(before) = f.before {
+        sql.push_str(&format!(" AND seq < {before}"));
+    }
+    if let Some(clusters) = &f.clusters {
+        let (mut eligible, mut on) = (Vec::new(), Vec::new());
+        for c in clusters {
+            let name = like_escape(&c.name);
+            binds.push(format!("%,{name},%"));
+            let pinned = format!("(clusters IS NULL OR (',' || clusters || ',') LIKE ${} ESCAPE '\\')", binds.len());
+            let mut types = Vec::new();
+            for t in &c.gpu_types {
+                binds.push(t.clone());
+                types.push(format!("${}", binds.len()));
+            }
+            let typed = if types.is_empty() {
+                "gpu_type IS NULL".to_string()
+            } else {
+                format!("(gpu_type IS NULL OR gpu_type IN ({}))", types.join(", "))
+            };
+            eligible.push(format!("({pinned} AND {typed})"));
+            binds.push(c.name.clone());
+            on.push(format!("{LAST_CLUSTER} = ${}", binds.len()));
+        }
+        let waiting = format!("(state = '{}' OR {LAST_CLUSTER} IS NULL)", Phase::Pending.as_str());
+        let any = |parts: Vec<String>| if parts.is_empty() { "1 = 0".to_string() } else { parts.join(" OR ") };
+        sql.push_str(&format!(" AND (({waiting} AND ({})) OR (NOT {waiting} AND ({})))", any(eligible), any(on)));
+    }
+    Some(sql)
 }
 
 impl Store {
@@ -258,67 +339,9 @@ impl Store {
 
     /// Workloads matching `f`, newest first.
     pub async fn workloads(&self, f: &WorkloadFilter) -> Result<Vec<WorkloadRow>, StoreError> {
-        let mut sql = format!("SELECT {WORKLOAD_COLS} FROM workloads WHERE 1 = 1");
         let mut binds: Vec<String> = Vec::new();
-        // `LIKE` with `_` and `%` escaped: account paths may contain `_`.
-        let subtree = |binds: &mut Vec<String>, path: &str| {
-            binds.push(path.to_string());
-            binds.push(format!("{}/%", like_escape(path)));
-            format!("(account = ${} OR account LIKE ${} ESCAPE '\\')", binds.len() - 1, binds.len())
-        };
-        if let Some(v) = &f.visible {
-            if v.is_empty() {
-                return Ok(Vec::new());
-            }
-            let parts: Vec<String> = v.iter().map(|p| subtree(&mut binds, p)).collect();
-            sql.push_str(&format!(" AND ({})", parts.join(" OR ")));
-        }
-        if let Some(a) = &f.account {
-            let part = subtree(&mut binds, a);
-            sql.push_str(&format!(" AND {part}"));
-        }
-        if !f.states.is_empty() {
-            let mut ph = Vec::new();
-            for s in &f.states {
-                binds.push(s.clone());
-                ph.push(format!("${}", binds.len()));
-            }
-            sql.push_str(&format!(" AND state IN ({})", ph.join(", ")));
-        }
-        for (col, v) in [("submitter", &f.submitter), ("class", &f.class)] {
-            if let Some(v) = v {
-                binds.push(v.clone());
-                sql.push_str(&format!(" AND {col} = ${}", binds.len()));
-            }
-        }
-        if let Some(before) = f.before {
-            sql.push_str(&format!(" AND seq < {before}"));
-        }
-        if let Some(clusters) = &f.clusters {
-            let (mut eligible, mut on) = (Vec::new(), Vec::new());
-            for c in clusters {
-                let name = like_escape(&c.name);
-                binds.push(format!("%,{name},%"));
-                let pinned =
-                    format!("(clusters IS NULL OR (',' || clusters || ',') LIKE ${} ESCAPE '\\')", binds.len());
-                let mut types = Vec::new();
-                for t in &c.gpu_types {
-                    binds.push(t.clone());
-                    types.push(format!("${}", binds.len()));
-                }
-                let typed = if types.is_empty() {
-                    "gpu_type IS NULL".to_string()
-                } else {
-                    format!("(gpu_type IS NULL OR gpu_type IN ({}))", types.join(", "))
-                };
-                eligible.push(format!("({pinned} AND {typed})"));
-                binds.push(c.name.clone());
-                on.push(format!("{LAST_CLUSTER} = ${}", binds.len()));
-            }
-            let waiting = format!("(state = '{}' OR {LAST_CLUSTER} IS NULL)", Phase::Pending.as_str());
-            let any = |parts: Vec<String>| if parts.is_empty() { "1 = 0".to_string() } else { parts.join(" OR ") };
-            sql.push_str(&format!(" AND (({waiting} AND ({})) OR (NOT {waiting} AND ({})))", any(eligible), any(on)));
-        }
+        let Some(cond) = conditions(f, &mut binds) else { return Ok(Vec::new()) };
+        let mut sql = format!("SELECT {WORKLOAD_COLS} FROM workloads WHERE {cond}");
         sql.push_str(&format!(" ORDER BY seq DESC LIMIT {}", f.limit.max(1)));
         let mut q = sqlx::query(&sql);
         for b in &binds {
@@ -409,16 +432,7 @@ impl Store {
             .fetch_all(&self.pool)
             .await
             .ctx("read node events")?;
-        let decode = |r: &AnyRow| -> Result<NodeEventRow, sqlx::Error> {
-            Ok(NodeEventRow {
-                seq: r.try_get("seq")?,
-                t: r.try_get("t")?,
-                node: r.try_get("node")?,
-                kind: r.try_get("kind")?,
-                principal: r.try_get("principal")?,
-            })
-        };
-        rows.iter().map(decode).collect::<Result<_, _>>().ctx("decode node events")
+        rows.iter().map(node_event_row).collect::<Result<_, _>>().ctx("decode node events")
     }
 
     /// Commits a scheduling step's writes together.
