@@ -242,7 +242,13 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let scheduler = tokio::spawn(sched.run(rx, ev_rx));
     let lease = tokio::spawn(lease::keep(store.clone(), opts.lease));
     let (shutdown, stop) = oneshot::channel::<()>();
-    let http = tokio::spawn(crate::listener::serve(listener, router(app), opts.edge.clone(), max_connections, stop));
+    let http = tokio::spawn(crate::listener::serve(
+        listener,
+        router(app, crate::dashboard::routes(), crate::dashboard::fallback),
+        opts.edge.clone(),
+        max_connections,
+        stop,
+    ));
     tracing::info!(%addr, "listening");
     Ok(Running { addr, shutdown, http, scheduler, lease, store, _lock: lock })
 }

@@ -92,13 +92,15 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-/// The router of [`routes`], inside the edge's limits (`limits`): the error
-/// shape outermost, then the head limits, then the in-flight limit and timeout.
-pub fn router(app: App) -> Router {
+/// The router of [`routes`], `pages` (the dashboard's) and `fallback` (the
+/// answer to paths nobody serves), inside the edge's limits (`limits`): the
+/// error shape outermost, then the head limits, then the in-flight limit
+/// and timeout.
+pub fn router<H: Handler<T, App>, T: 'static>(app: App, pages: Router<App>, fallback: H) -> Router {
     let limits = app.limits.clone();
     let router = routes().into_iter().fold(Router::new(), |r, route| r.route(route.path, route.handler));
     router
-        .merge(crate::dashboard::routes())
+        .merge(pages)
         .fallback(fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(app)
@@ -107,20 +109,9 @@ pub fn router(app: App) -> Router {
         .layer(from_fn(limits::shape_errors))
 }
 
-/// A path nobody serves: the API's JSON 404 under `/v1` and `/metrics`,
-/// the dashboard's page elsewhere.
-async fn fallback(
-    axum::extract::State(app): axum::extract::State<App>,
-    req: axum::extract::Request,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let path = req.uri().path();
-    if path == "/v1" || path.starts_with("/v1/") || path == "/metrics" {
-        return ApiError::not_found("no such endpoint (see /v1/openapi.json)").into_response();
-    }
-    let (parts, _) = req.into_parts();
-    let viewer = crate::dashboard::Viewer::resolve(&app, &parts).await.ok().flatten();
-    crate::dashboard::not_found(viewer).await
+/// The answer to a path under `/v1` that no route serves.
+pub fn no_such_endpoint() -> ApiError {
+    ApiError::not_found("no such endpoint (see /v1/openapi.json)")
 }
 
 /// The authenticated caller.

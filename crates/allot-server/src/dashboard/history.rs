@@ -530,7 +530,7 @@ async fn export(State(app): State<App>, v: Viewer, Query(q): Query<ExportQuery>)
                 HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")).expect("an ASCII file name"),
             );
             h.insert("x-allot-trace-t0", HeaderValue::from(t0));
-            layout::security_headers(h);
+            super::html::security_headers(h);
             r
         }
         Ok(None) => layout::error_page(

@@ -2,12 +2,13 @@
 //! small pieces every page shares: durations, numbers, states and reasons
 //! with their rule linked.
 
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use maud::{DOCTYPE, Markup, html};
 
 use allot_core::rule::Rule;
 
+use super::html;
 use super::session::{Viewer, clear_flash};
 use crate::api::ApiError;
 use crate::auth::Role;
@@ -63,12 +64,12 @@ pub fn page(v: &Viewer, p: Page) -> Response {
         (p.body)
     };
     let mut r = if v.partial {
-        html_response(main)
+        html::html_response(main)
     } else {
         let doc = html! {
             (DOCTYPE)
             html lang="en" {
-                (head(&p.title))
+                (html::head(&p.title))
                 body {
                     a.skip href="#main" { "Skip to content" }
                     header.top {
@@ -94,68 +95,17 @@ pub fn page(v: &Viewer, p: Page) -> Response {
                 }
             }
         };
-        html_response(doc)
+        html::html_response(doc)
     };
     clear_flash(v, &mut r);
     r
 }
 
-fn head(title: &str) -> Markup {
-    html! {
-        head {
-            meta charset="utf-8";
-            meta name="viewport" content="width=device-width, initial-scale=1";
-            title { (title) " · Allot" }
-            link rel="stylesheet" href=(super::assets::CSS_URL);
-            script src=(super::assets::JS_URL) defer {}
-        }
-    }
-}
-
-/// A page without the navigation (sign-in).
-pub fn bare(title: &str, body: Markup) -> Response {
-    html_response(html! {
-        (DOCTYPE)
-        html lang="en" {
-            (head(title))
-            body.bare { main #main { (body) } }
-        }
-    })
-}
-
-/// An HTML answer with the dashboard's security headers.
-pub fn html_response(m: Markup) -> Response {
-    let mut r = ([(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"))], m.into_string())
-        .into_response();
-    security_headers(r.headers_mut());
-    r
-}
-
-/// Headers of every dashboard answer: nothing from elsewhere, no framing,
-/// no caching of pages, no referrer sent to other sites.
-pub fn security_headers(h: &mut axum::http::HeaderMap) {
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
-             connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-        ),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    // Not `no-referrer`: with it, browsers send `Origin: null` on the
-    // dashboard's own form posts, which the origin check refuses.
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
-    h.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
-}
-
 /// An error page (with the navigation when someone is signed in).
 pub fn error_page(v: Option<&Viewer>, status: StatusCode, title: &str, text: &str) -> Response {
+    let Some(v) = v else { return html::refusal(status, title, text) };
     let body = html! { h1 { (title) } p role="alert" { (text) } p { a href="/" { "Back to the dashboard" } } };
-    let mut r = match v {
-        Some(v) => page(v, Page { title: title.to_string(), nav: Nav::Work, body, refresh: None }),
-        None => bare(title, body),
-    };
+    let mut r = page(v, Page { title: title.to_string(), nav: Nav::Work, body, refresh: None });
     *r.status_mut() = status;
     r
 }

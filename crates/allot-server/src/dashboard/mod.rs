@@ -23,6 +23,7 @@ pub mod assets;
 pub mod budgets;
 pub mod fleet;
 pub mod history;
+pub mod html;
 pub mod layout;
 pub mod queue;
 pub mod rules;
@@ -30,7 +31,8 @@ pub mod session;
 pub mod work;
 
 use axum::Router;
-use axum::response::Response;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 
 use crate::api::App;
 
@@ -51,8 +53,15 @@ pub fn routes() -> Router<App> {
         .merge(rules::routes())
 }
 
-/// The answer to a path that is neither the API's nor a page: an HTML 404.
-pub async fn not_found(viewer: Option<Viewer>) -> Response {
+/// A path nobody serves: the API's JSON 404 under `/v1` and `/metrics`,
+/// the dashboard's HTML page elsewhere (with the navigation when signed in).
+pub async fn fallback(State(app): State<App>, req: axum::extract::Request) -> Response {
+    let path = req.uri().path();
+    if path == "/v1" || path.starts_with("/v1/") || path == "/metrics" {
+        return crate::api::no_such_endpoint().into_response();
+    }
+    let (parts, _) = req.into_parts();
+    let viewer = Viewer::resolve(&app, &parts).await.ok().flatten();
     layout::error_page(
         viewer.as_ref(),
         axum::http::StatusCode::NOT_FOUND,

@@ -28,7 +28,7 @@ use crate::api::App;
 use crate::auth::{Principal, Role, hash_token, new_token};
 use crate::store::sessions::SessionRow;
 
-use super::layout;
+use super::html;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "allot_session";
@@ -70,8 +70,7 @@ impl Viewer {
         if constant_time_eq(csrf.as_bytes(), self.csrf.as_bytes()) {
             Ok(())
         } else {
-            Err(layout::error_page(
-                Some(self),
+            Err(html::refusal(
                 StatusCode::FORBIDDEN,
                 "Refused",
                 "The form was not sent by this session (CSRF check failed). Reload the page and try again.",
@@ -86,12 +85,7 @@ impl Viewer {
         let now = crate::clock::now() as i64;
         let unavailable = |e: crate::store::StoreError| {
             tracing::warn!(error = %e, "dashboard: cannot read the session");
-            layout::error_page(
-                None,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Unavailable",
-                "The store cannot be read; retry shortly.",
-            )
+            html::refusal(StatusCode::SERVICE_UNAVAILABLE, "Unavailable", "The store cannot be read; retry shortly.")
         };
         let Some(s) = app.store.session(&hash, now).await.map_err(unavailable)? else { return Ok(None) };
         let Some(who) = app.auth.principal_by_hash(s.token_hash).await.map_err(unavailable)? else {
@@ -124,12 +118,9 @@ impl FromRequestParts<App> for Viewer {
                 let next = if here == "/" { String::new() } else { format!("?next={}", urlencode(here)) };
                 Err(Redirect::to(&format!("/login{next}")).into_response())
             }
-            None => Err(layout::error_page(
-                None,
-                StatusCode::UNAUTHORIZED,
-                "Signed out",
-                "Your session has ended. Sign in again.",
-            )),
+            None => {
+                Err(html::refusal(StatusCode::UNAUTHORIZED, "Signed out", "Your session has ended. Sign in again."))
+            }
         }
     }
 }
@@ -138,14 +129,8 @@ impl FromRequestParts<App> for Viewer {
 /// or an `Origin` whose host is not this request's `Host`.
 #[allow(clippy::result_large_err, reason = "the refusal is the handler's answer, returned at once")]
 fn same_origin(headers: &HeaderMap) -> Result<(), Response> {
-    let refuse = || {
-        Err(layout::error_page(
-            None,
-            StatusCode::FORBIDDEN,
-            "Refused",
-            "A change may only be sent from this dashboard.",
-        ))
-    };
+    let refuse =
+        || Err(html::refusal(StatusCode::FORBIDDEN, "Refused", "A change may only be sent from this dashboard."));
     if headers.get("sec-fetch-site").is_some_and(|v| v.as_bytes() == b"cross-site") {
         return refuse();
     }
@@ -270,7 +255,7 @@ fn login_form(status: StatusCode, next: Option<&str>, error: Option<&str>) -> Re
             button type="submit" { "Sign in" }
         }
     };
-    let mut r = layout::bare("Sign in", body);
+    let mut r = html::bare("Sign in", body);
     *r.status_mut() = status;
     r
 }
