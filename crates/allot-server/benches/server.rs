@@ -172,6 +172,16 @@ async fn pass_latency(url: &str, token: &str) -> (f64, u64) {
     (if count > 0.0 { sum / count } else { 0.0 }, count as u64)
 }
 
+/// The mean of the passes between two readings of [`pass_latency`] (the
+/// later mean when none ran between them).
+fn mean_since((before_mean, before_count): (f64, u64), (mean, count): (f64, u64)) -> f64 {
+    if count > before_count {
+        (mean * count as f64 - before_mean * before_count as f64) / (count - before_count) as f64
+    } else {
+        mean
+    }
+}
+
 async fn run_backend(label: &str, db: String, n: usize) {
     let d = dir(label);
     std::fs::write(d.join("cluster.toml"), config()).expect("config");
@@ -201,11 +211,7 @@ async fn run_backend(label: &str, db: String, n: usize) {
     let (before_mean, before_count) = pass_latency(&url, &token).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     let (mean, count) = pass_latency(&url, &token).await;
-    let steady = if count > before_count {
-        (mean * count as f64 - before_mean * before_count as f64) / (count - before_count) as f64
-    } else {
-        mean
-    };
+    let steady = mean_since((before_mean, before_count), (mean, count));
     println!(
         "{label}: scheduling pass with ~{n} pending on 1024 busy GPUs (server histogram): mean {:.1} ms over {} passes",
         steady * 1000.0,
@@ -281,11 +287,7 @@ async fn dashboard(label: &str, url: &str, token: &str, n: usize) {
         served += p.await.expect("poller");
     }
     let (mean, count) = pass_latency(url, token).await;
-    let during = if count > before_count {
-        (mean * count as f64 - before_mean * before_count as f64) / (count - before_count) as f64
-    } else {
-        mean
-    };
+    let during = mean_since((before_mean, before_count), (mean, count));
     println!(
         "{label}: scheduling pass while 4 dashboards polled ({served} pages in 6 s): mean {:.1} ms over {} passes",
         during * 1000.0,
