@@ -37,4 +37,4 @@ pub use policy::{Policy, PolicyKind};
 pub use rule::{Reason, Rule};
 pub use state::{NodeEvent, NodeEventKind, State};
 pub use time::Time;
-pub use workload::{Class, Phase, Priority, Run, WorkloadId, WorkloadSpec};
+pub use workload::{ArrayPart, Class, DepKind, DepTarget, Dependency, Phase, Priority, Run, WorkloadId, WorkloadSpec};

@@ -450,6 +450,9 @@ mod tests {
             preemptible: false,
             time_limit_s: None,
             checkpoint_on_signal: false,
+            after: Vec::new(),
+            array: None,
+            hold: false,
         };
         let a = find(&cluster, &free, &spec, &|_| true)?;
         Some(a.parts.iter().map(|(n, m)| (n.0, m.count_ones())).collect())

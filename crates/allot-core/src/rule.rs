@@ -78,6 +78,10 @@ rules! {
     AccountLive => "ACC-1", "accounts are created, renamed and closed live; every account keeps its id, usage and history, new ones are appended";
     AccountClosed => "ACC-2", "a closed account (or one below it) takes no new work; its accepted work runs on under the contract";
     AccountStop => "ACC-3", "closing with stop cancels the account's pending work and stops its running work after grace (CON-2)";
+    Hold => "HOLD-1", "a held workload waits, whatever the policy, until it is released; only a pending workload can be held";
+    DepWait => "DEP-1", "a workload with dependencies waits until each is satisfied: afterok when the other finished, afternotok when it failed, was cancelled or rejected, afterany when it ended";
+    DepNever => "DEP-2", "a workload whose dependency can no longer be satisfied is cancelled, and so in turn are the workloads waiting on it with afterok";
+    ArrayLimit => "ARR-1", "of an array with a limit of N, at most N elements are queued or hold GPUs at once; the others wait, lowest index first";
 }
 
 impl fmt::Display for Rule {

@@ -149,6 +149,9 @@ pub struct State {
     pub pending: BTreeSet<(Time, WorkloadId)>,
     /// Workloads holding GPUs (running or stopping).
     pub running: BTreeSet<WorkloadId>,
+    /// Pending workloads that are not queued: a condition of theirs is not
+    /// met (HOLD-1, DEP-1, ARR-1), so no policy sees them.
+    pub parked: BTreeSet<WorkloadId>,
     pub ledger: Ledger,
     /// Per workload: its member (account and user).
     member_of: Vec<MemberId>,
@@ -175,6 +178,7 @@ impl State {
             runs: Vec::new(),
             pending: BTreeSet::new(),
             running: BTreeSet::new(),
+            parked: BTreeSet::new(),
             ledger,
             member_of: Vec::new(),
             members: Vec::new(),
@@ -266,13 +270,45 @@ impl State {
 
     /// Adds a submitted workload to the pending queue.
     pub fn submit(&mut self, spec: WorkloadSpec) -> WorkloadId {
+        self.submit_as(spec, false)
+    }
+
+    /// Adds a submitted workload, queued, or parked (its conditions are not
+    /// met: HOLD-1, DEP-1, ARR-1).
+    pub fn submit_as(&mut self, spec: WorkloadSpec, parked: bool) -> WorkloadId {
         let id = WorkloadId(self.specs.len() as u32);
         let m = self.intern_member(spec.account, &spec.user);
         self.member_of.push(m);
-        self.runs.push(Run::new(&spec));
+        let mut run = Run::new(&spec);
+        if parked {
+            self.parked.insert(id);
+        } else {
+            run.queued = Some(spec.submit);
+        }
+        self.runs.push(run);
         self.specs.push(spec);
-        self.enqueue(id);
+        if !parked {
+            self.enqueue(id);
+        }
         id
+    }
+
+    /// Takes a pending workload out of the queue: a condition of its is not
+    /// met (HOLD-1, DEP-1, ARR-1). Parking a parked one changes nothing.
+    pub fn park(&mut self, w: WorkloadId) {
+        assert_eq!(self.runs[w.0 as usize].phase, Phase::Pending, "park of a workload that is not pending");
+        if self.parked.insert(w) {
+            self.dequeue(w);
+        }
+    }
+
+    /// Queues a parked workload again at `now` (its conditions are met);
+    /// the first time it is queued is kept in [`Run::queued`].
+    pub fn unpark(&mut self, w: WorkloadId, now: Time) {
+        if self.parked.remove(&w) {
+            self.runs[w.0 as usize].queued.get_or_insert(now);
+            self.enqueue(w);
+        }
     }
 
     /// Normalisation weight of the GPUs a workload holds.
@@ -418,7 +454,9 @@ impl State {
         let i = w.0 as usize;
         assert_eq!(self.runs[i].phase, Phase::Pending);
         assert!(phase.is_terminal());
-        self.dequeue(w);
+        if !self.parked.remove(&w) {
+            self.dequeue(w);
+        }
         let r = &mut self.runs[i];
         r.phase = phase;
         r.end = Some(now);
@@ -454,8 +492,9 @@ impl State {
             let w = WorkloadId(i as u32);
             let spec = &self.specs[i];
             let queued = self.pending.contains(&(spec.submit, w));
-            if queued != (r.phase == Phase::Pending) {
-                return Err(format!("workload {} queued={queued} but phase {:?}", spec.id, r.phase));
+            let parked = self.parked.contains(&w);
+            if queued != (r.phase == Phase::Pending && !parked) || (parked && r.phase != Phase::Pending) {
+                return Err(format!("workload {} queued={queued} parked={parked} but phase {:?}", spec.id, r.phase));
             }
             if self.running.contains(&w) != r.phase.holds_gpus() {
                 return Err(format!("workload {} running-set mismatch in phase {:?}", spec.id, r.phase));
@@ -538,7 +577,7 @@ impl State {
             if self.member_info(m) != (spec.account, spec.user.as_str()) {
                 return Err(format!("workload {} has the member of another account or user", spec.id));
             }
-            if self.runs[i].phase == Phase::Pending {
+            if self.runs[i].phase == Phase::Pending && !self.parked.contains(&WorkloadId(i as u32)) {
                 index.insert(WorkloadId(i as u32), spec, m);
             }
         }

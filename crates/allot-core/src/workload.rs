@@ -113,6 +113,105 @@ pub struct WorkloadSpec {
     /// CON-8: it saves its progress when signalled, within the grace, and
     /// reports that checkpoint (so a preemption costs it only the grace).
     pub checkpoint_on_signal: bool,
+    /// DEP-1: it waits until each of these is satisfied (all of them).
+    pub after: Vec<Dependency>,
+    /// ARR-1: it is one element of an array.
+    pub array: Option<ArrayPart>,
+    /// HOLD-1: submitted on hold; it waits until released.
+    pub hold: bool,
+}
+
+impl WorkloadSpec {
+    /// Whether it has conditions to meet before it is queued: submitted
+    /// held (HOLD-1), dependencies (DEP-1), an array limit (ARR-1).
+    pub fn has_conditions(&self) -> bool {
+        self.hold || !self.after.is_empty() || self.array.is_some_and(|a| a.limit.is_some())
+    }
+}
+
+/// DEP-1: what a dependency waits for.
+#[derive(
+    Copy,
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
+#[strum(serialize_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum DepKind {
+    /// The other workload finished its work.
+    AfterOk,
+    /// The other workload ended, however.
+    AfterAny,
+    /// The other workload ended without finishing (failed, cancelled or
+    /// rejected).
+    AfterNotOk,
+}
+
+impl DepKind {
+    pub const ALL: [DepKind; 3] = [DepKind::AfterOk, DepKind::AfterAny, DepKind::AfterNotOk];
+
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    pub fn parse(s: &str) -> Option<DepKind> {
+        s.parse().ok()
+    }
+
+    /// Whether an end in `phase` satisfies the dependency (`Some(true)`),
+    /// never can (`Some(false)`), or it is not decided yet (`None`: the
+    /// other workload has not ended).
+    pub fn satisfied_by(self, phase: Phase) -> Option<bool> {
+        if !phase.is_terminal() {
+            return None;
+        }
+        Some(match self {
+            DepKind::AfterOk => phase == Phase::Finished,
+            DepKind::AfterAny => true,
+            DepKind::AfterNotOk => phase != Phase::Finished,
+        })
+    }
+}
+
+/// DEP-1: one dependency of a workload.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Dependency {
+    pub kind: DepKind,
+    pub on: DepTarget,
+}
+
+/// What a dependency is on.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum DepTarget {
+    /// A workload of the state (earlier in the trace, or live).
+    Workload(WorkloadId),
+    /// A workload that had already ended in this phase before the state
+    /// knew it (a live server restored after it ended); `label` names it
+    /// in reasons.
+    Ended { phase: Phase, label: u64 },
+}
+
+/// ARR-1: a workload as an element of an array.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ArrayPart {
+    /// The array's id, the same for all its elements (the interpreter's
+    /// choice: the id of its first element).
+    pub array: u64,
+    /// Its index in the array.
+    pub index: u32,
+    /// How many elements the array has.
+    pub count: u32,
+    /// ARR-1: at most this many elements are queued or hold GPUs at once.
+    pub limit: Option<u32>,
 }
 
 /// Lifecycle phase.
@@ -179,6 +278,9 @@ pub struct Run {
     /// GPUs held (Running/Stopping).
     pub alloc: Option<Allocation>,
     pub first_start: Option<Time>,
+    /// When it was first queued: its submission, or when its conditions
+    /// were first met (HOLD-1, DEP-1, ARR-1); queue time counts from here.
+    pub queued: Option<Time>,
     pub end: Option<Time>,
     pub preemptions: u32,
     pub attempts: u32,
@@ -204,6 +306,7 @@ impl Run {
             progress_at_signal: None,
             alloc: None,
             first_start: None,
+            queued: None,
             end: None,
             preemptions: 0,
             attempts: 0,

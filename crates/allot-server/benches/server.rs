@@ -323,6 +323,9 @@ fn core_pass(n: usize) {
             preemptible: false,
             time_limit_s: None,
             checkpoint_on_signal: false,
+            after: Vec::new(),
+            array: None,
+            hold: false,
         };
         state.submit(spec);
     }

@@ -334,7 +334,7 @@ impl Scheduler {
     /// A workload recovered from the store, queued with its past; one whose
     /// cancel was asked before the restart ends now.
     pub(crate) fn restore(&mut self, spec: WorkloadSpec, live: Live, retries: u32, past: &Past, now: Time) {
-        let w = self.engine.restore(spec, retries, past);
+        let w = self.engine.restore(spec, retries, past, now);
         self.track(w, live);
         if past.cancel {
             self.engine.cancel(w, now, "cancelled (requested before the server restarted)");

@@ -168,6 +168,9 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
         preemptible: true,
         time_limit_s: None,
         checkpoint_on_signal: false,
+        after: Vec::new(),
+        array: None,
+        hold: false,
     };
     let row = |submit_t| crate::store::NewWorkload {
         owner: None,

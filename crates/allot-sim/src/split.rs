@@ -249,6 +249,9 @@ mod tests {
             preemptible: false,
             time_limit_s: None,
             checkpoint_on_signal: false,
+            after: Vec::new(),
+            array: None,
+            hold: false,
         }
     }
 

@@ -155,6 +155,9 @@ pub struct Wl {
     preemptible: bool,
     time_limit: Option<Time>,
     on_signal: bool,
+    after: Vec<allot_core::Dependency>,
+    array: Option<allot_core::ArrayPart>,
+    hold: bool,
 }
 
 impl Wl {
@@ -176,7 +179,29 @@ impl Wl {
             preemptible: false,
             time_limit: None,
             on_signal: false,
+            after: Vec::new(),
+            array: None,
+            hold: false,
         }
+    }
+
+    /// HOLD-1: submitted on hold.
+    pub fn hold(mut self) -> Self {
+        self.hold = true;
+        self
+    }
+
+    /// DEP-1: waits for `on` as `kind` says.
+    pub fn after(mut self, kind: allot_core::DepKind, on: allot_core::WorkloadId) -> Self {
+        self.after.push(allot_core::Dependency { kind, on: allot_core::DepTarget::Workload(on) });
+        self
+    }
+
+    /// ARR-1: element `index` of `count` of array `array`, at most `limit`
+    /// queued or running.
+    pub fn array(mut self, array: u64, index: u32, count: u32, limit: Option<u32>) -> Self {
+        self.array = Some(allot_core::ArrayPart { array, index, count, limit });
+        self
     }
     pub fn account(mut self, a: &str) -> Self {
         self.account = a.into();
@@ -273,6 +298,9 @@ impl Wl {
             preemptible: self.preemptible,
             time_limit_s: self.time_limit,
             checkpoint_on_signal: self.on_signal,
+            after: self.after.clone(),
+            array: self.array,
+            hold: self.hold,
         }
     }
 }

@@ -247,6 +247,9 @@ impl<'a> Validator<'a> {
             preemptible: raw.preemptible,
             time_limit_s,
             checkpoint_on_signal: raw.checkpoint_on_signal,
+            after: Vec::new(),
+            array: None,
+            hold: false,
         })
     }
 

@@ -70,6 +70,9 @@ fn defaults_expected(cfg: &Config, id: &str, submit: u64, account: &str, gpus: u
         preemptible: false,
         time_limit_s: None,
         checkpoint_on_signal: false,
+        after: Vec::new(),
+        array: None,
+        hold: false,
     }
 }
 

@@ -13,7 +13,9 @@ use crate::rule::{Reason, Rule};
 use crate::state::{NodeEvent, NodeEventKind, State, StopOutcome};
 use crate::workload::{Phase, WorkloadId, WorkloadSpec};
 
+mod gate;
 mod reports;
+pub use gate::HoldRefused;
 pub use reports::CheckpointRefused;
 
 /// MNT-3: launch failures in a row outside the workloads that take a node
@@ -80,6 +82,8 @@ pub struct Engine {
     effects: Vec<Effect>,
     /// MNT-3: launch failures in a row outside the workloads, per node.
     launch_failures: BTreeMap<NodeId, u32>,
+    /// HOLD-1, DEP-1, ARR-1: what parked workloads wait for.
+    gate: gate::Gate,
 }
 
 impl Engine {
@@ -94,6 +98,7 @@ impl Engine {
             dirty: false,
             effects: Vec::new(),
             launch_failures: BTreeMap::new(),
+            gate: gate::Gate::default(),
         }
     }
 
@@ -195,29 +200,42 @@ impl Engine {
     /// (rejected at once).
     pub fn arrive(&mut self, policy: &dyn Policy, spec: WorkloadSpec, retries: u32, now: Time) -> WorkloadId {
         let verdict = admit_account(&self.state, &spec).and_then(|()| policy.admit(&self.state, &spec));
-        let w = self.submit(spec, retries);
+        let w = self.submit(spec, retries, now);
         match verdict {
             Ok(()) => self.dirty = true,
             Err(reason) => {
                 self.record(now, w, Change::Reject, reason.clone());
-                self.state.end_pending(w, now, Phase::Rejected, reason);
+                self.end_pending(w, now, Phase::Rejected, reason);
             }
         }
         w
     }
 
-    fn submit(&mut self, spec: WorkloadSpec, retries: u32) -> WorkloadId {
+    /// Adds a workload: queued, or, with conditions (HOLD-1, DEP-1, ARR-1),
+    /// through the gate.
+    fn submit(&mut self, spec: WorkloadSpec, retries: u32, now: Time) -> WorkloadId {
         debug_assert!((spec.account.0 as usize) < self.state.accounts.len(), "a workload of an account that exists");
-        let w = self.state.submit(spec);
+        let gated = spec.has_conditions();
+        let w = self.state.submit_as(spec, gated);
         debug_assert_eq!(w.0 as usize, self.extra.len());
         self.extra.push(Extra { retries, ..Extra::default() });
+        if gated {
+            self.open_gate(w, now);
+        }
         w
+    }
+
+    /// Ends a pending workload for good; what waited on it follows
+    /// (DEP-1, DEP-2, ARR-1).
+    fn end_pending(&mut self, w: WorkloadId, now: Time, phase: Phase, reason: Reason) {
+        self.state.end_pending(w, now, phase, reason);
+        self.gate_ended(w, now);
     }
 
     /// A workload recovered from a live store, queued with its past
     /// (remaining work = its work less the progress its attempts kept).
-    pub fn restore(&mut self, spec: WorkloadSpec, retries: u32, past: &Past) -> WorkloadId {
-        let w = self.submit(spec, retries);
+    pub fn restore(&mut self, spec: WorkloadSpec, retries: u32, past: &Past, now: Time) -> WorkloadId {
+        let w = self.submit(spec, retries, now);
         let work = self.state.spec(w).work_s;
         let r = &mut self.state.runs[w.0 as usize];
         r.remaining = work.saturating_sub(past.kept_s).max(1);
@@ -246,7 +264,7 @@ impl Engine {
                 }
                 Action::Reject { workload: w } => {
                     self.record(now, w, Change::Reject, reason.clone());
-                    self.state.end_pending(w, now, Phase::Rejected, reason);
+                    self.end_pending(w, now, Phase::Rejected, reason);
                 }
             }
         }
@@ -429,6 +447,7 @@ impl Engine {
         let nodes: Vec<NodeId> = alloc.nodes().collect();
         let ended = Ended { alloc, started, outcome: Outcome::Finished, stop: o, exit_code };
         self.ended_record(now, w, attempt, Change::Finish, reason, ended);
+        self.gate_ended(w, now);
         self.after_release(&nodes);
     }
 
@@ -470,8 +489,8 @@ impl Engine {
             } else {
                 Reason::new(why.rule, "cancelled")
             };
-            self.state.end_pending(w, now, Phase::Cancelled, r.clone());
-            self.ended_record(now, w, attempt, change, r, ended);
+            self.ended_record(now, w, attempt, change, r.clone(), ended);
+            self.end_pending(w, now, Phase::Cancelled, r);
         } else if change == Change::Failed {
             let limit = self.state.spec(w).time_limit_s.unwrap_or(0);
             let r = Reason::new(
@@ -481,8 +500,8 @@ impl Engine {
                     when_ended = if graced { "killed after grace" } else { "stopped after the signal" }
                 ),
             );
-            self.state.end_pending(w, now, Phase::Failed, r.clone());
-            self.ended_record(now, w, attempt, change, r, ended);
+            self.ended_record(now, w, attempt, change, r.clone(), ended);
+            self.end_pending(w, now, Phase::Failed, r);
         } else {
             self.ended_record(now, w, attempt, change, requeue, ended);
         }
@@ -508,8 +527,8 @@ impl Engine {
             self.ended_record(now, w, attempt, Change::Retry, Reason::new(Rule::Requeue, detail), ended);
         } else {
             let reason = Reason::new(Rule::Completed, detail);
-            self.state.end_pending(w, now, Phase::Failed, reason.clone());
-            self.ended_record(now, w, attempt, Change::Failed, reason, ended);
+            self.ended_record(now, w, attempt, Change::Failed, reason.clone(), ended);
+            self.end_pending(w, now, Phase::Failed, reason);
         }
         self.after_release(&nodes);
     }
@@ -564,8 +583,8 @@ impl Engine {
         let (alloc, started, o) = self.release_requeue(w, now, reason.clone());
         let nodes: Vec<NodeId> = alloc.nodes().collect();
         let ended = Ended { alloc, started, outcome: Outcome::LaunchFailed, stop: o, exit_code: None };
-        self.state.end_pending(w, now, Phase::Failed, reason.clone());
-        self.ended_record(now, w, attempt, Change::Failed, reason, ended);
+        self.ended_record(now, w, attempt, Change::Failed, reason.clone(), ended);
+        self.end_pending(w, now, Phase::Failed, reason);
         self.after_release(&nodes);
     }
 
@@ -640,7 +659,7 @@ impl Engine {
             Phase::Pending => {
                 let reason = Reason::new(Rule::Grace, detail.to_string());
                 self.record(now, w, Change::Cancel, reason.clone());
-                self.state.end_pending(w, now, Phase::Cancelled, reason);
+                self.end_pending(w, now, Phase::Cancelled, reason);
                 self.dirty = true;
                 Cancelled::Ended
             }

@@ -60,5 +60,8 @@ pub(crate) fn batch(id: &str, account: AccountId, gpus: u32, nodes: u32, now: Ti
         preemptible: true,
         time_limit_s: None,
         checkpoint_on_signal: false,
+        after: Vec::new(),
+        array: None,
+        hold: false,
     }
 }
