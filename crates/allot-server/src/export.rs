@@ -284,6 +284,10 @@ fn row(w: &WorkloadRow, work_s: u64, t0: i64) -> TraceRow {
         clusters: w.clusters.clone().unwrap_or_default(),
         time_limit_s: w.time_limit_s.map(|l| l.max(1) as u64),
         checkpoint_on_signal: w.checkpoint_on_signal,
+        after: String::new(),
+        array: String::new(),
+        array_index: None,
+        array_limit: None,
     }
 }
 

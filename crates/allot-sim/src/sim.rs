@@ -117,7 +117,7 @@ pub fn simulate_with_accounts(
 ) -> (State, SimOutput) {
     assert!(state.specs.is_empty(), "simulate starts from a state without workloads");
     trees.sort_by_key(|(t, _)| *t);
-    workloads.sort_by_key(|w| w.submit);
+    sort_arrivals(&mut workloads);
     events.sort_by_key(|e| e.t);
     requests.sort_by_key(|r| r.t);
     let total_gpus = state.cluster.total_gpus();
@@ -157,6 +157,31 @@ pub fn simulate_with_accounts(
     sim.run(workloads, events, requests, trees);
     let Sim { engine, out, .. } = sim;
     (engine.state, out)
+}
+
+/// Sorts workloads stably by submit time; dependencies (DEP-1) name
+/// workloads by their index in the list given, and are renumbered to the
+/// sorted order, the [`WorkloadId`]s the engine gives them.
+fn sort_arrivals(workloads: &mut Vec<WorkloadSpec>) {
+    if workloads.iter().all(|w| w.after.is_empty()) {
+        workloads.sort_by_key(|w| w.submit);
+        return;
+    }
+    let mut order: Vec<usize> = (0..workloads.len()).collect();
+    order.sort_by_key(|&i| workloads[i].submit);
+    let mut new_of = vec![0u32; workloads.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_of[old] = new as u32;
+    }
+    let mut taken: Vec<Option<WorkloadSpec>> = std::mem::take(workloads).into_iter().map(Some).collect();
+    *workloads = order.iter().map(|&i| taken[i].take().expect("each once")).collect();
+    for w in workloads.iter_mut() {
+        for d in &mut w.after {
+            if let allot_core::DepTarget::Workload(o) = &mut d.on {
+                *o = WorkloadId(new_of[o.0 as usize]);
+            }
+        }
+    }
 }
 
 impl Sim<'_> {
@@ -376,9 +401,11 @@ impl Sim<'_> {
             };
             self.out.attempts.push(a);
         }
-        // Pending workloads keep the policy's explanation of why they wait.
-        let waiting: Vec<WorkloadId> = state.pending.iter().map(|(_, w)| *w).collect();
-        let reasons = self.policy.explain_all(&self.engine.state, &waiting, end);
+        // Pending workloads keep the explanation of why they wait: the
+        // policy's, or the condition they wait on (HOLD-1, DEP-1, ARR-1).
+        let mut waiting: Vec<WorkloadId> = state.pending.iter().map(|(_, w)| *w).collect();
+        waiting.extend(state.parked.iter().copied());
+        let reasons = self.engine.explain_all(&*self.policy, &waiting, end);
         for (w, r) in waiting.into_iter().zip(reasons) {
             self.engine.state.runs[w.0 as usize].last_reason = Some(r);
         }

@@ -12,6 +12,7 @@
 
 pub mod bounds;
 pub mod changes;
+pub mod conditions;
 pub mod config;
 pub mod decl;
 pub mod duration;

@@ -8,7 +8,12 @@
 //! (1.0), `priority` (`normal`), `preemptible` (false), `clusters` (any:
 //! the clusters it may run on, comma-separated, FLEET-1), `time_limit_s`
 //! (the class's `time_limit`, none by default: CON-6), `checkpoint_on_signal`
-//! (false: CON-8, it saves when signalled). Every bad value is an
+//! (false: CON-8, it saves when signalled), `after` (none: DEP-1,
+//! `afterok:ID[:ID…]`, several joined by commas, naming earlier rows or
+//! arrays), `array`, `array_index`, `array_limit` (none: ARR-1, the row
+//! is element `array_index` of the array named `array`, of which at most
+//! `array_limit` run at once; every element of an array is a row of its
+//! own and gives the same limit). Every bad value is an
 //! error naming the file, the line and the field; nothing is guessed.
 //!
 //! Rows made in memory (the generator's [`TraceRow`]s) go through the same
@@ -20,9 +25,10 @@ use std::collections::hash_map::Entry;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use allot_core::WorkloadSpec;
+use allot_core::{ArrayPart, DepTarget, Dependency, Time, WorkloadId, WorkloadSpec};
 
 use crate::bounds;
+use crate::conditions::{MAX_ARRAY_INDEX, parse_dependencies};
 use crate::config::Config;
 use crate::error::{FormatError, FormatKind, from_csv, quoted};
 use crate::lines::{LineIndex, csv_reader, record_line};
@@ -48,9 +54,13 @@ enum Col {
     Clusters,
     TimeLimitS,
     CheckpointOnSignal,
+    After,
+    Array,
+    ArrayIndex,
+    ArrayLimit,
 }
 
-const NCOLS: usize = 16;
+const NCOLS: usize = 20;
 
 /// Column names, indexed by `Col as usize`.
 pub(crate) const COLUMNS: [&str; NCOLS] = [
@@ -70,6 +80,10 @@ pub(crate) const COLUMNS: [&str; NCOLS] = [
     "clusters",
     "time_limit_s",
     "checkpoint_on_signal",
+    "after",
+    "array",
+    "array_index",
+    "array_limit",
 ];
 
 const REQUIRED: [Col; 5] = [Col::Id, Col::SubmitS, Col::Account, Col::Gpus, Col::WorkS];
@@ -99,6 +113,7 @@ pub fn parse_trace_csv(reader: impl Read, file: &str, cfg: &Config) -> Result<Ve
         let row: [Option<&str>; NCOLS] = std::array::from_fn(|c| index[c].map(|i| &rec[i]));
         out.push(ctx.workload(&row, line)?);
     }
+    ctx.finish(&mut out);
     Ok(out)
 }
 
@@ -118,6 +133,7 @@ pub fn parse_trace_jsonl(reader: impl BufRead, file: &str, cfg: &Config) -> Resu
         let row: [Option<&str>; NCOLS] = std::array::from_fn(|c| cells[c].as_deref());
         out.push(ctx.workload(&row, line)?);
     }
+    ctx.finish(&mut out);
     Ok(out)
 }
 
@@ -153,8 +169,14 @@ pub fn check_trace_rows(rows: &[TraceRow], file: &str, cfg: &Config) -> Result<V
             time_limit_s: r.time_limit_s,
             checkpoint_on_signal: r.checkpoint_on_signal,
         };
-        out.push(ctx.checked(&raw, line)?);
+        let mut spec = ctx.checked(&raw, line)?;
+        let index = r.array_index.map(|i| i.to_string());
+        let limit = r.array_limit.map(|i| i.to_string());
+        let cond = [text(&r.after), text(&r.array), index.as_deref(), limit.as_deref()];
+        ctx.conditions(&mut spec, cond, line)?;
+        out.push(spec);
     }
+    ctx.finish(&mut out);
     Ok(out)
 }
 
@@ -303,11 +325,36 @@ struct TraceCtx<'a> {
     validator: Validator<'a>,
     /// Line of the first occurrence of every id.
     seen: HashMap<String, u64>,
+    /// Rows so far.
+    rows: u32,
+    /// Submit time of every row so far.
+    submits: Vec<Time>,
+    /// Index and submit time of every row, by id.
+    index_of: HashMap<String, (u32, Time)>,
+    /// Arrays so far, by name.
+    arrays: HashMap<String, ArrayAcc>,
+}
+
+/// An array of a trace as its rows are read.
+struct ArrayAcc {
+    id: u64,
+    limit: Option<u32>,
+    /// Rows of its elements.
+    members: Vec<u32>,
+    indices: std::collections::BTreeSet<u32>,
 }
 
 impl<'a> TraceCtx<'a> {
     fn new(file: &'a str, cfg: &'a Config) -> Self {
-        TraceCtx { file, validator: Validator::for_config(cfg), seen: HashMap::new() }
+        TraceCtx {
+            file,
+            validator: Validator::for_config(cfg),
+            seen: HashMap::new(),
+            rows: 0,
+            submits: Vec::new(),
+            index_of: HashMap::new(),
+            arrays: HashMap::new(),
+        }
     }
 
     fn err(&self, line: u64, col: Col, message: impl ToString) -> FormatError {
@@ -346,7 +393,89 @@ impl<'a> TraceCtx<'a> {
             checkpoint_on_signal: get(Col::CheckpointOnSignal)
                 .map_or(Ok(false), |v| self.boolean(line, Col::CheckpointOnSignal, v))?,
         };
-        self.checked(&raw, line)
+        let mut spec = self.checked(&raw, line)?;
+        let cond = [get(Col::After), get(Col::Array), get(Col::ArrayIndex), get(Col::ArrayLimit)];
+        self.conditions(&mut spec, cond, line)?;
+        Ok(spec)
+    }
+
+    /// A row's conditions (DEP-1, ARR-1): `[after, array, array_index,
+    /// array_limit]` cells. Dependencies name earlier rows (their index in
+    /// the trace is the [`WorkloadId`] given) or arrays (all their
+    /// elements so far), submitted no later than this row.
+    fn conditions(&mut self, spec: &mut WorkloadSpec, cells: [Option<&str>; 4], line: u64) -> Result<(), FormatError> {
+        let [after, array, index, limit] = cells;
+        let me = self.rows;
+        self.rows += 1;
+        if let Some(text) = after {
+            let deps = parse_dependencies(text).map_err(|e| self.err(line, Col::After, e))?;
+            for (kind, id) in deps {
+                let targets: Vec<u32> = match (self.index_of.get(&id), self.arrays.get(&id)) {
+                    (Some(&(i, _)), _) if i != me => vec![i],
+                    (_, Some(a)) => a.members.clone(),
+                    _ => {
+                        let m = format!("{} names no earlier row or array of this trace", quoted(&id));
+                        return Err(self.err(line, Col::After, m));
+                    }
+                };
+                for i in targets {
+                    let submit = self.submits[i as usize];
+                    if submit > spec.submit {
+                        let m =
+                            format!("{} is submitted at {submit} s, after this row ({} s)", quoted(&id), spec.submit);
+                        return Err(self.err(line, Col::After, m));
+                    }
+                    spec.after.push(Dependency { kind, on: DepTarget::Workload(WorkloadId(i)) });
+                }
+            }
+        }
+        self.index_of.insert(spec.id.clone(), (me, spec.submit));
+        self.submits.push(spec.submit);
+        let Some(name) = array else {
+            if index.is_some() || limit.is_some() {
+                let col = if index.is_some() { Col::ArrayIndex } else { Col::ArrayLimit };
+                return Err(self.err(line, col, "given without an array (the array column names it)"));
+            }
+            return Ok(());
+        };
+        let index =
+            index.ok_or_else(|| self.err(line, Col::ArrayIndex, "missing value (an element's index in its array)"))?;
+        let index: u32 =
+            parse_uint(index, u64::from(MAX_ARRAY_INDEX)).map_err(|m| self.err(line, Col::ArrayIndex, m))?;
+        let limit: Option<u32> = limit
+            .map(|v| parse_uint::<u32>(v, u64::from(u32::MAX)).map_err(|m| self.err(line, Col::ArrayLimit, m)))
+            .transpose()?;
+        if limit == Some(0) {
+            return Err(self.err(line, Col::ArrayLimit, "0: at least 1 element must be able to run"));
+        }
+        let next = self.arrays.len() as u64;
+        let acc = self.arrays.entry(name.to_string()).or_insert_with(|| ArrayAcc {
+            id: next,
+            limit,
+            members: Vec::new(),
+            indices: Default::default(),
+        });
+        if acc.limit != limit {
+            let m = format!("array {} was given the limit {:?} on an earlier row", quoted(name), acc.limit);
+            return Err(self.err(line, Col::ArrayLimit, m));
+        }
+        if !acc.indices.insert(index) {
+            return Err(self.err(line, Col::ArrayIndex, format!("array {} has element {index} twice", quoted(name))));
+        }
+        acc.members.push(me);
+        spec.array = Some(ArrayPart { array: acc.id, index, count: 0, limit });
+        Ok(())
+    }
+
+    /// Every array element learns its array's size.
+    fn finish(&self, out: &mut [WorkloadSpec]) {
+        for a in self.arrays.values() {
+            for &m in &a.members {
+                if let Some(p) = out[m as usize].array.as_mut() {
+                    p.count = a.members.len() as u32;
+                }
+            }
+        }
     }
 
     /// A row's values checked by the validator; its id must be new.

@@ -64,6 +64,12 @@ pub struct TraceRow {
     pub time_limit_s: Option<Time>,
     /// CON-8: it saves its progress when signalled.
     pub checkpoint_on_signal: bool,
+    /// DEP-1: `afterok:ID[:ID…]`, joined by commas; empty: none.
+    pub after: String,
+    /// ARR-1: the array it is an element of; empty: none.
+    pub array: String,
+    pub array_index: Option<u32>,
+    pub array_limit: Option<u32>,
 }
 
 impl TraceRow {
@@ -86,12 +92,16 @@ pub fn format_util(util: f64) -> String {
 /// Writes `rows` as a trace CSV with header; the `clusters` column is
 /// written only when some row names clusters, the `time_limit_s` column
 /// only when some row has a limit (CON-6), `checkpoint_on_signal` only
-/// when some row checkpoints on the signal (CON-8).
+/// when some row checkpoints on the signal (CON-8), `after` only when some
+/// row has dependencies (DEP-1), `array`, `array_index` and `array_limit`
+/// only when some row is an array's element (ARR-1).
 pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
     let mut out = csv::WriterBuilder::new().has_headers(false).from_writer(w);
     let clusters = rows.iter().any(|r| !r.clusters.is_empty());
     let limits = rows.iter().any(|r| r.time_limit_s.is_some());
     let on_signal = rows.iter().any(|r| r.checkpoint_on_signal);
+    let after = rows.iter().any(|r| !r.after.is_empty());
+    let arrays = rows.iter().any(|r| !r.array.is_empty());
     let mut header: Vec<&str> = TRACE_HEADER.to_vec();
     if clusters {
         header.push("clusters");
@@ -101,6 +111,12 @@ pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
     }
     if on_signal {
         header.push("checkpoint_on_signal");
+    }
+    if after {
+        header.push("after");
+    }
+    if arrays {
+        header.extend(["array", "array_index", "array_limit"]);
     }
     out.write_record(&header).map_err(io::Error::other)?;
     let mut nums: [String; 6] = Default::default();
@@ -128,8 +144,17 @@ pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
         ];
         let limit = r.time_limit_s.map(|l| l.to_string()).unwrap_or_default();
         let signal = if r.checkpoint_on_signal { "true" } else { "false" };
-        let extra =
-            [clusters.then_some(r.clusters.as_str()), limits.then_some(limit.as_str()), on_signal.then_some(signal)];
+        let index = r.array_index.map(|l| l.to_string()).unwrap_or_default();
+        let alimit = r.array_limit.map(|l| l.to_string()).unwrap_or_default();
+        let extra = [
+            clusters.then_some(r.clusters.as_str()),
+            limits.then_some(limit.as_str()),
+            on_signal.then_some(signal),
+            after.then_some(r.after.as_str()),
+            arrays.then_some(r.array.as_str()),
+            arrays.then_some(index.as_str()),
+            arrays.then_some(alimit.as_str()),
+        ];
         out.write_record(rec.iter().copied().chain(extra.into_iter().flatten())).map_err(io::Error::other)?;
     }
     out.flush()
@@ -418,6 +443,10 @@ mod tests {
             clusters: String::new(),
             time_limit_s: None,
             checkpoint_on_signal: false,
+            after: String::new(),
+            array: String::new(),
+            array_index: None,
+            array_limit: None,
         }
     }
 

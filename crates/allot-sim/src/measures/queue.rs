@@ -27,7 +27,8 @@ pub(crate) fn stats(mut values: Vec<u64>) -> Option<Stats> {
     })
 }
 
-/// Queue time (first start − submit) of every workload that started within
+/// Queue time (first start − first queued: the submission, or when its
+/// conditions were first met, HOLD-1, DEP-1, ARR-1) of every workload that started within
 /// the horizon, with its index; and the JCT (end − submit) of every workload
 /// that finished within it.
 pub(crate) struct Times {
@@ -42,7 +43,7 @@ impl Times {
         let mut jct = Vec::new();
         for (i, (spec, run)) in state.specs.iter().zip(&state.runs).enumerate() {
             if let Some(s) = run.first_start.filter(|s| *s <= horizon_end) {
-                queue.push((i, spec.class, s.saturating_sub(spec.submit)));
+                queue.push((i, spec.class, s.saturating_sub(run.queued.unwrap_or(spec.submit))));
             }
             if run.phase == Phase::Finished
                 && let Some(e) = run.end.filter(|e| *e <= horizon_end)

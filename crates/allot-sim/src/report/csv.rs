@@ -34,7 +34,7 @@ pub fn write_workloads_csv(mut w: impl Write, state: &State, horizon_end: Time) 
     for (spec, run) in state.specs.iter().zip(&state.runs) {
         let first_start = run.first_start.filter(|t| *t <= horizon_end);
         let end = run.end.filter(|t| *t <= horizon_end);
-        let queue = first_start.map(|t| t.saturating_sub(spec.submit));
+        let queue = first_start.map(|t| t.saturating_sub(run.queued.unwrap_or(spec.submit)));
         let jct = end.filter(|_| run.phase == Phase::Finished).map(|t| t.saturating_sub(spec.submit));
         let reason = run.last_reason.as_ref().map_or_else(String::new, |r| quoted(&r.to_string()));
         writeln!(

@@ -368,6 +368,10 @@ impl Gen<'_> {
             checkpoint_on_signal: kind_spec_class(kind) == allot_core::Class::Batch
                 && self.p.behaviour.on_signal_fraction > 0.0
                 && self.on_signal.gen_bool(self.p.behaviour.on_signal_fraction),
+            after: String::new(),
+            array: String::new(),
+            array_index: None,
+            array_limit: None,
         });
     }
 

@@ -248,6 +248,10 @@ fn build_rows(
             clusters: String::new(),
             time_limit_s: None,
             checkpoint_on_signal: false,
+            after: String::new(),
+            array: String::new(),
+            array_index: None,
+            array_limit: None,
         });
     }
     (rows, teams)
