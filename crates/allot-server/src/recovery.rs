@@ -82,11 +82,25 @@ pub async fn recover(
     for a in &all_attempts {
         attempts.entry(a.workload).or_default().push(a);
     }
+    let states: BTreeMap<i64, Phase> =
+        all_workloads.iter().filter_map(|w| Some((w.seq, crate::states::parse_phase(&w.state)?))).collect();
     let mut out = Vec::new();
     let mut ops = Vec::new();
     for row in store.live_workloads().await? {
         match spec_of(&engine.state, &row) {
-            Ok(spec) => {
+            Ok(mut spec) => {
+                // Its conditions as stored (HOLD-1, DEP-1, ARR-1).
+                let c = &row.conditions;
+                spec.hold = c.held;
+                spec.array = c.array_id.zip(c.array_index).map(|(id, index)| allot_core::ArrayPart {
+                    array: id.max(0) as u64,
+                    index: index.max(0) as u32,
+                    count: c.array_count.unwrap_or(0).max(0) as u32,
+                    limit: c.array_limit.map(|l| l.max(1) as u32),
+                });
+                let after = crate::api::conditions::stored_dependencies(c.depends_on.as_deref(), &|seq| {
+                    states.get(&seq).copied()
+                });
                 let list = attempts.remove(&row.seq).unwrap_or_default();
                 let mut past = past(&list);
                 past.failures = u32::try_from(row.failures.max(0)).unwrap_or(u32::MAX);
@@ -96,6 +110,7 @@ pub async fn recover(
                     command: serde_json::from_str(&row.command).unwrap_or_default(),
                     env: serde_json::from_str(&row.env).unwrap_or_default(),
                     workdir: row.workdir.as_ref().map(std::path::PathBuf::from),
+                    after,
                 };
                 let retries = u32::try_from(row.retries.max(0)).unwrap_or(u32::MAX);
                 out.push((spec, live, retries, past));
@@ -360,6 +375,7 @@ mod spec_of_tests {
             time_limit_s: None,
             workdir: None,
             checkpoint_on_signal: false,
+            conditions: Default::default(),
             failures: 0,
             cancel_requested: false,
             state: "pending".into(),

@@ -65,14 +65,20 @@ use crate::views::{AccountView, NodeView};
 pub enum Msg {
     /// A submission, already committed to the store; `accepted` is
     /// answered once the state has it.
-    Submitted {
-        seq: i64,
-        spec: WorkloadSpec,
-        command: Vec<String>,
-        env: BTreeMap<String, String>,
-        workdir: Option<std::path::PathBuf>,
-        retries: i64,
-        accepted: oneshot::Sender<()>,
+    Submitted(Box<Submission>),
+    /// HOLD-1: hold (or release) workloads (the API checked who may); per
+    /// workload, its state after, or why not.
+    Hold {
+        seqs: Vec<i64>,
+        hold: bool,
+        reply: oneshot::Sender<Result<Vec<Result<String, String>>, Refusal>>,
+    },
+    /// Cancel workloads together (the API checked who may); per workload,
+    /// its state after, or why not.
+    CancelMany {
+        seqs: Vec<i64>,
+        by: String,
+        reply: oneshot::Sender<Result<Vec<Result<String, Refusal>>, Refusal>>,
     },
     /// Cancel a workload (the API checked who may).
     Cancel {
@@ -169,6 +175,29 @@ pub struct Live {
     pub env: BTreeMap<String, String>,
     /// Where its command starts; `None`: the server's working directory.
     pub workdir: Option<std::path::PathBuf>,
+    /// DEP-1: its dependencies by seq.
+    pub after: Vec<LiveDep>,
+}
+
+/// DEP-1: a dependency by seq, with the state its workload had when the
+/// dependency was checked (the API at submission, the store at recovery):
+/// the scheduler knows the workloads that have not ended, the others end
+/// in that state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveDep {
+    pub kind: allot_core::DepKind,
+    pub seq: i64,
+    pub phase: allot_core::Phase,
+}
+
+/// A submission, already committed to the store; `accepted` is answered
+/// once the state has it.
+#[derive(Debug)]
+pub struct Submission {
+    pub spec: WorkloadSpec,
+    pub live: Live,
+    pub retries: i64,
+    pub accepted: oneshot::Sender<()>,
 }
 
 /// Where the scheduler reads the time: the system clock, or (tests) a
@@ -210,6 +239,9 @@ impl Paths {
 /// The task's state.
 pub struct Scheduler {
     pub(crate) engine: Engine,
+    /// DEP-1: submissions handed over before a workload they depend on
+    /// (committed just before them); they arrive right after it.
+    pub(crate) early: Vec<Submission>,
     pub(crate) policy: Box<dyn Policy>,
     pub(crate) store: Store,
     pub(crate) exec: Arc<dyn Executor>,
@@ -310,6 +342,7 @@ impl Scheduler {
             markers: Default::default(),
             api_url: None,
             chosen,
+            early: Vec::new(),
             #[cfg(test)]
             decisions: None,
         }
@@ -324,7 +357,8 @@ impl Scheduler {
 
     /// A submission arrives (admitted again on the live state: a refusal
     /// is recorded as a rejection).
-    pub(crate) fn arrive(&mut self, spec: WorkloadSpec, live: Live, retries: u32, now: Time) -> WorkloadId {
+    pub(crate) fn arrive(&mut self, mut spec: WorkloadSpec, mut live: Live, retries: u32, now: Time) -> WorkloadId {
+        self.conditions(&mut spec, &mut live);
         let w = self.engine.arrive(&*self.policy, spec, retries, now);
         self.track(w, live);
         self.apply(now);
@@ -333,13 +367,44 @@ impl Scheduler {
 
     /// A workload recovered from the store, queued with its past; one whose
     /// cancel was asked before the restart ends now.
-    pub(crate) fn restore(&mut self, spec: WorkloadSpec, live: Live, retries: u32, past: &Past, now: Time) {
+    pub(crate) fn restore(&mut self, mut spec: WorkloadSpec, mut live: Live, retries: u32, past: &Past, now: Time) {
+        self.conditions(&mut spec, &mut live);
         let w = self.engine.restore(spec, retries, past, now);
         self.track(w, live);
         if past.cancel {
             self.engine.cancel(w, now, "cancelled (requested before the server restarted)");
         }
         self.apply(now);
+    }
+
+    /// DEP-1: dependencies by seq become the engine's (a workload the
+    /// scheduler knows, or one that ended as recorded); ARR-1: an array
+    /// element learns its place in its environment.
+    fn conditions(&mut self, spec: &mut WorkloadSpec, live: &mut Live) {
+        spec.after = live
+            .after
+            .iter()
+            .map(|d| allot_core::Dependency {
+                kind: d.kind,
+                on: match self.by_seq.get(&d.seq) {
+                    Some(&w) => allot_core::DepTarget::Workload(w),
+                    None => allot_core::DepTarget::Ended { phase: d.phase, label: d.seq.max(0) as u64 },
+                },
+            })
+            .collect();
+        if let Some(a) = spec.array {
+            live.env.insert("ALLOT_ARRAY_ID".into(), a.array.to_string());
+            live.env.insert("ALLOT_ARRAY_INDEX".into(), a.index.to_string());
+            live.env.insert("ALLOT_ARRAY_COUNT".into(), a.count.to_string());
+        }
+    }
+
+    /// Whether every dependency of a submission is known: on a workload
+    /// the scheduler has, or one that had ended when it was checked. A
+    /// submission committed just before this one may not have been handed
+    /// over yet.
+    pub(crate) fn dependencies_known(&self, live: &Live) -> bool {
+        live.after.iter().all(|d| d.phase.is_terminal() || self.by_seq.contains_key(&d.seq))
     }
 
     fn track(&mut self, w: WorkloadId, live: Live) {

@@ -232,6 +232,7 @@ impl Catalog {
             time_limit_s: spec.time_limit_s.map(|l| l as i64),
             workdir: req.workdir.clone(),
             checkpoint_on_signal: spec.checkpoint_on_signal,
+            conditions: Default::default(),
         }
     }
 

@@ -73,6 +73,43 @@ pub struct SubmitRequest {
     /// the grace, and the policy prefers it as a victim. Default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_on_signal: Option<bool>,
+    /// ARR-1: submit an array, one workload per index, as Slurm writes it:
+    /// `0-99`, `1,3,5-9`, `0-15:4`, with `%N` for at most N queued or
+    /// running at once (`0-99%8`); at most 10000 elements. Each element
+    /// gets `ALLOT_ARRAY_ID`, `ALLOT_ARRAY_INDEX` and `ALLOT_ARRAY_COUNT` in
+    /// its environment. The answer is the first element; the array's id is
+    /// its id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, example = "0-99%8")]
+    pub array: Option<String>,
+    /// DEP-1: `afterok:ID[:ID…]`, `afterany:…`, `afternotok:…`, several
+    /// joined by commas (all must hold). An ID is a workload (`12`), an
+    /// array element (`12_3`) or an array (`12`: all its elements). A
+    /// dependency that can no longer be satisfied is refused (400); one that
+    /// becomes so later cancels the workload (DEP-2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, example = "afterok:12")]
+    pub dependency: Option<String>,
+    /// HOLD-1: submit on hold; it waits until released. Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<bool>,
+}
+
+/// ARR-1: a workload as an element of an array.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = ArrayElement)]
+pub struct ArrayView {
+    /// The array's id: its first element's.
+    pub id: String,
+    /// This element's index.
+    pub index: u32,
+    /// `ID_INDEX`, as the element is also addressed.
+    pub element: String,
+    /// How many elements the array has.
+    pub count: u32,
+    /// At most this many elements queued or running at once; absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
 }
 
 /// GPUs on one node.
@@ -134,6 +171,15 @@ pub struct WorkloadView {
     /// When its last attempt started (Unix seconds); absent: never started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_t: Option<i64>,
+    /// ARR-1: the array it is an element of; absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<ArrayView>,
+    /// DEP-1: its dependencies by workload id (`afterok:12:13`); absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependency: Option<String>,
+    /// HOLD-1: it is held.
+    #[serde(default)]
+    pub held: bool,
 }
 
 impl WorkloadView {

@@ -194,6 +194,7 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
         time_limit_s: None,
         workdir: None,
         checkpoint_on_signal: false,
+        conditions: Default::default(),
     };
     // Stored, then handed to the scheduler, as the API does.
     async fn submit(
@@ -205,15 +206,19 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
         let seq = store.insert_workload(&r).await.unwrap();
         let (accepted, rx) = tokio::sync::oneshot::channel();
         let spec = WorkloadSpec { id: seq.to_string(), ..spec };
-        let msg = crate::scheduler::Msg::Submitted {
+        let live = crate::scheduler::Live {
             seq,
-            spec,
             command: vec!["work".into()],
             env: Default::default(),
             workdir: None,
+            after: Vec::new(),
+        };
+        let msg = crate::scheduler::Msg::Submitted(Box::new(crate::scheduler::Submission {
+            spec,
+            live,
             retries: 0,
             accepted,
-        };
+        }));
         s.handle(msg).await.unwrap();
         rx.await.unwrap();
         s.by_seq[&seq]

@@ -336,6 +336,7 @@ fn new_workload(account: &str, submit_t: i64) -> NewWorkload {
         time_limit_s: None,
         workdir: None,
         checkpoint_on_signal: false,
+        conditions: Default::default(),
     }
 }
 

@@ -396,6 +396,7 @@ fn new_workload(account: &str, class: &str, gpus: i64, submit_t: i64) -> NewWork
         time_limit_s: None,
         workdir: None,
         checkpoint_on_signal: false,
+        conditions: Default::default(),
     }
 }
 

@@ -830,6 +830,7 @@ async fn writes_are_fenced(backend: Backend) {
         time_limit_s: None,
         workdir: None,
         checkpoint_on_signal: false,
+        conditions: Default::default(),
     };
     old.insert_workload(&row(1)).await.expect("the holder writes");
 

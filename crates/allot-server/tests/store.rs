@@ -34,6 +34,7 @@ fn workload(account: &str) -> NewWorkload {
         time_limit_s: None,
         workdir: None,
         checkpoint_on_signal: false,
+        conditions: Default::default(),
     }
 }
 

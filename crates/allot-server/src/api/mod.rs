@@ -4,6 +4,7 @@
 
 pub(crate) mod admin;
 pub(crate) mod budgets;
+pub(crate) mod conditions;
 mod error;
 pub mod extract;
 pub mod limits;
@@ -70,8 +71,13 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/v1/whoami", admin::whoami),
         route(Method::GET, "/v1/workloads", workloads::list),
         route(Method::POST, "/v1/workloads", workloads::submit),
+        route(Method::POST, "/v1/workloads/cancel", conditions::cancel_many),
+        route(Method::POST, "/v1/workloads/hold", conditions::hold),
+        route(Method::POST, "/v1/workloads/release", conditions::release),
         route(Method::GET, "/v1/workloads/{id}", workloads::show),
         route(Method::POST, "/v1/workloads/{id}/cancel", workloads::cancel),
+        route(Method::POST, "/v1/workloads/{id}/hold", conditions::hold_one),
+        route(Method::POST, "/v1/workloads/{id}/release", conditions::release_one),
         route(Method::POST, "/v1/workloads/{id}/checkpoint", workloads::checkpoint),
         route(Method::GET, "/v1/workloads/{id}/log", workloads::log),
         route(Method::GET, "/v1/accounts", admin::accounts),

@@ -7,7 +7,7 @@ use axum::Json;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{admin, budgets, workloads};
+use super::{admin, budgets, conditions, workloads};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -24,6 +24,11 @@ use super::{admin, budgets, workloads};
         workloads::list,
         workloads::show,
         workloads::cancel,
+        conditions::cancel_many,
+        conditions::hold,
+        conditions::release,
+        conditions::hold_one,
+        conditions::release_one,
         workloads::checkpoint,
         workloads::log,
         admin::accounts,

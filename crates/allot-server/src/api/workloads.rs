@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use allot_core::cluster::ClusterId;
-use allot_core::{Cluster, Phase, WorkloadSpec};
+use allot_core::{Cluster, Phase};
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use super::extract::{IdempotencyKey, Path};
 use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask, cluster_filter};
-use crate::scheduler::Msg;
+use crate::scheduler::{Live, Msg, Submission};
 use crate::states::{PHASES, parse_phase};
 use crate::store::{AttemptRow, ClusterFilter, Idempotency, Inserted, NewWorkload, WorkloadFilter, WorkloadRow};
 use crate::views::{AttemptTelemetry, AttemptView, NodeGpusView, SubmitRequest, WorkloadDetail, WorkloadView};
@@ -62,6 +62,15 @@ pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
             .map(|n| n.node)
             .collect(),
         started_t: r.last_start_t,
+        array: r.conditions.array_id.zip(r.conditions.array_index).map(|(id, index)| crate::views::ArrayView {
+            id: id.to_string(),
+            index: index as u32,
+            element: format!("{id}_{index}"),
+            count: r.conditions.array_count.unwrap_or(0) as u32,
+            limit: r.conditions.array_limit.map(|l| l as u32),
+        }),
+        dependency: r.conditions.depends_on.clone(),
+        held: r.conditions.held,
     }
 }
 
@@ -110,6 +119,10 @@ pub async fn submit(
     let now = crate::clock::now();
     // An account the caller may not submit to is answered as unknown (400).
     let (row, spec) = app.catalog.check(&req, &who, now).map_err(|e| ApiError::field(e.field, e.message))?;
+    let hold = req.hold.unwrap_or(false);
+    let plan = super::conditions::plan(&app, &who, req.array.as_deref(), req.dependency.as_deref(), hold, row, spec)
+        .await?;
+    let row = plan.rows[0].clone();
     // Keys are the submitting token's (its stable id, not its name: a token
     // made later under a revoked one's name does not see its submissions).
     let key = key.map(|key| Idempotency {
@@ -119,12 +132,16 @@ pub async fn submit(
     });
     // The commit and the hand-off run in a task of their own: a client that
     // goes away drops this handler, never a committed workload's hand-off.
-    let handoff = tokio::spawn(commit(app.clone(), row.clone(), spec, req, key));
+    let handoff = tokio::spawn(commit(app.clone(), plan, req, key));
     let inserted = handoff.await.map_err(|e| ApiError::new(ErrorKind::Internal, e.to_string()))??;
     match inserted {
         Inserted::New(seq) => {
             tracing::info!(workload = seq, account = %row.account, principal = %who.name, "submitted");
-            Ok((StatusCode::CREATED, Json(workload_view(&new_row(seq, row)))).into_response())
+            let mut row = new_row(seq, row);
+            if row.conditions.array_index.is_some() {
+                row.conditions.array_id = Some(seq);
+            }
+            Ok((StatusCode::CREATED, Json(workload_view(&row))).into_response())
         }
         Inserted::Replayed(seq) => {
             let stored =
@@ -151,19 +168,29 @@ pub async fn submit(
 /// scheduler that is gone recovers it from the store at the next start.
 async fn commit(
     app: App,
-    row: NewWorkload,
-    spec: WorkloadSpec,
+    plan: super::conditions::Plan,
     req: SubmitRequest,
     key: Option<Idempotency>,
 ) -> Result<Inserted, ApiError> {
-    let inserted = app.store.submit_workload(&row, key.as_ref()).await?;
-    if let Inserted::New(seq) = inserted {
-        let (accepted, ack) = oneshot::channel();
+    let (inserted, seqs) = app.store.submit_workloads(&plan.rows, key.as_ref()).await?;
+    if let Inserted::New(first) = inserted {
         let workdir = req.workdir.map(std::path::PathBuf::from);
-        let msg =
-            Msg::Submitted { seq, spec, command: req.command, env: req.env, workdir, retries: row.retries, accepted };
-        if app.tx.send(msg).await.is_err() || ack.await.is_err() {
-            tracing::warn!(workload = seq, "committed while the scheduler stops: it runs after the next start");
+        for ((seq, mut spec), row) in seqs.into_iter().zip(plan.specs).zip(&plan.rows) {
+            if let Some(a) = spec.array.as_mut() {
+                a.array = first as u64;
+            }
+            let (accepted, ack) = oneshot::channel();
+            let live = Live {
+                seq,
+                command: req.command.clone(),
+                env: req.env.clone(),
+                workdir: workdir.clone(),
+                after: plan.after.clone(),
+            };
+            let msg = Msg::Submitted(Box::new(Submission { spec, live, retries: row.retries, accepted }));
+            if app.tx.send(msg).await.is_err() || ack.await.is_err() {
+                tracing::warn!(workload = seq, "committed while the scheduler stops: it runs after the next start");
+            }
         }
     }
     Ok(inserted)
@@ -194,6 +221,7 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
         time_limit_s: row.time_limit_s,
         workdir: row.workdir,
         checkpoint_on_signal: row.checkpoint_on_signal,
+        conditions: row.conditions,
         failures: 0,
         cancel_requested: false,
         state: Phase::Pending.as_str().into(),
@@ -207,7 +235,7 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
 }
 
 /// `GET /v1/workloads?account=&state=&user=&class=&limit=`
-#[utoipa::path(get, path = "/v1/workloads", summary = "list workloads the caller sees, newest first (a pending one's reason is the policy's explanation now)", description = "Roles: any (filtered).", security(("bearer" = [])), params(("account" = Option<String>, Query, description = "subtree"), ("state" = Option<String>, Query, description = "comma-separated states"), ("user" = Option<String>, Query), ("class" = Option<String>, Query), ("cluster" = Option<String>, Query, description = "clusters of the fleet, comma-separated: pending workloads (and those that never ran) eligible for one of them, the others whose last attempt ran on one"), ("limit" = Option<i64>, Query, description = "1 to 100000 (default 1000)"), ("before" = Option<i64>, Query, description = "only workloads with an id below this one: the next page, newest first")), responses((status = 200, description = "success", body = Vec<WorkloadView>), ApiErrors))]
+#[utoipa::path(get, path = "/v1/workloads", summary = "list workloads the caller sees, newest first (a pending one's reason is the policy's explanation now)", description = "Roles: any (filtered).", security(("bearer" = [])), params(("account" = Option<String>, Query, description = "subtree"), ("state" = Option<String>, Query, description = "comma-separated states"), ("user" = Option<String>, Query), ("class" = Option<String>, Query), ("name" = Option<String>, Query, description = "workloads of this name"), ("array" = Option<i64>, Query, description = "the elements of this array (ARR-1)"), ("cluster" = Option<String>, Query, description = "clusters of the fleet, comma-separated: pending workloads (and those that never ran) eligible for one of them, the others whose last attempt ran on one"), ("limit" = Option<i64>, Query, description = "1 to 100000 (default 1000)"), ("before" = Option<i64>, Query, description = "only workloads with an id below this one: the next page, newest first")), responses((status = 200, description = "success", body = Vec<WorkloadView>), ApiErrors))]
 pub async fn list(
     State(app): State<App>,
     Auth(who): Auth,
@@ -219,6 +247,11 @@ pub async fn list(
             "account" => f.account = Some(v.clone()),
             "user" => f.submitter = Some(v.clone()),
             "class" => f.class = Some(v.clone()),
+            "name" => f.name = Some(v.clone()),
+            "array" => {
+                let bad = || ApiError::field("array", format!("expected an array's id, got {v:?}"));
+                f.array = Some(v.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(bad)?);
+            }
             "cluster" => {
                 let set = cluster_filter(&app, v)?;
                 let c = app.catalog.cluster();
@@ -258,7 +291,7 @@ pub async fn list(
             other => {
                 return Err(ApiError::field(
                     other,
-                    "unknown query parameter (use account, state, user, class, cluster, before, limit)",
+                    "unknown query parameter (use account, state, user, class, name, array, cluster, before, limit)",
                 ));
             }
         }
@@ -284,14 +317,11 @@ pub async fn list(
     Ok(Json(views))
 }
 
-pub(crate) fn parse_id(id: &str) -> Result<i64, ApiError> {
-    id.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| ApiError::not_found(format!("no workload {id:?}")))
-}
 
 /// Reads a workload the caller may see (404 when it does not exist or is
 /// not theirs to see: the same answer for both).
 async fn visible(app: &App, who: &crate::auth::Principal, id: &str) -> Result<WorkloadRow, ApiError> {
-    let seq = parse_id(id)?;
+    let seq = super::conditions::seq_of(app, id).await?;
     let row = app.store.workload(seq).await?.filter(|r| who.can_see(&r.account));
     row.ok_or_else(|| ApiError::not_found(format!("no workload {id}")))
 }
@@ -303,7 +333,7 @@ pub async fn show(
     Auth(who): Auth,
     Path(id): Path<String>,
 ) -> Result<Json<WorkloadDetail>, ApiError> {
-    let seq = parse_id(&id)?;
+    let seq = super::conditions::seq_of(&app, &id).await?;
     let detail = app.store.workload_detail(seq).await?.filter(|(r, _)| who.can_see(&r.account));
     let (row, attempts) = detail.ok_or_else(|| ApiError::not_found(format!("no workload {id}")))?;
     let live =
@@ -319,13 +349,23 @@ pub async fn show(
 }
 
 /// `POST /v1/workloads/{id}/cancel`
-#[utoipa::path(post, path = "/v1/workloads/{id}/cancel", summary = "cancel (a running workload is signalled and stopped after grace)", description = "Roles: admin; manager inside the scope; researcher own workloads.", security(("bearer" = [])), params(("id" = String, Path, description = "the workload's id")), responses((status = 200, description = "success", body = WorkloadView), ApiErrors))]
+#[utoipa::path(post, path = "/v1/workloads/{id}/cancel", summary = "cancel (a running workload is signalled and stopped after grace; an array's id cancels all its elements)", description = "Roles: admin; manager inside the scope; researcher own workloads.", security(("bearer" = [])), params(("id" = String, Path, description = "the workload's id")), responses((status = 200, description = "success", body = WorkloadView), ApiErrors))]
 pub async fn cancel(
     State(app): State<App>,
     Auth(who): Auth,
     Path(id): Path<String>,
 ) -> Result<Json<WorkloadView>, ApiError> {
     let row = visible(&app, &who, &id).await?;
+    // An array's id names all its elements (12_0 is its first alone).
+    if row.conditions.array_id == Some(row.seq) && !id.contains('_') {
+        let req = super::conditions::BulkRequest { ids: vec![id], ..Default::default() };
+        let results = super::conditions::cancel_many(State(app.clone()), Auth(who), Body(req)).await?;
+        if let Some(e) = results.0.iter().find_map(|r| r.error.clone()).filter(|_| results.0.len() == 1) {
+            return Err(ApiError::new(ErrorKind::Conflict, e));
+        }
+        let row = app.store.workload(row.seq).await?.ok_or_else(|| ApiError::not_found(format!("no workload {}", row.seq)))?;
+        return Ok(Json(workload_view(&row)));
+    }
     if !who.can_cancel(&row.account, row.owner.as_deref()) {
         return Err(ApiError::forbidden(format!(
             "{} ({}) may cancel only workloads its own token submitted; {} was submitted by {}",
@@ -414,7 +454,7 @@ pub async fn log(
             other => return Err(ApiError::field(other, "unknown query parameter (use attempt, offset, limit)")),
         }
     }
-    let seq = parse_id(&id)?;
+    let seq = super::conditions::seq_of(&app, &id).await?;
     let detail = app.store.workload_detail(seq).await?.filter(|(r, _)| who.can_see(&r.account));
     let (_, attempts) = detail.ok_or_else(|| ApiError::not_found(format!("no workload {id}")))?;
     let a = match attempt {

@@ -312,6 +312,9 @@ mod tests {
             measured_util: None,
             on_nodes: Vec::new(),
             started_t: None,
+            array: None,
+            dependency: None,
+            held: false,
         }
     }
 

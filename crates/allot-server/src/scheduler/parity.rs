@@ -294,15 +294,8 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
             let seq = store.insert_workload(&new_row(&s.sched.engine.state, spec)).await.expect("insert");
             assert_eq!(seq.to_string(), spec.id, "the store numbers workloads in arrival order");
             let (accepted, rx) = oneshot::channel();
-            let msg = Msg::Submitted {
-                seq,
-                spec: spec.clone(),
-                command: vec!["work".into()],
-                env: BTreeMap::new(),
-                workdir: None,
-                retries: 0,
-                accepted,
-            };
+            let live = super::Live { seq, command: vec!["work".into()], env: BTreeMap::new(), workdir: None, after: Vec::new() };
+            let msg = Msg::Submitted(Box::new(super::Submission { spec: spec.clone(), live, retries: 0, accepted }));
             s.sched.handle(msg).await.expect("submit");
             rx.await.expect("accepted");
         }
@@ -358,6 +351,7 @@ fn new_row(state: &State, spec: &WorkloadSpec) -> NewWorkload {
         time_limit_s: spec.time_limit_s.map(|l| l as i64),
         workdir: None,
         checkpoint_on_signal: spec.checkpoint_on_signal,
+        conditions: Default::default(),
     }
 }
 

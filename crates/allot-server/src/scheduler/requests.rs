@@ -6,7 +6,7 @@ use allot_core::{
     AccountBook, AccountEdit, Allocation, Health, NodeEvent, NodeEventKind, NodeId, Phase, Reason, Time, WorkloadId,
 };
 
-use super::{Live, Msg, Refusal, Scheduler};
+use super::{Msg, Refusal, Scheduler};
 use crate::store::accounts::AccountAudit;
 use crate::store::{Op, StoreError};
 use crate::views::{AccountEdits, AccountView, NodeHold, NodeView};
@@ -15,14 +15,32 @@ impl Scheduler {
     pub(crate) async fn handle(&mut self, m: Msg) -> Result<(), StoreError> {
         let now = self.tick_now();
         match m {
-            Msg::Submitted { seq, mut spec, command, env, workdir, retries, accepted } => {
-                spec.id = seq.to_string();
-                let labels =
-                    crate::metrics::labels(&self.engine.state.accounts.account(spec.account).path, spec.class.as_str());
-                self.metrics.submissions.get_or_create(&labels).inc();
-                let retries = u32::try_from(retries.max(0)).unwrap_or(u32::MAX);
-                self.arrive(spec, Live { seq, command, env, workdir }, retries, now);
-                let _ = accepted.send(());
+            Msg::Submitted(sub) => {
+                if !self.dependencies_known(&sub.live) {
+                    self.early.push(*sub);
+                    return Ok(());
+                }
+                self.submitted(*sub, now);
+                while let Some(i) = self.early.iter().position(|s| self.dependencies_known(&s.live)) {
+                    let sub = self.early.remove(i);
+                    self.submitted(sub, now);
+                }
+            }
+            Msg::Hold { seqs, hold, reply } => {
+                if let Some(busy) = self.unavailable() {
+                    let _ = reply.send(Err(busy));
+                    return Ok(());
+                }
+                let r = seqs.iter().map(|&seq| self.hold(seq, hold, now)).collect();
+                let _ = reply.send(self.committed(Ok(r)).await?);
+            }
+            Msg::CancelMany { seqs, by, reply } => {
+                if let Some(busy) = self.unavailable() {
+                    let _ = reply.send(Err(busy));
+                    return Ok(());
+                }
+                let r = seqs.iter().map(|&seq| self.cancel(seq, &by, now)).collect();
+                let _ = reply.send(self.committed(Ok(r)).await?);
             }
             Msg::Cancel { seq, by, reply } => {
                 if let Some(busy) = self.unavailable() {
@@ -159,6 +177,35 @@ impl Scheduler {
             .unwrap_or_else(|| Refusal::Unavailable("the store is unavailable; try again".into()))))
     }
 
+    /// A committed submission arrives.
+    fn submitted(&mut self, sub: super::Submission, now: Time) {
+        let super::Submission { mut spec, live, retries, accepted } = sub;
+        spec.id = live.seq.to_string();
+        let labels =
+            crate::metrics::labels(&self.engine.state.accounts.account(spec.account).path, spec.class.as_str());
+        self.metrics.submissions.get_or_create(&labels).inc();
+        let retries = u32::try_from(retries.max(0)).unwrap_or(u32::MAX);
+        self.arrive(spec, live, retries, now);
+        let _ = accepted.send(());
+    }
+
+    /// HOLD-1: holds or releases one workload; its state after, or why not.
+    fn hold(&mut self, seq: i64, hold: bool, now: Time) -> Result<String, String> {
+        let Some(&w) = self.by_seq.get(&seq) else {
+            return Err(format!("workload {seq} has already ended"));
+        };
+        let r = if hold { self.engine.hold(w, now) } else { self.engine.release(w, now) };
+        match r {
+            Ok(()) => {
+                let held = self.engine.held(w);
+                self.ops.push(Op::Held { seq, held });
+                self.apply(now);
+                Ok(if held { "held".to_string() } else { self.engine.state.run(w).phase.as_str().to_string() })
+            }
+            Err(e) => Err(format!("workload {seq}: {e}")),
+        }
+    }
+
     fn cancel(&mut self, seq: i64, by: &str, now: Time) -> Result<String, Refusal> {
         let Some(&w) = self.by_seq.get(&seq) else {
             return Err(Refusal::Conflict(format!("workload {seq} has already ended")));
@@ -184,7 +231,7 @@ impl Scheduler {
         let &w = self.by_seq.get(&seq)?;
         let run = self.engine.state.run(w);
         if run.phase == Phase::Pending {
-            return Some(self.policy.explain(&self.engine.state, w, now).to_string());
+            return Some(self.engine.explain(&*self.policy, w, now).to_string());
         }
         run.last_reason.as_ref().map(Reason::to_string)
     }
@@ -194,7 +241,7 @@ impl Scheduler {
         let st = &self.engine.state;
         let pending = |seq: &i64| self.by_seq.get(seq).copied().filter(|&w| st.run(w).phase == Phase::Pending);
         let ws: Vec<WorkloadId> = seqs.iter().filter_map(pending).collect();
-        let mut reasons = self.policy.explain_all(st, &ws, now).into_iter();
+        let mut reasons = self.engine.explain_all(&*self.policy, &ws, now).into_iter();
         seqs.iter().map(|seq| pending(seq).and_then(|_| reasons.next()).map(|r| r.to_string())).collect()
     }
 

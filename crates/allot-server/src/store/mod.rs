@@ -30,8 +30,8 @@ use sqlx::{Any, AnyPool, Executor};
 pub use lease::{Fence, LeaseConfig, LeaseHolder};
 
 pub use rows::{
-    AttemptRow, AuditRow, ClusterFilter, GpuSample, GpuSummary, NewWorkload, NodeEventRow, Op, OverrideRow, TokenRow,
-    WorkloadFilter, WorkloadRow,
+    AttemptRow, AuditRow, ClusterFilter, GpuSample, GpuSummary, NewWorkload, NodeEventRow, Op, OverrideRow, RowConditions,
+    TokenRow, WorkloadFilter, WorkloadRow,
 };
 pub use workloads::{Idempotency, Inserted};
 
@@ -155,6 +155,7 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (11, include_str!("migrations/sqlite/0011_telemetry.sql")),
     (12, include_str!("migrations/sqlite/0012_contract_reports.sql")),
     (13, include_str!("migrations/sqlite/0013_dashboard.sql")),
+    (14, include_str!("migrations/sqlite/0014_conditions.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
@@ -170,6 +171,7 @@ const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (11, include_str!("migrations/postgres/0011_telemetry.sql")),
     (12, include_str!("migrations/postgres/0012_contract_reports.sql")),
     (13, include_str!("migrations/postgres/0013_dashboard.sql")),
+    (14, include_str!("migrations/postgres/0014_conditions.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after

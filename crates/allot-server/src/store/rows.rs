@@ -35,6 +35,23 @@ pub struct NewWorkload {
     pub workdir: Option<String>,
     /// CON-8: it saves its progress when signalled.
     pub checkpoint_on_signal: bool,
+    /// Its conditions (HOLD-1, DEP-1, ARR-1).
+    pub conditions: RowConditions,
+}
+
+/// A workload's conditions as stored (docs/conditions.md).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RowConditions {
+    /// ARR-1: the seq of its array's first element; the store sets it on
+    /// insertion.
+    pub array_id: Option<i64>,
+    pub array_index: Option<i64>,
+    pub array_count: Option<i64>,
+    pub array_limit: Option<i64>,
+    /// DEP-1: its dependencies by seq, `afterok:12:13,afterany:9`.
+    pub depends_on: Option<String>,
+    /// HOLD-1: on hold.
+    pub held: bool,
 }
 
 /// A stored workload.
@@ -73,6 +90,9 @@ pub struct WorkloadRow {
     /// CON-8: it saves its progress when signalled.
     #[serde(default)]
     pub checkpoint_on_signal: bool,
+    /// Its conditions (HOLD-1, DEP-1, ARR-1).
+    #[serde(default)]
+    pub conditions: RowConditions,
     pub failures: i64,
     pub cancel_requested: bool,
     /// pending | running | stopping | finished | failed | cancelled | rejected
@@ -237,6 +257,10 @@ pub struct WorkloadFilter {
     pub states: Vec<String>,
     pub submitter: Option<String>,
     pub class: Option<String>,
+    /// Only workloads of this name.
+    pub name: Option<String>,
+    /// Only the elements of this array (ARR-1).
+    pub array: Option<i64>,
     /// Only workloads of these clusters of a fleet: pending ones (and
     /// those that never ran) eligible for one of them (FLEET-1: not pinned
     /// elsewhere, and of a GPU type its pools have), the others whose last
@@ -272,6 +296,11 @@ pub enum Op {
     },
     CancelRequested {
         seq: i64,
+    },
+    /// HOLD-1: held or released.
+    Held {
+        seq: i64,
+        held: bool,
     },
     /// Boxed: a row is several times the size of every other write.
     AttemptStart {

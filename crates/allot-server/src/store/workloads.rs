@@ -5,7 +5,9 @@ use allot_core::Phase;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::rows::{AttemptRow, GpuSample, GpuSummary, NewWorkload, NodeEventRow, Op, WorkloadFilter, WorkloadRow};
+use super::rows::{
+    AttemptRow, GpuSample, GpuSummary, NewWorkload, NodeEventRow, Op, RowConditions, WorkloadFilter, WorkloadRow,
+};
 use super::{Ctx, Store, StoreError};
 use crate::states::{AttemptState, PHASES};
 
@@ -29,7 +31,7 @@ macro_rules! measured_util {
 const WORKLOAD_COLS: &str = concat!(
     "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, clusters, work_s, checkpoint_s, util, \
      priority, preemptible, name, command, env, retries, time_limit_s, workdir, checkpoint_on_signal, failures, \
-     cancel_requested, state, reason, end_t, ",
+     cancel_requested, state, reason, end_t, array_id, array_index, array_count, array_limit, depends_on, held, ",
     last_cluster!(),
     " AS last_cluster, ",
     measured_util!(),
@@ -69,9 +71,9 @@ fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64,
     sqlx::query_scalar(
         "INSERT INTO workloads (submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
          util, priority, preemptible, name, command, env, retries, owner, state, clusters, time_limit_s, workdir, \
-         checkpoint_on_signal) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) \
-         RETURNING seq",
+         checkpoint_on_signal, array_id, array_index, array_count, array_limit, depends_on, held) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
+         $23, $24, $25, $26, $27, $28) RETURNING seq",
     )
     .bind(w.submit_t)
     .bind(&w.account)
@@ -95,6 +97,12 @@ fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64,
     .bind(w.time_limit_s)
     .bind(&w.workdir)
     .bind(i64::from(w.checkpoint_on_signal))
+    .bind(w.conditions.array_id)
+    .bind(w.conditions.array_index)
+    .bind(w.conditions.array_count)
+    .bind(w.conditions.array_limit)
+    .bind(&w.conditions.depends_on)
+    .bind(i64::from(w.conditions.held))
 }
 
 fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
@@ -121,6 +129,14 @@ fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
         time_limit_s: r.try_get("time_limit_s")?,
         workdir: r.try_get("workdir")?,
         checkpoint_on_signal: r.try_get::<i64, _>("checkpoint_on_signal")? != 0,
+        conditions: RowConditions {
+            array_id: r.try_get("array_id")?,
+            array_index: r.try_get("array_index")?,
+            array_count: r.try_get("array_count")?,
+            array_limit: r.try_get("array_limit")?,
+            depends_on: r.try_get("depends_on")?,
+            held: r.try_get::<i64, _>("held")? != 0,
+        },
         failures: r.try_get("failures")?,
         cancel_requested: r.try_get::<i64, _>("cancel_requested")? != 0,
         state: r.try_get("state")?,
@@ -228,7 +244,10 @@ pub(super) fn conditions(f: &WorkloadFilter, binds: &mut Vec<String>) -> Option<
         }
         sql.push_str(&format!(" AND state IN ({})", ph.join(", ")));
     }
-    for (col, v) in [("submitter", &f.submitter), ("class", &f.class)] {
+    if let Some(array) = f.array {
+        sql.push_str(&format!(" AND array_id = {array}"));
+    }
+    for (col, v) in [("submitter", &f.submitter), ("class", &f.class), ("name", &f.name)] {
         if let Some(v) = v {
             binds.push(v.clone());
             sql.push_str(&format!(" AND {col} = ${}", binds.len()));
@@ -282,16 +301,46 @@ impl Store {
     /// [`Inserted::KeyReused`] when the request differs); the key is
     /// committed with the workload, so retries find it after a restart.
     pub async fn submit_workload(&self, w: &NewWorkload, key: Option<&Idempotency>) -> Result<Inserted, StoreError> {
+        Ok(self.submit_workloads(std::slice::from_ref(w), key).await?.0)
+    }
+
+    /// Stores workloads submitted together (the elements of an array, in
+    /// index order) in one transaction: all or none. An array element's
+    /// `array_id` is set to the first one's seq. Returns the first seq; the
+    /// others follow it in the order given; with the seqs of all (none
+    /// when nothing new was stored).
+    pub async fn submit_workloads(
+        &self,
+        ws: &[NewWorkload],
+        key: Option<&Idempotency>,
+    ) -> Result<(Inserted, Vec<i64>), StoreError> {
         if let Some(k) = key
             && let Some(found) = self.idempotent(k).await?
         {
-            return Ok(found);
+            return Ok((found, Vec::new()));
         }
+        let Some(w) = ws.first() else {
+            return Err(sqlx::Error::RowNotFound).ctx("insert no workload");
+        };
         let mut tx = self.begin_write("insert the workload").await?;
         let seqs: Vec<i64> = insert_query(w).fetch_all(&mut *tx).await.ctx("insert the workload")?;
         let Some(&seq) = seqs.first() else {
             return Err(sqlx::Error::RowNotFound).ctx("read the new workload's seq");
         };
+        if w.conditions.array_index.is_some() {
+            sqlx::query("UPDATE workloads SET array_id = $1 WHERE seq = $1")
+                .bind(seq)
+                .execute(&mut *tx)
+                .await
+                .ctx("number the array")?;
+        }
+        let mut all = vec![seq];
+        for rest in &ws[1..] {
+            let mut rest = rest.clone();
+            rest.conditions.array_id = Some(seq);
+            let s: Vec<i64> = insert_query(&rest).fetch_all(&mut *tx).await.ctx("insert the array's elements")?;
+            all.extend(s);
+        }
         if let Some(k) = key {
             let added = sqlx::query(
                 "INSERT INTO idempotency_keys (principal, key, request_hash, workload, created_t) \
@@ -310,11 +359,11 @@ impl Store {
                 // The same key committed meanwhile: that submission wins
                 // (dropping the transaction rolls this one back).
                 drop(tx);
-                return Ok(self.idempotent(k).await?.unwrap_or(Inserted::InProgress));
+                return Ok((self.idempotent(k).await?.unwrap_or(Inserted::InProgress), Vec::new()));
             }
         }
         tx.commit().await.ctx("commit the workload")?;
-        Ok(Inserted::New(seq))
+        Ok((Inserted::New(seq), all))
     }
 
     /// What a key already names, if anything.
@@ -329,6 +378,29 @@ impl Store {
         let hash: String = row.try_get("request_hash").ctx("decode the idempotency key")?;
         let workload: i64 = row.try_get("workload").ctx("decode the idempotency key")?;
         Ok(Some(if hash == k.request_hash { Inserted::Replayed(workload) } else { Inserted::KeyReused { workload } }))
+    }
+
+    /// The seqs of an array's elements, by index.
+    pub async fn array_seqs(&self, array_id: i64) -> Result<Vec<(i64, i64)>, StoreError> {
+        let rows = sqlx::query("SELECT array_index, seq FROM workloads WHERE array_id = $1 ORDER BY array_index")
+            .bind(array_id)
+            .fetch_all(&self.pool)
+            .await
+            .ctx("read the array")?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<i64, _>("array_index")?, r.try_get::<i64, _>("seq")?)))
+            .collect::<Result<_, sqlx::Error>>()
+            .ctx("decode the array")
+    }
+
+    /// The seq of element `index` of array `array_id`, if it exists.
+    pub async fn array_element(&self, array_id: i64, index: i64) -> Result<Option<i64>, StoreError> {
+        sqlx::query_scalar("SELECT seq FROM workloads WHERE array_id = $1 AND array_index = $2")
+            .bind(array_id)
+            .bind(index)
+            .fetch_optional(&self.pool)
+            .await
+            .ctx("read the array element")
     }
 
     pub async fn workload(&self, seq: i64) -> Result<Option<WorkloadRow>, StoreError> {
@@ -464,6 +536,9 @@ fn op_query(op: &Op) -> Query<'_> {
         }
         Op::CancelRequested { seq } => {
             sqlx::query("UPDATE workloads SET cancel_requested = 1 WHERE seq = $1").bind(*seq)
+        }
+        Op::Held { seq, held } => {
+            sqlx::query("UPDATE workloads SET held = $1 WHERE seq = $2").bind(i64::from(*held)).bind(*seq)
         }
         Op::AttemptStart { row: a } => sqlx::query(
             // A step retried after a commit whose answer was lost adds nothing twice.

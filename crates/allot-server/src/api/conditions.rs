@@ -1,0 +1,330 @@
+//! Conditions through the API (docs/conditions.md): arrays (ARR-1),
+//! dependencies (DEP-1, DEP-2) and holds (HOLD-1) at submission; hold,
+//! release and cancel of several workloads at once; ids as `12` or `12_3`.
+
+use std::collections::BTreeMap;
+
+use allot_core::{ArrayPart, DepKind, Phase, WorkloadSpec};
+use allot_trace::conditions::{parse_array, parse_dependencies};
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::extract::Path;
+use super::{ApiError, ApiErrors, App, Auth, Body, ask};
+use crate::auth::Principal;
+use crate::scheduler::{LiveDep, Msg};
+use crate::states::parse_phase;
+use crate::store::{NewWorkload, WorkloadFilter, WorkloadRow};
+
+/// What a checked submission stores and hands over: its rows and specs
+/// (one, or an array's elements in index order) and its dependencies.
+pub(crate) struct Plan {
+    pub rows: Vec<NewWorkload>,
+    pub specs: Vec<WorkloadSpec>,
+    pub after: Vec<LiveDep>,
+}
+
+/// The seq an id names: `12`, or `12_3` (element 3 of array 12); 404 when
+/// there is none.
+pub(crate) async fn seq_of(app: &App, id: &str) -> Result<i64, ApiError> {
+    let none = || ApiError::not_found(format!("no workload {id}"));
+    let positive = |s: &str| s.parse::<i64>().ok().filter(|n| *n > 0);
+    match id.split_once('_') {
+        None => positive(id).ok_or_else(none),
+        Some((array, index)) => {
+            let (Some(array), Some(index)) = (positive(array), index.parse::<i64>().ok()) else { return Err(none()) };
+            app.store.array_element(array, index).await?.ok_or_else(none)
+        }
+    }
+}
+
+/// The workloads an id names for a change (cancel, hold, release): an
+/// array's id names all its elements (as Slurm's does), `12_3` one
+/// element, any other id its workload. Each is the caller's to see (404
+/// otherwise, as for an id that does not exist).
+pub(crate) async fn targets(app: &App, who: &Principal, id: &str) -> Result<Vec<WorkloadRow>, ApiError> {
+    let seq = seq_of(app, id).await?;
+    let row = app.store.workload(seq).await?.filter(|r| who.can_see(&r.account));
+    let row = row.ok_or_else(|| ApiError::not_found(format!("no workload {id}")))?;
+    if id.contains('_') || row.conditions.array_id != Some(row.seq) {
+        return Ok(vec![row]);
+    }
+    let f = WorkloadFilter { array: Some(row.seq), limit: 100_000, ..Default::default() };
+    let mut rows = app.store.workloads(&f).await?;
+    rows.retain(|r| who.can_see(&r.account));
+    rows.reverse();
+    Ok(rows)
+}
+
+/// A checked submission's conditions: its dependencies resolved and
+/// checked (each names workloads the caller sees; one that can never be
+/// satisfied is refused), an array expanded into its elements, a hold.
+pub(crate) async fn plan(
+    app: &App,
+    who: &Principal,
+    array: Option<&str>,
+    dependency: Option<&str>,
+    hold: bool,
+    row: NewWorkload,
+    spec: WorkloadSpec,
+) -> Result<Plan, ApiError> {
+    let (after, depends_on) = match dependency.map(str::trim).filter(|d| !d.is_empty()) {
+        Some(text) => dependencies(app, who, text).await?,
+        None => (Vec::new(), None),
+    };
+    let mut row = row;
+    let mut spec = spec;
+    row.conditions.depends_on = depends_on;
+    row.conditions.held = hold;
+    spec.hold = hold;
+    let Some(text) = array.map(str::trim) else {
+        return Ok(Plan { rows: vec![row], specs: vec![spec], after });
+    };
+    let a = parse_array(text).map_err(|e| ApiError::field("array", e.to_string()))?;
+    let count = a.indices.len() as u32;
+    let (mut rows, mut specs) = (Vec::with_capacity(a.indices.len()), Vec::with_capacity(a.indices.len()));
+    for index in a.indices {
+        let mut r = row.clone();
+        r.conditions.array_index = Some(i64::from(index));
+        r.conditions.array_count = Some(i64::from(count));
+        r.conditions.array_limit = a.limit.map(i64::from);
+        rows.push(r);
+        // The array's id is its first element's seq, known once stored.
+        specs.push(WorkloadSpec { array: Some(ArrayPart { array: 0, index, count, limit: a.limit }), ..spec.clone() });
+    }
+    Ok(Plan { rows, specs, after })
+}
+
+/// DEP-1: the dependencies of `text`, by seq with their states now, and
+/// as stored (`afterok:12:13,afterany:9`).
+async fn dependencies(app: &App, who: &Principal, text: &str) -> Result<(Vec<LiveDep>, Option<String>), ApiError> {
+    let bad = |m: String| ApiError::field("dependency", m);
+    let parsed = parse_dependencies(text).map_err(|e| bad(e.to_string()))?;
+    let mut after: Vec<LiveDep> = Vec::new();
+    for (kind, id) in parsed {
+        let rows = targets(app, who, &id)
+            .await
+            .map_err(|_| bad(format!("no workload {id} (a dependency names a workload, 12_3 or an array you can see)")))?;
+        for r in rows {
+            let phase = parse_phase(&r.state).unwrap_or(Phase::Pending);
+            if kind.satisfied_by(phase) == Some(false) {
+                return Err(bad(format!(
+                    "{}:{id} can never be satisfied: workload {} ended {} (DEP-2)",
+                    kind.as_str(),
+                    r.seq,
+                    phase.as_str()
+                )));
+            }
+            if !after.iter().any(|d| d.kind == kind && d.seq == r.seq) {
+                after.push(LiveDep { kind, seq: r.seq, phase });
+            }
+        }
+    }
+    let mut by_kind: BTreeMap<DepKind, Vec<String>> = BTreeMap::new();
+    for d in &after {
+        by_kind.entry(d.kind).or_default().push(d.seq.to_string());
+    }
+    let stored: Vec<String> = by_kind.into_iter().map(|(k, s)| format!("{}:{}", k.as_str(), s.join(":"))).collect();
+    Ok((after, Some(stored.join(","))))
+}
+
+/// DEP-1: the dependencies a workload was stored with, by seq, with the
+/// states their workloads have in `states` (pending when unknown).
+pub(crate) fn stored_dependencies(depends_on: Option<&str>, states: &dyn Fn(i64) -> Option<Phase>) -> Vec<LiveDep> {
+    let Some(text) = depends_on else { return Vec::new() };
+    parse_dependencies(text)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(kind, seq)| {
+            let seq = seq.parse::<i64>().ok()?;
+            Some(LiveDep { kind, seq, phase: states(seq).unwrap_or(Phase::Pending) })
+        })
+        .collect()
+}
+
+/// Cancel, hold or release several workloads at once.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkRequest {
+    /// Workload ids: `12`, `12_3` (an array's element), or an array's id
+    /// (all its elements).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<String>,
+    /// And/or every workload the caller may change that matches all of
+    /// these filters (at least one filter, or ids).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// States, comma-separated (default: those not ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// An account's subtree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+}
+
+/// What became of one workload of a bulk change.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = BulkResult)]
+pub struct BulkResult {
+    pub id: String,
+    /// Its state after the change (`cancelled`, `stopping`, `held`,
+    /// `pending`); absent when it was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Why it was refused; absent when it was changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The workloads a bulk request names that the caller may change, not
+/// ended; the others are reported with why.
+async fn bulk_targets(
+    app: &App,
+    who: &Principal,
+    req: &BulkRequest,
+    out: &mut Vec<BulkResult>,
+) -> Result<Vec<WorkloadRow>, ApiError> {
+    let filtered = req.user.is_some() || req.state.is_some() || req.name.is_some() || req.account.is_some();
+    if req.ids.is_empty() && !filtered {
+        return Err(ApiError::field("ids", "name workloads (ids) or filters (user, state, name, account)"));
+    }
+    let mut rows: Vec<WorkloadRow> = Vec::new();
+    for id in &req.ids {
+        match targets(app, who, id).await {
+            Ok(found) => rows.extend(found),
+            Err(e) => out.push(BulkResult { id: id.clone(), state: None, error: Some(e.error) }),
+        }
+    }
+    if filtered {
+        let states: Vec<String> = match &req.state {
+            Some(s) => s.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+            None => ["pending", "running", "stopping"].map(String::from).to_vec(),
+        };
+        if let Some(bad) = states.iter().find(|s| parse_phase(s).is_none()) {
+            return Err(ApiError::field("state", format!("unknown state {bad:?}")));
+        }
+        let f = WorkloadFilter {
+            visible: who.visible_roots(),
+            account: req.account.clone(),
+            submitter: req.user.clone(),
+            name: req.name.clone(),
+            states,
+            limit: 100_000,
+            ..Default::default()
+        };
+        let mut found = app.store.workloads(&f).await?;
+        found.reverse();
+        rows.extend(found);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    rows.retain(|r| seen.insert(r.seq));
+    let mut keep = Vec::new();
+    for r in rows {
+        if !who.can_cancel(&r.account, r.owner.as_deref()) {
+            let e = format!("{} may change only workloads its own token submitted", who.name);
+            out.push(BulkResult { id: r.seq.to_string(), state: None, error: Some(e) });
+        } else if r.is_terminal() {
+            let e = format!("workload {} has already ended ({})", r.seq, r.state);
+            out.push(BulkResult { id: r.seq.to_string(), state: None, error: Some(e) });
+        } else {
+            keep.push(r);
+        }
+    }
+    Ok(keep)
+}
+
+/// `POST /v1/workloads/cancel`: cancel several workloads (running ones are
+/// signalled and stopped after grace).
+#[utoipa::path(post, path = "/v1/workloads/cancel", summary = "cancel several workloads: by ids (an array's id names all its elements) and/or filters", description = "Roles: admin; manager inside the scope; researcher own workloads. Each workload's result is reported; those the caller may not change are refused one by one.", security(("bearer" = [])), request_body = BulkRequest, responses((status = 200, description = "what became of each", body = Vec<BulkResult>), ApiErrors))]
+pub async fn cancel_many(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Body(req): Body<BulkRequest>,
+) -> Result<Json<Vec<BulkResult>>, ApiError> {
+    let mut out = Vec::new();
+    let rows = bulk_targets(&app, &who, &req, &mut out).await?;
+    let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
+    if !seqs.is_empty() {
+        let by = who.name.clone();
+        let results = ask(&app, |reply| Msg::CancelMany { seqs: seqs.clone(), by, reply }).await??;
+        for (seq, r) in seqs.iter().zip(results) {
+            out.push(match r {
+                Ok(state) => BulkResult { id: seq.to_string(), state: Some(state), error: None },
+                Err(e) => BulkResult { id: seq.to_string(), state: None, error: Some(ApiError::from(e).error) },
+            });
+        }
+    }
+    Ok(Json(out))
+}
+
+async fn hold_many(app: &App, who: &Principal, req: &BulkRequest, hold: bool) -> Result<Vec<BulkResult>, ApiError> {
+    let mut out = Vec::new();
+    let rows = bulk_targets(app, who, req, &mut out).await?;
+    // A release of several (an array, a filter) concerns those held.
+    let one = rows.len() == 1;
+    let seqs: Vec<i64> = rows
+        .iter()
+        .filter(|r| if hold { r.state == Phase::Pending.as_str() } else { one || r.conditions.held })
+        .map(|r| r.seq)
+        .collect();
+    for r in rows.iter().filter(|r| hold && r.state != Phase::Pending.as_str()) {
+        let e = format!("workload {}: only a pending workload can be held (HOLD-1); it is {}", r.seq, r.state);
+        out.push(BulkResult { id: r.seq.to_string(), state: None, error: Some(e) });
+    }
+    if !seqs.is_empty() {
+        let results = ask(app, |reply| Msg::Hold { seqs: seqs.clone(), hold, reply }).await??;
+        for (seq, r) in seqs.iter().zip(results) {
+            out.push(match r {
+                Ok(state) => BulkResult { id: seq.to_string(), state: Some(state), error: None },
+                Err(e) => BulkResult { id: seq.to_string(), state: None, error: Some(e) },
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// `POST /v1/workloads/hold`: hold pending workloads (HOLD-1).
+#[utoipa::path(post, path = "/v1/workloads/hold", summary = "hold pending workloads (HOLD-1): they wait, whatever the policy, until released", description = "Roles: admin; manager inside the scope; researcher own workloads.", security(("bearer" = [])), request_body = BulkRequest, responses((status = 200, description = "what became of each", body = Vec<BulkResult>), ApiErrors))]
+pub async fn hold(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Body(req): Body<BulkRequest>,
+) -> Result<Json<Vec<BulkResult>>, ApiError> {
+    Ok(Json(hold_many(&app, &who, &req, true).await?))
+}
+
+/// `POST /v1/workloads/release`: release held workloads (HOLD-1).
+#[utoipa::path(post, path = "/v1/workloads/release", summary = "release held workloads (HOLD-1)", description = "Roles: admin; manager inside the scope; researcher own workloads.", security(("bearer" = [])), request_body = BulkRequest, responses((status = 200, description = "what became of each", body = Vec<BulkResult>), ApiErrors))]
+pub async fn release(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Body(req): Body<BulkRequest>,
+) -> Result<Json<Vec<BulkResult>>, ApiError> {
+    Ok(Json(hold_many(&app, &who, &req, false).await?))
+}
+
+/// `POST /v1/workloads/{id}/hold`
+#[utoipa::path(post, path = "/v1/workloads/{id}/hold", summary = "hold a pending workload, or an array's pending elements (HOLD-1)", description = "Roles: admin; manager inside the scope; researcher own workloads.", security(("bearer" = [])), params(("id" = String, Path, description = "the workload's id, 12_3 for an array's element, or an array's id for all its elements")), responses((status = 200, description = "what became of each", body = Vec<BulkResult>), ApiErrors))]
+pub async fn hold_one(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<BulkResult>>, ApiError> {
+    let req = BulkRequest { ids: vec![id], ..Default::default() };
+    Ok(Json(hold_many(&app, &who, &req, true).await?))
+}
+
+/// `POST /v1/workloads/{id}/release`
+#[utoipa::path(post, path = "/v1/workloads/{id}/release", summary = "release a held workload, or an array's held elements (HOLD-1)", description = "Roles: admin; manager inside the scope; researcher own workloads.", security(("bearer" = [])), params(("id" = String, Path, description = "the workload's id, 12_3 for an array's element, or an array's id for all its elements")), responses((status = 200, description = "what became of each", body = Vec<BulkResult>), ApiErrors))]
+pub async fn release_one(
+    State(app): State<App>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<BulkResult>>, ApiError> {
+    let req = BulkRequest { ids: vec![id], ..Default::default() };
+    Ok(Json(hold_many(&app, &who, &req, false).await?))
+}
