@@ -385,6 +385,9 @@ mod spec_of_tests {
             measured_util: None,
             last_alloc: None,
             last_start_t: None,
+            attempts: 0,
+            ended_gpu_s: 0,
+            first_start_t: None,
         }
     }
 

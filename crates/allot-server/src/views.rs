@@ -180,6 +180,15 @@ pub struct WorkloadView {
     /// HOLD-1: it is held.
     #[serde(default)]
     pub held: bool,
+    /// Its attempts so far.
+    #[serde(default)]
+    pub attempts: u32,
+    /// GPU-hours its ended attempts held (GPUs × hours, not normalised).
+    #[serde(default)]
+    pub gpu_hours: f64,
+    /// When its first attempt started (Unix seconds); absent: never started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_start_t: Option<i64>,
 }
 
 impl WorkloadView {
@@ -603,4 +612,40 @@ mod node_tests {
         assert_eq!(none.held.len(), 1);
         assert!(none.workloads.is_empty());
     }
+}
+
+/// Cancel, hold or release several workloads at once.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkRequest {
+    /// Workload ids: `12`, `12_3` (an array's element), or an array's id
+    /// (all its elements).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<String>,
+    /// And/or every workload the caller may change that matches all of
+    /// these filters (at least one filter, or ids).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// States, comma-separated (default: those not ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// An account's subtree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+}
+
+/// What became of one workload of a bulk change.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = BulkResult)]
+pub struct BulkResult {
+    pub id: String,
+    /// Its state after the change (`cancelled`, `stopping`, `held`,
+    /// `pending`); absent when it was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Why it was refused; absent when it was changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }

@@ -30,8 +30,17 @@ pub enum ClientCommand {
     Queue(QueueArgs),
     /// Show a workload: history and why it is pending or was preempted.
     Show(IdArgs),
-    /// Cancel a workload (a running one is signalled and stopped after grace).
-    Cancel(IdArgs),
+    /// Cancel workloads by id (an array's id: all its elements) and/or by
+    /// filter; a running one is signalled and stopped after grace.
+    Cancel(BulkArgs),
+    /// Hold pending workloads: they wait, whatever the policy, until
+    /// released (HOLD-1).
+    Hold(BulkArgs),
+    /// Release held workloads (HOLD-1).
+    Release(BulkArgs),
+    /// Ended workloads (sacct-like): times, attempts, GPU-hours, measured
+    /// utilization, why they ended.
+    History(HistoryArgs),
     /// A workload's output (stdout and stderr) through the API: allot logs ID [--attempt N] [--follow]
     Logs(LogsArgs),
     /// The account tree with budgets, use and fair-share standing; create,
@@ -94,9 +103,25 @@ pub struct SubmitArgs {
     /// Reruns after a non-zero exit.
     #[arg(long)]
     retries: Option<u32>,
-    /// A name shown in listings.
-    #[arg(long)]
+    /// A name shown in listings (and to filter by: queue, history, cancel --name).
+    #[arg(long, short = 'J')]
     name: Option<String>,
+    /// Submit an array, one workload per index (ARR-1): 0-99, 1,3,5-9 or
+    /// 0-15:4, with %N for at most N queued or running at once (0-99%8).
+    /// Each element gets ALLOT_ARRAY_ID, ALLOT_ARRAY_INDEX and
+    /// ALLOT_ARRAY_COUNT; the array's id is printed, its elements are ID_INDEX.
+    #[arg(long, short = 'a', value_name = "INDICES[%N]")]
+    array: Option<String>,
+    /// Start only after other workloads (DEP-1): afterok:ID[:ID…] (they
+    /// finished), afternotok:ID (they failed or were cancelled), afterany:ID
+    /// (they ended), several joined by commas. ID may be an array's id (all
+    /// its elements) or ID_INDEX. If a dependency can no longer hold, the
+    /// workload is cancelled (DEP-2).
+    #[arg(long, short = 'd', value_name = "TYPE:ID[:ID…]")]
+    dependency: Option<String>,
+    /// Submit on hold: it waits until `allot release ID` (HOLD-1).
+    #[arg(long, short = 'H')]
+    hold: bool,
     /// KEY=VALUE added to the environment (repeatable).
     #[arg(long = "env", value_parser = parse_env)]
     env: Vec<(String, String)>,
@@ -128,12 +153,77 @@ pub struct QueueArgs {
     /// Every state.
     #[arg(long)]
     all: bool,
-    #[arg(long)]
+    /// Only this user's workloads.
+    #[arg(long, short = 'u')]
     user: Option<String>,
     /// Only workloads of these clusters of the fleet, comma-separated:
     /// pending ones eligible for one of them, the others run there.
     #[arg(long)]
     cluster: Option<String>,
+    /// Only workloads of this name.
+    #[arg(long, short = 'n')]
+    name: Option<String>,
+    /// Only the elements of this array.
+    #[arg(long, value_name = "ARRAY_ID")]
+    array: Option<String>,
+    /// Reasons in full, not cut to the line.
+    #[arg(long, short = 'l')]
+    long: bool,
+    /// Refresh every SECONDS (default 2) until interrupted: in place on a
+    /// terminal, one table after another otherwise.
+    #[arg(long, short = 'w', value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
+    watch: Option<f64>,
+    /// With --watch: stop after this many refreshes.
+    #[arg(long, value_name = "N", requires = "watch")]
+    count: Option<u64>,
+}
+
+#[derive(clap::Args)]
+pub struct BulkArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    /// Workload ids: 12, 12_3 (an array's element), or an array's id (all
+    /// its elements).
+    ids: Vec<String>,
+    /// And every workload of this user (that you may change).
+    #[arg(long, short = 'u')]
+    user: Option<String>,
+    /// … in these states, comma-separated (default: pending,running,stopping).
+    #[arg(long, short = 't')]
+    state: Option<String>,
+    /// … of this name.
+    #[arg(long, short = 'n')]
+    name: Option<String>,
+    /// … in this account's subtree.
+    #[arg(long, short = 'A')]
+    account: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct HistoryArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    /// Only this account's subtree.
+    #[arg(long, short = 'A')]
+    account: Option<String>,
+    /// Only this user's workloads.
+    #[arg(long, short = 'u')]
+    user: Option<String>,
+    /// Only workloads of this name.
+    #[arg(long, short = 'n')]
+    name: Option<String>,
+    /// Only the elements of this array.
+    #[arg(long, value_name = "ARRAY_ID")]
+    array: Option<String>,
+    /// Ended states, comma-separated (default: finished,failed,cancelled,rejected).
+    #[arg(long, short = 't')]
+    state: Option<String>,
+    /// The newest this many (default 50).
+    #[arg(long, default_value_t = 50)]
+    limit: u32,
+    /// Reasons in full, not cut to the line.
+    #[arg(long, short = 'l')]
+    long: bool,
 }
 
 #[derive(clap::Args)]
@@ -381,10 +471,21 @@ async fn run_async(c: ClientCommand) -> Result<()> {
                 retries: a.retries,
                 name: a.name,
                 workdir: Some(crate::workdir::for_submission(a.chdir.as_deref())?),
+                array: a.array,
+                dependency: a.dependency,
+                hold: a.hold.then_some(true),
                 ..Default::default()
             };
             let w = client(&a.opts)?.submit(&req).await.context("failed to submit")?;
-            output(a.opts.json, &w, |w| format!("{}\n", w.id))
+            if let Some(arr) = w.array.as_ref().filter(|_| !a.opts.json) {
+                eprintln!(
+                    "array {id}: {n} elements, {id}_{first} …; allot queue --array {id}",
+                    id = arr.id,
+                    n = arr.count,
+                    first = arr.index
+                );
+            }
+            output(a.opts.json, &w, |w| format!("{}\n", w.array.as_ref().map_or(&w.id, |arr| &arr.id)))
         }
         ClientCommand::Queue(a) => {
             let mut q = Vec::new();
@@ -397,21 +498,49 @@ async fn run_async(c: ClientCommand) -> Result<()> {
             if let Some(c) = a.cluster {
                 q.push(("cluster", c));
             }
+            if let Some(n) = a.name {
+                q.push(("name", n));
+            }
+            if let Some(arr) = a.array {
+                q.push(("array", arr));
+            }
             if !a.all {
                 q.push(("state", a.state.unwrap_or_else(|| "pending,running,stopping".into())));
             }
-            let mut ws = client(&a.opts)?.workloads(&q).await.context("failed to list workloads")?;
-            ws.reverse(); // oldest first
-            output(a.opts.json, &ws, |ws| render::queue(ws, now()))
+            let c = client(&a.opts)?;
+            let mut shown = 0u64;
+            loop {
+                let mut ws = c.workloads(&q).await.context("failed to list workloads")?;
+                ws.reverse(); // oldest first
+                let Some(every) = a.watch else {
+                    return output(a.opts.json, &ws, |ws| render::queue(ws, now(), a.long));
+                };
+                watch_frame(a.opts.json, &ws, |ws| render::queue(ws, now(), a.long))?;
+                shown += 1;
+                if a.count.is_some_and(|n| shown >= n) {
+                    return Ok(());
+                }
+                tokio::time::sleep(std::time::Duration::from_secs_f64(every.max(0.2))).await;
+            }
+        }
+        ClientCommand::History(a) => {
+            let mut q = vec![("limit", a.limit.to_string())];
+            for (k, v) in [("account", a.account), ("user", a.user), ("name", a.name), ("array", a.array)] {
+                if let Some(v) = v {
+                    q.push((k, v));
+                }
+            }
+            q.push(("state", a.state.unwrap_or_else(|| "finished,failed,cancelled,rejected".into())));
+            let ws = client(&a.opts)?.workloads(&q).await.context("failed to list workloads")?;
+            output(a.opts.json, &ws, |ws| render::history(ws, a.long))
         }
         ClientCommand::Show(a) => {
             let d = client(&a.opts)?.workload(&a.id).await.with_context(|| format!("failed to show {}", a.id))?;
             output(a.opts.json, &d, render::show)
         }
-        ClientCommand::Cancel(a) => {
-            let w = client(&a.opts)?.cancel(&a.id).await.with_context(|| format!("failed to cancel {}", a.id))?;
-            output(a.opts.json, &w, |w| format!("{} {}\n", w.id, w.state))
-        }
+        ClientCommand::Cancel(a) => bulk(a, "cancel").await,
+        ClientCommand::Hold(a) => bulk(a, "hold").await,
+        ClientCommand::Release(a) => bulk(a, "release").await,
         ClientCommand::Logs(a) => logs(a).await,
         ClientCommand::Accounts(AccountsArgs { opts, command: None }) => {
             let list = client(&opts)?.accounts().await.context("failed to list accounts")?;
@@ -445,6 +574,65 @@ async fn run_async(c: ClientCommand) -> Result<()> {
             output(a.opts.json, &v, |v| format!("{} {}\n", v.name, v.health))
         }
     }
+}
+
+/// One refresh of `allot queue --watch`: on a terminal the screen is
+/// redrawn in place; otherwise each table follows the last, after a line
+/// with the time.
+fn watch_frame<T: Serialize>(json: bool, v: &T, text: impl FnOnce(&T) -> String) -> Result<()> {
+    use std::io::{IsTerminal, Write};
+    let body = if json { serde_json::to_string(v)? + "\n" } else { text(v) };
+    let mut out = std::io::stdout().lock();
+    if out.is_terminal() {
+        write!(out, "\x1b[H\x1b[2J{body}")?;
+    } else {
+        write!(out, "--- {}\n{body}", render_time(now()))?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Unix seconds as the time of day (UTC).
+fn render_time(t: i64) -> String {
+    let s = t.rem_euclid(86_400);
+    format!("{:02}:{:02}:{:02} UTC", s / 3600, s % 3600 / 60, s % 60)
+}
+
+/// Some workloads of a change were refused (the server said why for each).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct PartlyRefused(String);
+
+/// `allot cancel|hold|release`: what became of each workload named; an
+/// error (exit 4) when any was refused.
+async fn bulk(a: BulkArgs, action: &str) -> Result<()> {
+    let req =
+        allot_server::views::BulkRequest { ids: a.ids, user: a.user, state: a.state, name: a.name, account: a.account };
+    let results = client(&a.opts)?.bulk(action, &req).await.with_context(|| format!("failed to {action}"))?;
+    if a.opts.json {
+        print_json(&results)?;
+    } else {
+        for r in &results {
+            match (&r.state, &r.error) {
+                (Some(s), _) => println!("{} {s}", r.id),
+                (None, Some(e)) => eprintln!("{}: {e}", r.id),
+                (None, None) => {}
+            }
+        }
+    }
+    let refused = results.iter().filter(|r| r.error.is_some()).count();
+    if results.is_empty() {
+        eprintln!("nothing to {action}: no workload matches");
+    }
+    if refused > 0 {
+        let done = match action {
+            "cancel" => "cancelled",
+            "hold" => "held",
+            _ => "released",
+        };
+        return Err(PartlyRefused(format!("{refused} of {} workloads could not be {done}", results.len())).into());
+    }
+    Ok(())
 }
 
 /// Prints an attempt's log, following it with `--follow` until the attempt

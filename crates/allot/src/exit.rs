@@ -55,6 +55,9 @@ fn of_cause(e: &(dyn Error + 'static)) -> Option<Code> {
     if let Some(e) = e.downcast_ref::<ClientError>() {
         return Some(client(e));
     }
+    if e.is::<crate::cmd_client::PartlyRefused>() {
+        return Some(Code::Refused);
+    }
     if let Some(e) = e.downcast_ref::<ServerError>() {
         return Some(server(e));
     }

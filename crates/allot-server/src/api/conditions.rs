@@ -8,8 +8,6 @@ use allot_core::{ArrayPart, DepKind, Phase, WorkloadSpec};
 use allot_trace::conditions::{parse_array, parse_dependencies};
 use axum::Json;
 use axum::extract::State;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::extract::Path;
 use super::{ApiError, ApiErrors, App, Auth, Body, ask};
@@ -17,6 +15,7 @@ use crate::auth::Principal;
 use crate::scheduler::{LiveDep, Msg};
 use crate::states::parse_phase;
 use crate::store::{NewWorkload, WorkloadFilter, WorkloadRow};
+pub use crate::views::{BulkRequest, BulkResult};
 
 /// What a checked submission stores and hands over: its rows and specs
 /// (one, or an array's elements in index order) and its dependencies.
@@ -104,9 +103,9 @@ async fn dependencies(app: &App, who: &Principal, text: &str) -> Result<(Vec<Liv
     let parsed = parse_dependencies(text).map_err(|e| bad(e.to_string()))?;
     let mut after: Vec<LiveDep> = Vec::new();
     for (kind, id) in parsed {
-        let rows = targets(app, who, &id)
-            .await
-            .map_err(|_| bad(format!("no workload {id} (a dependency names a workload, 12_3 or an array you can see)")))?;
+        let rows = targets(app, who, &id).await.map_err(|_| {
+            bad(format!("no workload {id} (a dependency names a workload, 12_3 or an array you can see)"))
+        })?;
         for r in rows {
             let phase = parse_phase(&r.state).unwrap_or(Phase::Pending);
             if kind.satisfied_by(phase) == Some(false) {
@@ -142,42 +141,6 @@ pub(crate) fn stored_dependencies(depends_on: Option<&str>, states: &dyn Fn(i64)
             Some(LiveDep { kind, seq, phase: states(seq).unwrap_or(Phase::Pending) })
         })
         .collect()
-}
-
-/// Cancel, hold or release several workloads at once.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BulkRequest {
-    /// Workload ids: `12`, `12_3` (an array's element), or an array's id
-    /// (all its elements).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ids: Vec<String>,
-    /// And/or every workload the caller may change that matches all of
-    /// these filters (at least one filter, or ids).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    /// States, comma-separated (default: those not ended).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// An account's subtree.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub account: Option<String>,
-}
-
-/// What became of one workload of a bulk change.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
-#[schema(as = BulkResult)]
-pub struct BulkResult {
-    pub id: String,
-    /// Its state after the change (`cancelled`, `stopping`, `held`,
-    /// `pending`); absent when it was refused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
-    /// Why it was refused; absent when it was changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
 }
 
 /// The workloads a bulk request names that the caller may change, not

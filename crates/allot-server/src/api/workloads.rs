@@ -71,6 +71,9 @@ pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
         }),
         dependency: r.conditions.depends_on.clone(),
         held: r.conditions.held,
+        attempts: r.attempts.max(0) as u32,
+        gpu_hours: r.ended_gpu_s.max(0) as f64 / 3600.0,
+        first_start_t: r.first_start_t,
     }
 }
 
@@ -120,8 +123,8 @@ pub async fn submit(
     // An account the caller may not submit to is answered as unknown (400).
     let (row, spec) = app.catalog.check(&req, &who, now).map_err(|e| ApiError::field(e.field, e.message))?;
     let hold = req.hold.unwrap_or(false);
-    let plan = super::conditions::plan(&app, &who, req.array.as_deref(), req.dependency.as_deref(), hold, row, spec)
-        .await?;
+    let plan =
+        super::conditions::plan(&app, &who, req.array.as_deref(), req.dependency.as_deref(), hold, row, spec).await?;
     let row = plan.rows[0].clone();
     // Keys are the submitting token's (its stable id, not its name: a token
     // made later under a revoked one's name does not see its submissions).
@@ -231,6 +234,9 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
         measured_util: None,
         last_alloc: None,
         last_start_t: None,
+        attempts: 0,
+        ended_gpu_s: 0,
+        first_start_t: None,
     }
 }
 
@@ -317,7 +323,6 @@ pub async fn list(
     Ok(Json(views))
 }
 
-
 /// Reads a workload the caller may see (404 when it does not exist or is
 /// not theirs to see: the same answer for both).
 async fn visible(app: &App, who: &crate::auth::Principal, id: &str) -> Result<WorkloadRow, ApiError> {
@@ -363,7 +368,11 @@ pub async fn cancel(
         if let Some(e) = results.0.iter().find_map(|r| r.error.clone()).filter(|_| results.0.len() == 1) {
             return Err(ApiError::new(ErrorKind::Conflict, e));
         }
-        let row = app.store.workload(row.seq).await?.ok_or_else(|| ApiError::not_found(format!("no workload {}", row.seq)))?;
+        let row = app
+            .store
+            .workload(row.seq)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("no workload {}", row.seq)))?;
         return Ok(Json(workload_view(&row)));
     }
     if !who.can_cancel(&row.account, row.owner.as_deref()) {

@@ -244,6 +244,16 @@ impl Client {
         self.call::<(), _>(Method::POST, &format!("/v1/workloads/{}/cancel", encode(id)), None).await
     }
 
+    /// Cancels, holds or releases (`action`) the workloads `req` names:
+    /// `POST /v1/workloads/{action}`.
+    pub async fn bulk(
+        &self,
+        action: &str,
+        req: &crate::views::BulkRequest,
+    ) -> Result<Vec<crate::views::BulkResult>, ClientError> {
+        self.call(Method::POST, &format!("/v1/workloads/{action}"), Some(req)).await
+    }
+
     pub async fn accounts(&self) -> Result<Vec<AccountView>, ClientError> {
         self.get("/v1/accounts").await
     }

@@ -25,33 +25,98 @@ fn cluster_cells<'a>(cells: impl Iterator<Item = Option<&'a str>> + Clone) -> Op
     cells.clone().any(|c| c.is_some()).then(|| cells.map(|c| format!("{:<12} ", cut(c.unwrap_or("-"), 12))).collect())
 }
 
-/// An squeue-like table: id, name, account, user, class, gpus, state, age,
-/// reason; with CLUSTER (where it runs or ran) in a fleet.
-pub fn queue(ws: &[WorkloadView], now: i64) -> String {
+/// A workload's id as users address it: `12_3` for an array's element.
+pub fn display_id(w: &WorkloadView) -> String {
+    w.array.as_ref().map_or_else(|| w.id.clone(), |a| a.element.clone())
+}
+
+/// A duration in seconds as `[D-]HH:MM:SS`, as Slurm writes it.
+pub fn clock(s: i64) -> String {
+    let s = s.max(0);
+    let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60);
+    if d > 0 { format!("{d}-{h:02}:{m:02}:{sec:02}") } else { format!("{h:02}:{m:02}:{sec:02}") }
+}
+
+/// An squeue-like table: id (`12_3` for an array's element), name,
+/// account, user, class, gpus, state, cluster (in a fleet), nodes,
+/// elapsed and time left of the running attempt, age, reason. `long`:
+/// reasons in full, else cut to the line.
+pub fn queue(ws: &[WorkloadView], now: i64, long: bool) -> String {
     let clusters = cluster_cells(ws.iter().map(|w| w.cluster.as_deref()));
     let head = if clusters.is_some() { format!("{:<12} ", "CLUSTER") } else { String::new() };
     let mut out = format!(
-        "{:>6}  {:<14} {:<24} {:<10} {:<11} {:>4}  {:<9} {head}{:>5}  {}\n",
-        "ID", "NAME", "ACCOUNT", "USER", "CLASS", "GPUS", "STATE", "AGE", "REASON"
+        "{:>8}  {:<14} {:<20} {:<10} {:<11} {:>4}  {:<9} {head}{:<16} {:>10} {:>10} {:>5}  {}\n",
+        "ID", "NAME", "ACCOUNT", "USER", "CLASS", "GPUS", "STATE", "NODES", "ELAPSED", "TIME LEFT", "AGE", "REASON"
     );
     for (i, w) in ws.iter().enumerate() {
         let name = w.name.clone().unwrap_or_else(|| w.command.first().cloned().unwrap_or_default());
         let cluster = clusters.as_ref().map_or("", |c| c[i].as_str());
+        let holding = w.state == "running" || w.state == "stopping";
+        let elapsed = w.started_t.filter(|_| holding).map(|s| now - s);
+        let left = match (elapsed, w.time_limit_s) {
+            (Some(e), Some(l)) => clock(l as i64 - e),
+            (None, Some(l)) => clock(l as i64),
+            _ => "-".to_string(),
+        };
+        let nodes = if holding && !w.on_nodes.is_empty() { w.on_nodes.join(",") } else { "-".into() };
+        let state = if w.held { "held" } else { w.state.as_str() };
+        let reason = w.reason.as_deref().unwrap_or("");
         let _ = writeln!(
             out,
-            "{:>6}  {:<14} {:<24} {:<10} {:<11} {:>4}  {:<9} {cluster}{:>5}  {}",
-            w.id,
+            "{:>8}  {:<14} {:<20} {:<10} {:<11} {:>4}  {:<9} {cluster}{:<16} {:>10} {:>10} {:>5}  {}",
+            display_id(w),
             cut(&name, 14),
-            cut(&w.account, 24),
+            cut(&w.account, 20),
             cut(&w.user, 10),
             w.class,
             w.gpus,
-            w.state,
+            state,
+            cut(&nodes, 16),
+            elapsed.map_or_else(|| "-".to_string(), clock),
+            left,
             age(now, w.submit_t),
-            cut(w.reason.as_deref().unwrap_or(""), 70)
+            if long { reason.to_string() } else { cut(reason, 60) }
         );
     }
     out
+}
+
+/// An sacct-like table of ended workloads: id, name, account, state,
+/// submitted, waited (first start − submit), ran (end − first start),
+/// attempts, GPU-hours held, measured GPU utilization, exit reason.
+pub fn history(ws: &[WorkloadView], long: bool) -> String {
+    let mut out = format!(
+        "{:>8}  {:<14} {:<20} {:<9} {:<19} {:>10} {:>10} {:>4} {:>9} {:>5}  {}\n",
+        "ID", "NAME", "ACCOUNT", "STATE", "SUBMITTED (UTC)", "WAITED", "RAN", "ATT", "GPU-H", "UTIL", "REASON"
+    );
+    for w in ws {
+        let name = w.name.clone().unwrap_or_else(|| w.command.first().cloned().unwrap_or_default());
+        let waited = w.first_start_t.map_or_else(|| "-".to_string(), |s| clock(s - w.submit_t));
+        let ran = w.first_start_t.zip(w.end_t).map_or_else(|| "-".to_string(), |(s, e)| clock(e - s));
+        let util = w.measured_util.map_or_else(|| "-".to_string(), |u| format!("{:.0}%", u * 100.0));
+        let reason = w.reason.as_deref().unwrap_or("");
+        let _ = writeln!(
+            out,
+            "{:>8}  {:<14} {:<20} {:<9} {:<19} {:>10} {:>10} {:>4} {:>9.2} {:>5}  {}",
+            display_id(w),
+            cut(&name, 14),
+            cut(&w.account, 20),
+            w.state,
+            utc(w.submit_t),
+            waited,
+            ran,
+            w.attempts,
+            w.gpu_hours,
+            util,
+            if long { reason.to_string() } else { cut(reason, 50) }
+        );
+    }
+    out
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS` (UTC).
+fn utc(t: i64) -> String {
+    allot_core::calendar::format_instant(t.max(0) as u64).trim_end_matches('Z').replacen('T', " ", 1)
 }
 
 /// `allot show`: the workload, its attempts and why.
@@ -81,6 +146,16 @@ pub fn show(d: &WorkloadDetail) -> String {
     }
     if w.checkpoint_on_signal {
         let _ = writeln!(out, "  checkpoints when signalled (CON-8)");
+    }
+    if let Some(a) = &w.array {
+        let limit = a.limit.map(|l| format!(", at most {l} at once (ARR-1)")).unwrap_or_default();
+        let _ = writeln!(out, "  array      {}: element {} of {}{limit}", a.id, a.index, a.count);
+    }
+    if let Some(d) = &w.dependency {
+        let _ = writeln!(out, "  after      {d} (DEP-1)");
+    }
+    if w.held {
+        let _ = writeln!(out, "  held       until released: allot release {} (HOLD-1)", display_id(w));
     }
     if let Some(why) = &d.why {
         let _ = writeln!(out, "  why        {why}");
@@ -276,8 +351,8 @@ mod tests {
         let lines: Vec<&str> = fleet.lines().collect();
         assert!(lines[0].starts_with("CLUSTER") && lines[2].starts_with("c2 "), "{fleet}");
         let w = view;
-        assert!(!queue(&[w("1", None)], 0).contains("CLUSTER"));
-        let q = queue(&[w("1", Some("c2")), w("2", None)], 0);
+        assert!(!queue(&[w("1", None)], 0, false).contains("CLUSTER"));
+        let q = queue(&[w("1", Some("c2")), w("2", None)], 0, false);
         let rows: Vec<Vec<&str>> = q.lines().map(|l| l.split_whitespace().collect()).collect();
         assert_eq!((rows[0][7], rows[1][7], rows[2][7]), ("CLUSTER", "c2", "-"), "{q}");
     }
@@ -315,6 +390,9 @@ mod tests {
             array: None,
             dependency: None,
             held: false,
+            attempts: 0,
+            gpu_hours: 0.0,
+            first_start_t: None,
         }
     }
 

@@ -294,7 +294,13 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
             let seq = store.insert_workload(&new_row(&s.sched.engine.state, spec)).await.expect("insert");
             assert_eq!(seq.to_string(), spec.id, "the store numbers workloads in arrival order");
             let (accepted, rx) = oneshot::channel();
-            let live = super::Live { seq, command: vec!["work".into()], env: BTreeMap::new(), workdir: None, after: Vec::new() };
+            let live = super::Live {
+                seq,
+                command: vec!["work".into()],
+                env: BTreeMap::new(),
+                workdir: None,
+                after: Vec::new(),
+            };
             let msg = Msg::Submitted(Box::new(super::Submission { spec: spec.clone(), live, retries: 0, accepted }));
             s.sched.handle(msg).await.expect("submit");
             rx.await.expect("accepted");

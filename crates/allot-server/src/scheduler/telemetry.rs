@@ -235,8 +235,13 @@ mod tests {
         s.telemetry = Telemetry::new(config(1, 0.1));
         let now = s.tick_now();
         let spec = allot_core::WorkloadSpec { util: 0.5, ..batch("1", cfg.accounts.get("org/a").unwrap(), 2, 1, now) };
-        let live =
-            crate::scheduler::Live { seq: 1, command: vec!["work".into()], env: Default::default(), workdir: None, after: Vec::new() };
+        let live = crate::scheduler::Live {
+            seq: 1,
+            command: vec!["work".into()],
+            env: Default::default(),
+            workdir: None,
+            after: Vec::new(),
+        };
         s.arrive(spec, live, 0, now);
         s.pass(now);
         let key = s.launches.pop().expect("launched").key;

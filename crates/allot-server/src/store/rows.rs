@@ -111,6 +111,15 @@ pub struct WorkloadRow {
     /// attempt, if any.
     pub last_alloc: Option<String>,
     pub last_start_t: Option<i64>,
+    /// Its attempts so far.
+    #[serde(default)]
+    pub attempts: i64,
+    /// GPU-seconds its ended attempts held (raw GPUs × seconds).
+    #[serde(default)]
+    pub ended_gpu_s: i64,
+    /// When its first attempt started.
+    #[serde(default)]
+    pub first_start_t: Option<i64>,
 }
 
 impl WorkloadRow {

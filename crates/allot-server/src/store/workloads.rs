@@ -37,7 +37,10 @@ const WORKLOAD_COLS: &str = concat!(
     measured_util!(),
     " AS measured_util, (SELECT a.alloc FROM attempts a WHERE a.workload = workloads.seq ORDER BY a.attempt DESC \
      LIMIT 1) AS last_alloc, (SELECT a.start_t FROM attempts a WHERE a.workload = workloads.seq ORDER BY a.attempt \
-     DESC LIMIT 1) AS last_start_t"
+     DESC LIMIT 1) AS last_start_t, (SELECT COUNT(*) FROM attempts a WHERE a.workload = workloads.seq) AS attempts_n, \
+     (SELECT CAST(COALESCE(SUM((a.end_t - a.start_t) * a.gpus), 0) AS BIGINT) FROM attempts a WHERE a.workload = \
+     workloads.seq AND a.end_t IS NOT NULL) AS ended_gpu_s, (SELECT MIN(a.start_t) FROM attempts a WHERE a.workload = \
+     workloads.seq) AS first_start_t"
 );
 
 const ATTEMPT_COLS: &str = "workload, attempt, alloc, cluster, gpus, weight, state, start_t, start_reason, signal_t, \
@@ -146,6 +149,9 @@ fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
         measured_util: r.try_get("measured_util")?,
         last_alloc: r.try_get("last_alloc")?,
         last_start_t: r.try_get("last_start_t")?,
+        attempts: r.try_get("attempts_n")?,
+        ended_gpu_s: r.try_get("ended_gpu_s")?,
+        first_start_t: r.try_get("first_start_t")?,
     })
 }
 
