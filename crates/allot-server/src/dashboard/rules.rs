@@ -35,6 +35,7 @@ docs!(
     "budgets.md",
     "cli.md",
     "compare.md",
+    "conditions.md",
     "config.md",
     "contract.md",
     "dashboard.md",
