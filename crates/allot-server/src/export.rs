@@ -124,10 +124,12 @@ pub async fn export_store(store: &Store, out: &Path) -> Result<ExportSummary, Ex
         .filter_map(|w| work_done(w, attempts.get(&w.seq).map_or(&[], Vec::as_slice)).map(|s| (w, s)))
         .collect();
     let t0 = kept.iter().map(|(w, _)| w.submit_t).chain(events.iter().map(|e| e.t)).min().unwrap_or(0);
+    let ids: std::collections::BTreeSet<i64> = kept.iter().map(|(w, _)| w.seq).collect();
     let rows: Vec<TraceRow> = kept
         .iter()
         .map(|(w, work)| {
             let mut r = row(w, *work, t0);
+            r.after = exported_dependencies(w.conditions.depends_on.as_deref(), &ids);
             let tried = attempts.get(&w.seq).map_or(&[][..], Vec::as_slice);
             r.checkpoint_s = reported_interval(tried).unwrap_or(r.checkpoint_s);
             r
@@ -285,10 +287,19 @@ fn row(w: &WorkloadRow, work_s: u64, t0: i64) -> TraceRow {
         time_limit_s: w.time_limit_s.map(|l| l.max(1) as u64),
         checkpoint_on_signal: w.checkpoint_on_signal,
         after: String::new(),
-        array: String::new(),
-        array_index: None,
-        array_limit: None,
+        array: w.conditions.array_id.map(|a| a.to_string()).unwrap_or_default(),
+        array_index: w.conditions.array_index.map(|i| i.max(0) as u32),
+        array_limit: w.conditions.array_limit.map(|l| l.max(1) as u32),
     }
+}
+
+/// DEP-1: a workload's dependencies on workloads the trace has (the
+/// others never ran, so they are not in it).
+fn exported_dependencies(depends_on: Option<&str>, ids: &std::collections::BTreeSet<i64>) -> String {
+    let Some(text) = depends_on else { return String::new() };
+    let deps = allot_trace::conditions::parse_dependencies(text).unwrap_or_default();
+    let kept = deps.iter().filter(|(_, id)| id.parse::<i64>().is_ok_and(|s| ids.contains(&s)));
+    allot_trace::conditions::format_dependencies(kept.map(|(k, id)| (*k, id.as_str())))
 }
 
 #[cfg(test)]

@@ -138,6 +138,19 @@ async fn conditions(backend: Backend) {
     let text = s.cli_ok(t, &["history", "--name", "head"]);
     assert!(text.contains("WAITED") && text.lines().nth(1).unwrap().contains("failed"), "{text}");
 
+    // The recorded history replays with its arrays and dependencies.
+    let trace = f.dir.join("export.csv");
+    let o = s.cli(t, &["trace", "export", "--db", &f.db.url, "--out", trace.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(&trace).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    assert!(["after", "array", "array_index", "array_limit"].iter().all(|c| header.contains(c)), "{header:?}");
+    let o = s.cli(
+        t,
+        &["sim", "--config", s.config.to_str().unwrap(), "--trace", trace.to_str().unwrap(), "--policy", "allot"],
+    );
+    assert!(o.status.success(), "the export replays: {}", stderr(&o));
+
     drop(s);
     f.finish().await;
 }

@@ -58,6 +58,16 @@ pub fn parse_dependencies(s: &str) -> Result<Vec<(DepKind, String)>, ConditionEr
     Ok(out)
 }
 
+/// Writes dependencies as [`parse_dependencies`] reads them, grouped by
+/// kind (`afterok:12:13,afterany:9`); empty for none.
+pub fn format_dependencies<'a>(deps: impl IntoIterator<Item = (DepKind, &'a str)>) -> String {
+    let mut by_kind: std::collections::BTreeMap<DepKind, Vec<&str>> = std::collections::BTreeMap::new();
+    for (kind, id) in deps {
+        by_kind.entry(kind).or_default().push(id);
+    }
+    by_kind.into_iter().map(|(k, ids)| format!("{}:{}", k.as_str(), ids.join(":"))).collect::<Vec<_>>().join(",")
+}
+
 /// Parses an array's indices as Slurm writes them: `0-99`, `1,3,5-9`,
 /// `0-15:4` (every fourth), with `%N` at the end for at most N at once.
 pub fn parse_array(s: &str) -> Result<ArraySpec, ConditionError> {

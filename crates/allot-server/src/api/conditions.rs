@@ -2,10 +2,8 @@
 //! dependencies (DEP-1, DEP-2) and holds (HOLD-1) at submission; hold,
 //! release and cancel of several workloads at once; ids as `12` or `12_3`.
 
-use std::collections::BTreeMap;
-
 use allot_core::{ArrayPart, DepKind, Phase, WorkloadSpec};
-use allot_trace::conditions::{parse_array, parse_dependencies};
+use allot_trace::conditions::{format_dependencies, parse_array, parse_dependencies};
 use axum::Json;
 use axum::extract::State;
 
@@ -121,12 +119,9 @@ async fn dependencies(app: &App, who: &Principal, text: &str) -> Result<(Vec<Liv
             }
         }
     }
-    let mut by_kind: BTreeMap<DepKind, Vec<String>> = BTreeMap::new();
-    for d in &after {
-        by_kind.entry(d.kind).or_default().push(d.seq.to_string());
-    }
-    let stored: Vec<String> = by_kind.into_iter().map(|(k, s)| format!("{}:{}", k.as_str(), s.join(":"))).collect();
-    Ok((after, Some(stored.join(","))))
+    let seqs: Vec<(DepKind, String)> = after.iter().map(|d| (d.kind, d.seq.to_string())).collect();
+    let stored = format_dependencies(seqs.iter().map(|(k, s)| (*k, s.as_str())));
+    Ok((after, Some(stored)))
 }
 
 /// DEP-1: the dependencies a workload was stored with, by seq, with the
