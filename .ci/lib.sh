@@ -107,6 +107,21 @@ ci_stop_pidfiles() {
   rm -f "$@"
 }
 
+# A private Python venv at $1 with the pinned packages "${@:2}" from PyPI,
+# made once (marked complete at the end, so a failed install is redone);
+# python3-venv comes from Debian's packages when python3 cannot make one.
+ci_venv() {
+  local venv=$1
+  shift
+  [ -e "$venv/.complete" ] && return 0
+  python3 -c 'import ensurepip, venv' 2>/dev/null || ci_apt_install python3-venv
+  ci_log "installing $* into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv" || ci_die "python3 -m venv $venv failed"
+  "$venv/bin/pip" install -q "$@" || { rm -rf "$venv"; ci_die "pip install $* into $venv failed"; }
+  touch "$venv/.complete"
+}
+
 # An `allot serve` of a script's own for its API checks (.ci/schemathesis.sh,
 # .ci/python-client.sh), in the directory $1: the `none` executor (attempts
 # hold their GPUs until cancelled), SQLite, two nodes of four H100s,

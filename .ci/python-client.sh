@@ -24,14 +24,7 @@ generator=0.29.1
 poetry_core=2.5.0
 cache=${ALLOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/allot}
 venv="$cache/python-client-$generator"
-if [ ! -x "$venv/bin/openapi-python-client" ]; then
-  python3 -c 'import ensurepip, venv' 2>/dev/null || ci_apt_install python3-venv
-  log "installing openapi-python-client $generator into $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv" || ci_die "python3 -m venv $venv failed"
-  "$venv/bin/pip" install -q "openapi-python-client==$generator" "poetry-core==$poetry_core" \
-    || { rm -rf "$venv"; ci_die "pip install openapi-python-client==$generator failed"; }
-fi
+ci_venv "$venv" "openapi-python-client==$generator" "poetry-core==$poetry_core"
 
 tmp=$(mktemp -d)
 trap 'ci_serve_stop; rm -rf "$tmp"' EXIT

@@ -21,11 +21,7 @@ version=4.32.5
 examples=${ALLOT_ST_EXAMPLES:-100}
 cache=${ALLOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/allot}
 venv="$cache/schemathesis-$version"
-if [ ! -x "$venv/bin/st" ]; then
-  log "installing schemathesis $version into $venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q "schemathesis==$version"
-fi
+ci_venv "$venv" "schemathesis==$version"
 
 tmp=$(mktemp -d)
 trap 'ci_serve_stop; rm -rf "$tmp"' EXIT
