@@ -191,12 +191,15 @@ pub struct WorkloadView {
     pub dependency: Option<String>,
     /// HOLD-1: it is held.
     #[serde(default)]
+    #[schema(required = true)]
     pub held: bool,
     /// Its attempts so far.
     #[serde(default)]
+    #[schema(required = true)]
     pub attempts: u32,
     /// GPU-hours its ended attempts held (GPUs × hours, not normalised).
     #[serde(default)]
+    #[schema(required = true)]
     pub gpu_hours: f64,
     /// When its first attempt started (Unix seconds); absent: never started.
     #[serde(default, skip_serializing_if = "Option::is_none")]

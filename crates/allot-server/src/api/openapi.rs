@@ -77,6 +77,11 @@ const OPERATIONS: &[(&str, &str, &str, &str)] = &[
     ("post", "/v1/workloads/{id}/cancel", "workloads", "cancel_workload"),
     ("post", "/v1/workloads/{id}/checkpoint", "workloads", "report_checkpoint"),
     ("get", "/v1/workloads/{id}/log", "workloads", "workload_log"),
+    ("post", "/v1/workloads/cancel", "workloads", "cancel_workloads"),
+    ("post", "/v1/workloads/hold", "workloads", "hold_workloads"),
+    ("post", "/v1/workloads/release", "workloads", "release_workloads"),
+    ("post", "/v1/workloads/{id}/hold", "workloads", "hold_workload"),
+    ("post", "/v1/workloads/{id}/release", "workloads", "release_workload"),
     ("get", "/v1/accounts", "accounts", "list_accounts"),
     ("post", "/v1/accounts", "accounts", "create_account"),
     ("get", "/v1/accounts/{path}", "accounts", "show_account"),
@@ -275,6 +280,8 @@ mod tests {
         let doc = doc();
         let wrong: Vec<String> = [
             required_mismatch::<WorkloadView>(&doc, "Workload"),
+            required_mismatch::<ArrayView>(&doc, "ArrayElement"),
+            required_mismatch::<BulkResult>(&doc, "BulkResult"),
             required_mismatch::<WorkloadDetail>(&doc, "WorkloadDetail"),
             required_mismatch::<AttemptView>(&doc, "Attempt"),
             required_mismatch::<AttemptTelemetry>(&doc, "AttemptTelemetry"),
