@@ -106,3 +106,77 @@ ci_stop_pidfiles() {
   done
   rm -f "$@"
 }
+
+# A private Python venv at $1 with the pinned packages "${@:2}" from PyPI,
+# made once (marked complete at the end, so a failed install is redone);
+# python3-venv comes from Debian's packages when python3 cannot make one.
+ci_venv() {
+  local venv=$1
+  shift
+  [ -e "$venv/.complete" ] && return 0
+  python3 -c 'import ensurepip, venv' 2>/dev/null || ci_apt_install python3-venv
+  ci_log "installing $* into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv" || ci_die "python3 -m venv $venv failed"
+  "$venv/bin/pip" install -q "$@" || { rm -rf "$venv"; ci_die "pip install $* into $venv failed"; }
+  touch "$venv/.complete"
+}
+
+# An `allot serve` of a script's own for its API checks (.ci/schemathesis.sh,
+# .ci/python-client.sh), in the directory $1: the `none` executor (attempts
+# hold their GPUs until cancelled), SQLite, two nodes of four H100s,
+# accounts org/a and org/b, a scheduling pass every second, a grace of one
+# second, on a free loopback port. Sets CI_SERVE_PID (as soon as it runs;
+# ci_serve_stop stops it by that PID), CI_SERVE_URL and CI_SERVE_TOKEN (an
+# admin token); its log is $1/server.log. ALLOT_BIN: an `allot` binary
+# already built (CI passes the test run's), else one is built.
+ci_serve_none() {
+  local dir=$1 bin db port
+  if [ -n "${ALLOT_BIN:-}" ]; then
+    bin=$ALLOT_BIN
+  else
+    (cd "$CI_ROOT" && cargo build --locked -q -p allot)
+    bin="${CARGO_TARGET_DIR:-$CI_ROOT/target}/debug/allot"
+  fi
+  [ -x "$bin" ] || ci_die "no allot binary at $bin"
+  cat >"$dir/cluster.toml" <<'TOML'
+[cluster]
+name = "ci"
+[[cluster.pools]]
+name = "gpu"
+gpu = "H100"
+nodes = 2
+gpus_per_node = 4
+[[accounts]]
+path = "org/a"
+[[accounts]]
+path = "org/b"
+[contract]
+scheduling_interval = "1s"
+grace = "1s"
+interactive_max_gpus = 4
+TOML
+  db="sqlite://$dir/allot.db"
+  CI_SERVE_TOKEN=$("$bin" token create --db "$db" --role admin --name root 2>"$dir/token.log") \
+    || { cat "$dir/token.log" >&2; ci_die "allot token create failed"; }
+  port=$(ci_free_ports 1)
+  ALLOT_LOG=warn "$bin" serve --config "$dir/cluster.toml" --db "$db" --listen "127.0.0.1:$port" \
+    --executor none --data-dir "$dir/data" 2>"$dir/server.log" &
+  CI_SERVE_PID=$!
+  CI_SERVE_URL="http://127.0.0.1:$port"
+  local _
+  for _ in $(seq 1 100); do
+    curl -fsS "$CI_SERVE_URL/v1/health" >/dev/null 2>&1 && return 0
+    kill -0 "$CI_SERVE_PID" 2>/dev/null || { cat "$dir/server.log" >&2; ci_die "allot serve exited"; }
+    sleep 0.1
+  done
+  ci_die "allot serve does not answer at $CI_SERVE_URL"
+}
+
+# Stops the server ci_serve_none started, if it did.
+ci_serve_stop() {
+  if [ -n "${CI_SERVE_PID:-}" ]; then
+    kill "$CI_SERVE_PID" 2>/dev/null || true
+    wait "$CI_SERVE_PID" 2>/dev/null || true
+  fi
+}

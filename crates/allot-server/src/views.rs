@@ -1,4 +1,9 @@
 //! The JSON bodies of the HTTP API, shared by the server and the client.
+//!
+//! In the OpenAPI document a response field that is always written (`null`
+//! or empty when there is nothing) is `required` (`#[schema(required =
+//! true)]`): a generated client then types it "may be null", never "may be
+//! absent" (the test of [`crate::api::openapi`] checks every response body).
 
 use std::collections::BTreeMap;
 
@@ -125,15 +130,18 @@ pub struct NodeGpusView {
 #[schema(as = Workload)]
 pub struct WorkloadView {
     pub id: String,
+    #[schema(required = true)]
     pub name: Option<String>,
     pub account: String,
     pub user: String,
     pub class: String,
     pub gpus: u32,
     pub nodes: u32,
+    #[schema(required = true)]
     pub gpu_type: Option<String>,
     /// The clusters it may run on (FLEET-1); empty: any.
     #[serde(default)]
+    #[schema(required = true)]
     pub clusters: Vec<String>,
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
@@ -147,14 +155,18 @@ pub struct WorkloadView {
     pub workdir: Option<String>,
     /// CON-8: it saves its progress when signalled.
     #[serde(default)]
+    #[schema(required = true)]
     pub checkpoint_on_signal: bool,
     pub retries: u32,
     pub failures: u32,
     /// pending | running | stopping | finished | failed | cancelled | rejected
+    #[schema(value_type = WorkloadState)]
     pub state: String,
     /// Why it is in this state (rule id and numbers).
+    #[schema(required = true)]
     pub reason: Option<String>,
     pub submit_t: i64,
+    #[schema(required = true)]
     pub end_t: Option<i64>,
     pub cancel_requested: bool,
     /// The cluster of the fleet its last attempt runs or ran on (only with several clusters).
@@ -163,7 +175,7 @@ pub struct WorkloadView {
     /// Measured GPU utilization (0..1) over its attempts, weighted by
     /// GPUs × measured seconds (GPU telemetry); null: never measured.
     #[serde(default)]
-    #[schema(minimum = 0, maximum = 1)]
+    #[schema(required = true, minimum = 0, maximum = 1)]
     pub measured_util: Option<f64>,
     /// The nodes its last attempt runs or ran on (empty: never started).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -179,17 +191,38 @@ pub struct WorkloadView {
     pub dependency: Option<String>,
     /// HOLD-1: it is held.
     #[serde(default)]
+    #[schema(required = true)]
     pub held: bool,
     /// Its attempts so far.
     #[serde(default)]
+    #[schema(required = true)]
     pub attempts: u32,
     /// GPU-hours its ended attempts held (GPUs × hours, not normalised).
     #[serde(default)]
+    #[schema(required = true)]
     pub gpu_hours: f64,
     /// When its first attempt started (Unix seconds); absent: never started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_start_t: Option<i64>,
 }
+
+/// A workload's state in the OpenAPI document: an enum of
+/// [`crate::states::PHASES`] (a generated client's `WorkloadState`); the
+/// view holds it as the stored text.
+pub struct WorkloadState;
+
+impl utoipa::PartialSchema for WorkloadState {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        let states = crate::states::PHASES.map(|p| p.as_str());
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .description(Some(states.join(" | ")))
+            .enum_values(Some(states))
+            .into()
+    }
+}
+
+impl ToSchema for WorkloadState {}
 
 impl WorkloadView {
     /// Rewrites its reason with `f` (see [`crate::auth::Principal::redact`]).
@@ -210,17 +243,25 @@ pub struct AttemptView {
     pub cluster: Option<String>,
     pub start_t: i64,
     pub start_reason: String,
+    #[schema(required = true)]
     pub signal_t: Option<i64>,
     /// Why it was preempted (or drained, cancelled).
+    #[schema(required = true)]
     pub signal_reason: Option<String>,
+    #[schema(required = true)]
     pub end_t: Option<i64>,
+    #[schema(required = true)]
     pub outcome: Option<String>,
+    #[schema(required = true)]
     pub exit_code: Option<i64>,
+    #[schema(required = true)]
     pub kept_s: Option<i64>,
+    #[schema(required = true)]
     pub pid: Option<i64>,
     pub log_path: String,
     /// CON-7: checkpoints the attempt reported (marker file or API).
     #[serde(default)]
+    #[schema(required = true)]
     pub checkpoints: i64,
     /// CON-7: when its last reported checkpoint completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -238,6 +279,7 @@ pub struct AttemptView {
     pub idle_reclaim_t: Option<i64>,
     /// Its GPU telemetry so far; null: not measured (no sample).
     #[serde(default)]
+    #[schema(required = true)]
     pub telemetry: Option<AttemptTelemetry>,
 }
 
@@ -267,6 +309,7 @@ pub struct WorkloadDetail {
     pub workload: WorkloadView,
     pub attempts: Vec<AttemptView>,
     /// Why it waits (pending) or why it was last stopped.
+    #[schema(required = true)]
     pub why: Option<String>,
 }
 
@@ -287,26 +330,32 @@ impl WorkloadDetail {
 #[schema(as = Account)]
 pub struct AccountView {
     pub path: String,
+    #[schema(required = true)]
     pub parent: Option<String>,
     pub depth: u32,
     pub share: f64,
     pub explicit_share: bool,
     /// Own budget in normalised GPU-hours per budget period.
+    #[schema(required = true)]
     pub budget_gpu_hours: Option<f64>,
     /// Normalised GPU-hours used by the subtree this budget period.
     pub used_gpu_hours: f64,
     /// NGH carried over into this period from the one before (BUD-5).
     #[serde(default)]
+    #[schema(required = true)]
     pub carried_gpu_hours: f64,
     /// `budget + carried − used` (negative once over).
+    #[schema(required = true)]
     pub remaining_gpu_hours: Option<f64>,
     /// Burn rate: NGH per hour, the period's average so far (docs/budgets.md).
     #[serde(default)]
+    #[schema(required = true)]
     pub burn_gpu_hours_per_hour: f64,
     /// When the remaining budget runs out at that rate (Unix seconds); null
     /// without a budget, once exhausted or at rate 0. May lie past
     /// `period_end_t`, when the budget renews first.
     #[serde(default)]
+    #[schema(required = true)]
     pub projected_exhaustion_t: Option<i64>,
     /// Raw GPU-hours ever charged to the subtree (the ledger).
     pub charged_gpu_hours: f64,
@@ -315,16 +364,20 @@ pub struct AccountView {
     /// Static entitled share of the cluster (product of share ratios).
     pub entitled_share: f64,
     /// FS-1 (decayed usage + allocation) / entitlement; 1 = at fair share.
+    #[schema(required = true)]
     pub fair_share: Option<f64>,
+    #[schema(required = true)]
     pub over_budget: Option<bool>,
     pub pending: u64,
     pub running: u64,
     pub period_start_t: i64,
     /// End of the current budget period: the next renewal (BUD-4).
     #[serde(default)]
+    #[schema(required = true)]
     pub period_end_t: i64,
     /// Own or inherited impact (IMP rules).
     #[serde(default = "one")]
+    #[schema(required = true)]
     pub impact: f64,
     /// Users' FS-2 shares set for this account's own work (others: 1).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -334,6 +387,7 @@ pub struct AccountView {
     pub user_budgets: BTreeMap<String, f64>,
     /// ACC-2: closed itself or below a closed account; no new work.
     #[serde(default)]
+    #[schema(required = true)]
     pub closed: bool,
 }
 
@@ -402,6 +456,7 @@ pub struct AccountEdits {
     pub accounts: Vec<AccountView>,
     /// Workloads cancelled or stopped by a close with `stop` (ACC-3).
     #[serde(default)]
+    #[schema(required = true)]
     pub stopped: u64,
 }
 
@@ -432,6 +487,7 @@ pub struct NodeView {
     /// that a grid of the node's GPUs is complete without naming them. The
     /// GPUs in no entry are free, or out of service with the node.
     #[serde(default)]
+    #[schema(required = true)]
     pub held: Vec<NodeHold>,
 }
 
@@ -440,8 +496,10 @@ pub struct NodeView {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct NodeHold {
     /// The workload's id; null: workloads of accounts the caller may not see.
+    #[schema(required = true)]
     pub workload: Option<String>,
     /// The workload's account; null as `workload`.
+    #[schema(required = true)]
     pub account: Option<String>,
     /// How many of this node's GPUs it holds (of a gang: its part here).
     #[schema(minimum = 1)]
@@ -454,11 +512,12 @@ pub struct NodeHold {
     /// measured now, or not the caller's to see (docs/measures.md, "Live
     /// utilization").
     #[serde(default)]
-    #[schema(minimum = 0, maximum = 1)]
+    #[schema(required = true, minimum = 0, maximum = 1)]
     pub util: Option<f64>,
     /// `util` is below the config's `[telemetry] idle_threshold`: by its
     /// telemetry the workload leaves these GPUs idle. False when not measured.
     #[serde(default)]
+    #[schema(required = true)]
     pub idle: bool,
 }
 
@@ -515,6 +574,7 @@ pub struct TokenCreated {
 pub struct TokenView {
     pub name: String,
     pub role: String,
+    #[schema(required = true)]
     pub scope: Option<String>,
     pub projects: Vec<String>,
     pub created_t: i64,
@@ -529,7 +589,9 @@ pub struct AuditView {
     pub principal: String,
     pub action: String,
     pub target: String,
+    #[schema(required = true)]
     pub before: Option<serde_json::Value>,
+    #[schema(required = true)]
     pub after: Option<serde_json::Value>,
 }
 
