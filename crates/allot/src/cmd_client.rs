@@ -606,6 +606,11 @@ pub struct PartlyRefused(String);
 /// `allot cancel|hold|release`: what became of each workload named; an
 /// error (exit 4) when any was refused.
 async fn bulk(a: BulkArgs, action: &str) -> Result<()> {
+    if a.ids.is_empty() && a.user.is_none() && a.state.is_none() && a.name.is_none() && a.account.is_none() {
+        anyhow::bail!(
+            "name the workloads to {action}: allot {action} ID [ID…], or select them with --user, --state, --name or --account"
+        );
+    }
     let req =
         allot_server::views::BulkRequest { ids: a.ids, user: a.user, state: a.state, name: a.name, account: a.account };
     let results = client(&a.opts)?.bulk(action, &req).await.with_context(|| format!("failed to {action}"))?;
