@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use allot_core::PolicyKind;
 use allot_core::statement::{Format, Statement, to_csv, to_markdown};
 use allot_sim::measures::measure;
-use allot_sim::report::{Report, TraceWarning, summary_table, trace_warnings, write_workloads_csv};
+use allot_sim::report::{Report, summary_table, trace_warnings, write_workloads_csv};
 use allot_sim::{SimOptions, SimOutput, simulate_observed};
 use allot_trace::changes::AccountChange;
 use anyhow::{Context, Result, bail};
@@ -141,14 +141,11 @@ pub(crate) fn run_one(
     simulate_observed(state, trace, events, Vec::new(), trees, policy.as_mut(), opts, &mut |t| progress.at(t))
 }
 
-/// Prints the warnings of a run ([`trace_warnings`]) above the progress;
-/// returns them.
-pub(crate) fn warn(progress: &Progress, policy: &str, state: &allot_core::State, out: &SimOutput) -> Vec<TraceWarning> {
-    let warnings = trace_warnings(policy, state, out.horizon_end);
-    for w in &warnings {
+/// Prints the warnings of a run ([`trace_warnings`]) above the progress.
+fn warn(progress: &Progress, policy: &str, state: &allot_core::State, out: &SimOutput) {
+    for w in trace_warnings(policy, state, out.horizon_end) {
         progress.println(&format!("warning: {w}"));
     }
-    warnings
 }
 
 pub fn run(a: SimArgs) -> Result<()> {
