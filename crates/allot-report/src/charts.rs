@@ -3,8 +3,10 @@
 //! or bar per policy, in a colour that is the same for a policy everywhere.
 
 use crate::PolicyRun;
-use crate::series::{Series, budget_accounts, budget_candidates, period_starts_in, top_accounts, top_level};
+use crate::series::{Series, top_accounts, top_level};
 use crate::svg::{Axis, BarChart, Bars, Line, LineChart, Rule, Shape, bar_chart, fmt_duration, fmt_num, line_chart};
+use std::collections::BTreeMap;
+
 use allot_core::{AccountTree, Class, Contract, Time};
 use allot_sim::report::Stats;
 
@@ -222,15 +224,48 @@ fn short_paths(paths: &[String]) -> Vec<String> {
     paths.iter().map(|p| p[prefix..].to_string()).collect()
 }
 
+/// Whether an account's name is an opaque id rather than a name: four or
+/// more hexadecimal digits with at least one digit (Philly's virtual
+/// clusters are `6214e9`, `11cb48`, …).
+pub fn is_opaque(name: &str) -> bool {
+    let last = name.rsplit('/').next().unwrap_or(name);
+    last.len() >= 4 && last.chars().all(|c| c.is_ascii_hexdigit()) && last.chars().any(|c| c.is_ascii_digit())
+}
+
+/// `A`, `B`, … `Z`, `AA`, `AB`, …
+fn letters(mut i: usize) -> String {
+    let mut out = Vec::new();
+    loop {
+        out.push(b'A' + (i % 26) as u8);
+        if i < 26 {
+            break;
+        }
+        i = i / 26 - 1;
+    }
+    out.reverse();
+    String::from_utf8(out).expect("ASCII")
+}
+
+/// The labels of the accounts the charts show, by path: their paths below
+/// the common parent, or letters in path order when any of those is an
+/// opaque id ([`is_opaque`]); the page's legend maps each label to its
+/// account.
+pub fn account_labels(paths: &[String]) -> Vec<String> {
+    let short = short_paths(paths);
+    if short.iter().any(|s| is_opaque(s)) { (0..paths.len()).map(letters).collect() } else { short }
+}
+
 /// `" (12 of 15, largest … first)"` when some accounts are left out.
 fn shown_of(shown: usize, all: usize, by: &str) -> String {
     if shown < all { format!(" ({shown} of {all}, {by} first)") } else { String::new() }
 }
 
-/// Delivered vs entitled share of the top-level accounts.
-pub fn share_chart(runs: &[PolicyRun], tree: &AccountTree) -> Figure {
+/// Delivered vs entitled share of the top-level accounts, labelled by
+/// `labels` (path → label, [`account_labels`]).
+pub fn share_chart(runs: &[PolicyRun], tree: &AccountTree, labels: &BTreeMap<String, String>) -> Figure {
     let ids = top_accounts(tree);
     let paths: Vec<String> = ids.iter().map(|a| tree.account(*a).path.clone()).collect();
+    let categories = paths.iter().map(|p| labels.get(p).cloned().unwrap_or_else(|| p.clone())).collect();
     let mut bars = vec![Bars {
         name: "entitled".into(),
         color: "#9a9a9a".into(),
@@ -247,7 +282,7 @@ pub fn share_chart(runs: &[PolicyRun], tree: &AccountTree) -> Figure {
         title: "Delivered vs entitled share per account".into(),
         x_label: format!("account ({})", if paths.len() < tree.len() - 1 { "top level" } else { "all" }),
         y: Axis::linear("share of the cluster (0–1)", 0.0, max.max(0.05), fmt_num),
-        categories: short_paths(&paths),
+        categories,
         bars,
         value_label: None,
         rules: Vec::new(),
@@ -255,64 +290,57 @@ pub fn share_chart(runs: &[PolicyRun], tree: &AccountTree) -> Figure {
     });
     let caption = format!(
         "Entitled: the static share from the account tree (product of share / sum of sibling shares). \
-         Delivered: the account subtree's fraction of all assigned GPU-time. Accounts: {}{}.",
-        paths.join(", "),
+         Delivered: the account subtree's fraction of all assigned GPU-time. Accounts: see the legend above{}.",
         shown_of(paths.len(), top_level(tree).len(), "largest entitled share")
     );
     Figure { id: "chart-share".into(), svg, caption }
 }
 
-/// Budget burn, one chart per charted account: NGH used in the current
-/// budget period, against the budget.
-pub fn budget_charts(runs: &[PolicyRun], tree: &AccountTree, contract: &Contract) -> Vec<Figure> {
+/// Budget attainment per budget period: for each policy, Σ min(used, B) /
+/// Σ min(demand, B) over the budgeted accounts within the period (the
+/// report's `budget_attainment`, period by period); `None` when no account
+/// has a budget.
+pub fn budget_attainment_chart(runs: &[PolicyRun], contract: &Contract) -> Option<Figure> {
     let h = horizon(runs);
-    let period = contract.periods();
-    let chosen = budget_accounts(tree);
-    let shown = shown_of(chosen.len(), budget_candidates(tree).len(), "largest budget");
-    chosen
-        .into_iter()
+    let mut periods = 0;
+    let lines: Vec<Line> = runs
+        .iter()
         .enumerate()
-        .map(|(k, a)| {
-            let path = tree.account(a).path.clone();
-            let budget = tree.account(a).budget_gpu_hours.unwrap_or(0.0);
-            let mut max = budget;
-            let lines = runs
-                .iter()
-                .enumerate()
-                .filter_map(|(i, r)| {
-                    let burn = r.series.budget_burn.iter().find(|b| b.account == path)?;
-                    let b = r.series.bucket_s;
-                    let mut pts = vec![(0.0, 0.0)];
-                    for (j, used) in burn.used_gpu_hours.iter().enumerate() {
-                        let start = j as Time * b;
-                        if j > 0 && period_starts_in(start, b, period) {
-                            pts.push((days(start), 0.0));
-                        }
-                        max = max.max(*used);
-                        pts.push((days((start + b).min(r.series.horizon_s)), *used));
-                    }
-                    let color = color(runs, i);
-                    Some(Line { name: r.report.policy.clone(), color, points: pts, shape: Shape::Line, dashed: false })
-                })
-                .collect();
-            let id = format!("chart-budget-burn-{k}");
-            let svg = line_chart(&LineChart {
-                id: id.clone(),
-                title: format!("Budget burn: {path}"),
-                x: Axis::days(h),
-                y: Axis::linear("NGH used this budget period", 0.0, max * 1.08, fmt_num),
-                lines,
-                rules: vec![Rule { value: budget, label: format!("budget {} NGH", fmt_num(budget)) }],
-                empty_note: None,
-            });
-            let caption = format!(
-                "Normalised GPU-hours used by {path} and its sub-accounts since the start of the budget period \
-                 ({}), against its budget{shown}.",
-                period_label(contract)
-            );
-            Figure { id, svg, caption }
+        .filter_map(|(i, r)| {
+            let b = r.series.budget.as_ref()?;
+            periods = periods.max(b.periods.len());
+            let mut pts = Vec::new();
+            for (k, &(start, end)) in b.periods.iter().enumerate() {
+                if let Some(v) = b.period_attainment(k) {
+                    pts.push((days(start), v));
+                    pts.push((days(end), v));
+                }
+            }
+            let name = r.report.policy.clone();
+            Some(Line { name, color: color(runs, i), points: pts, shape: Shape::Line, dashed: false })
         })
-        .collect()
+        .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let id = "chart-budget-attainment";
+    let empty = lines.iter().all(|l| l.points.is_empty());
+    let svg = line_chart(&LineChart {
+        id: id.into(),
+        title: "Budget attainment per budget period".into(),
+        x: Axis::days(h),
+        y: Axis::fixed("budget attainment (0–1)", 0.0, 1.0, 0.2, fmt_num),
+        lines,
+        rules: Vec::new(),
+        empty_note: empty.then(|| "no budgeted account wanted GPUs".to_string()),
+    });
+    let caption = format!(
+        "Per budget period ({}, {periods} within the horizon): the part of the demand that the budgets covered \
+         and that was met, Σ min(used, budget) / Σ min(wanted, budget) over every budgeted account; 1 when every \
+         account got all it wanted up to its budget. A period with no budgeted demand has no value.",
+        period_label(contract)
+    );
+    Some(Figure { id: id.into(), svg, caption })
 }
 
 /// A cumulative line: the running total at the end of every bucket.
@@ -391,5 +419,18 @@ mod tests {
         assert_eq!(short_paths(&p(&["org/llm", "org/mm"])), ["llm", "mm"]);
         assert_eq!(short_paths(&p(&["a", "b"])), ["a", "b"]);
         assert_eq!(short_paths(&p(&["x/a", "y/b"])), ["x/a", "y/b"]);
+    }
+
+    #[test]
+    fn opaque_ids_get_letters_and_names_stay() {
+        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for (name, opaque) in
+            [("6214e9", true), ("philly/11cb48", true), ("llm", false), ("cafe", false), ("a1", false)]
+        {
+            assert_eq!(is_opaque(name), opaque, "{name}");
+        }
+        assert_eq!(account_labels(&p(&["philly/6214e9", "philly/11cb48", "philly/ee9e8c"])), ["A", "B", "C"]);
+        assert_eq!(account_labels(&p(&["org/llm", "org/mm"])), ["llm", "mm"]);
+        assert_eq!([0, 25, 26, 27, 701, 702].map(letters), ["A", "Z", "AA", "AB", "ZZ", "AAA"]);
     }
 }

@@ -1,14 +1,19 @@
 //! The comparison page: one self-contained HTML file (inline CSS and SVG, no
-//! script, no link to anything outside it) with the run's assumptions, every
-//! chart of [`crate::charts`] and the table of every measure per policy.
+//! script, no link to anything outside it). It reads top down: what was
+//! compared and any warning about a run, the headline measures, the charts
+//! of [`crate::charts`] (with a legend of the accounts they name), the table
+//! of every measure per policy, and last the assumptions (collapsed).
 
 use std::fmt::Write;
 
-use allot_core::{AccountTree, Class, Cluster, Contract, WorkloadSpec};
-use allot_sim::report::{Block, Line, Table, Tables};
+use std::collections::BTreeMap;
+
+use allot_core::{AccountId, AccountTree, Class, Cluster, Contract, WorkloadSpec};
+use allot_sim::report::{Better, Block, Line, MARKS, MeasureLine, Table, Tables, best_cells};
 
 use crate::PolicyRun;
 use crate::charts::{self, Figure};
+use crate::series::{budget_accounts, top_accounts};
 use crate::svg::{esc, fmt_duration, fmt_num};
 
 /// What the runs assumed: the inputs and how they were made.
@@ -35,6 +40,9 @@ pub struct Page<'a> {
     pub measures: &'a Tables,
     /// Remarks printed under the title (e.g. which seed the charts show).
     pub notes: Vec<String>,
+    /// Warnings about the runs ([`allot_sim::report::TraceWarning`]),
+    /// shown first.
+    pub warnings: Vec<String>,
 }
 
 const STYLE: &str = "
@@ -51,6 +59,12 @@ th:first-child,td:first-child{text-align:left}
 thead th{background:#f0f0f0}
 tr.section th{background:#fafafa;text-align:left;font-weight:bold}
 table.kv td:first-child{font-weight:bold}table.kv td,table.kv th{text-align:left}
+table.legend td:nth-child(2),table.legend th:nth-child(2){text-align:left}
+td.best{font-weight:bold;background:#e3f2e1}
+span.dir{color:#666;margin-left:4px}
+.warn{background:#fff4e5;border:1px solid #e0a040;padding:6px 12px;margin:12px 0}
+.warn ul{margin:4px 0;padding-left:20px}
+details{margin:8px 0}summary{cursor:pointer;font-weight:bold}
 pre{background:#f7f7f7;border:1px solid #ddd;padding:8px;font-size:12px;overflow:auto}
 .note{color:#555}
 ";
@@ -80,28 +94,145 @@ pub fn render(page: &Page) -> String {
     for n in &page.notes {
         let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(n));
     }
+    warnings(&mut h, &page.warnings);
     h.push_str(
-        "<nav><a href=\"#assumptions\">Assumptions</a><a href=\"#capacity\">Occupancy</a>\
+        "<nav><a href=\"#headline\">At a glance</a><a href=\"#capacity\">Occupancy</a>\
          <a href=\"#queue\">Queue time</a><a href=\"#shares\">Shares and budgets</a>\
-         <a href=\"#preemption\">Preemption</a><a href=\"#measures\">Every measure</a></nav>\n",
+         <a href=\"#preemption\">Preemption</a><a href=\"#measures\">Every measure</a>\
+         <a href=\"#assumptions\">Assumptions</a></nav>\n",
     );
-    assumptions(&mut h, s);
+    headline(&mut h, page.measures);
     let runs = page.runs;
     let mut queue = charts::queue_charts(runs);
     queue.push(charts::time_to_gpu_chart(runs, s.contract));
-    let mut shares = vec![charts::share_chart(runs, s.accounts)];
-    let burn = charts::budget_charts(runs, s.accounts, s.contract);
-    let no_budget = burn.is_empty();
-    shares.extend(burn);
     section(&mut h, "capacity", "Occupancy and utilisation", None, &charts::capacity_charts(runs));
     section(&mut h, "queue", "Queue time and interactive time to GPU", None, &queue);
-    let note = no_budget.then_some("No account has a budget: there is no budget burn to chart.");
-    section(&mut h, "shares", "Shares and budgets", note, &shares);
+    shares(&mut h, runs, s);
     section(&mut h, "preemption", "Preemption", None, &charts::preemption_charts(runs));
     h.push_str("<section id=\"measures\"><h2>Every measure</h2>\n");
     measures(&mut h, page.measures, "table-measures");
-    h.push_str("</section>\n</body></html>\n");
+    h.push_str("</section>\n");
+    assumptions(&mut h, s);
+    h.push_str("</body></html>\n");
     h
+}
+
+/// The warnings, in a box of their own; nothing without any.
+fn warnings(h: &mut String, warnings: &[String]) {
+    if warnings.is_empty() {
+        return;
+    }
+    h.push_str("<div class=\"warn\" id=\"warnings\"><b>Warnings</b><ul>");
+    for w in warnings {
+        let _ = write!(h, "<li>{}</li>", esc(w));
+    }
+    h.push_str("</ul></div>\n");
+}
+
+/// The headline: the rows of the first table of measures marked as
+/// headline ([`allot_sim::report::rows`]), as the full table writes them.
+fn headline(h: &mut String, tables: &Tables) {
+    let Some(t) = tables.blocks.iter().find_map(|b| if let Block::Table(t) = b { Some(t) } else { None }) else {
+        return;
+    };
+    let mut top = Table::new(t.header.clone());
+    top.lines = t.lines.iter().filter(|l| matches!(l, Line::Measure(m) if m.headline)).cloned().collect();
+    h.push_str("<section id=\"headline\"><h2>At a glance</h2>\n");
+    measures_table(h, &top, " id=\"table-headline\"");
+    let _ = writeln!(
+        h,
+        "<p class=\"note\">{} Every measure is under <a href=\"#measures\">Every measure</a>.</p>",
+        esc(MARKS)
+    );
+    h.push_str("</section>\n");
+}
+
+/// Shares and budgets: the legend of the accounts the charts name, the
+/// share chart, budget attainment per period and per account.
+fn shares(h: &mut String, runs: &[PolicyRun], s: &Setup) {
+    let tree = s.accounts;
+    let mut ids = top_accounts(tree);
+    ids.extend(budget_accounts(tree));
+    ids.sort();
+    ids.dedup();
+    let paths: Vec<String> = ids.iter().map(|a| tree.account(*a).path.clone()).collect();
+    let labels: BTreeMap<String, String> = paths.iter().cloned().zip(charts::account_labels(&paths)).collect();
+    h.push_str("<section id=\"shares\"><h2>Shares and budgets</h2>\n");
+    legend(h, &ids, &labels, s);
+    let mut figures = vec![charts::share_chart(runs, tree, &labels)];
+    figures.extend(charts::budget_attainment_chart(runs, s.contract));
+    grid(h, &figures);
+    match budget_table(runs, tree, &ids, &labels) {
+        Some(t) => {
+            h.push_str("<h3>Budget attainment per account</h3>\n");
+            measures_table(h, &t, " id=\"table-budget-attainment\"");
+            h.push_str(
+                "<p class=\"note\">Each account's Σ min(used, budget) / Σ min(wanted, budget) over its budget \
+                 periods (its subtree's NGH); - where it wanted nothing. The best value of a row is in bold.</p>\n",
+            );
+        }
+        None => h.push_str("<p class=\"note\">No account has a budget: there is no budget attainment to show.</p>\n"),
+    }
+    h.push_str("</section>\n");
+}
+
+/// The accounts the charts name: label, path, entitled share, budget, and
+/// what the trace asked of them.
+fn legend(h: &mut String, ids: &[AccountId], labels: &BTreeMap<String, String>, s: &Setup) {
+    let tree = s.accounts;
+    h.push_str("<h3>Accounts in the charts</h3>\n");
+    let mut rows = vec![
+        ["label", "account", "entitled share", "budget NGH / period", "workloads", "GPU-h requested"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for &a in ids {
+        let acc = tree.account(a);
+        let ws: Vec<&WorkloadSpec> = s.trace.iter().filter(|w| tree.ancestry(w.account).any(|x| x == a)).collect();
+        let gpu_h: f64 = ws.iter().map(|w| f64::from(w.gpus) * w.work_s as f64 / 3600.0).sum();
+        rows.push(vec![
+            labels.get(&acc.path).cloned().unwrap_or_default(),
+            acc.path.clone(),
+            format!("{:.3}", tree.static_share(a)),
+            acc.budget_gpu_hours.map_or_else(|| "-".into(), fmt_num),
+            fmt_num(ws.len() as f64),
+            fmt_num(gpu_h.round()),
+        ]);
+    }
+    table(h, "legend", &rows);
+}
+
+/// Budget attainment per budgeted account of `ids` (rows) and policy
+/// (columns), the best marked; `None` when no account has a budget.
+fn budget_table(
+    runs: &[PolicyRun],
+    tree: &AccountTree,
+    ids: &[AccountId],
+    labels: &BTreeMap<String, String>,
+) -> Option<Table> {
+    runs.iter().find_map(|r| r.series.budget.as_ref())?;
+    let mut header = vec!["account".to_string(), "budget NGH / period".to_string()];
+    header.extend(runs.iter().map(|r| r.report.policy.clone()));
+    let mut t = Table::new(header);
+    for &a in ids {
+        let acc = tree.account(a);
+        let Some(budget) = acc.budget_gpu_hours else { continue };
+        let values: Vec<Option<f64>> = runs
+            .iter()
+            .map(|r| {
+                let b = r.series.budget.as_ref()?;
+                b.account_attainment(b.accounts.iter().position(|x| x.account == acc.path)?)
+            })
+            .collect();
+        let text = |v: f64| format!("{v:.3}");
+        let label = labels.get(&acc.path).map_or_else(|| acc.path.clone(), |l| format!("{l}: {}", acc.path));
+        let mut cells = vec![label, fmt_num(budget)];
+        cells.extend(values.iter().map(|v| v.map_or_else(|| "-".into(), text)));
+        let mut best = vec![false];
+        best.extend(best_cells(&values, Better::Higher, text));
+        t.lines.push(Line::Measure(MeasureLine { cells, better: Better::Higher, best, headline: false }));
+    }
+    Some(t)
 }
 
 fn section(h: &mut String, id: &str, title: &str, note: Option<&str>, figures: &[Figure]) {
@@ -109,11 +240,16 @@ fn section(h: &mut String, id: &str, title: &str, note: Option<&str>, figures: &
     if let Some(n) = note {
         let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(n));
     }
+    grid(h, figures);
+    h.push_str("</section>\n");
+}
+
+fn grid(h: &mut String, figures: &[Figure]) {
     h.push_str("<div class=\"grid\">\n");
     for f in figures {
         let _ = writeln!(h, "<figure>{}<figcaption>{}</figcaption></figure>", f.svg, esc(&f.caption));
     }
-    h.push_str("</div></section>\n");
+    h.push_str("</div>\n");
 }
 
 /// A table from rows of cells; the first row is the header.
@@ -130,12 +266,17 @@ fn table(h: &mut String, class: &str, rows: &[Vec<String>]) {
     h.push_str("</table>\n");
 }
 
+/// The inputs, then (collapsed) the cluster, contract, accounts, workload
+/// mix and configuration file.
 fn assumptions(h: &mut String, s: &Setup) {
     h.push_str("<section id=\"assumptions\"><h2>Assumptions</h2>\n<h3>Inputs</h3>\n");
     let mut rows = vec![vec!["input".to_string(), "value".to_string()]];
     rows.extend(s.source.iter().map(|(k, v)| vec![k.clone(), v.clone()]));
     table(h, "kv", &rows);
-    h.push_str("<h3>Cluster</h3>\n");
+    h.push_str(
+        "<details><summary>Cluster, contract, accounts, workload mix and configuration file</summary>\n\
+         <h3>Cluster</h3>\n",
+    );
     let mut rows =
         vec![["pool", "GPU", "weight", "nodes", "GPUs/node", "GPUs", "rack size", "shared"].map(String::from).to_vec()];
     for p in &s.cluster.pools {
@@ -178,11 +319,7 @@ fn assumptions(h: &mut String, s: &Setup) {
     table(h, "kv", &rows);
     accounts_table(h, s.accounts);
     trace_table(h, s.trace);
-    let _ = writeln!(
-        h,
-        "<details><summary>Configuration file</summary><pre>{}</pre></details>\n</section>",
-        esc(s.config_text)
-    );
+    let _ = writeln!(h, "<h3>Configuration file</h3><pre>{}</pre></details>\n</section>", esc(s.config_text));
 }
 
 fn accounts_table(h: &mut String, tree: &AccountTree) {
@@ -263,6 +400,16 @@ fn measures_table(h: &mut String, t: &Table, id_attr: &str) {
                 h.push_str("<tr>");
                 for c in cells {
                     let _ = write!(h, "<td>{}</td>", esc(c));
+                }
+                h.push_str("</tr>\n");
+            }
+            Line::Measure(m) => {
+                let (arrow, says) = (m.better.arrow(), m.better.says());
+                let _ =
+                    write!(h, "<tr><td>{}<span class=\"dir\" title=\"{says}\">{arrow}</span></td>", esc(&m.cells[0]));
+                for (c, best) in m.cells.iter().skip(1).zip(&m.best) {
+                    let class = if *best { " class=\"best\"" } else { "" };
+                    let _ = write!(h, "<td{class}>{}</td>", esc(c));
                 }
                 h.push_str("</tr>\n");
             }

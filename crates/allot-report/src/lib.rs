@@ -25,18 +25,35 @@ pub use table::seeds_tables;
 use allot_core::State;
 use allot_sim::SimOutput;
 use allot_sim::measures::measure;
-use allot_sim::report::Report;
+use allot_sim::report::{Report, TraceWarning, trace_warnings};
 
-/// What the report keeps of one policy run: its measures and its series.
+/// What the report keeps of one policy run: its measures, its series and
+/// its warnings.
 #[derive(Clone, Debug)]
 pub struct PolicyRun {
     pub report: Report,
     pub series: Series,
+    /// The policy rejected or never started a large part of the trace.
+    pub warnings: Vec<TraceWarning>,
 }
 
 impl PolicyRun {
-    /// Measures a finished run and computes its series.
+    /// Measures a finished run and computes its series and warnings.
     pub fn of(state: &State, out: &SimOutput) -> PolicyRun {
-        PolicyRun { report: measure(state, out), series: Series::compute(state, out) }
+        PolicyRun {
+            report: measure(state, out),
+            series: Series::compute(state, out),
+            warnings: trace_warnings(&out.policy, state, out.horizon_end),
+        }
+    }
+
+    /// Renames the run (its report, series and warnings): a column of a
+    /// comparison.
+    pub fn rename(&mut self, name: &str) {
+        self.report.policy = name.to_string();
+        self.series.policy = name.to_string();
+        for w in &mut self.warnings {
+            w.policy = name.to_string();
+        }
     }
 }

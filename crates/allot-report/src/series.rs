@@ -9,8 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use allot_core::calendar::Periods;
 use allot_core::{AccountId, AccountTree, Class, Phase, State, Time};
+use allot_sim::measures::{BudgetPeriods, budget_periods};
 use allot_sim::{AttemptEnd, SimOutput};
 use serde::Serialize;
 
@@ -41,20 +41,11 @@ pub struct Series {
     pub preemptions: Vec<u64>,
     /// GPU-hours lost to those preemptions (grace + lost progress).
     pub lost_gpu_hours: Vec<f64>,
-    /// Budget burn of the budgeted accounts chosen by [`budget_accounts`].
-    pub budget_burn: Vec<BudgetBurn>,
+    /// Budget, use and demand of every budgeted account per budget period
+    /// (`None`: no account has a budget).
+    pub budget: Option<BudgetPeriods>,
     /// Queue-time distribution per class with at least one workload.
     pub queue_cdf: BTreeMap<Class, Cdf>,
-}
-
-/// NGH an account's subtree used in the current budget period, at the end of
-/// every bucket (it restarts from 0 in the bucket where a period begins).
-#[derive(Clone, Debug, Serialize)]
-pub struct BudgetBurn {
-    pub account: String,
-    /// Own budget, NGH per budget period.
-    pub budget_gpu_hours: f64,
-    pub used_gpu_hours: Vec<f64>,
 }
 
 /// The empirical distribution of queue times of one class: `(q, f)` means a
@@ -164,7 +155,7 @@ impl Series {
             utilization: per_available(util.finish()),
             preemptions,
             lost_gpu_hours: lost,
-            budget_burn: budget_burn(state, out, b),
+            budget: budget_periods(state, out),
             queue_cdf: Class::ALL.into_iter().filter_map(|c| queue_cdf(state, h, c).map(|cdf| (c, cdf))).collect(),
         }
     }
@@ -210,7 +201,7 @@ pub fn top_level(tree: &AccountTree) -> Vec<AccountId> {
     tree.account(node).children.clone()
 }
 
-/// The budgeted accounts whose budget burn is charted: the top-level
+/// The budgeted accounts whose attainment the page shows: the top-level
 /// accounts that have a budget, or else the highest budgeted accounts (no
 /// budgeted ancestor); at most [`MAX_ACCOUNTS`], largest budget first, shown
 /// in path order.
@@ -237,55 +228,6 @@ fn largest(mut ids: Vec<AccountId>, k: usize, key: impl Fn(AccountId) -> f64) ->
     ids.truncate(k);
     ids.sort();
     ids
-}
-
-/// Whether a budget period begins in the bucket `[start, start + bucket)`
-/// (the burn restarts from 0 there; never with a single period of length 0).
-pub fn period_starts_in(start: Time, bucket: Time, periods: Periods) -> bool {
-    let single = periods.bounds(0).1 == Time::MAX;
-    !single && bucket > 0 && periods.bounds(start + bucket - 1).0 >= start
-}
-
-fn budget_burn(state: &State, out: &SimOutput, bucket: Time) -> Vec<BudgetBurn> {
-    let tree = &state.accounts;
-    let chosen = budget_accounts(tree);
-    let h = out.horizon_end;
-    let mut slot = vec![None; tree.len()];
-    for (i, a) in chosen.iter().enumerate() {
-        slot[a.0 as usize] = Some(i);
-    }
-    let mut used: Vec<Integrator> = chosen.iter().map(|_| Integrator::new(bucket, h)).collect();
-    for a in &out.attempts {
-        for x in tree.ancestry(a.account).filter_map(|x| slot[x.0 as usize]) {
-            used[x].add(a.start, a.end, f64::from(a.gpus) * a.weight / 3600.0);
-        }
-    }
-    let period = state.contract.periods();
-    chosen
-        .iter()
-        .zip(used)
-        .map(|(a, u)| {
-            let mut total = 0.0;
-            let used_gpu_hours = u
-                .finish()
-                .into_iter()
-                .enumerate()
-                .map(|(i, x)| {
-                    let start = i as Time * bucket;
-                    if i > 0 && period_starts_in(start, bucket, period) {
-                        total = 0.0;
-                    }
-                    total += x;
-                    total
-                })
-                .collect();
-            BudgetBurn {
-                account: tree.account(*a).path.clone(),
-                budget_gpu_hours: tree.account(*a).budget_gpu_hours.unwrap_or(0.0),
-                used_gpu_hours,
-            }
-        })
-        .collect()
 }
 
 /// The queue-time distribution of one class; `None` when the class has no
@@ -360,6 +302,7 @@ mod tests {
             log: Vec::new(),
             passes: 0,
             events: 0,
+            node_failures: 0,
         };
         // Buckets of 100: 16 × 100; 16 × 20 + 8 × 80; 16 × 50 (the last is partial).
         assert_eq!(available(&out, 100), vec![1600.0, 960.0, 800.0]);

@@ -469,6 +469,7 @@ pub fn bar_chart(c: &BarChart) -> String {
     f.open(&mut s, &c.id, &c.title, &c.y);
     let group_w = cat_w * 0.8;
     let bar_w = group_w / c.bars.len().max(1) as f64;
+    let rule_ys: Vec<f64> = c.rules.iter().map(|r| f.y(&c.y, r.value)).collect();
     for (ci, cat) in c.categories.iter().enumerate() {
         let cx = f.left + cat_w * (ci as f64 + 0.5);
         let ty = f.bottom() + 16.0;
@@ -497,12 +498,14 @@ pub fn bar_chart(c: &BarChart) -> String {
                 esc(&b.name),
                 esc(&fmt_num(v))
             );
-            if let Some(label) = c.value_label.map(|fmt| fmt(v)).filter(|l| text_w(l) * 0.85 + 4.0 <= bar_w) {
+            let label = c.value_label.map(|fmt| fmt(v)).filter(|l| text_w(l) * 0.85 + 4.0 <= bar_w);
+            let place = label_place(y1.min(y0), y0.max(y1), f.top, &rule_ys);
+            if let (Some(label), Some((ly, inside))) = (label, place) {
+                let fill = if inside { "#fff" } else { "#222" };
                 let _ = write!(
                     s,
-                    r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="10" fill="#222">{}</text>"##,
+                    r##"<text x="{:.1}" y="{ly:.1}" text-anchor="middle" font-size="10" fill="{fill}">{}</text>"##,
                     x + bar_w / 2.0,
-                    (y1 - 4.0).max(f.top + 10.0),
                     esc(&label)
                 );
             }
@@ -516,9 +519,67 @@ pub fn bar_chart(c: &BarChart) -> String {
     s
 }
 
+/// Height of a bar's value label (10 px text: 10 above the baseline, 2
+/// below) and the gap it keeps from the bar and the reference lines.
+const LABEL_ASCENT: f64 = 10.0;
+const LABEL_DESCENT: f64 = 2.0;
+const LABEL_GAP: f64 = 2.0;
+
+/// Where a bar's value label goes: the baseline `y` and whether it is
+/// inside the bar (white on the bar's colour). The label is above the bar
+/// if it fits below the plot's top (`top`) without crossing a reference
+/// line (at `rules`), else just inside the bar's top when the bar is tall
+/// enough, else above or below the reference line that was in the way
+/// (still over the bar); `None` when nowhere fits, and the bar goes
+/// unlabelled rather than clipped or crossed by a line.
+fn label_place(bar_top: f64, bar_bottom: f64, top: f64, rules: &[f64]) -> Option<(f64, bool)> {
+    let clear = |y: f64| rules.iter().all(|r| *r < y - LABEL_ASCENT - LABEL_GAP || *r > y + LABEL_DESCENT + LABEL_GAP);
+    let fits = |y: f64| y - LABEL_ASCENT >= top + 1.0 && clear(y);
+    let above = bar_top - LABEL_GAP - LABEL_DESCENT;
+    if fits(above) {
+        return Some((above, false));
+    }
+    let inside = bar_top + LABEL_GAP + LABEL_ASCENT;
+    if inside + LABEL_DESCENT + LABEL_GAP <= bar_bottom && fits(inside) {
+        return Some((inside, true));
+    }
+    rules
+        .iter()
+        .flat_map(|r| [r - LABEL_GAP - LABEL_DESCENT - 1.0, r + LABEL_GAP + LABEL_ASCENT + 1.0])
+        .find(|&y| y + LABEL_DESCENT <= bar_top && fits(y))
+        .map(|y| (y, false))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bar_labels_are_never_clipped_nor_crossed_by_a_line() {
+        // (name, bar top, bar bottom, rules, placement).
+        type Case = (&'static str, f64, f64, Vec<f64>, Option<(f64, bool)>);
+        let cases: Vec<Case> = vec![
+            ("room above", 100.0, 250.0, vec![], Some((96.0, false))),
+            ("at the top: inside", 42.0, 250.0, vec![], Some((54.0, true))),
+            ("short bar at the top: none", 42.0, 50.0, vec![], None),
+            ("a line above the bar: inside", 100.0, 250.0, vec![92.0], Some((112.0, true))),
+            ("a line through the label, a short bar: above the line", 100.0, 110.0, vec![95.0], Some((90.0, false))),
+            ("a line at the bar's top: above the line", 100.0, 250.0, vec![100.0], Some((95.0, false))),
+        ];
+        for (name, bar_top, bar_bottom, rules, want) in cases {
+            let got = label_place(bar_top, bar_bottom, 40.0, &rules);
+            assert_eq!(got, want, "{name}");
+            if let Some((y, inside)) = got {
+                assert!(y - LABEL_ASCENT >= 41.0, "{name}: below the top");
+                for r in &rules {
+                    assert!(*r < y - LABEL_ASCENT || *r > y + LABEL_DESCENT, "{name}: crossed by {r}");
+                }
+                if !inside {
+                    assert!(y + LABEL_DESCENT <= bar_top, "{name}: over the bar");
+                }
+            }
+        }
+    }
 
     #[test]
     fn nice_steps_and_numbers() {

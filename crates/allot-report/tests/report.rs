@@ -89,22 +89,18 @@ fn series_add_up_to_the_report() {
         assert!(close(assigned, r.metrics.assigned_gpu_hours), "{name}: {assigned}");
         assert!(s.occupancy.iter().chain(&s.utilization).all(|v| (0.0..=1.0 + 1e-9).contains(v)), "{name}");
         assert!(s.occupancy.len() as u64 <= allot_report::series::MAX_BUCKETS);
-        // Budget burn: the value before each restart plus the last add up to the NGH used.
-        let days = allot_core::calendar::Periods { length: DAY, calendar: Default::default() };
-        for b in &s.budget_burn {
-            let mut sum = 0.0;
-            for (i, v) in b.used_gpu_hours.iter().enumerate() {
-                let restart = allot_report::series::period_starts_in(starts[i], s.bucket_s, days);
-                if i > 0 && restart {
-                    sum += b.used_gpu_hours[i - 1];
-                }
-                assert!(*v >= 0.0);
-            }
-            sum += b.used_gpu_hours.last().copied().unwrap_or(0.0);
-            let want = r.accounts[&b.account].used_gpu_hours;
-            assert!(close(sum, want), "{name} {}: burn {sum} vs used {want}", b.account);
+        // Budget periods: the use over the periods is the account's NGH used,
+        // and the attainment over them is the report's.
+        let b = s.budget.as_ref().expect("budgeted accounts");
+        assert!(b.periods.len() >= 3, "three days of 1-day periods: {:?}", b.periods);
+        for a in &b.accounts {
+            let used: f64 = a.used.iter().sum();
+            let want = r.accounts[&a.account].used_gpu_hours;
+            assert!(close(used, want), "{name} {}: {used} vs used {want}", a.account);
+            assert!(a.budget.iter().all(|x| *x <= r.accounts[&a.account].budget_gpu_hours.unwrap() + 1e-9));
         }
-        let paths: Vec<&str> = s.budget_burn.iter().map(|b| b.account.as_str()).collect();
+        assert_eq!(b.attainment(), r.metrics.budget_attainment, "{name}");
+        let paths: Vec<&str> = b.accounts.iter().map(|a| a.account.as_str()).collect();
         assert_eq!(paths, ["lab/x", "lab/y"]);
         queue_cdfs_match_the_percentiles(&state, &run);
     }
@@ -147,6 +143,7 @@ fn page_of(state: &State, runs: &[PolicyRun], measures: &Tables, trace: &[Worklo
         runs,
         measures,
         notes: vec!["a note".into()],
+        warnings: vec!["priority rejected <all>".into()],
     })
 }
 
@@ -165,24 +162,45 @@ fn the_page_is_self_contained_and_holds_every_chart() {
         "chart-queue-cdf-service",
         "chart-time-to-gpu",
         "chart-share",
-        "chart-budget-burn-0",
-        "chart-budget-burn-1",
+        "chart-budget-attainment",
         "chart-preemptions",
         "chart-lost-gpu-hours",
+        "table-headline",
+        "table-budget-attainment",
         "table-measures",
+        "warnings",
     ] {
         assert_eq!(html.matches(&format!("id=\"{id}\"")).count(), 1, "{id}");
     }
     assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
-    assert_eq!(html.matches("<svg").count(), 11);
+    assert_eq!(html.matches("<svg").count(), 10);
+    // Reading order: warnings, headline, charts, every measure, assumptions (collapsed).
+    let at = |needle: &str| html.find(needle).unwrap_or_else(|| panic!("{needle}"));
+    assert!(at("id=\"warnings\"") < at("id=\"table-headline\""));
+    assert!(at("id=\"table-headline\"") < at("<svg"));
+    assert!(at("id=\"chart-lost-gpu-hours\"") < at("id=\"table-measures\""));
+    assert!(at("id=\"table-measures\"") < at("<section id=\"assumptions\""));
+    assert!(at("<section id=\"assumptions\"") < at("<details>"));
+    assert!(html.contains("priority rejected &lt;all&gt;"));
     for banned in ["http://", "https://", "<script", "<link", "@import", "url(http"] {
         assert!(!html.contains(banned), "{banned}");
     }
     // Text is escaped; the legends name the policies.
     assert!(html.contains("test &lt;comparison&gt;") && html.contains("t &amp; t"));
     assert!(html.contains(">priority</text>") && html.contains(">allot</text>"));
-    // A row per measure of the table.
-    assert!(html.contains("<td>occupancy</td>") && html.contains("<td>Jain index</td>"));
+    // A row per measure of the table, with the direction that is better.
+    assert!(html.contains("<td>occupancy<span class=\"dir\" title=\"higher is better\">↑</span></td>"));
+    assert!(html.contains("<td>all p95<span class=\"dir\" title=\"lower is better\">↓</span></td>"));
+    assert!(html.contains("<td>Jain index<span class=\"dir\""));
+    // The best value of a row is marked: the lower preemption count of the two.
+    let preempt = |r: &PolicyRun| r.report.metrics.preemptions;
+    assert_ne!(preempt(&runs[0]), preempt(&runs[1]), "the two policies must differ for this check");
+    let best = preempt(&runs[0]).min(preempt(&runs[1]));
+    let row = html.lines().find(|l| l.starts_with("<tr><td>preemptions<span")).expect("a preemptions row");
+    assert!(row.contains(&format!("<td class=\"best\">{best}</td>")), "{row}");
+    assert_eq!(row.matches("class=\"best\"").count(), 1, "{row}");
+    // Accounts in the charts have a legend.
+    assert!(html.contains("<h3>Accounts in the charts</h3>") && html.contains("<td>lab/x</td>"));
 }
 
 #[test]
@@ -202,11 +220,26 @@ fn seed_summaries_keep_the_report_shape() {
     for key in ["horizon_s", "workloads", "metrics", "accounts"] {
         assert!(v.get(key).is_some(), "{key}");
     }
-    let md = seeds_tables(&[("fifo-backfill".into(), vec![a, b])]).markdown();
+    let md = seeds_tables(&[("fifo-backfill".into(), vec![a.clone(), b.clone()])]).markdown();
     assert!(md.contains("| seeds | 2 |"));
-    let occ = md.lines().find(|l| l.starts_with("| occupancy |")).unwrap();
+    let occ = md.lines().find(|l| l.starts_with("| occupancy ↑ |")).unwrap();
     assert!(occ.contains(" ± "), "{occ}");
     assert!(md.contains("95% confidence interval over 2 seeds"));
+
+    // Two columns: the better mean is bold; an interval wider than its mean
+    // is marked and explained.
+    let mut c = a.clone();
+    c.metrics.occupancy = a.metrics.occupancy + 0.3;
+    c.metrics.preemptions = 0;
+    let mut d = a.clone();
+    d.metrics.occupancy = a.metrics.occupancy + 0.3;
+    d.metrics.preemptions = 40;
+    let md = seeds_tables(&[("x".into(), vec![a, b]), ("y".into(), vec![c, d])]).markdown();
+    let occ = md.lines().find(|l| l.starts_with("| occupancy ↑ |")).unwrap();
+    assert!(occ.ends_with(" ± 0.000** |") && occ.contains("| **"), "{occ}");
+    let pre = md.lines().find(|l| l.starts_with("| preemptions ↓ |")).unwrap();
+    assert!(pre.contains("20 ± 254 †"), "0 and 40: {pre}");
+    assert!(md.contains("† the 95% interval is wider than the mean"), "{md}");
 }
 
 #[test]

@@ -13,4 +13,6 @@ pub mod sim;
 pub mod split;
 pub mod statement;
 
-pub use sim::{Request, RequestKind, SimOptions, simulate, simulate_requests, simulate_with_accounts};
+pub use sim::{
+    Request, RequestKind, SimOptions, simulate, simulate_observed, simulate_requests, simulate_with_accounts,
+};

@@ -97,4 +97,7 @@ pub struct SimOutput {
     /// Scheduling passes run and simulator events processed.
     pub passes: u64,
     pub events: u64,
+    /// Node failures: `fail` events on a node that was not already down
+    /// (MNT-2), whether or not work was running there.
+    pub node_failures: u64,
 }

@@ -72,6 +72,8 @@ struct Sim<'p> {
     track: bool,
     /// Budget threshold events already logged (with `keep_log`).
     alerts: allot_core::alerts::Alerts,
+    /// Told every instant the run reaches ([`simulate_observed`]).
+    observe: &'p mut dyn FnMut(Time),
 }
 
 /// Replays `workloads` (any order; sorted stably by submit time) and node
@@ -108,12 +110,30 @@ pub fn simulate_requests(
 /// changes after node events and before arrivals.
 pub fn simulate_with_accounts(
     state: State,
+    workloads: Vec<WorkloadSpec>,
+    events: Vec<NodeEvent>,
+    requests: Vec<Request>,
+    trees: Vec<(Time, allot_core::AccountTree)>,
+    policy: &mut dyn Policy,
+    opts: &SimOptions,
+) -> (State, SimOutput) {
+    simulate_observed(state, workloads, events, requests, trees, policy, opts, &mut |_| {})
+}
+
+/// [`simulate_with_accounts`], calling `observe(t)` with every instant `t`
+/// the run reaches, in increasing order, before anything happens at it (a
+/// progress display; it runs once per instant, so it must be cheap). It
+/// sees nothing else and changes nothing.
+#[expect(clippy::too_many_arguments, reason = "simulate_with_accounts's inputs and the observer")]
+pub fn simulate_observed(
+    state: State,
     mut workloads: Vec<WorkloadSpec>,
     mut events: Vec<NodeEvent>,
     mut requests: Vec<Request>,
     mut trees: Vec<(Time, allot_core::AccountTree)>,
     policy: &mut dyn Policy,
     opts: &SimOptions,
+    observe: &mut dyn FnMut(Time),
 ) -> (State, SimOutput) {
     assert!(state.specs.is_empty(), "simulate starts from a state without workloads");
     trees.sort_by_key(|(t, _)| *t);
@@ -144,6 +164,7 @@ pub fn simulate_with_accounts(
             log: Vec::new(),
             passes: 0,
             events: 0,
+            node_failures: 0,
         },
         engine: Engine::new(state),
         policy,
@@ -152,6 +173,7 @@ pub fn simulate_with_accounts(
         ids: std::collections::HashMap::new(),
         track: !requests.is_empty(),
         alerts: Default::default(),
+        observe,
     };
     sim.record_capacity(0);
     sim.run(workloads, events, requests, trees);
@@ -216,6 +238,7 @@ impl Sim<'_> {
                 break;
             }
             now = t;
+            (self.observe)(t);
             self.budget_events(t);
             self.engine.clear_dirty();
             // Work completed first, then grace over, as they fall due.
@@ -233,6 +256,7 @@ impl Sim<'_> {
             while node_events.peek().is_some_and(|e| e.t == t) {
                 let e = node_events.next().expect("peeked");
                 self.out.events += 1;
+                self.count_failure(&e);
                 self.engine.node_event(&e);
                 self.apply(t);
             }
@@ -271,6 +295,15 @@ impl Sim<'_> {
             self.engine.plan_wake(&*self.policy, t, inputs || !self.heap.is_empty());
         }
         self.finish_run(now);
+    }
+
+    /// MNT-2: a `fail` event on a node that is not already down is a node
+    /// failure (one on a failed node changes nothing).
+    fn count_failure(&mut self, e: &NodeEvent) {
+        let down = self.engine.state.health[e.node.0 as usize] == allot_core::Health::Down;
+        if e.kind == allot_core::NodeEventKind::Fail && !down {
+            self.out.node_failures += 1;
+        }
     }
 
     /// CON-6, CON-9: the completion planned for an attempt that ended at

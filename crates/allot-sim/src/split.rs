@@ -360,6 +360,7 @@ mod tests {
             log: Vec::new(),
             passes: 0,
             events: 0,
+            node_failures: 0,
         };
         let (state, out) = s.unsplit(&orig, state, out, "allot-split");
         assert_eq!(state.accounts, orig);

@@ -31,6 +31,7 @@ impl Run {
             log: Vec::new(),
             passes: 0,
             events: 0,
+            node_failures: 0,
         };
         Run { state, out }
     }

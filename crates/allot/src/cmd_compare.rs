@@ -3,7 +3,6 @@
 //! `summary.md` and a self-contained `report.html` (docs/compare.md).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use allot_core::PolicyKind;
 use allot_report::{Page, PolicyRun, Setup};
@@ -11,9 +10,9 @@ use allot_sim::SimOptions;
 use allot_sim::report::{Report, Tables, measures_tables, summary_table};
 use allot_trace::generate::{Ai2Params, Generated, Scenario, generate};
 use anyhow::{Context, Result, anyhow, bail};
-use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
+use crate::cmd_sim::progress::{Horizon, Progress, RunProgress};
 use crate::cmd_sim::{Inputs, load_inputs, run_one};
 
 #[derive(clap::Args)]
@@ -42,9 +41,10 @@ pub struct CompareArgs {
     #[arg(long)]
     until: Option<String>,
     /// Directory to write summary.json, summary.md and report.html to
-    /// (created if missing).
+    /// (created if missing). Default: compare-<trace file stem> or
+    /// compare-<scenario>, in the current directory.
     #[arg(long)]
-    out: PathBuf,
+    out: Option<PathBuf>,
     /// Generate the trace and config instead of reading them: scenario name (ai2).
     #[arg(long, conflicts_with_all = ["config", "trace"], value_parser = parse_scenario)]
     scenario: Option<Scenario>,
@@ -181,7 +181,8 @@ pub fn run(a: CompareArgs) -> Result<()> {
                 .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<Vec<_>>>()?;
-    std::fs::create_dir_all(&a.out).with_context(|| format!("failed to create {}", a.out.display()))?;
+    let out = out_dir(&a);
+    std::fs::create_dir_all(&out).with_context(|| format!("failed to create {}", out.display()))?;
     let opts = SimOptions { until, check_invariants: false, keep_log: false };
     if kinds.contains(&Variant::AllotSplit) && sources.iter().any(|s| !s.inputs.changes.is_empty()) {
         bail!("allot-split does not replay --account-changes (its accounts are copies per cluster): leave one out");
@@ -204,15 +205,57 @@ pub fn run(a: CompareArgs) -> Result<()> {
         let labels: Vec<&str> = variations.iter().map(|v| v.label.as_str()).collect();
         source_rows.push(("variations".to_string(), labels.join("; ")));
     }
-    let table = write_summaries(&a.out, &title, &source_rows, &columns, &runs)?;
-    write_page(&a.out, title, &sources, source_rows, &runs[0], &table)?;
+    let warnings = warnings(&sources, &runs);
+    let table = write_summaries(&out, &title, &source_rows, &columns, &runs, &warnings)?;
+    write_page(&out, title, &sources, source_rows, &runs[0], &table, warnings)?;
     if sources.len() == 1 {
         print!("{}", summary_table(&runs[0].iter().map(|r| &r.report).collect::<Vec<_>>()));
     } else {
         print!("{}", table.markdown());
     }
-    eprintln!("wrote {}/{{summary.json, summary.md, report.html}}", a.out.display());
+    let dir = out.display();
+    eprintln!("wrote {dir}/summary.json, {dir}/summary.md and {dir}/report.html");
     Ok(())
+}
+
+/// `--out`, or `compare-<trace file stem>` / `compare-<scenario>` in the
+/// current directory.
+fn out_dir(a: &CompareArgs) -> PathBuf {
+    if let Some(out) = &a.out {
+        return out.clone();
+    }
+    let stem = match (&a.scenario, &a.trace) {
+        (Some(s), _) => s.as_str().to_string(),
+        (None, Some(t)) => t.file_stem().map_or_else(|| "trace".to_string(), |s| s.to_string_lossy().into_owned()),
+        (None, None) => "trace".to_string(),
+    };
+    PathBuf::from(format!("compare-{stem}"))
+}
+
+/// The warnings of every run, for summary.md and the page: per column and
+/// kind, the first seed's (with the seeds it held for, when several).
+fn warnings(sources: &[Source], runs: &[Vec<PolicyRun>]) -> Vec<String> {
+    let mut out = Vec::new();
+    let columns = runs.first().map_or(0, Vec::len);
+    for c in 0..columns {
+        let mut seen: Vec<(allot_sim::report::Unserved, usize, String)> = Vec::new();
+        for (s, source_runs) in runs.iter().enumerate() {
+            for w in &source_runs[c].warnings {
+                match seen.iter_mut().find(|x| x.0 == w.unserved) {
+                    Some(x) => x.1 += 1,
+                    None => {
+                        let seed = sources[s].seed.map_or_else(String::new, |x| format!(" [seed {x}]"));
+                        seen.push((w.unserved, 1, format!("{w}{seed}")));
+                    }
+                }
+            }
+        }
+        for (_, n, text) in seen {
+            let also = if runs.len() > 1 { format!(" (in {n} of {} seeds)", runs.len()) } else { String::new() };
+            out.push(format!("{text}{also}"));
+        }
+    }
+    out
 }
 
 /// Writes summary.json and summary.md; returns the tables of measures (of
@@ -223,6 +266,7 @@ fn write_summaries(
     rows: &[(String, String)],
     columns: &[Column],
     runs: &[Vec<PolicyRun>],
+    warnings: &[String],
 ) -> Result<Tables> {
     let (json, table) = if let [single] = runs {
         let reports: Vec<&Report> = single.iter().map(|r| &r.report).collect();
@@ -237,7 +281,9 @@ fn write_summaries(
         (serde_json::to_string_pretty(&summaries)?, allot_report::seeds_tables(&per_policy))
     };
     write(&out.join("summary.json"), &(json + "\n"))?;
-    write(&out.join("summary.md"), &format!("# {title}\n\n{}\n\n{}", inputs_line(rows), table.markdown()))?;
+    let warned: String = warnings.iter().map(|w| format!("* {w}\n")).collect();
+    let warned = if warned.is_empty() { warned } else { format!("**Warnings**\n\n{warned}\n") };
+    write(&out.join("summary.md"), &format!("# {title}\n\n{}\n\n{warned}{}", inputs_line(rows), table.markdown()))?;
     Ok(table)
 }
 
@@ -249,6 +295,7 @@ fn write_page(
     rows: Vec<(String, String)>,
     runs: &[PolicyRun],
     table: &Tables,
+    warnings: Vec<String>,
 ) -> Result<()> {
     let inputs = &sources[0].inputs;
     let mut notes = Vec::new();
@@ -273,6 +320,7 @@ fn write_page(
         runs,
         measures: table,
         notes,
+        warnings,
     };
     write(&out.join("report.html"), &allot_report::render(&page))
 }
@@ -421,20 +469,6 @@ fn generated_inputs(g: &Generated, seed: u64) -> Result<Inputs> {
     Inputs::new(config, trace, Vec::new(), Vec::new())
 }
 
-/// A progress bar on a terminal; hidden otherwise.
-fn progress(len: usize) -> ProgressBar {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(len as u64);
-    let style = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:24} {pos}/{len} runs  {wide_msg}")
-        .expect("a valid template");
-    bar.set_style(style);
-    bar.enable_steady_tick(Duration::from_millis(120));
-    bar
-}
-
 /// Runs one variant on one source's inputs: `allot-split` runs `allot` on
 /// the split inputs and maps the result back onto the original accounts.
 fn run_variant(
@@ -442,15 +476,26 @@ fn run_variant(
     split: Option<&allot_sim::split::Split>,
     v: Variant,
     opts: &SimOptions,
+    progress: &mut RunProgress,
 ) -> (allot_core::State, allot_sim::SimOutput) {
     match (v, split) {
-        (Variant::Policy(k), _) => run_one(inputs, k, opts),
+        (Variant::Policy(k), _) => run_one(inputs, k, opts, progress),
         (Variant::AllotSplit, Some(split)) => {
             let c = &inputs.config;
             let state = allot_core::State::new(c.cluster.clone(), split.accounts.clone(), c.contract);
             let mut policy = PolicyKind::Allot.build();
-            let (state, out) =
-                allot_sim::simulate(state, split.trace.clone(), inputs.events.clone(), policy.as_mut(), opts);
+            let (trace, events) = (split.trace.clone(), inputs.events.clone());
+            let mut observe = |t| progress.at(t);
+            let (state, out) = allot_sim::simulate_observed(
+                state,
+                trace,
+                events,
+                Vec::new(),
+                Vec::new(),
+                policy.as_mut(),
+                opts,
+                &mut observe,
+            );
             split.unsplit(&c.accounts, state, out, ALLOT_SPLIT)
         }
         (Variant::AllotSplit, None) => unreachable!("split inputs are made for every source when allot-split runs"),
@@ -467,26 +512,26 @@ fn run_all(
     opts: &SimOptions,
 ) -> Vec<Vec<PolicyRun>> {
     let jobs: Vec<(usize, &Column)> = (0..sources.len()).flat_map(|s| columns.iter().map(move |c| (s, c))).collect();
-    let bar = progress(jobs.len());
-    let done: Vec<(PolicyRun, Duration)> = jobs
+    let progress = Progress::new(jobs.len());
+    let done: Vec<PolicyRun> = jobs
         .par_iter()
         .map(|&(s, c)| {
-            let t0 = Instant::now();
+            let seed = sources[s].seed.map_or_else(String::new, |x| format!(" (seed {x})"));
+            let label = format!("{}{seed}", c.label);
+            let inputs = &inputs[s][c.variation];
+            let mut p = progress.start(&label, Horizon::of(&inputs.trace, opts.until));
             let split = splits[s][c.variation].as_ref();
-            let (state, out) = run_variant(&inputs[s][c.variation], split, c.variant, opts);
+            let (state, out) = run_variant(inputs, split, c.variant, opts, &mut p);
+            progress.done(p, out.horizon_end);
             let mut run = PolicyRun::of(&state, &out);
-            run.report.policy.clone_from(&c.label);
-            let took = t0.elapsed();
-            bar.inc(1);
-            bar.set_message(format!("{} {:.1} s", c.label, took.as_secs_f64()));
-            (run, took)
+            run.rename(&c.label);
+            for w in &run.warnings {
+                progress.println(&format!("warning{seed}: {w}"));
+            }
+            run
         })
         .collect();
-    bar.finish_and_clear();
-    for ((s, c), (_, took)) in jobs.iter().zip(&done) {
-        let seed = sources[*s].seed.map_or_else(String::new, |x| format!(" (seed {x})"));
-        eprintln!("{}{seed}: simulated and measured in {:.2} s", c.label, took.as_secs_f64());
-    }
-    let mut runs = done.into_iter().map(|d| d.0);
+    progress.finish();
+    let mut runs = done.into_iter();
     (0..sources.len()).map(|_| runs.by_ref().take(columns.len()).collect()).collect()
 }

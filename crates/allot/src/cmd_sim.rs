@@ -1,4 +1,7 @@
 //! `allot sim`: replay a trace under one or more policies and measure.
+//! Progress and warnings go to stderr ([`progress`]), the table to stdout.
+
+pub(crate) mod progress;
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -7,10 +10,12 @@ use std::path::{Path, PathBuf};
 use allot_core::PolicyKind;
 use allot_core::statement::{Format, Statement, to_csv, to_markdown};
 use allot_sim::measures::measure;
-use allot_sim::report::{Report, summary_table, write_workloads_csv};
-use allot_sim::{SimOptions, SimOutput, simulate_with_accounts};
+use allot_sim::report::{Report, summary_table, trace_warnings, write_workloads_csv};
+use allot_sim::{SimOptions, SimOutput, simulate_observed};
 use allot_trace::changes::AccountChange;
 use anyhow::{Context, Result, bail};
+
+use progress::{Horizon, Progress, RunProgress};
 
 #[derive(clap::Args)]
 pub struct SimArgs {
@@ -122,13 +127,25 @@ pub(crate) fn load_inputs(
     Ok(Inputs { config, trace, events, changes, trees })
 }
 
-/// Runs one policy on the inputs.
-pub(crate) fn run_one(inputs: &Inputs, kind: PolicyKind, opts: &SimOptions) -> (allot_core::State, SimOutput) {
+/// Runs one policy on the inputs, telling `progress` how far it got.
+pub(crate) fn run_one(
+    inputs: &Inputs,
+    kind: PolicyKind,
+    opts: &SimOptions,
+    progress: &mut RunProgress,
+) -> (allot_core::State, SimOutput) {
     let c = &inputs.config;
     let state = allot_core::State::new(c.cluster.clone(), c.accounts.clone(), c.contract);
     let mut policy = kind.build();
     let (trace, events, trees) = (inputs.trace.clone(), inputs.events.clone(), inputs.trees.clone());
-    simulate_with_accounts(state, trace, events, Vec::new(), trees, policy.as_mut(), opts)
+    simulate_observed(state, trace, events, Vec::new(), trees, policy.as_mut(), opts, &mut |t| progress.at(t))
+}
+
+/// Prints the warnings of a run ([`trace_warnings`]) above the progress.
+fn warn(progress: &Progress, policy: &str, state: &allot_core::State, out: &SimOutput) {
+    for w in trace_warnings(policy, state, out.horizon_end) {
+        progress.println(&format!("warning: {w}"));
+    }
 }
 
 pub fn run(a: SimArgs) -> Result<()> {
@@ -143,13 +160,18 @@ pub fn run(a: SimArgs) -> Result<()> {
     };
     let inputs = load_inputs(&a.config, &a.trace, a.events.as_ref(), a.account_changes.as_ref())?;
     let opts = SimOptions { until, check_invariants: a.check_invariants, keep_log: a.log.is_some() };
+    let progress = Progress::new(kinds.len());
+    let horizon = Horizon::of(&inputs.trace, until);
     let runs: Vec<(allot_core::State, SimOutput, Report)> = std::thread::scope(|s| {
         let handles: Vec<_> = kinds
             .iter()
             .map(|&k| {
-                let (inputs, opts) = (&inputs, &opts);
+                let (inputs, opts, progress) = (&inputs, &opts, &progress);
                 s.spawn(move || {
-                    let (state, out) = run_one(inputs, k, opts);
+                    let mut p = progress.start(k.as_str(), horizon);
+                    let (state, out) = run_one(inputs, k, opts, &mut p);
+                    progress.done(p, out.horizon_end);
+                    warn(progress, k.as_str(), &state, &out);
                     let report = measure(&state, &out);
                     (state, out, report)
                 })
@@ -157,6 +179,7 @@ pub fn run(a: SimArgs) -> Result<()> {
             .collect();
         handles.into_iter().map(|h| h.join().expect("simulation thread panicked")).collect()
     });
+    progress.finish();
     let reports: Vec<&Report> = runs.iter().map(|(_, _, r)| r).collect();
     print!("{}", summary_table(&reports));
     if let Some(path) = &a.json {

@@ -32,28 +32,31 @@ const CHARTS: [&str; 10] = [
     "chart-queue-cdf-interactive",
     "chart-time-to-gpu",
     "chart-share",
-    "chart-budget-burn-0",
+    "chart-budget-attainment",
     "chart-preemptions",
     "chart-lost-gpu-hours",
     "chart-queue-cdf-service",
 ];
 
-/// The measures of summary.md's table (one row each).
-const MEASURES: [&str; 14] = [
-    "availability",
-    "occupancy",
-    "utilization",
-    "impact",
-    "all p50",
-    "interactive p99",
-    "completed workloads",
-    "useful GPU-h",
-    "preemptions",
-    "overhead GPU-h",
-    "overhead fraction",
-    "budget attainment",
-    "Jain index",
-    "JCT p50",
+/// The measures of summary.md's table (one row each), with the direction
+/// that is better.
+const MEASURES: [&str; 16] = [
+    "availability —",
+    "occupancy ↑",
+    "utilization ↑",
+    "impact ↑",
+    "all p50 ↓",
+    "interactive p99 ↓",
+    "completed workloads ↑",
+    "useful GPU-h ↑",
+    "preemptions ↓",
+    "overhead GPU-h ↓",
+    "overhead fraction ↓",
+    "node failures —",
+    "attempts killed by failures ↓",
+    "budget attainment ↑",
+    "Jain index ↑",
+    "JCT p50 ↓",
 ];
 
 fn check_html(html: &str, policies: &[&str]) {
@@ -63,6 +66,8 @@ fn check_html(html: &str, policies: &[&str]) {
     assert!(html.contains("id=\"table-measures\""));
     assert!(!html.contains("http://") && !html.contains("https://"), "report.html must be self-contained");
     assert!(!html.contains("<script") && !html.contains("<link") && !html.contains("<img"));
+    // The headline and the budget attainment per account are tables of their own.
+    assert!(html.contains("id=\"table-headline\"") && html.contains("id=\"table-budget-attainment\""));
     // Assumptions are printed; legends name the policies.
     for s in ["Assumptions", "budget period", "scheduling interval", "[cluster]"] {
         assert!(html.contains(s), "report.html does not print {s:?}");
@@ -139,8 +144,76 @@ fn compare_writes_summaries_and_a_self_contained_report() {
         assert_eq!(row.matches(" | ").count(), policies.len(), "{row}");
     }
 
+    // The best value of a row is bold: the fewest preemptions.
+    let preemptions: Vec<u64> = reports.iter().map(|r| r["metrics"]["preemptions"].as_u64().unwrap()).collect();
+    let fewest = *preemptions.iter().min().unwrap();
+    assert!(preemptions.iter().any(|p| *p != fewest), "the policies must differ: {preemptions:?}");
+    let row = md.lines().find(|l| l.starts_with("| preemptions ↓ |")).unwrap();
+    let cells: Vec<&str> = row.trim_matches('|').split(" | ").skip(1).map(str::trim).collect();
+    for (cell, p) in cells.iter().zip(&preemptions) {
+        let want = if *p == fewest { format!("**{p}**") } else { p.to_string() };
+        assert_eq!(*cell, want, "{row}");
+    }
+    // Failures are counted apart from the attempts they killed.
+    let m = &reports[0]["metrics"];
+    assert_eq!(m["node_failures"], 1, "examples/events.csv fails one node once");
+    let row = md.lines().find(|l| l.starts_with("| node failures — |")).unwrap();
+    assert!(row.starts_with("| node failures — | 1 | 1 | 1 |"), "{row}");
+    assert!(md.contains("↑ higher is better, ↓ lower is better"), "{md}");
+    assert!(!md.contains("Warnings"), "nothing to warn about: {md}");
+
+    // Not a terminal: a line when each run starts and when it ends, then
+    // where the files went.
+    for p in policies {
+        assert!(err.contains(&format!("{p}: started, horizon ≥ ")), "{err}");
+        assert!(err.lines().any(|l| l.starts_with(&format!("{p}: done in "))), "{err}");
+    }
+    assert!(err.contains(&format!("wrote {}/summary.json", out.display())), "{err}");
+
     check_html(&read(&out.join("report.html")), &policies);
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Priority on a config without legacy pools refuses every workload: the
+/// run is warned about on stderr, in summary.md and in report.html, with the
+/// share and the first reason (its rule id); without `--out` the files go
+/// to `compare-<trace stem>` in the current directory.
+#[test]
+fn a_policy_that_rejects_the_trace_is_warned_about_everywhere() {
+    let dir = tmpdir("warn");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("c.toml");
+    std::fs::write(&cfg, "[cluster]\n[[cluster.pools]]\nname = \"a\"\ngpu = \"H100\"\nnodes = 2\ngpus_per_node = 8\n[[accounts]]\npath = \"org/x\"\n").unwrap();
+    let trace = dir.join("month.csv");
+    let mut rows = String::from(
+        "id,submit_s,account,user,class,gpus,nodes,gpu_type,work_s,checkpoint_s,util,priority,preemptible\n",
+    );
+    for i in 0..10 {
+        rows.push_str(&format!("w{i},{},org/x,u,batch,4,0,,3600,0,1,normal,false\n", i * 60));
+    }
+    std::fs::write(&trace, rows).unwrap();
+    let (c, t) = (cfg.to_str().unwrap(), trace.to_str().unwrap());
+    let r = Command::new(env!("CARGO_BIN_EXE_allot"))
+        .args(["compare", "--config", c, "--trace", t, "--policies", "priority,fifo"])
+        .current_dir(&dir)
+        .output()
+        .expect("run allot");
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let err = String::from_utf8_lossy(&r.stderr);
+    let want = "priority rejected 10 of 10 workloads (100%); the first, w0: PRIO-2: 4 GPUs never fit the legacy pools";
+    assert!(err.lines().any(|l| l.starts_with("warning: ") && l.contains(want)), "{err}");
+    assert!(!err.contains("warning: fifo"), "{err}");
+    let out = dir.join("compare-month");
+    assert!(err.contains("wrote compare-month/summary.json"), "{err}");
+    let md = read(&out.join("summary.md"));
+    let warnings = md.find("**Warnings**").expect("a warnings block");
+    assert!(warnings < md.find("| measure |").unwrap(), "warnings come before the table: {md}");
+    assert!(md.contains(&format!("* {want}")), "{md}");
+    let html = read(&out.join("report.html"));
+    let at = html.find("id=\"warnings\"").expect("a warnings box");
+    assert!(at < html.find("<svg").unwrap(), "the warning comes before the charts");
+    assert!(html.contains(want), "the page carries the warning");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -175,8 +248,13 @@ fn seeds_give_means_and_confidence_intervals() {
     }
     let md = read(&out.join("summary.md"));
     assert!(md.contains("| seeds | 3 | 3 |"), "{md}");
-    let occ = md.lines().find(|l| l.starts_with("| occupancy |")).unwrap();
+    let occ = md.lines().find(|l| l.starts_with("| occupancy ↑ |")).unwrap();
     assert_eq!(occ.matches(" ± ").count(), 2, "{occ}");
+    // Every seed's progress is told apart.
+    let err = String::from_utf8_lossy(&r.stderr);
+    for seed in 5..8 {
+        assert!(err.lines().any(|l| l.starts_with(&format!("priority (seed {seed}): done in "))), "{err}");
+    }
     let html = read(&out.join("report.html"));
     check_html(&html, &["priority", "fifo-backfill"]);
     assert!(html.contains("seed 5") && html.contains("ai2"), "the page names the seeds and scenario");

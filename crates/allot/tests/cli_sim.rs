@@ -210,3 +210,73 @@ fn budget_report_states_every_period() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--budget-report") && err.contains(".csv"), "{err}");
 }
+
+/// A directory `name` holding [`CONFIG`] and a trace of `body` (rows after
+/// the header): the directory and the two files' paths.
+fn inputs(name: &str, body: &str) -> (PathBuf, String, String) {
+    let dir = tmpdir(name);
+    let (cfg, trace) = (dir.join("c.toml"), dir.join("t.csv"));
+    std::fs::write(&cfg, CONFIG).unwrap();
+    std::fs::write(&trace, format!("{HEADER}{body}")).unwrap();
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    (dir.clone(), path(&cfg), path(&trace))
+}
+
+/// Priority on a config without legacy pools refuses every workload
+/// (PRIO-2): the run says so on stderr, naming the policy, the share and
+/// the first reason with its rule id, besides its progress lines; the table
+/// says which direction of each measure is better.
+#[test]
+fn a_policy_that_rejects_the_trace_is_warned_about() {
+    let body = "w1,0,org/x,u,batch,4,0,,3600,0,1,normal,false\nw2,10,org/x,u,batch,8,0,,3600,0,1,normal,false\n";
+    let (_, c, t) = inputs("warn", body);
+    let (c, t) = (c.as_str(), t.as_str());
+    let out = allot(&["sim", "--config", c, "--trace", t, "--policy", "priority,fifo"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let warning = err.lines().find(|l| l.starts_with("warning: priority ")).unwrap_or_else(|| panic!("{err}"));
+    assert!(warning.contains("rejected 2 of 2 workloads (100%)"), "{warning}");
+    assert!(warning.contains("the first, w1: PRIO-2: 4 GPUs never fit the legacy pools of org/x"), "{warning}");
+    assert!(!err.contains("warning: fifo"), "fifo ran both: {err}");
+    // Not a terminal: plain progress lines, one when each run starts and ends.
+    for p in ["priority", "fifo"] {
+        assert!(err.contains(&format!("{p}: started, horizon ≥ 1h")), "{err}");
+        assert!(err.lines().any(|l| l.starts_with(&format!("{p}: done in "))), "{err}");
+    }
+    assert!(!err.contains('\r'), "no bar drawn into a pipe: {err:?}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    for row in ["occupancy ↑", "all p95 ↓", "horizon —", "node failures —", "attempts killed by failures ↓"] {
+        assert!(table.lines().any(|l| l.trim_start().starts_with(row)), "no row {row:?} in\n{table}");
+    }
+    assert!(table.contains("↑ higher is better, ↓ lower is better"), "{table}");
+    let rejected = table.lines().find(|l| l.trim_start().starts_with("rejected workloads ↓")).unwrap();
+    assert!(rejected.split_whitespace().rev().take(2).eq(["0", "2"]), "priority 2, fifo 0: {rejected}");
+}
+
+/// `node failures` counts the failures (a `fail` event on a node not
+/// already down), `attempts killed by failures` the attempts they ended.
+#[test]
+fn failures_and_the_attempts_they_killed_are_counted_apart() {
+    // Two 8-GPU workloads fill both nodes; a-0 fails twice (the second time
+    // while down: no new failure) and a-1 once: two failures, and each kills
+    // what runs on the node then.
+    let body = "w1,0,org/x,u,batch,8,0,,7200,0,1,normal,false\nw2,0,org/x,u,batch,8,0,,600,0,1,normal,false\n";
+    let (dir, c, t) = inputs("failures", body);
+    let events = dir.join("e.csv");
+    std::fs::write(&events, "t_s,node,event\n100,a-0,fail\n200,a-0,fail\n900,a-1,fail\n1000,a-0,repair\n").unwrap();
+    let json = dir.join("r.json");
+    let (e, j) = (events.to_str().unwrap(), json.to_str().unwrap());
+    let out = allot(&["sim", "--config", &c, "--trace", &t, "--events", e, "--policy", "fifo", "--json", j]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["metrics"]["node_failures"], 2, "{}", r["metrics"]);
+    let killed = r["metrics"]["failures"].as_u64().unwrap();
+    assert!(killed >= 1, "the workload on a-0 was killed: {}", r["metrics"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = |label: &str| {
+        let l = table.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("{label}"));
+        l.split_whitespace().last().unwrap().to_string()
+    };
+    assert_eq!(row("node failures —"), "2");
+    assert_eq!(row("attempts killed by failures ↓"), killed.to_string());
+}

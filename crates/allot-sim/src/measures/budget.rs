@@ -10,6 +10,7 @@
 
 use allot_core::calendar::Periods;
 use allot_core::{AccountId, State, Time};
+use serde::Serialize;
 
 use crate::measures::capacity::overlap;
 use crate::measures::work::Want;
@@ -39,9 +40,62 @@ fn spread(row: &mut [f64], periods: &[(Time, Time, Time)], p: Periods, from: Tim
     }
 }
 
-/// Σ min(used, B) / Σ min(demand, B) over budgeted accounts and periods;
-/// `None` when no account has a budget or the denominator is 0.
-pub(crate) fn attainment(state: &State, out: &SimOutput, wants: &[Want]) -> Option<f64> {
+/// Every budgeted account's budget, use and demand per budget period of a
+/// run, in NGH: what budget attainment is computed from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BudgetPeriods {
+    /// The budget periods intersected with `[0, H]`: (start, end).
+    pub periods: Vec<(Time, Time)>,
+    /// Every account with its own budget, in path order.
+    pub accounts: Vec<AccountBudget>,
+}
+
+/// One budgeted account's subtree, per period of [`BudgetPeriods`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AccountBudget {
+    pub account: String,
+    /// The budget, prorated for a partial period.
+    pub budget: Vec<f64>,
+    pub used: Vec<f64>,
+    pub demand: Vec<f64>,
+}
+
+impl BudgetPeriods {
+    /// Σ min(used, B) / Σ min(demand, B) over the accounts `accounts` picks
+    /// and the periods `periods` picks; `None` when the denominator is 0.
+    fn ratio(&self, accounts: impl Fn(usize) -> bool, periods: impl Fn(usize) -> bool) -> Option<f64> {
+        let (mut num, mut den) = (0.0, 0.0);
+        for (_, a) in self.accounts.iter().enumerate().filter(|(i, _)| accounts(*i)) {
+            for k in (0..self.periods.len()).filter(|k| periods(*k)) {
+                num += a.used[k].min(a.budget[k]);
+                den += a.demand[k].min(a.budget[k]);
+            }
+        }
+        (den > 0.0).then(|| num / den)
+    }
+
+    /// Budget attainment over every account and period.
+    pub fn attainment(&self) -> Option<f64> {
+        self.ratio(|_| true, |_| true)
+    }
+
+    /// Budget attainment within period `k`, over every account.
+    pub fn period_attainment(&self, k: usize) -> Option<f64> {
+        self.ratio(|_| true, |j| j == k)
+    }
+
+    /// Budget attainment of account `i` (of `accounts`), over every period.
+    pub fn account_attainment(&self, i: usize) -> Option<f64> {
+        self.ratio(|j| j == i, |_| true)
+    }
+}
+
+/// The [`BudgetPeriods`] of a run; `None` when no account has a budget.
+pub fn budget_periods(state: &State, out: &SimOutput) -> Option<BudgetPeriods> {
+    periods_of(state, out, &crate::measures::work::wants(state, out))
+}
+
+pub(crate) fn periods_of(state: &State, out: &SimOutput, wants: &[Want]) -> Option<BudgetPeriods> {
     let tree = &state.accounts;
     let budgeted: Vec<(AccountId, f64)> =
         tree.ids().filter_map(|a| tree.account(a).budget_gpu_hours.map(|b| (a, b))).collect();
@@ -69,15 +123,27 @@ pub(crate) fn attainment(state: &State, out: &SimOutput, wants: &[Want]) -> Opti
             spread(&mut demand[x], &periods, p, w.from, w.to, rate);
         }
     }
-    let (mut num, mut den) = (0.0, 0.0);
-    for (i, (_, budget)) in budgeted.iter().enumerate() {
-        for (k, &(ps, pe, len)) in periods.iter().enumerate() {
-            let b = if len == 0 { *budget } else { budget * (pe - ps) as f64 / len as f64 };
-            num += (used[i][k] / 3600.0).min(b);
-            den += (demand[i][k] / 3600.0).min(b);
-        }
-    }
-    (den > 0.0).then(|| num / den)
+    let hours = |v: Vec<f64>| v.into_iter().map(|x| x / 3600.0).collect();
+    let accounts = budgeted
+        .iter()
+        .zip(used.into_iter().zip(demand))
+        .map(|(&(a, budget), (used, demand))| AccountBudget {
+            account: tree.account(a).path.clone(),
+            budget: periods
+                .iter()
+                .map(|&(ps, pe, len)| if len == 0 { budget } else { budget * (pe - ps) as f64 / len as f64 })
+                .collect(),
+            used: hours(used),
+            demand: hours(demand),
+        })
+        .collect();
+    Some(BudgetPeriods { periods: periods.iter().map(|&(s, e, _)| (s, e)).collect(), accounts })
+}
+
+/// Σ min(used, B) / Σ min(demand, B) over budgeted accounts and periods;
+/// `None` when no account has a budget or the denominator is 0.
+pub(crate) fn attainment(state: &State, out: &SimOutput, wants: &[Want]) -> Option<f64> {
+    periods_of(state, out, wants)?.attainment()
 }
 
 #[cfg(test)]

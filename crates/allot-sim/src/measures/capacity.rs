@@ -51,6 +51,7 @@ mod tests {
             log: Vec::new(),
             passes: 0,
             events: 0,
+            node_failures: 0,
         }
     }
 

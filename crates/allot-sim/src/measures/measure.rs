@@ -48,6 +48,7 @@ pub fn measure(state: &State, out: &SimOutput) -> Report {
         rejected_workloads: count(|p| p == Phase::Rejected),
         unfinished_workloads: count(|p| !p.is_terminal()),
         failures: work.failures,
+        node_failures: out.node_failures,
         lost_gpu_hours_failures: work.failure_lost_gpu_s as f64 / HOUR,
         assigned_gpu_hours: assigned / HOUR,
         available_gpu_hours: available / HOUR,

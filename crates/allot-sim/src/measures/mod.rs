@@ -20,4 +20,5 @@ mod measure;
 mod queue;
 mod work;
 
+pub use budget::{AccountBudget, BudgetPeriods, budget_periods};
 pub use measure::measure;

@@ -50,8 +50,13 @@ pub struct Metrics {
     pub rejected_workloads: u64,
     /// Workloads not in a terminal phase at the end (pending, running, stopping).
     pub unfinished_workloads: u64,
-    /// Attempts ended by a node failure.
+    /// Attempts ended by a failure (their node failed, MNT-2): the work
+    /// killed, not the failures (`node_failures`).
     pub failures: u64,
+    /// Node failures that hit: `fail` events on a node that was not already
+    /// down (MNT-2), whether or not work was running there.
+    #[serde(default)]
+    pub node_failures: u64,
     pub lost_gpu_hours_failures: f64,
     pub assigned_gpu_hours: f64,
     pub available_gpu_hours: f64,

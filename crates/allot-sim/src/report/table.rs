@@ -4,7 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::report::{ClusterReport, Report, Stats};
+use crate::report::rows::{Better, CLUSTER_MEASURES, DIRECTIONS, MEASURES, Row, Unit, best_cells};
+use crate::report::{ClusterReport, Report};
 
 /// A table: a header and lines that are either section titles or rows.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,6 +21,29 @@ pub enum Line {
     Section(String),
     /// One cell per column of the header.
     Row(Vec<String>),
+    /// A measure: its label and one cell per column, which direction is
+    /// better and which cells hold the row's best value.
+    Measure(MeasureLine),
+}
+
+/// A measure's row of a [`Table`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeasureLine {
+    /// The label, then one cell per value column.
+    pub cells: Vec<String>,
+    pub better: Better,
+    /// Per value column (after the label): whether it holds the best value
+    /// ([`best_cells`]).
+    pub best: Vec<bool>,
+    /// Shown in the report's headline table too.
+    pub headline: bool,
+}
+
+impl MeasureLine {
+    /// The label with its direction: `occupancy ↑`.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.cells[0], self.better.arrow())
+    }
 }
 
 /// Tables with their titles and notes, in the order they are read.
@@ -53,11 +77,32 @@ impl Table {
         self.lines.push(Line::Row(cells));
     }
 
-    /// A row with one cell per report.
-    fn row(&mut self, label: &str, reports: &[&Report], cell: impl Fn(&Report) -> String) {
-        let mut cells = vec![label.to_string()];
-        cells.extend(reports.iter().map(|r| cell(r)));
-        self.push_row(cells);
+    /// Adds the row of a measure: its label, one value per column (`None`:
+    /// undefined, written `-`) written by `text`, its best cells marked.
+    pub fn push_measure<T>(&mut self, row: &Row<T>, values: &[Option<f64>], text: impl Fn(f64) -> String) {
+        let cells = values.iter().map(|v| v.map_or_else(|| "-".into(), &text)).collect();
+        self.push_measure_cells(row, cells, values, text);
+    }
+
+    /// [`Table::push_measure`] with cells written otherwise (e.g. with an
+    /// interval): the best cells are those of the best `values` as `text`
+    /// writes them.
+    pub fn push_measure_cells<T>(
+        &mut self,
+        row: &Row<T>,
+        cells: Vec<String>,
+        values: &[Option<f64>],
+        text: impl Fn(f64) -> String,
+    ) {
+        let best = best_cells(values, row.better, text);
+        let cells = std::iter::once(row.label.to_string()).chain(cells).collect();
+        self.lines.push(Line::Measure(MeasureLine { cells, better: row.better, best, headline: row.headline }));
+    }
+
+    /// Whether any row has a direction (the table then needs the legend of
+    /// [`DIRECTIONS`]).
+    pub fn has_measures(&self) -> bool {
+        self.lines.iter().any(|l| matches!(l, Line::Measure(_)))
     }
 }
 
@@ -90,10 +135,6 @@ fn hours(v: f64) -> String {
     if v.abs() < 10.0 { format!("{v:.2}") } else { format!("{v:.1}") }
 }
 
-fn opt_ratio(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".into(), ratio)
-}
-
 /// A duration in seconds, compact: `45s`, `12m05s`, `3h07m`, `2d04h`.
 fn duration(s: u64) -> String {
     match s {
@@ -108,56 +149,32 @@ fn opt_duration(v: Option<u64>) -> String {
     v.map_or_else(|| "-".into(), duration)
 }
 
-/// A named statistic of a [`Stats`], in whole seconds.
-type StatField = (&'static str, fn(&Stats) -> u64);
-
-/// Adds p50/p95/p99/mean rows of a set of durations.
-fn stats_rows(t: &mut Table, name: &str, reports: &[&Report], get: impl Fn(&Report) -> Option<Stats>) {
-    let fields: [StatField; 4] =
-        [("p50", |s| s.p50), ("p95", |s| s.p95), ("p99", |s| s.p99), ("mean", |s| s.mean.round() as u64)];
-    for (stat, f) in fields {
-        t.row(&format!("{name} {stat}"), reports, |r| opt_duration(get(r).as_ref().map(f)));
+/// A value of one run as the tables write it.
+pub fn write_value(unit: Unit, v: f64) -> String {
+    match unit {
+        Unit::Ratio => ratio(v),
+        Unit::Hours => hours(v),
+        Unit::Count => format!("{v:.0}"),
+        Unit::Rate => format!("{v:.1}"),
+        Unit::Seconds => duration(v.max(0.0).round() as u64),
     }
+}
+
+/// The header of a table with one column per report.
+fn policy_header(first: &str, reports: &[&Report]) -> Vec<String> {
+    std::iter::once(first.to_string()).chain(reports.iter().map(|r| r.policy.clone())).collect()
 }
 
 /// The cluster-wide measures, one column per report.
 fn metrics_table(reports: &[&Report]) -> Table {
-    let mut header = vec!["measure".to_string()];
-    header.extend(reports.iter().map(|r| r.policy.clone()));
-    let mut t = Table::new(header);
-    t.section("run");
-    t.row("horizon", reports, |r| duration(r.horizon_s));
-    t.row("workloads", reports, |r| r.workloads.to_string());
-    t.section("capacity");
-    t.row("availability", reports, |r| ratio(r.metrics.availability));
-    t.row("occupancy", reports, |r| ratio(r.metrics.occupancy));
-    t.row("utilization", reports, |r| ratio(r.metrics.utilization));
-    t.row("impact", reports, |r| ratio(r.metrics.impact));
-    t.row("available GPU-h", reports, |r| hours(r.metrics.available_gpu_hours));
-    t.row("assigned GPU-h", reports, |r| hours(r.metrics.assigned_gpu_hours));
-    t.section("queue time (interactive = time to GPU)");
-    stats_rows(&mut t, "all", reports, |r| r.metrics.queue_time_s);
-    stats_rows(&mut t, "batch", reports, |r| r.metrics.queue_time_by_class.batch);
-    stats_rows(&mut t, "interactive", reports, |r| r.metrics.queue_time_by_class.interactive);
-    stats_rows(&mut t, "service", reports, |r| r.metrics.queue_time_by_class.service);
-    t.section("work");
-    t.row("completed workloads", reports, |r| r.metrics.completed_workloads.to_string());
-    t.row("completed / day", reports, |r| format!("{:.1}", r.metrics.throughput_per_day));
-    t.row("useful GPU-h", reports, |r| hours(r.metrics.useful_gpu_hours));
-    t.row("useful GPU-h / day", reports, |r| hours(r.metrics.useful_gpu_hours_per_day));
-    t.row("JCT p50", reports, |r| opt_duration(r.metrics.jct_s.map(|s| s.p50)));
-    t.row("JCT p95", reports, |r| opt_duration(r.metrics.jct_s.map(|s| s.p95)));
-    t.row("rejected workloads", reports, |r| r.metrics.rejected_workloads.to_string());
-    t.row("unfinished workloads", reports, |r| r.metrics.unfinished_workloads.to_string());
-    t.section("preemption");
-    t.row("preemptions", reports, |r| r.metrics.preemptions.to_string());
-    t.row("overhead GPU-h", reports, |r| hours(r.metrics.preemption_overhead_gpu_hours));
-    t.row("overhead fraction", reports, |r| ratio(r.metrics.preemption_overhead_fraction));
-    t.row("node failures", reports, |r| r.metrics.failures.to_string());
-    t.row("lost GPU-h (failures)", reports, |r| hours(r.metrics.lost_gpu_hours_failures));
-    t.section("fairness");
-    t.row("budget attainment", reports, |r| opt_ratio(r.metrics.budget_attainment));
-    t.row("Jain index", reports, |r| opt_ratio(r.metrics.jain_index));
+    let mut t = Table::new(policy_header("measure", reports));
+    for (section, rows) in MEASURES {
+        t.section(section);
+        for row in rows.iter().flat_map(|r| r.iter()) {
+            let values: Vec<Option<f64>> = reports.iter().map(|r| (row.get)(r)).collect();
+            t.push_measure(row, &values, |v| write_value(row.unit, v));
+        }
+    }
     t
 }
 
@@ -184,8 +201,8 @@ fn accounts_table(reports: &[&Report]) -> Table {
         }
         return t;
     }
-    let mut header = vec!["account".to_string(), "entitled".to_string()];
-    header.extend(reports.iter().map(|r| r.policy.clone()));
+    let mut header = policy_header("account", reports);
+    header.insert(1, "entitled".to_string());
     let mut t = Table::new(header);
     for p in paths {
         let mut cells = vec![p.clone(), entitled(p)];
@@ -217,21 +234,14 @@ fn clusters_table(reports: &[&Report]) -> Option<Table> {
     if clusters.is_empty() {
         return None;
     }
-    let mut header = vec!["measure".to_string()];
-    header.extend(reports.iter().map(|r| r.policy.clone()));
-    let mut t = Table::new(header);
+    let mut t = Table::new(policy_header("measure", reports));
     for (name, gpus) in &clusters {
         t.section(&cluster_section(name, *gpus));
-        let of = |r: &Report| r.clusters.get(name).cloned();
-        let num = |f: fn(&ClusterReport) -> String| move |r: &Report| of(r).map_or_else(|| "-".into(), |c| f(&c));
-        t.row("availability", reports, num(|c| ratio(c.availability)));
-        t.row("occupancy", reports, num(|c| ratio(c.occupancy)));
-        t.row("utilization", reports, num(|c| ratio(c.utilization)));
-        t.row("available GPU-h", reports, num(|c| hours(c.available_gpu_hours)));
-        t.row("assigned GPU-h", reports, num(|c| hours(c.assigned_gpu_hours)));
-        t.row("started workloads", reports, num(|c| c.started_workloads.to_string()));
-        stats_rows(&mut t, "queue", reports, |r| of(r).and_then(|c| c.queue_time_s));
-        stats_rows(&mut t, "interactive", reports, |r| of(r).and_then(|c| c.queue_time_by_class.interactive));
+        for row in CLUSTER_MEASURES {
+            let values: Vec<Option<f64>> =
+                reports.iter().map(|r| r.clusters.get(name).and_then(|c| (row.get)(c))).collect();
+            t.push_measure(row, &values, |v| write_value(row.unit, v));
+        }
     }
     Some(t)
 }
@@ -243,19 +253,31 @@ fn accounts_title(reports: &[&Report]) -> &'static str {
     if reports.len() == 1 { "accounts" } else { "delivered share by account" }
 }
 
+/// A line's cells as text: a measure's label gets its arrow.
+fn text_cells(l: &Line) -> Option<Vec<String>> {
+    match l {
+        Line::Section(_) => None,
+        Line::Row(cells) => Some(cells.clone()),
+        Line::Measure(m) => {
+            let mut cells = m.cells.clone();
+            cells[0] = m.label();
+            Some(cells)
+        }
+    }
+}
+
 /// Renders a table as fixed-width text: first column left-aligned (rows
 /// indented under section titles), the others right-aligned.
 fn render_text(t: &Table) -> String {
     let cols = t.header.len();
     let mut width: Vec<usize> = t.header.iter().map(|h| h.chars().count()).collect();
     let indent = if t.lines.iter().any(|l| matches!(l, Line::Section(_))) { 2 } else { 0 };
+    let rows: Vec<Option<Vec<String>>> = t.lines.iter().map(text_cells).collect();
     // Section titles sit on lines of their own and do not widen the column.
-    for l in &t.lines {
-        if let Line::Row(cells) = l {
-            width[0] = width[0].max(cells[0].chars().count() + indent);
-            for (w, c) in width.iter_mut().zip(cells).skip(1) {
-                *w = (*w).max(c.chars().count());
-            }
+    for cells in rows.iter().flatten() {
+        width[0] = width[0].max(cells[0].chars().count() + indent);
+        for (w, c) in width.iter_mut().zip(cells).skip(1) {
+            *w = (*w).max(c.chars().count());
         }
     }
     let line = |cells: &[String], indent: usize| {
@@ -268,10 +290,11 @@ fn render_text(t: &Table) -> String {
     let mut out = line(&t.header, 0);
     out.push_str(&"-".repeat(width.iter().sum::<usize>() + 2 * (cols - 1)));
     out.push('\n');
-    for l in &t.lines {
-        match l {
-            Line::Section(s) => out.push_str(&format!("{s}\n")),
-            Line::Row(cells) => out.push_str(&line(cells, indent)),
+    for (l, cells) in t.lines.iter().zip(&rows) {
+        match (l, cells) {
+            (Line::Section(s), _) => out.push_str(&format!("{s}\n")),
+            (_, Some(cells)) => out.push_str(&line(cells, indent)),
+            (_, None) => {}
         }
     }
     out
@@ -281,7 +304,8 @@ fn md_cell(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
-/// Renders a table as Markdown: section titles become bold rows.
+/// Renders a table as Markdown: section titles become bold rows, a
+/// measure's label gets its arrow and its best values are bold.
 fn render_markdown(t: &Table) -> String {
     let cols = t.header.len();
     let row = |cells: &[String]| format!("| {} |\n", cells.iter().map(|c| md_cell(c)).collect::<Vec<_>>().join(" | "));
@@ -295,14 +319,22 @@ fn render_markdown(t: &Table) -> String {
                 out.push_str(&row(&cells));
             }
             Line::Row(cells) => out.push_str(&row(cells)),
+            Line::Measure(m) => {
+                let mut cells = vec![m.label()];
+                for (c, best) in m.cells.iter().skip(1).zip(&m.best) {
+                    cells.push(if *best { format!("**{c}**") } else { c.clone() });
+                }
+                out.push_str(&row(&cells));
+            }
         }
     }
     out
 }
 
 /// The reports side by side as a fixed-width text table, one column per
-/// policy, in sections (run, capacity, queue time, work, preemption,
-/// fairness), followed by a per-account table: full detail for a single
+/// policy, in sections (run, capacity, queue time, work, preemption and
+/// failures, fairness), each measure's label followed by the direction
+/// that is better, then a per-account table: full detail for a single
 /// report, the delivered share per policy for several. A fleet of several
 /// clusters gets a per-cluster table between the two.
 pub fn summary_table(reports: &[&Report]) -> String {
@@ -311,6 +343,7 @@ pub fn summary_table(reports: &[&Report]) -> String {
     }
     let accounts = accounts_table(reports);
     let mut out = render_text(&metrics_table(reports));
+    out.push_str(&format!("{DIRECTIONS}\n"));
     if let Some(clusters) = clusters_table(reports) {
         out.push_str(&format!("\n{CLUSTERS_TITLE}\n{}", render_text(&clusters)));
     }
@@ -320,14 +353,19 @@ pub fn summary_table(reports: &[&Report]) -> String {
     out
 }
 
-/// The content of [`summary_table`] as a [`Tables`] model: the measures,
-/// then (when there are accounts) the per-account table under its title.
+/// What the arrows and the bold values of the tables mean.
+pub const MARKS: &str =
+    "↑ higher is better, ↓ lower is better, — neither (an input or a size); the best value of a row is in bold.";
+
+/// The content of [`summary_table`] as a [`Tables`] model: the measures
+/// and the meaning of their marks, then (when there are accounts) the
+/// per-account table under its title.
 pub fn measures_tables(reports: &[&Report]) -> Tables {
     if reports.is_empty() {
         return Tables::default();
     }
     let accounts = accounts_table(reports);
-    let mut blocks = vec![Block::Table(metrics_table(reports))];
+    let mut blocks = vec![Block::Table(metrics_table(reports)), Block::Note(MARKS.to_string())];
     if let Some(clusters) = clusters_table(reports) {
         blocks.push(Block::Title(CLUSTERS_TITLE.to_string()));
         blocks.push(Block::Table(clusters));
