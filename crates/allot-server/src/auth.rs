@@ -178,15 +178,16 @@ pub struct TokenSpec {
 
 impl TokenSpec {
     /// Checks the shape of the spec (names, scope only for managers, projects
-    /// only for researchers); `known` tells whether an account exists.
-    pub fn check(&self, known: impl Fn(&str) -> bool) -> Result<(), (&'static str, String)> {
+    /// only for researchers); `account` answers an account that does not
+    /// exist with what to say (its name and the valid ones).
+    pub fn check(&self, account: impl Fn(&str) -> Result<(), String>) -> Result<(), (&'static str, String)> {
         let n = &self.name;
         if n.is_empty() || n.len() > 64 || !n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c)) {
             return Err(("name", format!("invalid name {n:?}: use 1-64 letters, digits, '-', '_', '.' or '@'")));
         }
         match (self.role, &self.scope) {
             (Role::Manager, None) => return Err(("scope", "a manager token needs a scope (an account path)".into())),
-            (Role::Manager, Some(s)) if !known(s) => return Err(("scope", format!("unknown account {s:?}"))),
+            (Role::Manager, Some(s)) => account(s).map_err(|m| ("scope", m))?,
             (Role::Admin | Role::Researcher | Role::Metrics, Some(_)) => {
                 return Err(("scope", "only manager tokens have a scope".into()));
             }
@@ -195,8 +196,8 @@ impl TokenSpec {
         if self.role != Role::Researcher && !self.projects.is_empty() {
             return Err(("projects", "only researcher tokens have projects".into()));
         }
-        if let Some(p) = self.projects.iter().find(|p| !known(p)) {
-            return Err(("projects", format!("unknown account {p:?}")));
+        for p in &self.projects {
+            account(p).map_err(|m| ("projects", m))?;
         }
         if let Some((i, p)) = self.projects.iter().enumerate().find(|(i, p)| self.projects[..*i].contains(p)) {
             return Err(("projects", format!("account {p:?} is granted twice (projects[{i}])")));
@@ -345,7 +346,7 @@ mod tests {
             ("metrics with projects", spec(Role::Metrics, None, &["a"]), Some("projects")),
         ];
         for (name, s, want) in cases {
-            assert_eq!(s.check(|_| true).err().map(|(f, _)| f), want, "case {name}");
+            assert_eq!(s.check(|_| Ok(())).err().map(|(f, _)| f), want, "case {name}");
         }
     }
 

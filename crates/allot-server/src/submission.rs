@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use allot_core::cluster::ClusterSet;
-use allot_core::{AccountId, Cluster, Policy, PolicyKind, Rule, State, WorkloadSpec};
+use allot_core::{AccountId, AccountTree, Cluster, Policy, PolicyKind, Rule, State, WorkloadSpec};
 use allot_trace::workload::{self, Field, FieldErrorKind, RawWorkload, Validator};
 
 use crate::auth::Principal;
@@ -137,9 +137,15 @@ impl Catalog {
     }
 
     /// Whether `who` may see `path` and it exists: otherwise both are
-    /// answered with [`unknown_account`], so neither is told apart.
+    /// answered with [`Catalog::unknown_account`], so neither is told apart.
     pub fn visible_account(&self, who: &Principal, path: &str) -> bool {
         who.can_see(path) && self.account_exists(path)
+    }
+
+    /// The answer to `who` for `path`, an account that does not exist or
+    /// that `who` may not see ([`unknown_account`]).
+    pub fn unknown_account(&self, who: &Principal, path: &str) -> String {
+        unknown_account(&self.template().accounts, who, path)
     }
 
     /// Checks a request from `who`; returns the row to store and the core
@@ -152,7 +158,7 @@ impl Catalog {
     ) -> Result<(NewWorkload, WorkloadSpec), FieldError> {
         // The grant first: an account outside it is answered as an unknown one.
         if !who.can_submit(&req.account) {
-            return Err(bad("account", unknown_account(&req.account)));
+            return Err(bad("account", self.unknown_account(who, &req.account)));
         }
         let clusters = cluster_list(&req.clusters)?;
         let raw = RawWorkload {
@@ -174,7 +180,9 @@ impl Catalog {
             checkpoint_on_signal: req.checkpoint_on_signal.unwrap_or(false),
         };
         let template = self.template();
-        let spec = Validator::for_state(&template).check(&raw).map_err(|e| field_error(&req.account, e))?;
+        let spec = Validator::for_state(&template)
+            .check(&raw)
+            .map_err(|e| field_error(e, || unknown_account(&template.accounts, who, &req.account)))?;
         if let Some(closed) = closed_account(&template, spec.account) {
             return Err(bad("account", closed));
         }
@@ -263,14 +271,22 @@ fn closed_account(state: &State, account: AccountId) -> Option<String> {
     })
 }
 
-/// The answer for an account that does not exist or that the caller may
-/// not see: the same for both.
-pub fn unknown_account(path: &str) -> String {
-    format!("unknown account {path:?}")
+/// The answer for an account that does not exist or that `who` may not
+/// see: the same for both, with the accounts `who` sees (the nearest ones
+/// when there are many, `allot_trace::choices`), so a typo is answered
+/// with what was meant and nothing outside the caller's grants is named.
+pub fn unknown_account(tree: &AccountTree, who: &Principal, path: &str) -> String {
+    let seen: Vec<&str> =
+        tree.ids_by_path().map(|id| tree.account(id).path.as_str()).filter(|p| who.can_see(p)).collect();
+    if seen.is_empty() {
+        return format!("unknown account {path:?} ({} sees no account)", who.name);
+    }
+    format!("unknown account {path:?} (accounts {} sees: {})", who.name, allot_trace::choices::list(path, &seen))
 }
 
-/// A validator's error in the API's form: its field as the API names it.
-fn field_error(account: &str, e: workload::FieldError) -> FieldError {
+/// A validator's error in the API's form: its field as the API names it;
+/// an unknown account is answered with `unknown_account`.
+fn field_error(e: workload::FieldError, unknown_account: impl FnOnce() -> String) -> FieldError {
     let field = match e.field {
         Field::WorkS => "expected_duration_s",
         Field::CheckpointS => "checkpoint_interval_s",
@@ -278,7 +294,7 @@ fn field_error(account: &str, e: workload::FieldError) -> FieldError {
     };
     match e.kind {
         // Said exactly as for an account the caller may not see.
-        FieldErrorKind::UnknownAccount(_) => bad(field, unknown_account(account)),
+        FieldErrorKind::UnknownAccount(_) => bad(field, unknown_account()),
         kind => bad(field, kind.to_string()),
     }
 }
@@ -497,8 +513,12 @@ interactive_max_gpus = 2
         let c = catalog();
         let hidden = c.check(&SubmitRequest { account: "lab/y".into(), ..req() }, &researcher(), 100).unwrap_err();
         let unknown = c.check(&SubmitRequest { account: "lab/z".into(), ..req() }, &researcher(), 100).unwrap_err();
-        assert_eq!((hidden.field.as_str(), hidden.message.as_str()), ("account", "unknown account \"lab/y\""));
-        assert_eq!(unknown.message, "unknown account \"lab/z\"");
+        let seen = "(accounts ann sees: org/x)";
+        assert_eq!(
+            (hidden.field.as_str(), hidden.message.as_str()),
+            ("account", &*format!("unknown account \"lab/y\" {seen}"))
+        );
+        assert_eq!(unknown.message, format!("unknown account \"lab/z\" {seen}"));
         assert!(c.check(&SubmitRequest { account: "lab/y".into(), ..req() }, &admin(), 100).is_ok());
         assert!(c.check(&req(), &researcher(), 100).is_ok());
     }

@@ -1,6 +1,7 @@
 //! Allot's file formats and trace sources.
 //!
 //! * [`bounds`]: the bounds of every numeric input, shared with the server;
+//! * [`choices`]: the valid choices an error names after an unknown name;
 //! * [`config`]: the cluster + accounts + contract TOML (docs/design.md §4);
 //! * [`decl`]: an account's declaration as a document (export, import, API, store);
 //! * [`trace`]: workload traces in CSV or JSON Lines;
@@ -12,6 +13,7 @@
 
 pub mod bounds;
 pub mod changes;
+pub mod choices;
 pub mod conditions;
 pub mod config;
 pub mod decl;

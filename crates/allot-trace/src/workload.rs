@@ -122,9 +122,9 @@ pub enum FieldErrorKind {
     UnknownClass(String),
     #[error("unknown priority {} (use low, normal, high or urgent)", quoted(.0))]
     UnknownPriority(String),
-    #[error("unknown gpu type {} (pools have {})", quoted(name), known.join(", "))]
+    #[error("unknown gpu type {} (pools have {})", quoted(name), crate::choices::list(name, known))]
     UnknownGpuType { name: String, known: Vec<String> },
-    #[error("unknown cluster {} (the fleet has {})", quoted(name), known.join(", "))]
+    #[error("unknown cluster {} (the fleet has {})", quoted(name), crate::choices::list(name, known))]
     UnknownCluster { name: String, known: Vec<String> },
     #[error(transparent)]
     Bound(#[from] BoundError),

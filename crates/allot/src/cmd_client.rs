@@ -1,6 +1,6 @@
 //! The client commands: `allot submit`, `queue`, `show`, `cancel`,
-//! `accounts`, `budget set`, `budget report`, `share set`, `nodes`,
-//! `node drain|undrain`.
+//! `accounts`, `budget set`, `budget report`, `share set`, `nodes` (`node`
+//! is in `cmd_admin`).
 //! Server and token: `--server` / `ALLOT_SERVER` / the client config file,
 //! `ALLOT_TOKEN` / the client config file (docs/server.md).
 
@@ -14,12 +14,14 @@ use serde::Serialize;
 
 #[derive(clap::Args, Clone)]
 pub struct ClientOpts {
-    /// Server URL (default: ALLOT_SERVER, the client config, http://127.0.0.1:8080).
-    #[arg(long, global = true)]
-    server: Option<String>,
+    /// Server URL, e.g. http://HOST:8080 (a bare HOST:PORT gets http://). Default: ALLOT_SERVER, else
+    /// `server` in the client config file ($ALLOT_CLIENT_CONFIG or ~/.config/allot/client.toml), else
+    /// http://127.0.0.1:8080. The token: ALLOT_TOKEN, else `token` in that file.
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) server: Option<String>,
     /// Print the API's JSON instead of a table.
     #[arg(long, global = true)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(clap::Subcommand)]
@@ -57,51 +59,48 @@ pub enum ClientCommand {
     Impact(SetCommand),
     /// Nodes with health and free GPUs.
     Nodes(NodesArgs),
-    /// Node maintenance: allot node drain|undrain NAME
-    #[command(subcommand)]
-    Node(NodeCommand),
 }
 
 #[derive(clap::Args)]
 pub struct SubmitArgs {
     #[command(flatten)]
     opts: ClientOpts,
-    /// Project to charge.
-    #[arg(long)]
+    /// Account (project) to charge, a path such as org/llm/pretrain (`allot accounts` lists them).
+    #[arg(long, value_name = "PATH")]
     account: String,
-    /// Total GPUs, all at once (gang).
-    #[arg(long)]
+    /// Total GPUs (a count), all at once (gang).
+    #[arg(long, value_name = "N")]
     gpus: u32,
-    /// batch, interactive or service.
+    /// batch, interactive or service (default: batch).
     #[arg(long)]
     class: Option<String>,
-    /// Exactly this many nodes (gpus / nodes each).
-    #[arg(long)]
+    /// Exactly this many nodes (a count; gpus / nodes GPUs on each).
+    #[arg(long, value_name = "N")]
     nodes: Option<u32>,
-    /// Only GPUs of this type (as in the config's pools).
-    #[arg(long)]
+    /// Only GPUs of this type (a name of the config's pools, e.g. H100).
+    #[arg(long, value_name = "TYPE")]
     gpu_type: Option<String>,
     /// Only these clusters of the fleet, comma-separated (default: any).
-    #[arg(long = "cluster", value_delimiter = ',')]
+    #[arg(long = "cluster", value_delimiter = ',', value_name = "NAME")]
     clusters: Vec<String>,
-    /// Checkpoint interval, e.g. 10m.
-    #[arg(long, value_parser = allot_trace::duration::parse_duration)]
+    /// Checkpoint interval (a duration: 10m, 1.5h or HH:MM:SS).
+    #[arg(long, value_parser = allot_trace::duration::parse_duration, value_name = "DURATION")]
     checkpoint: Option<u64>,
-    /// Expected duration, e.g. 2h.
-    #[arg(long, value_parser = allot_trace::duration::parse_duration)]
+    /// Expected duration (a duration: 2h, 90m, 1-00:00:00).
+    #[arg(long, value_parser = allot_trace::duration::parse_duration, value_name = "DURATION")]
     duration: Option<u64>,
     /// Time limit per attempt (CON-6), e.g. 30m, 1.5h, 02:00:00 or 1-00:00:00;
     /// the workload is stopped after grace when it has run this long.
     /// Default: the class's time_limit in the config (none unless set).
-    #[arg(long, value_parser = allot_trace::duration::parse_duration)]
+    #[arg(long, value_parser = allot_trace::duration::parse_duration, value_name = "DURATION")]
     time: Option<u64>,
     /// The command saves its progress when it gets SIGTERM and reports that
     /// checkpoint within the grace (touches $ALLOT_CHECKPOINT_MARKER, CON-8):
     /// a preemption then costs it only the grace.
     #[arg(long)]
     checkpoint_on_signal: bool,
-    /// Reruns after a non-zero exit.
-    #[arg(long)]
+    /// Reruns after a non-zero exit (a count; default 0).
+    #[arg(long, value_name = "N")]
     retries: Option<u32>,
     /// A name shown in listings (and to filter by: queue, history, cancel --name).
     #[arg(long, short = 'J')]
@@ -123,7 +122,7 @@ pub struct SubmitArgs {
     #[arg(long, short = 'H')]
     hold: bool,
     /// KEY=VALUE added to the environment (repeatable).
-    #[arg(long = "env", value_parser = parse_env)]
+    #[arg(long = "env", value_parser = parse_env, value_name = "KEY=VALUE")]
     env: Vec<(String, String)>,
     /// Where the command starts on the nodes that run it (a relative
     /// program such as ./train.sh is found there); a relative DIR is taken
@@ -144,21 +143,22 @@ fn parse_env(s: &str) -> Result<(String, String), crate::args::ArgError> {
 pub struct QueueArgs {
     #[command(flatten)]
     opts: ClientOpts,
-    /// Only this account's subtree.
-    #[arg(long)]
+    /// Only this account's subtree (a path such as org/llm).
+    #[arg(long, value_name = "PATH")]
     account: Option<String>,
-    /// States, comma-separated (default: pending,running,stopping).
-    #[arg(long)]
+    /// States, comma-separated: pending, running, stopping, finished, failed, cancelled, rejected
+    /// (default: pending,running,stopping).
+    #[arg(long, value_name = "STATES")]
     state: Option<String>,
     /// Every state.
     #[arg(long)]
     all: bool,
-    /// Only this user's workloads.
-    #[arg(long, short = 'u')]
+    /// Only the workloads this user (a token's name) submitted.
+    #[arg(long, short = 'u', value_name = "NAME")]
     user: Option<String>,
     /// Only workloads of these clusters of the fleet, comma-separated:
     /// pending ones eligible for one of them, the others run there.
-    #[arg(long)]
+    #[arg(long, value_name = "NAMES")]
     cluster: Option<String>,
     /// Only workloads of this name.
     #[arg(long, short = 'n')]
@@ -231,7 +231,7 @@ pub struct NodesArgs {
     #[command(flatten)]
     opts: ClientOpts,
     /// Only the nodes of these clusters of the fleet, comma-separated.
-    #[arg(long)]
+    #[arg(long, value_name = "NAMES")]
     cluster: Option<String>,
 }
 
@@ -239,6 +239,7 @@ pub struct NodesArgs {
 pub struct IdArgs {
     #[command(flatten)]
     opts: ClientOpts,
+    /// The workload's id, as `allot submit` printed it (`allot queue` lists them).
     id: String,
 }
 
@@ -249,7 +250,7 @@ pub struct LogsArgs {
     /// The workload's id.
     id: String,
     /// The attempt (1 is the first; default: the last).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     attempt: Option<i64>,
     /// Keep printing what the attempt writes until it ends (or Ctrl-C).
     #[arg(long, short = 'f')]
@@ -300,11 +301,12 @@ pub struct SetArgs {
     opts: ClientOpts,
     /// The account's path, e.g. org/llm/pretrain.
     path: String,
-    /// The value: GPU-hours (NGH) per budget period for a budget, a
-    /// weight for a share or an impact; "default" for the config's.
+    /// The value: for a budget GPU-hours (NGH, normalised by the GPU type's weight) per budget
+    /// period, e.g. 10, 10h or 2.5NGH; for a share or an impact a weight without a unit, e.g. 2;
+    /// "default" for the config's.
     value: String,
-    /// A researcher's share (FS-2) or budget (BUD-6) within the account.
-    #[arg(long)]
+    /// A researcher's share (FS-2) or budget (BUD-6) within the account (a token's name).
+    #[arg(long, value_name = "NAME")]
     user: Option<String>,
 }
 
@@ -339,17 +341,17 @@ pub struct CreateArgs {
     opts: ClientOpts,
     /// The new account's path, e.g. org/llm/new-project.
     path: String,
-    /// Share among its siblings (default: FS-0).
-    #[arg(long)]
+    /// Share among its siblings, a weight without a unit (default: FS-0).
+    #[arg(long, value_name = "WEIGHT")]
     share: Option<f64>,
-    /// Budget in GPU-hours (NGH) per budget period.
-    #[arg(long)]
+    /// Budget in GPU-hours (NGH, normalised by the GPU type's weight) per budget period.
+    #[arg(long, value_name = "NGH")]
     budget: Option<f64>,
-    /// Impact (default: inherited).
-    #[arg(long)]
+    /// Impact, a weight without a unit (default: inherited).
+    #[arg(long, value_name = "WEIGHT")]
     impact: Option<f64>,
-    /// A researcher's share, NAME=N (repeatable).
-    #[arg(long = "user", value_parser = parse_user_share)]
+    /// A researcher's share, NAME=WEIGHT (repeatable).
+    #[arg(long = "user", value_parser = parse_user_share, value_name = "NAME=WEIGHT")]
     users: Vec<(String, f64)>,
 }
 
@@ -393,7 +395,7 @@ pub struct ExportArgs {
     #[command(flatten)]
     opts: ClientOpts,
     /// Write to this file (default: standard output).
-    #[arg(long, short)]
+    #[arg(long, short, value_name = "FILE")]
     output: Option<std::path::PathBuf>,
 }
 
@@ -408,23 +410,10 @@ pub struct ImportArgs {
     dry_run: bool,
 }
 
-#[derive(clap::Subcommand)]
-pub enum NodeCommand {
-    /// Preempt the node's workloads under the contract, then take it out of service.
-    Drain(NodeArgs),
-    /// Return a drained node to service.
-    Undrain(NodeArgs),
-}
-
-#[derive(clap::Args)]
-pub struct NodeArgs {
-    #[command(flatten)]
-    opts: ClientOpts,
-    name: String,
-}
-
-fn client(o: &ClientOpts) -> Result<Client> {
-    Ok(Client::from_env(o.server.as_deref(), None)?)
+/// The client of `--server`, else `ALLOT_SERVER`, else the client config
+/// file, else the default; its errors say which and how to set another.
+pub(crate) fn client(o: &ClientOpts) -> Result<Client> {
+    Ok(Client::from_env(o.server.as_deref())?)
 }
 
 fn print_json<T: Serialize>(v: &T) -> Result<()> {
@@ -433,7 +422,7 @@ fn print_json<T: Serialize>(v: &T) -> Result<()> {
 }
 
 /// Prints `v` as JSON, or the text rendering.
-fn output<T: Serialize>(json: bool, v: &T, text: impl FnOnce(&T) -> String) -> Result<()> {
+pub(crate) fn output<T: Serialize>(json: bool, v: &T, text: impl FnOnce(&T) -> String) -> Result<()> {
     if json {
         print_json(v)
     } else {
@@ -562,17 +551,6 @@ async fn run_async(c: ClientCommand) -> Result<()> {
             let list = client(&a.opts)?.nodes(&q).await.context("failed to list nodes")?;
             output(a.opts.json, &list, |l| render::nodes(l))
         }
-        ClientCommand::Node(n) => {
-            let (a, action) = match n {
-                NodeCommand::Drain(a) => (a, "drain"),
-                NodeCommand::Undrain(a) => (a, "undrain"),
-            };
-            let v = client(&a.opts)?
-                .node_action(&a.name, action)
-                .await
-                .with_context(|| format!("failed to {action} {}", a.name))?;
-            output(a.opts.json, &v, |v| format!("{} {}\n", v.name, v.health))
-        }
     }
 }
 
@@ -676,12 +654,7 @@ async fn logs(a: LogsArgs) -> Result<()> {
 }
 
 async fn set_account(a: SetArgs, field: AccountField) -> Result<()> {
-    let value = if a.value == "default" {
-        None
-    } else {
-        let v: f64 = a.value.parse().with_context(|| format!("expected a number or \"default\", got {:?}", a.value))?;
-        Some(v)
-    };
+    let value = crate::args::account_value(field, &a.value).with_context(|| format!("VALUE for {}", a.path))?;
     let mut change = AccountChange::default();
     let what = match (&a.user, field) {
         (Some(u), AccountField::Share) => {

@@ -1,12 +1,10 @@
-//! `allot serve` (the live scheduler) and `allot token create` (tokens
-//! without a running server). See docs/server.md.
+//! `allot serve`, the live scheduler. See docs/server.md.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use allot_server::auth::{Role, TokenSpec, create_token};
-use allot_server::store::{LeaseConfig, Store};
+use allot_server::store::LeaseConfig;
 use allot_server::{EdgeOptions, ExecutorKind, GpuInventory, ServeOptions, SlurmOptions};
 use anyhow::{Context, Result};
 
@@ -30,10 +28,6 @@ fn parse_time(s: &str) -> Result<std::time::Duration, ArgError> {
             .map_err(|_| ArgError::expected("a duration such as 500ms, 15s or 1m", s));
     }
     Ok(allot_trace::duration::parse_duration(s).map(std::time::Duration::from_secs)?)
-}
-
-fn parse_role(s: &str) -> Result<Role, ArgError> {
-    Role::parse(s).ok_or_else(|| ArgError::unknown("role", s, &Role::ALL.map(Role::as_str)))
 }
 
 #[derive(clap::Args)]
@@ -171,56 +165,4 @@ pub(crate) fn init_logs(format: LogFormat) {
         LogFormat::Text => fmt.with_ansi(colour).try_init(),
         LogFormat::Json => fmt.json().flatten_event(true).try_init(),
     };
-}
-
-#[derive(clap::Subcommand)]
-pub enum TokenCommand {
-    /// Create a token directly in the store (no server needed); prints it once.
-    Create(TokenCreateArgs),
-}
-
-#[derive(clap::Args)]
-pub struct TokenCreateArgs {
-    /// The store, as given to `allot serve --db`.
-    #[arg(long, default_value = "sqlite://allot.db")]
-    db: String,
-    /// admin, manager, researcher or metrics (a scrape token for /metrics).
-    #[arg(long, value_parser = parse_role)]
-    role: Role,
-    /// Principal name (unique).
-    #[arg(long)]
-    name: String,
-    /// Account subtree a manager manages.
-    #[arg(long)]
-    scope: Option<String>,
-    /// Project granted to a researcher (repeatable).
-    #[arg(long = "project")]
-    projects: Vec<String>,
-    /// Config to check --scope and --project against.
-    #[arg(long)]
-    config: Option<PathBuf>,
-}
-
-pub fn run_token(c: TokenCommand) -> Result<()> {
-    let TokenCommand::Create(a) = c;
-    let spec = TokenSpec { name: a.name, role: a.role, scope: a.scope, projects: a.projects };
-    let cfg = match &a.config {
-        Some(p) => Some(allot_trace::config::load_config(p)?),
-        None => None,
-    };
-    let known = |p: &str| cfg.as_ref().is_none_or(|c| c.accounts.get(p).is_some());
-    if let Err((field, msg)) = spec.check(known) {
-        anyhow::bail!("--{field}: {msg}");
-    }
-    let rt =
-        tokio::runtime::Builder::new_current_thread().enable_all().build().context("failed to start the runtime")?;
-    let token = rt.block_on(async {
-        let store = Store::open(&a.db).await?;
-        let t = create_token(&store, &spec, "allot token create").await;
-        store.close().await;
-        t.map_err(anyhow::Error::from)
-    })?;
-    println!("{token}");
-    eprintln!("created {} token {:?}; it is shown only this once", spec.role.as_str(), spec.name);
-    Ok(())
 }

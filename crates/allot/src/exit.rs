@@ -35,9 +35,16 @@ pub enum Code {
     /// The server cannot be reached or is unavailable (503), or the store
     /// cannot be reached or used now (down, busy, full, read-only).
     Unavailable = 3,
-    /// Refused: the server said no (authentication, permission, not found,
-    /// conflict, an invalid submission), or another server holds the store.
-    Refused = 4,
+    /// Rejected: the request was understood and refused (400, 409, 422 and
+    /// the other 4xx: an invalid field, a conflict, a policy's rejection, a
+    /// token name taken), or another server holds the store.
+    Rejected = 4,
+    /// Authentication or permission (401, 403): no token, an unknown or
+    /// revoked one, or a role or grant that does not allow it.
+    Auth = 5,
+    /// Not found (404): no such workload, account, node or token, or one
+    /// the caller may not see.
+    NotFound = 6,
 }
 
 impl Code {
@@ -56,7 +63,7 @@ fn of_cause(e: &(dyn Error + 'static)) -> Option<Code> {
         return Some(client(e));
     }
     if e.is::<crate::cmd_client::PartlyRefused>() {
-        return Some(Code::Refused);
+        return Some(Code::Rejected);
     }
     if let Some(e) = e.downcast_ref::<ServerError>() {
         return Some(server(e));
@@ -78,7 +85,7 @@ fn of_cause(e: &(dyn Error + 'static)) -> Option<Code> {
     }
     if let Some(e) = e.downcast_ref::<TokenError>() {
         return Some(match e {
-            TokenError::NameTaken(_) => Code::Refused,
+            TokenError::NameTaken(_) => Code::Rejected,
             TokenError::Invalid(_) => Code::Usage,
             TokenError::Store(s) => store(s),
         });
@@ -92,9 +99,13 @@ fn of_cause(e: &(dyn Error + 'static)) -> Option<Code> {
 fn client(e: &ClientError) -> Code {
     match e {
         ClientError::Transport { .. } => Code::Unavailable,
-        ClientError::Api { status, .. } if status.as_u16() == 503 => Code::Unavailable,
-        ClientError::Api { status, .. } if status.is_client_error() => Code::Refused,
-        ClientError::Api { .. } => Code::Failed,
+        ClientError::Api { status, .. } => match status.as_u16() {
+            503 => Code::Unavailable,
+            401 | 403 => Code::Auth,
+            404 => Code::NotFound,
+            400..=499 => Code::Rejected,
+            _ => Code::Failed,
+        },
         ClientError::Config(_) => Code::Usage,
     }
 }
@@ -112,7 +123,7 @@ fn server(e: &ServerError) -> Code {
         ServerError::Recovery(RecoveryError::Accounts(_)) => Code::Usage,
         ServerError::Lock { .. } => Code::Unavailable,
         ServerError::Slurm(e) => slurm(&e.kind),
-        ServerError::Held(_) => Code::Refused,
+        ServerError::Held(_) => Code::Rejected,
         ServerError::Listen { .. }
         | ServerError::DataDir { .. }
         | ServerError::Http(_)
@@ -142,5 +153,30 @@ fn store(e: &StoreError) -> Code {
         StoreFailure::Fenced(_) => Code::Failed,
         StoreFailure::Db(_) if e.is_unavailable() => Code::Unavailable,
         StoreFailure::Db(_) => Code::Failed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_answer_of_the_server_has_its_code() {
+        let cases = [
+            ("invalid field", 400, Code::Rejected),
+            ("no or bad token", 401, Code::Auth),
+            ("role or grant", 403, Code::Auth),
+            ("not found", 404, Code::NotFound),
+            ("timed-out body", 408, Code::Rejected),
+            ("conflict", 409, Code::Rejected),
+            ("key reused", 422, Code::Rejected),
+            ("internal", 500, Code::Failed),
+            ("unavailable", 503, Code::Unavailable),
+        ];
+        for (name, status, want) in cases {
+            let status = allot_server::client::StatusCode::from_u16(status).expect("a status");
+            let e = ClientError::Api { status, error: name.into(), field: None, hint: None };
+            assert_eq!(Code::of(&anyhow::Error::from(e).context("failed to do it")), want, "{name}");
+        }
     }
 }

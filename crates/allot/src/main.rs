@@ -1,16 +1,18 @@
 //! The `allot` command line.
 
 mod args;
+mod cmd_admin;
 mod cmd_client;
 mod cmd_compare;
 mod cmd_db;
+mod cmd_help;
 mod cmd_serve;
 mod cmd_sim;
 mod cmd_trace;
 mod exit;
 mod workdir;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -38,11 +40,21 @@ enum Command {
     /// Create a store explicitly (`allot serve` refuses to replace a missing or emptied one).
     #[command(subcommand)]
     Db(cmd_db::DbCommand),
-    /// Create API tokens.
+    /// API tokens: list, create (through the server, or with --db straight into the store), revoke.
     #[command(subcommand)]
-    Token(cmd_serve::TokenCommand),
+    Token(cmd_admin::TokenCommand),
+    /// The audit log, newest first: account, budget, share and token changes, who, when, before and after
+    /// (admins).
+    Audit(cmd_admin::AuditArgs),
     #[command(flatten)]
     Client(cmd_client::ClientCommand),
+    /// Node maintenance: allot node drain|undrain|fail|repair NAME
+    #[command(subcommand)]
+    Node(cmd_admin::NodeCommand),
+    /// Shell completions (bash, zsh, fish) on standard output.
+    Completions(cmd_help::CompletionsArgs),
+    /// The man page (roff) on standard output, or a page per command into --dir.
+    Man(cmd_help::ManArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,8 +65,12 @@ fn main() -> std::process::ExitCode {
         Command::Compare(a) => cmd_compare::run(a),
         Command::Serve(a) => cmd_serve::run(a),
         Command::Db(c) => cmd_db::run(c),
-        Command::Token(c) => cmd_serve::run_token(c),
+        Command::Token(c) => cmd_admin::run_token(c),
+        Command::Audit(a) => cmd_admin::run_audit(a),
         Command::Client(c) => cmd_client::run(c),
+        Command::Node(c) => cmd_admin::run_node(c),
+        Command::Completions(a) => cmd_help::completions(a, Cli::command()),
+        Command::Man(a) => cmd_help::man(a, Cli::command()),
     };
     let code = match result {
         Ok(()) => exit::Code::Ok,

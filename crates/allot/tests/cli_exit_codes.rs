@@ -1,57 +1,12 @@
 //! The exit-code table of docs/cli.md through the real binary: at least one
 //! case per code (0 ok, 1 failed while running, 2 bad usage or input,
-//! 3 unavailable, 4 refused).
+//! 3 unavailable, 4 rejected, 5 authentication or permission, 6 not found).
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod cli_support;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use std::process::Command;
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("allot-exit-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// `allot` with `args`, its client config and tokens isolated in `home`.
-fn allot_in(home: &Path, args: &[&str], token: Option<&str>) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_allot"));
-    c.args(args).current_dir(repo()).env("HOME", home).env_remove("ALLOT_SERVER").env_remove("ALLOT_CLIENT_CONFIG");
-    match token {
-        Some(t) => c.env("ALLOT_TOKEN", t),
-        None => c.env_remove("ALLOT_TOKEN"),
-    };
-    c.output().expect("run allot")
-}
-
-fn code(o: &Output) -> Option<i32> {
-    o.status.code()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A port nothing listens on (as the kernel just gave it out).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-const CONFIG: &str = r#"
-[cluster]
-[[cluster.pools]]
-name = "a"
-gpu = "H100"
-nodes = 2
-gpus_per_node = 8
-[[accounts]]
-path = "org/x"
-"#;
+use cli_support::{CONFIG, Server, allot_in, code, free_port, spawn_serve, stderr, tmpdir};
 
 #[test]
 fn zero_when_the_command_did_what_it_was_asked() {
@@ -91,6 +46,9 @@ fn two_for_bad_usage_and_bad_input() {
             "expected a value in [0, 1], got 2",
         ),
         ("unknown role", vec!["token", "create", "--role", "boss", "--name", "n"], "unknown role \"boss\""),
+        ("a server URL of another scheme", vec!["queue", "--server", "ftp://x"], "the scheme is \"ftp\""),
+        ("a budget in days", vec!["budget", "set", "org/x", "10d"], "expected GPU-hours (NGH) per budget period"),
+        ("--config without --db", vec!["token", "create", "--role", "admin", "--name", "n", "--config", cfg], "--db"),
     ];
     for (name, args, fragment) in cases {
         let o = allot_in(&home, &args, None);
@@ -123,66 +81,39 @@ fn three_when_the_server_cannot_be_reached() {
     assert!(stderr(&o).contains("cannot reach the server"), "{}", stderr(&o));
 }
 
-/// A server started by the test, killed by its own handle when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(dir: &Path, db: &str, port: u16) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_allot"))
-        .args(["serve", "--executor", "none", "--db", db, "--listen", &format!("127.0.0.1:{port}")])
-        .arg("--config")
-        .arg(dir.join("c.toml"))
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .env("HOME", dir)
-        .env("ALLOT_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start allot serve")
-}
-
 #[test]
-fn four_when_the_server_refuses() {
-    let dir = tmpdir("refused");
-    std::fs::write(dir.join("c.toml"), CONFIG).unwrap();
-    let db = format!("sqlite://{}", dir.join("allot.db").display());
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let _server = Server(serve(&dir, &db, port));
-    // Up once an unauthenticated request is answered at all (401), not 3.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let o = loop {
-        let o = allot_in(&dir, &["queue", "--server", &url], Some("not-a-token"));
-        if code(&o) != Some(3) || Instant::now() > deadline {
-            break o;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert_eq!(code(&o), Some(4), "a bad token: {}", stderr(&o));
+fn four_five_and_six_when_the_server_says_no() {
+    let server = Server::start("refused", CONFIG);
+    let (dir, db, url) = (&server.dir, &server.db, &server.url);
+    let o = allot_in(dir, &["queue", "--server", url], Some("not-a-token"));
+    assert_eq!(code(&o), Some(5), "a bad token: {}", stderr(&o));
     assert!(stderr(&o).contains("401"), "{}", stderr(&o));
+    let o = allot_in(dir, &["queue", "--server", url], None);
+    assert_eq!(code(&o), Some(5), "no token: {}", stderr(&o));
 
-    let token = allot_in(&dir, &["token", "create", "--db", &db, "--role", "admin", "--name", "root"], None);
-    assert_eq!(code(&token), Some(0), "{}", stderr(&token));
-    let token = String::from_utf8(token.stdout).unwrap();
-    let token = token.trim();
-    let o = allot_in(&dir, &["show", "--server", &url, "999"], Some(token));
-    assert_eq!(code(&o), Some(4), "not found: {}", stderr(&o));
-    let args = ["submit", "--server", &url, "--account", "org/x", "--gpus", "3", "--nodes", "2", "--", "true"];
-    let o = allot_in(&dir, &args, Some(token));
+    let token = server.token(&["--role", "admin", "--name", "root"]);
+    let token = token.as_str();
+    let researcher = server.token(&["--role", "researcher", "--name", "bob", "--project", "org/x"]);
+    let o = allot_in(dir, &["token", "list", "--server", url], Some(&researcher));
+    assert_eq!(code(&o), Some(5), "a role that may not: {}", stderr(&o));
+    assert!(stderr(&o).contains("403"), "{}", stderr(&o));
+
+    let o = allot_in(dir, &["show", "--server", url, "999"], Some(token));
+    assert_eq!(code(&o), Some(6), "not found: {}", stderr(&o));
+    let o = allot_in(dir, &["token", "revoke", "--server", url, "nobody"], Some(token));
+    assert_eq!(code(&o), Some(6), "no such token: {}", stderr(&o));
+
+    let args = ["submit", "--server", url, "--account", "org/x", "--gpus", "3", "--nodes", "2", "--", "true"];
+    let o = allot_in(dir, &args, Some(token));
     assert_eq!(code(&o), Some(4), "an invalid submission: {}", stderr(&o));
     assert!(stderr(&o).contains("gpus (3) is not a multiple of nodes (2)"), "{}", stderr(&o));
-    let again = allot_in(&dir, &["token", "create", "--db", &db, "--role", "admin", "--name", "root"], None);
+    let again = allot_in(dir, &["token", "create", "--db", db, "--role", "admin", "--name", "root"], None);
     assert_eq!(code(&again), Some(4), "a taken token name: {}", stderr(&again));
+    let again = allot_in(dir, &["token", "create", "--server", url, "--role", "admin", "--name", "root"], Some(token));
+    assert_eq!(code(&again), Some(4), "a taken token name through the server: {}", stderr(&again));
 
-    // A second server on the same store is refused before it touches it.
-    let second = serve(&dir, &db, free_port()).wait_with_output().expect("second server");
+    // A second server on the same store is rejected before it touches it.
+    let second = spawn_serve(dir, db, free_port()).wait_with_output().expect("second server");
     assert_eq!(second.status.code(), Some(4), "{}", String::from_utf8_lossy(&second.stderr));
     assert!(String::from_utf8_lossy(&second.stderr).contains("another server is serving this store"));
 }

@@ -19,7 +19,6 @@ use allot_trace::bounds;
 use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask, cluster_filter};
 use crate::auth::{Principal, Role, TokenError, TokenSpec, create_token as make_token};
 use crate::scheduler::Msg;
-use crate::submission::unknown_account;
 use crate::views::{
     AccountChange, AccountDecl, AccountEdits, AccountTreeImport, AccountView, AuditView, NodeView, TokenCreated,
     TokenRequest, TokenView,
@@ -61,12 +60,19 @@ pub async fn account(
 ) -> Result<Json<AccountView>, ApiError> {
     visible_account(&app, &who, &path)?;
     let all = ask(&app, |reply| Msg::Accounts { reply }).await?;
-    all.into_iter().find(|a| a.path == path).map(Json).ok_or_else(|| ApiError::not_found(unknown_account(&path)))
+    all.into_iter()
+        .find(|a| a.path == path)
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(app.catalog.unknown_account(&who, &path)))
 }
 
 /// 404 for an account that does not exist or that `who` may not see.
 fn visible_account(app: &App, who: &Principal, path: &str) -> Result<(), ApiError> {
-    if app.catalog.visible_account(who, path) { Ok(()) } else { Err(ApiError::not_found(unknown_account(path))) }
+    if app.catalog.visible_account(who, path) {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(app.catalog.unknown_account(who, path)))
+    }
 }
 
 /// 403 unless `who` may change `path` (admins anywhere, managers strictly
@@ -176,7 +182,7 @@ pub async fn change_account(
         .into_iter()
         .find(|a| a.path == now_at)
         .map(Json)
-        .ok_or_else(|| ApiError::not_found(unknown_account(&now_at)))
+        .ok_or_else(|| ApiError::not_found(app.catalog.unknown_account(&who, &now_at)))
 }
 
 /// `POST /v1/accounts`: a new account (ACC-1), audited.
@@ -192,8 +198,11 @@ pub async fn create_account(
         crate::accounts::spec_of(&decl, app.catalog.cluster()).map_err(|m| ApiError::field("legacy_pools", m))?;
     let path = decl.path.clone();
     let out = edit(&app, &who, vec![AccountEdit::Create(spec)], false, false).await?;
-    let view =
-        out.accounts.into_iter().find(|a| a.path == path).ok_or_else(|| ApiError::not_found(unknown_account(&path)))?;
+    let view = out
+        .accounts
+        .into_iter()
+        .find(|a| a.path == path)
+        .ok_or_else(|| ApiError::not_found(app.catalog.unknown_account(&who, &path)))?;
     Ok((StatusCode::CREATED, Json(view)))
 }
 
@@ -302,7 +311,9 @@ pub async fn create_token(
     let role = Role::parse(&req.role)
         .ok_or_else(|| ApiError::field("role", format!("unknown role {:?} ({})", req.role, Role::names())))?;
     let spec = TokenSpec { name: req.name, role, scope: req.scope, projects: req.projects };
-    spec.check(|p| app.catalog.account_exists(p)).map_err(|(f, m)| ApiError::field(f, m))?;
+    let account =
+        |p: &str| if app.catalog.account_exists(p) { Ok(()) } else { Err(app.catalog.unknown_account(&who, p)) };
+    spec.check(account).map_err(|(f, m)| ApiError::field(f, m))?;
     let token = make_token(&app.store, &spec, &who.name).await.map_err(|e| match e {
         TokenError::NameTaken(_) => ApiError::new(ErrorKind::Conflict, e.to_string()),
         TokenError::Invalid(m) => ApiError::bad_request(m),

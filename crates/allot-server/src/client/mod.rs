@@ -1,11 +1,13 @@
 //! The HTTP client behind `allot submit`, `queue`, `show`, `cancel`,
-//! `accounts`, `budget`, `share`, `nodes` and `node`, and the plain-text
-//! rendering of their answers ([`render`]).
+//! `accounts`, `budget`, `share`, `nodes`, `node`, `token` and `audit`, and
+//! the plain-text rendering of their answers ([`render`]).
 //!
 //! The server URL and token come from the command line, then the
 //! environment (`ALLOT_SERVER`, `ALLOT_TOKEN`), then the client config file
 //! (`$ALLOT_CLIENT_CONFIG`, default `~/.config/allot/client.toml`, keys
-//! `server` and `token`), then the default `http://127.0.0.1:8080`.
+//! `server` and `token`), then the default `http://127.0.0.1:8080`
+//! ([`Setup`]); errors name which was used and how to set another
+//! ([`ClientError`]).
 //!
 //! A submission carries a fresh `Idempotency-Key` and is retried with the
 //! same key when its answer is lost (the connection breaks or times out
@@ -14,55 +16,22 @@
 //! commits): a retry returns the workload the first try created, never a
 //! second one.
 
+mod config;
+mod error;
 pub mod render;
 
-use std::path::PathBuf;
-
-use reqwest::{Method, StatusCode};
+use reqwest::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::views::{
-    AccountChange, AccountDecl, AccountEdits, AccountTreeImport, AccountView, ErrorBody, NodeView, SubmitRequest,
-    TokenCreated, TokenRequest, WorkloadDetail, WorkloadView,
+    AccountChange, AccountDecl, AccountEdits, AccountTreeImport, AccountView, AuditView, ErrorBody, NodeView,
+    SubmitRequest, TokenCreated, TokenRequest, TokenView, WorkloadDetail, WorkloadView,
 };
 
-pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
-
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    /// The server answered with an error.
-    #[error("{status}: {error}{}", field.as_ref().map(|f| format!(" (field `{f}`)")).unwrap_or_default())]
-    Api { status: StatusCode, error: String, field: Option<String> },
-    #[error("cannot reach the server at {url}: {source}")]
-    Transport { url: String, source: reqwest::Error },
-    #[error("{0}")]
-    Config(String),
-}
-
-impl ClientError {
-    pub fn status(&self) -> Option<StatusCode> {
-        match self {
-            ClientError::Api { status, .. } => Some(*status),
-            _ => None,
-        }
-    }
-
-    /// Worth the same request again: it was sent and its answer lost (a
-    /// reset or timed-out connection, not one that never opened: then
-    /// nothing was sent and the error is the user's to see at once), or the
-    /// server said to come back (503) or is still committing the key's first
-    /// try (409).
-    fn is_transient(&self) -> bool {
-        match self {
-            ClientError::Transport { source, .. } => !source.is_connect() && !source.is_builder(),
-            ClientError::Api { status, .. } => {
-                *status == StatusCode::SERVICE_UNAVAILABLE || *status == StatusCode::CONFLICT
-            }
-            ClientError::Config(_) => false,
-        }
-    }
-}
+pub use config::{ClientConfig, DEFAULT_SERVER, Origin, Setup};
+pub use error::ClientError;
+pub use reqwest::StatusCode;
 
 /// Tries of one submission, and the wait before the second (doubled each
 /// time: 0.5 + 1 + 2 + 4 s at most).
@@ -77,59 +46,42 @@ fn idempotency_key() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// The client config file.
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClientConfig {
-    pub server: Option<String>,
-    pub token: Option<String>,
-}
-
-impl ClientConfig {
-    pub fn path() -> Option<PathBuf> {
-        if let Some(p) = std::env::var_os("ALLOT_CLIENT_CONFIG") {
-            return Some(PathBuf::from(p));
-        }
-        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/allot/client.toml"))
-    }
-
-    /// Reads the file if it exists.
-    pub fn load() -> Result<ClientConfig, ClientError> {
-        let Some(p) = Self::path() else { return Ok(ClientConfig::default()) };
-        match std::fs::read_to_string(&p) {
-            Ok(text) => {
-                toml::from_str(&text).map_err(|e| ClientError::Config(format!("{}: {}", p.display(), e.message())))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ClientConfig::default()),
-            Err(e) => Err(ClientError::Config(format!("cannot read {}: {e}", p.display()))),
-        }
-    }
-}
-
 /// A connection to one server.
 #[derive(Clone, Debug)]
 pub struct Client {
     base: String,
     token: Option<String>,
     http: reqwest::Client,
+    /// Where the server and token came from, for the errors.
+    setup: Setup,
 }
 
+/// How long one request may take.
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl Client {
+    /// A client of `server` (a URL with its scheme) with `token`.
     pub fn new(server: &str, token: Option<String>) -> Client {
-        let http = reqwest::Client::builder().timeout(std::time::Duration::from_secs(60)).build().expect("tls backend");
-        Client { base: server.trim_end_matches('/').to_string(), token, http }
+        let setup = Setup::given(token.is_some());
+        Client::with_setup(server, token, setup)
     }
 
-    /// From explicit values, else the environment, else the config file.
-    pub fn from_env(server: Option<&str>, token: Option<&str>) -> Result<Client, ClientError> {
-        let file = ClientConfig::load()?;
-        let server = server
-            .map(str::to_string)
-            .or_else(|| std::env::var("ALLOT_SERVER").ok())
-            .or(file.server)
-            .unwrap_or_else(|| DEFAULT_SERVER.to_string());
-        let token = token.map(str::to_string).or_else(|| std::env::var("ALLOT_TOKEN").ok()).or(file.token);
-        Ok(Client::new(&server, token))
+    fn with_setup(server: &str, token: Option<String>, setup: Setup) -> Client {
+        let http = reqwest::Client::builder().timeout(TIMEOUT).build().expect("tls backend");
+        Client { base: server.trim_end_matches('/').to_string(), token, http, setup }
+    }
+
+    /// The server from `server` (`--server`), else the environment, else
+    /// the config file, else the default; the token from the environment,
+    /// else the config file ([`Setup::resolve`]).
+    pub fn from_env(server: Option<&str>) -> Result<Client, ClientError> {
+        let (url, token, setup) = Setup::resolve(server)?;
+        Ok(Client::with_setup(&url, token, setup))
+    }
+
+    /// The server's URL.
+    pub fn base(&self) -> &str {
+        &self.base
     }
 
     async fn call<B: Serialize, T: DeserializeOwned>(
@@ -159,29 +111,46 @@ impl Client {
         if let Some(b) = body {
             req = req.json(b);
         }
-        let (bytes, _) = self.send(req, &url).await?;
+        let (bytes, _) = self.send(req).await?;
         let text = if bytes.is_empty() { &b"null"[..] } else { &bytes[..] };
-        serde_json::from_slice(text).map_err(|e| ClientError::Config(format!("unexpected answer from {url}: {e}")))
+        serde_json::from_slice(text).map_err(|e| {
+            let (base, origin) = (&self.base, &self.setup.server);
+            ClientError::Config(format!(
+                "{base} ({origin}) answered {url} with something that is not Allot's API ({e}): is it an allot server?"
+            ))
+        })
     }
 
-    /// Sends `req` (to `url`); the body and headers of a success, the
-    /// API's error otherwise.
+    /// Sends `req`; the body and headers of a success, the API's error
+    /// (with what to do about a token) otherwise.
     async fn send(
         &self,
         req: reqwest::RequestBuilder,
-        url: &str,
     ) -> Result<(axum::body::Bytes, reqwest::header::HeaderMap), ClientError> {
-        let transport = |source| ClientError::Transport { url: url.to_string(), source };
+        let transport = |cause: reqwest::Error| ClientError::Transport {
+            url: self.base.clone(),
+            origin: self.setup.server.clone(),
+            why: error::why(&cause, TIMEOUT),
+            hint: self.setup.unreachable_hint(),
+            cause,
+        };
         let resp = req.send().await.map_err(transport)?;
         let status = resp.status();
         let headers = resp.headers().clone();
         let bytes = resp.bytes().await.map_err(transport)?;
         if !status.is_success() {
-            let (error, field) = match serde_json::from_slice::<ErrorBody>(&bytes) {
+            let (mut error, field) = match serde_json::from_slice::<ErrorBody>(&bytes) {
                 Ok(e) => (e.error, e.field),
                 Err(_) => (String::from_utf8_lossy(&bytes).into_owned(), None),
             };
-            return Err(ClientError::Api { status, error, field });
+            let mut hint = None;
+            if status == StatusCode::UNAUTHORIZED {
+                match self.token {
+                    None => error = self.setup.missing_token(),
+                    Some(_) => hint = Some(self.setup.rejected_token()),
+                }
+            }
+            return Err(ClientError::Api { status, error, field, hint });
         }
         Ok((bytes, headers))
     }
@@ -203,7 +172,7 @@ impl Client {
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
-        let (bytes, headers) = self.send(req, &url).await?;
+        let (bytes, headers) = self.send(req).await?;
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         let next = header("x-log-offset").and_then(|v| v.parse().ok()).unwrap_or(offset + bytes.len() as u64);
         Ok((bytes.to_vec(), next, header("x-log-done").is_some()))
@@ -293,6 +262,20 @@ impl Client {
 
     pub async fn create_token(&self, req: &TokenRequest) -> Result<TokenCreated, ClientError> {
         self.call(Method::POST, "/v1/tokens", Some(req)).await
+    }
+
+    /// Tokens, without their secrets.
+    pub async fn tokens(&self) -> Result<Vec<TokenView>, ClientError> {
+        self.get("/v1/tokens").await
+    }
+
+    pub async fn revoke_token(&self, name: &str) -> Result<(), ClientError> {
+        self.call::<(), _>(Method::DELETE, &format!("/v1/tokens/{}", encode(name)), None).await
+    }
+
+    /// The audit log, newest first; `query` is e.g. `[("limit", "20")]`.
+    pub async fn audit(&self, query: &[(&str, String)]) -> Result<Vec<AuditView>, ClientError> {
+        self.get(&with_query("/v1/audit", query)).await
     }
 }
 

@@ -421,7 +421,9 @@ impl Scheduler {
         now: Time,
     ) -> Result<NodeView, Refusal> {
         let Some(n) = self.engine.state.cluster.node_by_name(name) else {
-            return Err(Refusal::NotFound(format!("unknown node {name:?}")));
+            let known: Vec<&str> = self.engine.state.cluster.nodes.iter().map(|n| n.name.as_str()).collect();
+            let known = allot_trace::choices::list(name, &known);
+            return Err(Refusal::NotFound(format!("unknown node {name:?} (nodes: {known})")));
         };
         self.ops.push(Op::NodeEvent {
             t: now as i64,

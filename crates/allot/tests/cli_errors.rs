@@ -1,0 +1,310 @@
+//! Every bad input of the client commands through the real binary, with
+//! its exact message and exit code (docs/cli.md, *Errors*): the message
+//! says what was wrong and how to fix it: the token's variable and file
+//! and how to get one, the server tried and how to set another, the units
+//! of a value, the valid choices of a name.
+
+mod cli_support;
+
+use std::path::Path;
+
+use cli_support::{CONFIG, Server, allot, code, free_port, stderr, tmpdir};
+
+/// One bad input: its arguments, environment, and exact stderr and code.
+struct Case<'a> {
+    name: &'a str,
+    args: Vec<&'a str>,
+    env: Vec<(&'a str, &'a str)>,
+    stderr: String,
+    code: i32,
+}
+
+fn check(home: &Path, cases: Vec<Case<'_>>) {
+    for c in cases {
+        let o = allot(home, &c.args, &c.env);
+        assert_eq!(stderr(&o), c.stderr, "case {}: the message", c.name);
+        assert_eq!(code(&o), Some(c.code), "case {}: the exit code", c.name);
+    }
+}
+
+/// `args` (with `env`) against a server nobody listens on at `url`: the
+/// message names the URL once, where it came from (`from`), and how to set
+/// another (naming the client config file `file`); exit 3.
+fn unreachable<'a>(
+    args: Vec<&'a str>,
+    env: Vec<(&'a str, &'a str)>,
+    what: &str,
+    url: &str,
+    from: &str,
+    file: &str,
+) -> Case<'a> {
+    Case {
+        name: "unreachable",
+        args,
+        env,
+        stderr: format!(
+            "error: failed to {what}: cannot reach the server at {url} ({from}): connection refused; is `allot \
+             serve` running there? Set another server with --server URL, ALLOT_SERVER=URL or server = \"URL\" in \
+             {file}\n"
+        ),
+        code: 3,
+    }
+}
+
+#[test]
+fn without_a_server_the_message_names_the_url_its_source_and_how_to_set_another() {
+    let home = tmpdir("errors-offline");
+    let home_s = home.display().to_string();
+    let default_file = format!("{home_s}/.config/allot/client.toml");
+    let other_file = home.join("other.toml");
+    let other_s = other_file.display().to_string();
+    let port = free_port();
+    std::fs::write(&other_file, format!("server = \"127.0.0.1:{port}\"\n")).unwrap();
+    std::fs::write(home.join("c.toml"), CONFIG).unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let bare = format!("127.0.0.1:{port}");
+    let db = format!("sqlite://{home_s}/allot.db");
+    let config = format!("{home_s}/c.toml");
+    let cases = vec![
+        unreachable(vec!["queue", "--server", &url], vec![], "list workloads", &url, "from --server", &default_file),
+        unreachable(
+            vec!["nodes"],
+            vec![("ALLOT_SERVER", &bare)],
+            "list nodes",
+            &url,
+            "from ALLOT_SERVER",
+            &default_file,
+        ),
+        unreachable(
+            vec!["accounts"],
+            vec![("ALLOT_CLIENT_CONFIG", &other_s)],
+            "list accounts",
+            &url,
+            &format!("from {other_s}"),
+            &other_s,
+        ),
+        Case {
+            name: "a scheme that is not http",
+            args: vec!["queue", "--server", "ftp://host:8080"],
+            env: vec![],
+            stderr: "error: --server \"ftp://host:8080\": the scheme is \"ftp\", not http or https; give the server \
+                     as http://HOST:PORT\n"
+                .into(),
+            code: 2,
+        },
+        Case {
+            name: "not a URL",
+            args: vec!["queue"],
+            env: vec![("ALLOT_SERVER", "host:99999")],
+            stderr: "error: ALLOT_SERVER=\"host:99999\": not a URL (invalid port number); give the server as \
+                     http://HOST:PORT\n"
+                .into(),
+            code: 2,
+        },
+        Case {
+            name: "a budget in days",
+            args: vec!["budget", "set", "lab/alice", "10d"],
+            env: vec![],
+            stderr: "error: VALUE for lab/alice: expected GPU-hours (NGH) per budget period, such as 10, 10h, \
+                     2.5NGH, or \"default\", got \"10d\"\n"
+                .into(),
+            code: 2,
+        },
+        Case {
+            name: "a share with a unit",
+            args: vec!["share", "set", "lab/alice", "2h"],
+            env: vec![],
+            stderr: "error: VALUE for lab/alice: expected a share: a weight such as 2 or 0.5 (no unit), or \
+                     \"default\", got \"2h\"\n"
+                .into(),
+            code: 2,
+        },
+        Case {
+            name: "token create --db with a project the config does not have",
+            args: vec![
+                "token",
+                "create",
+                "--db",
+                &db,
+                "--config",
+                &config,
+                "--role",
+                "researcher",
+                "--name",
+                "bob",
+                "--project",
+                "lab/bobb",
+            ],
+            env: vec![],
+            stderr: format!(
+                "error: --project: unknown account \"lab/bobb\" (accounts of {config}: lab/bob, lab, lab/alice, \
+                 org, org/x, … (the 5 nearest of 17))\n"
+            ),
+            code: 2,
+        },
+        Case {
+            name: "token create --db, a manager without a scope",
+            args: vec!["token", "create", "--db", &db, "--role", "manager", "--name", "m"],
+            env: vec![],
+            stderr: "error: --scope: a manager token needs a scope (an account path)\n".into(),
+            code: 2,
+        },
+    ];
+    check(&home, cases);
+}
+
+#[test]
+fn a_live_server_s_refusals_name_the_fix() {
+    let server = Server::start("errors-live", CONFIG);
+    let home = &server.dir;
+    let home_s = home.display().to_string();
+    let file = format!("{home_s}/.config/allot/client.toml");
+    let admin = server.token(&["--role", "admin", "--name", "root"]);
+    let bob = server.token(&["--role", "researcher", "--name", "bob", "--project", "lab/bob"]);
+    let token_file = home.join("token.toml");
+    std::fs::write(&token_file, "token = \"allot_revoked\"\n").unwrap();
+    let token_file_s = token_file.display().to_string();
+    let bare = format!("127.0.0.1:{}", server.port);
+    let admin_env = [("ALLOT_SERVER", bare.as_str()), ("ALLOT_TOKEN", admin.as_str())];
+    let bob_env = [("ALLOT_SERVER", bare.as_str()), ("ALLOT_TOKEN", bob.as_str())];
+    let get_a_token = "an admin creates one with `allot token create`";
+    let cases = vec![
+        Case {
+            name: "no token",
+            args: vec!["queue"],
+            env: vec![("ALLOT_SERVER", &bare)],
+            stderr: format!(
+                "error: failed to list workloads: 401 Unauthorized: no token given: set ALLOT_TOKEN, or token = \
+                 \"…\" in {file}; {get_a_token}\n"
+            ),
+            code: 5,
+        },
+        Case {
+            name: "an unknown token from ALLOT_TOKEN",
+            args: vec!["queue"],
+            env: vec![("ALLOT_SERVER", &bare), ("ALLOT_TOKEN", "allot_nope")],
+            stderr: format!(
+                "error: failed to list workloads: 401 Unauthorized: unknown or revoked token; the token came from \
+                 ALLOT_TOKEN: set a valid one there; {get_a_token}\n"
+            ),
+            code: 5,
+        },
+        Case {
+            name: "an unknown token from the client config file",
+            args: vec!["queue"],
+            env: vec![("ALLOT_SERVER", &bare), ("ALLOT_CLIENT_CONFIG", &token_file_s)],
+            stderr: format!(
+                "error: failed to list workloads: 401 Unauthorized: unknown or revoked token; the token came from \
+                 token in {token_file_s}: set a valid one there; {get_a_token}\n"
+            ),
+            code: 5,
+        },
+        Case {
+            name: "a researcher lists tokens",
+            args: vec!["token", "list"],
+            env: bob_env.to_vec(),
+            stderr: "error: failed to list tokens: 403 Forbidden: only admins may list tokens; bob is a researcher\n"
+                .into(),
+            code: 5,
+        },
+        Case {
+            name: "no such workload",
+            args: vec!["show", "999"],
+            env: admin_env.to_vec(),
+            stderr: "error: failed to show 999: 404 Not Found: no workload 999\n".into(),
+            code: 6,
+        },
+        Case {
+            name: "an unknown account among many: the nearest",
+            args: vec!["submit", "--account", "lab/alicee", "--gpus", "1", "--", "true"],
+            env: admin_env.to_vec(),
+            stderr: "error: failed to submit: 400 Bad Request: unknown account \"lab/alicee\" (accounts root sees: \
+                     lab/alice, lab/bob, lab, org/team01, org/team02, … (the 5 nearest of 17)) (field `account`)\n"
+                .into(),
+            code: 4,
+        },
+        Case {
+            name: "an unknown account: only the researcher's own",
+            args: vec!["submit", "--account", "lab/alice", "--gpus", "1", "--", "true"],
+            env: bob_env.to_vec(),
+            stderr: "error: failed to submit: 400 Bad Request: unknown account \"lab/alice\" (accounts bob sees: \
+                     lab/bob) (field `account`)\n"
+                .into(),
+            code: 4,
+        },
+        Case {
+            name: "an unknown GPU type",
+            args: vec!["submit", "--account", "lab/alice", "--gpus", "1", "--gpu-type", "B200", "--", "true"],
+            env: admin_env.to_vec(),
+            stderr: "error: failed to submit: 400 Bad Request: unknown gpu type \"B200\" (pools have H100) (field \
+                     `gpu_type`)\n"
+                .into(),
+            code: 4,
+        },
+        Case {
+            name: "an unknown class",
+            args: vec!["submit", "--account", "lab/alice", "--gpus", "1", "--class", "gpu", "--", "true"],
+            env: admin_env.to_vec(),
+            stderr: "error: failed to submit: 400 Bad Request: unknown class \"gpu\" (use batch, interactive or \
+                     service) (field `class`)\n"
+                .into(),
+            code: 4,
+        },
+        Case {
+            name: "an unknown cluster",
+            args: vec!["submit", "--account", "lab/alice", "--gpus", "1", "--cluster", "c9", "--", "true"],
+            env: admin_env.to_vec(),
+            stderr: "error: failed to submit: 400 Bad Request: unknown cluster \"c9\" (the fleet has cluster) (field \
+                     `clusters`)\n"
+                .into(),
+            code: 4,
+        },
+        Case {
+            name: "the budget of an unknown account",
+            args: vec!["budget", "set", "org/team1", "10h"],
+            env: admin_env.to_vec(),
+            stderr: "error: failed to set the budget of org/team1: 404 Not Found: unknown account \"org/team1\" \
+                     (accounts root sees: org/team01, org/team10, org/team11, org/team12, org/team02, … (the 5 \
+                     nearest of 17))\n"
+                .into(),
+            code: 6,
+        },
+        Case {
+            name: "token create blames --project, not --projects",
+            args: vec!["token", "create", "--role", "researcher", "--name", "bobb", "--project", "lab/bobb"],
+            env: admin_env.to_vec(),
+            stderr: "error: failed to create token \"bobb\": 400 Bad Request: --project: unknown account \"lab/bobb\" \
+                     (accounts root sees: lab/bob, lab, lab/alice, org, org/x, … (the 5 nearest of 17))\n"
+                .into(),
+            code: 4,
+        },
+        Case {
+            name: "a token name taken",
+            args: vec!["token", "create", "--role", "admin", "--name", "root"],
+            env: admin_env.to_vec(),
+            stderr: "error: failed to create token \"root\": 409 Conflict: a token named \"root\" already exists\n"
+                .into(),
+            code: 4,
+        },
+        Case {
+            name: "revoke no such token",
+            args: vec!["token", "revoke", "nobody"],
+            env: admin_env.to_vec(),
+            stderr: "error: failed to revoke \"nobody\": 404 Not Found: no token named \"nobody\"\n".into(),
+            code: 6,
+        },
+        Case {
+            name: "fail no such node",
+            args: vec!["node", "fail", "a-9"],
+            env: admin_env.to_vec(),
+            stderr: "error: failed to fail node a-9: 404 Not Found: unknown node \"a-9\" (nodes: a-0, a-1)\n".into(),
+            code: 6,
+        },
+    ];
+    check(home, cases);
+    // A budget in hours is GPU-hours (NGH).
+    let o = allot(home, &["budget", "set", "lab/alice", "10h", "--json"], &admin_env);
+    assert_eq!(code(&o), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the account as JSON");
+    assert_eq!(v["budget_gpu_hours"], 10.0, "{v}");
+}
