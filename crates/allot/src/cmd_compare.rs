@@ -41,8 +41,8 @@ pub struct CompareArgs {
     #[arg(long)]
     until: Option<String>,
     /// Directory to write summary.json, summary.md and report.html to
-    /// (created if missing). Default: compare-<trace file stem> or
-    /// compare-<scenario>, in the current directory.
+    /// (created if missing). Default: compare-STEM (STEM: the trace file's
+    /// name without extension) or compare-SCENARIO, in the current directory.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Generate the trace and config instead of reading them: scenario name (ai2).
