@@ -114,18 +114,24 @@ fn hold_and_release_are_refused_where_they_mean_nothing() {
     assert_eq!(r.phase(b), Phase::Running);
 }
 
+/// a ← b (afterok) ← c (afterok), after the first pass.
+fn chain(kind: PolicyKind) -> (Run, [WorkloadId; 3]) {
+    let mut r = Run::new(4, kind);
+    let spec = r.wl("a", |w| w, 0);
+    let a = r.arrive(spec, 0);
+    let spec = r.wl("b", |w| w.after(DepKind::AfterOk, a), 0);
+    let b = r.arrive(spec, 0);
+    let spec = r.wl("c", |w| w.after(DepKind::AfterOk, b), 0);
+    let c = r.arrive(spec, 0);
+    r.pass(0);
+    (r, [a, b, c])
+}
+
 #[test]
 fn afterok_waits_for_success_and_a_failure_cancels_the_chain() {
     for kind in POLICIES {
         // a ← b (afterok) ← c (afterok): a finishes, b runs.
-        let mut r = Run::new(4, kind);
-        let spec = r.wl("a", |w| w, 0);
-        let a = r.arrive(spec, 0);
-        let spec = r.wl("b", |w| w.after(DepKind::AfterOk, a), 0);
-        let b = r.arrive(spec, 0);
-        let spec = r.wl("c", |w| w.after(DepKind::AfterOk, b), 0);
-        let c = r.arrive(spec, 0);
-        r.pass(0);
+        let (mut r, [a, b, c]) = chain(kind);
         assert_eq!((r.phase(a), r.phase(b), r.phase(c)), (Phase::Running, Phase::Pending, Phase::Pending), "{kind:?}");
         let why = r.why(b, 0);
         assert_eq!(why.rule, Rule::DepWait);
@@ -136,14 +142,7 @@ fn afterok_waits_for_success_and_a_failure_cancels_the_chain() {
         assert_eq!(r.engine.state.run(b).queued, Some(100));
 
         // The same chain whose head fails: both dependents are cancelled, in turn.
-        let mut r = Run::new(4, kind);
-        let spec = r.wl("a", |w| w, 0);
-        let a = r.arrive(spec, 0);
-        let spec = r.wl("b", |w| w.after(DepKind::AfterOk, a), 0);
-        let b = r.arrive(spec, 0);
-        let spec = r.wl("c", |w| w.after(DepKind::AfterOk, b), 0);
-        let c = r.arrive(spec, 0);
-        r.pass(0);
+        let (mut r, [a, b, c]) = chain(kind);
         let effects = r.exit(a, 3, 50);
         assert_eq!(cancels(&effects), [(b, Rule::DepNever), (c, Rule::DepNever)], "{kind:?}");
         assert_eq!((r.phase(a), r.phase(b), r.phase(c)), (Phase::Failed, Phase::Cancelled, Phase::Cancelled));
