@@ -51,6 +51,11 @@ async fn conditions(backend: Backend) {
     let third = s.cli_json(t, &["show", &format!("{id}_3")]);
     assert_eq!(third["workload"]["array"]["element"], format!("{id}_3"));
     assert_eq!(third["workload"]["array"]["limit"], 2);
+    // The dashboard shows the element's place and lists the array.
+    let browser = support::Browser::sign_in(&s, t).await;
+    let page = browser.get(&format!("/workloads/{id}_3")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("element 3 of 6, at most 2 at once"), "{}", page.body);
 
     // A chain whose head fails: its afterok dependents are cancelled in
     // turn (DEP-2), its afternotok one runs.
@@ -137,6 +142,14 @@ async fn conditions(backend: Backend) {
     assert!(h.iter().all(|w| !["pending", "running", "stopping"].contains(&w["state"].as_str().unwrap())));
     let text = s.cli_ok(t, &["history", "--name", "head"]);
     assert!(text.contains("WAITED") && text.lines().nth(1).unwrap().contains("failed"), "{text}");
+
+    // The dashboard lists an array's elements alone.
+    let list = browser.get(&format!("/?who=all&state=finished&array={id}")).await;
+    let first: i64 = id.parse().unwrap();
+    for seq in first..first + 6 {
+        assert!(list.body.contains(&format!("/workloads/{seq}\"")), "element {seq} listed: {}", list.body);
+    }
+    assert!(!list.body.contains(&format!("/workloads/{d}\"")), "only the array's elements: {}", list.body);
 
     // The recorded history replays with its arrays and dependencies.
     let trace = f.dir.join("export.csv");

@@ -43,6 +43,9 @@ struct ListQuery {
     account: Option<String>,
     #[serde(default)]
     class: Option<String>,
+    /// The elements of this array (ARR-1).
+    #[serde(default)]
+    array: Option<String>,
     #[serde(default)]
     before: Option<String>,
 }
@@ -59,7 +62,14 @@ impl ListQuery {
     /// This query with `before` replaced (the pager's links).
     fn with_before(&self, before: Option<&str>) -> String {
         let mut parts = Vec::new();
-        for (k, v) in [("who", &self.who), ("state", &self.state), ("account", &self.account), ("class", &self.class)] {
+        let filters = [
+            ("who", &self.who),
+            ("state", &self.state),
+            ("account", &self.account),
+            ("class", &self.class),
+            ("array", &self.array),
+        ];
+        for (k, v) in filters {
             if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
                 parts.push(format!("{k}={}", super::session::urlencode(v)));
             }
@@ -78,7 +88,9 @@ async fn list(State(app): State<App>, v: Viewer, Query(q): Query<ListQuery>) -> 
     if mine {
         api_q.insert("user".into(), v.who.name.clone());
     }
-    for (k, val) in [("state", &q.state), ("account", &q.account), ("class", &q.class), ("before", &q.before)] {
+    let filters =
+        [("state", &q.state), ("account", &q.account), ("class", &q.class), ("array", &q.array), ("before", &q.before)];
+    for (k, val) in filters {
         if let Some(val) = val.as_deref().filter(|s| !s.is_empty()) {
             api_q.insert(k.into(), val.to_string());
         }
@@ -216,6 +228,14 @@ async fn show(State(app): State<App>, v: Viewer, Path(id): Path<String>) -> Resp
             dt { "Command" } dd { code { (w.command.join(" ")) } }
             @if let Some(d) = &w.workdir { dt { "Directory" } dd { code { (d) } } }
             dt { "Failures" } dd { (w.failures) " of " (w.retries) " retries" }
+            @if let Some(a) = &w.array {
+                dt { "Array" } dd {
+                    a href={ "/?array=" (a.id) } { (a.id) } ": element " (a.index) " of " (a.count)
+                    @if let Some(l) = a.limit { ", at most " (l) " at once (" a href="/rules#ARR-1" { "ARR-1" } ")" }
+                }
+            }
+            @if let Some(dep) = &w.dependency { dt { "After" } dd { code { (dep) } " (" a href="/rules#DEP-1" { "DEP-1" } ")" } }
+            @if w.held { dt { "Held" } dd { "until released: " code { "allot release " (w.id) } " (" a href="/rules#HOLD-1" { "HOLD-1" } ")" } }
         }
         @if can_cancel {
             form.inline method="post" action={ "/workloads/" (w.id) "/cancel" } data-confirm={ "Cancel workload " (w.id) "?" } {
