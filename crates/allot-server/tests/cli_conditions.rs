@@ -48,6 +48,10 @@ async fn conditions(backend: Backend) {
     lines.sort();
     let want: Vec<String> = (0..6).map(|i| format!("{id} {i} 6")).collect();
     assert_eq!(lines, want, "each element knows its place");
+    let custom = s.cli_ok(t, &["queue", "--all", "--array", &id, "--format", "id,state,attempts"]);
+    let rows: Vec<Vec<&str>> = custom.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0], ["ID", "STATE", "ATT"], "{custom}");
+    assert_eq!(rows[4], [format!("{id}_3").as_str(), "finished", "1"], "{custom}");
     let third = s.cli_json(t, &["show", &format!("{id}_3")]);
     assert_eq!(third["workload"]["array"]["element"], format!("{id}_3"));
     assert_eq!(third["workload"]["array"]["limit"], 2);

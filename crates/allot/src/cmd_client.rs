@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use allot_core::AccountField;
+use allot_server::client::columns::Col;
 use allot_server::client::{Client, render};
 use allot_server::views::{AccountChange, AccountDecl, AccountTreeImport, AccountView, SubmitRequest};
 use anyhow::{Context, Result};
@@ -169,6 +170,11 @@ pub struct QueueArgs {
     /// Reasons in full, not cut to the line.
     #[arg(long, short = 'l')]
     long: bool,
+    /// Columns to show instead, comma-separated: id, name, account, user,
+    /// class, gpus, state, cluster, nodes, elapsed, timeleft, age,
+    /// submitted, waited, ran, attempts, gpuh, util, reason.
+    #[arg(long, short = 'o', value_name = "COLUMNS", value_parser = parse_columns)]
+    format: Option<Columns>,
     /// Refresh every SECONDS (default 2) until interrupted: in place on a
     /// terminal, one table after another otherwise.
     #[arg(long, short = 'w', value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
@@ -224,6 +230,11 @@ pub struct HistoryArgs {
     /// Reasons in full, not cut to the line.
     #[arg(long, short = 'l')]
     long: bool,
+    /// Columns to show instead, comma-separated: id, name, account, user,
+    /// class, gpus, state, cluster, nodes, elapsed, timeleft, age,
+    /// submitted, waited, ran, attempts, gpuh, util, reason.
+    #[arg(long, short = 'o', value_name = "COLUMNS", value_parser = parse_columns)]
+    format: Option<Columns>,
 }
 
 #[derive(clap::Args)]
@@ -502,9 +513,13 @@ async fn run_async(c: ClientCommand) -> Result<()> {
                 let mut ws = c.workloads(&q).await.context("failed to list workloads")?;
                 ws.reverse(); // oldest first
                 let Some(every) = a.watch else {
-                    return output(a.opts.json, &ws, |ws| render::queue(ws, now(), a.long));
+                    return output(a.opts.json, &ws, |ws| {
+                        listing(ws, a.format.as_ref().map(|c| c.0.as_slice()), a.long, render::queue)
+                    });
                 };
-                watch_frame(a.opts.json, &ws, |ws| render::queue(ws, now(), a.long))?;
+                watch_frame(a.opts.json, &ws, |ws| {
+                    listing(ws, a.format.as_ref().map(|c| c.0.as_slice()), a.long, render::queue)
+                })?;
                 shown += 1;
                 if a.count.is_some_and(|n| shown >= n) {
                     return Ok(());
@@ -521,7 +536,9 @@ async fn run_async(c: ClientCommand) -> Result<()> {
             }
             q.push(("state", a.state.unwrap_or_else(|| "finished,failed,cancelled,rejected".into())));
             let ws = client(&a.opts)?.workloads(&q).await.context("failed to list workloads")?;
-            output(a.opts.json, &ws, |ws| render::history(ws, a.long))
+            output(a.opts.json, &ws, |ws| {
+                listing(ws, a.format.as_ref().map(|c| c.0.as_slice()), a.long, render::history)
+            })
         }
         ClientCommand::Show(a) => {
             let d = client(&a.opts)?.workload(&a.id).await.with_context(|| format!("failed to show {}", a.id))?;
@@ -551,6 +568,27 @@ async fn run_async(c: ClientCommand) -> Result<()> {
             let list = client(&a.opts)?.nodes(&q).await.context("failed to list nodes")?;
             output(a.opts.json, &list, |l| render::nodes(l))
         }
+    }
+}
+
+/// `--format`'s columns.
+#[derive(Clone, Debug)]
+pub struct Columns(Vec<Col>);
+
+fn parse_columns(s: &str) -> Result<Columns, String> {
+    Col::parse_list(s).map(Columns)
+}
+
+/// A workload listing: `--format`'s columns, or the command's own table.
+fn listing(
+    ws: &[allot_server::views::WorkloadView],
+    format: Option<&[Col]>,
+    long: bool,
+    table: fn(&[allot_server::views::WorkloadView], i64, bool) -> String,
+) -> String {
+    match format {
+        Some(cols) => allot_server::client::columns::table(ws, now(), cols, long),
+        None => table(ws, now(), long),
     }
 }
 

@@ -16,6 +16,7 @@
 //! commits): a retry returns the workload the first try created, never a
 //! second one.
 
+pub mod columns;
 mod config;
 mod error;
 pub mod render;

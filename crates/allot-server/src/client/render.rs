@@ -2,9 +2,10 @@
 
 use std::fmt::Write;
 
+use super::columns::{Col, HISTORY, QUEUE};
 use crate::views::{AccountView, AttemptTelemetry, NodeView, WorkloadDetail, WorkloadView};
 
-fn age(now: i64, t: i64) -> String {
+pub(super) fn age(now: i64, t: i64) -> String {
     let s = (now - t).max(0);
     match s {
         s if s < 120 => format!("{s}s"),
@@ -14,7 +15,7 @@ fn age(now: i64, t: i64) -> String {
     }
 }
 
-fn cut(s: &str, n: usize) -> String {
+pub(super) fn cut(s: &str, n: usize) -> String {
     if s.chars().count() <= n { s.to_string() } else { format!("{}…", s.chars().take(n - 1).collect::<String>()) }
 }
 
@@ -38,84 +39,24 @@ pub fn clock(s: i64) -> String {
 }
 
 /// An squeue-like table: id (`12_3` for an array's element), name,
-/// account, user, class, gpus, state, cluster (in a fleet), nodes,
-/// elapsed and time left of the running attempt, age, reason. `long`:
-/// reasons in full, else cut to the line.
+/// account, user, class, gpus, state, cluster (in a fleet of several),
+/// nodes, elapsed and time left of the running attempt, age, reason.
+/// `long`: reasons in full, else cut to the line.
 pub fn queue(ws: &[WorkloadView], now: i64, long: bool) -> String {
-    let clusters = cluster_cells(ws.iter().map(|w| w.cluster.as_deref()));
-    let head = if clusters.is_some() { format!("{:<12} ", "CLUSTER") } else { String::new() };
-    let mut out = format!(
-        "{:>8}  {:<14} {:<20} {:<10} {:<11} {:>4}  {:<9} {head}{:<16} {:>10} {:>10} {:>5}  {}\n",
-        "ID", "NAME", "ACCOUNT", "USER", "CLASS", "GPUS", "STATE", "NODES", "ELAPSED", "TIME LEFT", "AGE", "REASON"
-    );
-    for (i, w) in ws.iter().enumerate() {
-        let name = w.name.clone().unwrap_or_else(|| w.command.first().cloned().unwrap_or_default());
-        let cluster = clusters.as_ref().map_or("", |c| c[i].as_str());
-        let holding = w.state == "running" || w.state == "stopping";
-        let elapsed = w.started_t.filter(|_| holding).map(|s| now - s);
-        let left = match (elapsed, w.time_limit_s) {
-            (Some(e), Some(l)) => clock(l as i64 - e),
-            (None, Some(l)) => clock(l as i64),
-            _ => "-".to_string(),
-        };
-        let nodes = if holding && !w.on_nodes.is_empty() { w.on_nodes.join(",") } else { "-".into() };
-        let state = if w.held { "held" } else { w.state.as_str() };
-        let reason = w.reason.as_deref().unwrap_or("");
-        let _ = writeln!(
-            out,
-            "{:>8}  {:<14} {:<20} {:<10} {:<11} {:>4}  {:<9} {cluster}{:<16} {:>10} {:>10} {:>5}  {}",
-            display_id(w),
-            cut(&name, 14),
-            cut(&w.account, 20),
-            cut(&w.user, 10),
-            w.class,
-            w.gpus,
-            state,
-            cut(&nodes, 16),
-            elapsed.map_or_else(|| "-".to_string(), clock),
-            left,
-            age(now, w.submit_t),
-            if long { reason.to_string() } else { cut(reason, 60) }
-        );
-    }
-    out
+    let fleet = ws.iter().any(|w| w.cluster.is_some());
+    let cols: Vec<Col> = QUEUE.iter().copied().filter(|c| fleet || *c != Col::Cluster).collect();
+    super::columns::table(ws, now, &cols, long)
 }
 
 /// An sacct-like table of ended workloads: id, name, account, state,
 /// submitted, waited (first start − submit), ran (end − first start),
-/// attempts, GPU-hours held, measured GPU utilization, exit reason.
-pub fn history(ws: &[WorkloadView], long: bool) -> String {
-    let mut out = format!(
-        "{:>8}  {:<14} {:<20} {:<9} {:<19} {:>10} {:>10} {:>4} {:>9} {:>5}  {}\n",
-        "ID", "NAME", "ACCOUNT", "STATE", "SUBMITTED (UTC)", "WAITED", "RAN", "ATT", "GPU-H", "UTIL", "REASON"
-    );
-    for w in ws {
-        let name = w.name.clone().unwrap_or_else(|| w.command.first().cloned().unwrap_or_default());
-        let waited = w.first_start_t.map_or_else(|| "-".to_string(), |s| clock(s - w.submit_t));
-        let ran = w.first_start_t.zip(w.end_t).map_or_else(|| "-".to_string(), |(s, e)| clock(e - s));
-        let util = w.measured_util.map_or_else(|| "-".to_string(), |u| format!("{:.0}%", u * 100.0));
-        let reason = w.reason.as_deref().unwrap_or("");
-        let _ = writeln!(
-            out,
-            "{:>8}  {:<14} {:<20} {:<9} {:<19} {:>10} {:>10} {:>4} {:>9.2} {:>5}  {}",
-            display_id(w),
-            cut(&name, 14),
-            cut(&w.account, 20),
-            w.state,
-            utc(w.submit_t),
-            waited,
-            ran,
-            w.attempts,
-            w.gpu_hours,
-            util,
-            if long { reason.to_string() } else { cut(reason, 50) }
-        );
-    }
-    out
+/// attempts, GPU-hours held, measured GPU utilization, why it ended.
+pub fn history(ws: &[WorkloadView], now: i64, long: bool) -> String {
+    super::columns::table(ws, now, HISTORY, long)
 }
 
 /// Unix seconds as `YYYY-MM-DD HH:MM:SS` (UTC).
-fn utc(t: i64) -> String {
+pub(super) fn utc(t: i64) -> String {
     allot_core::calendar::format_instant(t.max(0) as u64).trim_end_matches('Z').replacen('T', " ", 1)
 }
 
