@@ -67,8 +67,11 @@ async fn lifecycle(backend: Backend) {
     assert!([format!("{long} stopping"), format!("{long} cancelled")].contains(&answer.trim().to_string()), "{answer}");
     let done = s.wait_for(&f.admin, &long, 20, |v| state(v) == "cancelled").await;
     assert_eq!(done["attempts"][0]["outcome"], "cancelled");
+    // Cancelling it again is refused (exit 4, rejected), saying why.
     let again = s.cli(&f.admin, &["cancel", &long]);
-    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("409"));
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(4), "{err}");
+    assert!(err.contains(&format!("409 Conflict: workload {long} has already ended (cancelled)")), "{err}");
 
     // Prometheus exposition with the measures.
     let (status, metrics) = s.http("GET", "/metrics", Some(&f.admin), None).await;

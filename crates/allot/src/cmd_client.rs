@@ -620,12 +620,21 @@ fn render_time(t: i64) -> String {
 pub struct PartlyRefused(String);
 
 /// `allot cancel|hold|release`: what became of each workload named; an
-/// error (exit 4) when any was refused.
+/// error (exit 4) when any was refused. A cancel of one id alone is the
+/// API's cancel of it (its answer, and its refusal's exit code).
 async fn bulk(a: BulkArgs, action: &str) -> Result<()> {
-    if a.ids.is_empty() && a.user.is_none() && a.state.is_none() && a.name.is_none() && a.account.is_none() {
+    let filtered = a.user.is_some() || a.state.is_some() || a.name.is_some() || a.account.is_some();
+    if a.ids.is_empty() && !filtered {
         anyhow::bail!(
             "name the workloads to {action}: allot {action} ID [ID…], or select them with --user, --state, --name or --account"
         );
+    }
+    if action == "cancel" && a.ids.len() == 1 && !filtered {
+        // One workload (or one array): the API's own answer and status,
+        // so a refusal exits as what it is (docs/cli.md).
+        let id = &a.ids[0];
+        let w = client(&a.opts)?.cancel(id).await.with_context(|| format!("failed to cancel {id}"))?;
+        return output(a.opts.json, &w, |w| format!("{id} {}\n", w.state));
     }
     let req =
         allot_server::views::BulkRequest { ids: a.ids, user: a.user, state: a.state, name: a.name, account: a.account };

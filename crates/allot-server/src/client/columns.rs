@@ -3,8 +3,38 @@
 
 use std::fmt::Write;
 
-use super::render::{age, clock, cut, display_id, utc};
 use crate::views::WorkloadView;
+
+pub(crate) fn age(now: i64, t: i64) -> String {
+    let s = (now - t).max(0);
+    match s {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+pub(crate) fn cut(s: &str, n: usize) -> String {
+    if s.chars().count() <= n { s.to_string() } else { format!("{}…", s.chars().take(n - 1).collect::<String>()) }
+}
+
+/// A workload's id as users address it: `12_3` for an array's element.
+pub fn display_id(w: &WorkloadView) -> String {
+    w.array.as_ref().map_or_else(|| w.id.clone(), |a| a.element.clone())
+}
+
+/// A duration in seconds as `[D-]HH:MM:SS`, as Slurm writes it.
+pub fn clock(s: i64) -> String {
+    let s = s.max(0);
+    let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60);
+    if d > 0 { format!("{d}-{h:02}:{m:02}:{sec:02}") } else { format!("{h:02}:{m:02}:{sec:02}") }
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS` (UTC).
+pub(crate) fn utc(t: i64) -> String {
+    allot_core::calendar::format_instant(t.max(0) as u64).trim_end_matches('Z').replacen('T', " ", 1)
+}
 
 /// A column of a workload listing.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -2,40 +2,14 @@
 
 use std::fmt::Write;
 
-use super::columns::{Col, HISTORY, QUEUE};
+use super::columns::{Col, HISTORY, QUEUE, cut, display_id};
 use crate::views::{AccountView, AttemptTelemetry, NodeView, WorkloadDetail, WorkloadView};
-
-pub(super) fn age(now: i64, t: i64) -> String {
-    let s = (now - t).max(0);
-    match s {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
-}
-
-pub(super) fn cut(s: &str, n: usize) -> String {
-    if s.chars().count() <= n { s.to_string() } else { format!("{}…", s.chars().take(n - 1).collect::<String>()) }
-}
 
 /// The CLUSTER column's cell: the cluster, or `-` (a workload not placed
 /// yet); `None` when no row has one (the server gives clusters only in a
 /// fleet of several, so a fleet of one has no such column).
 fn cluster_cells<'a>(cells: impl Iterator<Item = Option<&'a str>> + Clone) -> Option<Vec<String>> {
     cells.clone().any(|c| c.is_some()).then(|| cells.map(|c| format!("{:<12} ", cut(c.unwrap_or("-"), 12))).collect())
-}
-
-/// A workload's id as users address it: `12_3` for an array's element.
-pub fn display_id(w: &WorkloadView) -> String {
-    w.array.as_ref().map_or_else(|| w.id.clone(), |a| a.element.clone())
-}
-
-/// A duration in seconds as `[D-]HH:MM:SS`, as Slurm writes it.
-pub fn clock(s: i64) -> String {
-    let s = s.max(0);
-    let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60, s % 60);
-    if d > 0 { format!("{d}-{h:02}:{m:02}:{sec:02}") } else { format!("{h:02}:{m:02}:{sec:02}") }
 }
 
 /// An squeue-like table: id (`12_3` for an array's element), name,
@@ -53,11 +27,6 @@ pub fn queue(ws: &[WorkloadView], now: i64, long: bool) -> String {
 /// attempts, GPU-hours held, measured GPU utilization, why it ended.
 pub fn history(ws: &[WorkloadView], now: i64, long: bool) -> String {
     super::columns::table(ws, now, HISTORY, long)
-}
-
-/// Unix seconds as `YYYY-MM-DD HH:MM:SS` (UTC).
-pub(super) fn utc(t: i64) -> String {
-    allot_core::calendar::format_instant(t.max(0) as u64).trim_end_matches('Z').replacen('T', " ", 1)
 }
 
 /// `allot show`: the workload, its attempts and why.
@@ -265,6 +234,7 @@ pub fn nodes(list: &[NodeView]) -> String {
 mod tests {
     use super::*;
     use crate::views::AttemptView;
+    use crate::client::columns::age;
 
     fn node(name: &str, cluster: Option<&str>) -> NodeView {
         NodeView {
