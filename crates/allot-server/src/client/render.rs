@@ -233,8 +233,8 @@ pub fn nodes(list: &[NodeView]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::views::AttemptView;
     use crate::client::columns::age;
+    use crate::views::AttemptView;
 
     fn node(name: &str, cluster: Option<&str>) -> NodeView {
         NodeView {
