@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use allot_core::PolicyKind;
 use tokio::sync::{mpsc, oneshot};
@@ -13,6 +14,7 @@ use crate::api::{AppState, Limits, router};
 use crate::auth::Authenticator;
 use crate::executor::fleet::FleetExecutor;
 use crate::executor::inventory::{self, DeviceMap, GpuInventory};
+use crate::executor::kubernetes::{self, KubeExecutor, KubeOptions};
 use crate::executor::local::LocalExecutor;
 use crate::executor::slurm::{self, SlurmExecutor, SlurmOptions};
 use crate::executor::{ExecEvent, Executor, NullExecutor};
@@ -33,6 +35,10 @@ pub enum ExecutorKind {
     None,
     /// A Slurm cluster runs what Allot decides.
     Slurm,
+    /// A Kubernetes cluster runs its managed Jobs as Allot decides (only
+    /// from a cluster's `[clusters.executor]`: it needs the API server's
+    /// address and credentials).
+    Kubernetes,
 }
 
 impl ExecutorKind {
@@ -41,6 +47,7 @@ impl ExecutorKind {
             ExecutorKind::Local => "local",
             ExecutorKind::None => "none",
             ExecutorKind::Slurm => "slurm",
+            ExecutorKind::Kubernetes => "kubernetes",
         }
     }
 
@@ -49,6 +56,7 @@ impl ExecutorKind {
             "local" => Some(ExecutorKind::Local),
             "none" => Some(ExecutorKind::None),
             "slurm" => Some(ExecutorKind::Slurm),
+            "kubernetes" => Some(ExecutorKind::Kubernetes),
             _ => None,
         }
     }
@@ -190,7 +198,8 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
             .filter(|(_, p)| p.kind == ExecutorKind::Local)
             .map(|(i, _)| allot_core::cluster::ClusterId(i as u16)),
     );
-    let (exec, exec_name) = build_executors(&cfg.cluster, plans, devices, &instance, opts, ev_tx)?;
+    let (exec, exec_name, kubes) =
+        build_executors(&cfg.cluster, plans, devices, &instance, opts, ev_tx, store.fence.clone())?;
     match cfg.telemetry.interval_s {
         Some(every) => exec.start_telemetry(std::time::Duration::from_secs(every)),
         None => tracing::info!("GPU telemetry is off ([telemetry] interval = \"off\")"),
@@ -232,6 +241,9 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         metrics,
         limits,
     });
+    for k in &kubes {
+        k.serve(Arc::new(crate::api::kubernetes::ApiFront { app: app.clone(), cluster: k.cluster().to_string() }));
+    }
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
         .map_err(|source| ServerError::Listen { addr: opts.listen, source })?;
@@ -270,6 +282,7 @@ fn webhook(cfg: &allot_trace::config::Config) -> Result<Option<crate::webhook::W
 struct Plan {
     kind: ExecutorKind,
     slurm: SlurmOptions,
+    kube: Option<KubeOptions>,
 }
 
 /// Each cluster's executor: its `[clusters.executor]` settings, else the
@@ -285,7 +298,15 @@ fn executor_plans(cfg: &allot_trace::config::Config, opts: &ServeOptions) -> Res
         .map(|(i, name)| {
             let named = fleet.then(|| name.clone());
             match cfg.executors.get(i).and_then(Option::as_ref) {
-                None => Ok(Plan { kind: opts.executor, slurm: SlurmOptions { cluster: named, ..opts.slurm.clone() } }),
+                None if opts.executor == ExecutorKind::Kubernetes => Err(ServerError::Executor(format!(
+                    "cluster {name}: the kubernetes executor is set in the cluster's [clusters.executor] \
+                     (kind = \"kubernetes\", url, ca_file, token_file), not with --executor"
+                ))),
+                None => Ok(Plan {
+                    kind: opts.executor,
+                    slurm: SlurmOptions { cluster: named, ..opts.slurm.clone() },
+                    kube: None,
+                }),
                 Some(e) => {
                     let kind = ExecutorKind::parse(&e.kind).ok_or_else(|| {
                         ServerError::Executor(format!("cluster {name}: unknown executor {:?}", e.kind))
@@ -297,7 +318,9 @@ fn executor_plans(cfg: &allot_trace::config::Config, opts: &ServeOptions) -> Res
                         cluster: named,
                         outage_after: opts.slurm.outage_after,
                     };
-                    Ok(Plan { kind, slurm })
+                    let kube = (kind == ExecutorKind::Kubernetes)
+                        .then(|| KubeOptions::from_config(name, fleet, e, Duration::from_secs(cfg.contract.grace)));
+                    Ok(Plan { kind, slurm, kube })
                 }
             }
         })
@@ -334,6 +357,13 @@ async fn prepare(
         let nodes = slurm::nodes(&p.slurm).await?;
         slurm::map_nodes(cluster, allot_core::cluster::ClusterId(i as u16), &nodes, &p.slurm)?;
     }
+    for (i, p) in plans.iter().enumerate() {
+        if let Some(k) = &p.kube {
+            let nodes = kubernetes::nodes(k).await.map_err(|e| ServerError::Executor(e.to_string()))?;
+            kubernetes::map_nodes(cluster, allot_core::cluster::ClusterId(i as u16), &nodes, k)
+                .map_err(|e| ServerError::Executor(e.to_string()))?;
+        }
+    }
     Ok(devices)
 }
 
@@ -348,7 +378,8 @@ fn build_executors(
     instance: &str,
     opts: &ServeOptions,
     events: mpsc::UnboundedSender<ExecEvent>,
-) -> Result<(Arc<dyn Executor>, String), ServerError> {
+    fence: Arc<crate::store::lease::Fence>,
+) -> Result<(Arc<dyn Executor>, String, Vec<Arc<KubeExecutor>>), ServerError> {
     let one = plans.len() == 1;
     let (tx, from_members) = if one {
         (events.clone(), None)
@@ -365,8 +396,17 @@ fn build_executors(
     let mut none: Option<Arc<dyn Executor>> = None;
     let mut devices = Some(devices);
     let mut members: Vec<Arc<dyn Executor>> = Vec::with_capacity(plans.len());
+    let mut kubes = Vec::new();
     for (i, p) in plans.into_iter().enumerate() {
         let name = &cluster.clusters[i];
+        let of = allot_core::cluster::ClusterId(i as u16);
+        let cluster_nodes = || -> Vec<String> {
+            (0..cluster.nodes.len() as u32)
+                .map(allot_core::NodeId)
+                .filter(|&n| cluster.cluster_of(n) == of)
+                .map(|n| cluster.node(n).name.clone())
+                .collect()
+        };
         let member: Arc<dyn Executor> = match p.kind {
             ExecutorKind::Local => match &local {
                 Some(l) => l.clone(),
@@ -378,13 +418,16 @@ fn build_executors(
                 }
             },
             ExecutorKind::None => none.get_or_insert_with(|| Arc::new(NullExecutor::new(tx.clone()))).clone(),
+            ExecutorKind::Kubernetes => {
+                let k = p.kube.expect("a kubernetes plan has its options");
+                let exec = KubeExecutor::new(tx.clone(), k, cluster_nodes(), fence.clone())
+                    .map_err(|e| ServerError::Executor(e.to_string()))?;
+                let exec = Arc::new(exec);
+                kubes.push(exec.clone());
+                exec
+            }
             ExecutorKind::Slurm => {
-                let of = allot_core::cluster::ClusterId(i as u16);
-                let nodes = (0..cluster.nodes.len() as u32)
-                    .map(allot_core::NodeId)
-                    .filter(|&n| cluster.cluster_of(n) == of)
-                    .map(|n| cluster.node(n).name.clone())
-                    .collect();
+                let nodes = cluster_nodes();
                 let dir = if one { opts.data_dir.join("slurm") } else { opts.data_dir.join("slurm").join(name) };
                 Arc::new(SlurmExecutor::new(tx.clone(), instance, p.slurm, dir, name, nodes))
             }
@@ -393,8 +436,8 @@ fn build_executors(
     }
     let described = described.join(",");
     match from_members {
-        None => Ok((members.pop().expect("one cluster"), described)),
-        Some(rx) => Ok((Arc::new(FleetExecutor::new(cluster, members, rx, events)), described)),
+        None => Ok((members.pop().expect("one cluster"), described, kubes)),
+        Some(rx) => Ok((Arc::new(FleetExecutor::new(cluster, members, rx, events)), described, kubes)),
     }
 }
 

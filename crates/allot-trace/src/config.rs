@@ -62,6 +62,54 @@ pub struct ExecutorConfig {
     /// Slurm: more `sbatch` options for every job.
     #[serde(default)]
     pub sbatch_args: Vec<String>,
+    /// Kubernetes: the API server's URL (`https://…`). Never inferred from
+    /// a kubeconfig or the environment.
+    pub url: Option<String>,
+    /// Kubernetes: the CA certificate (PEM) the API server's certificate is
+    /// checked against.
+    pub ca_file: Option<String>,
+    /// Kubernetes: a file holding Allot's bearer token (re-read when it
+    /// changes, as a projected service-account token does).
+    pub token_file: Option<String>,
+    /// Kubernetes: the label selector of the Nodes that are this cluster's
+    /// (e.g. `nvidia.com/gpu.present=true`); absent: every Node.
+    pub node_selector: Option<String>,
+    /// Kubernetes: the extended resource that counts GPUs (default
+    /// `nvidia.com/gpu`).
+    pub gpu_resource: Option<String>,
+    /// Kubernetes: the Node label naming the GPU product (default
+    /// `nvidia.com/gpu.product`).
+    pub product_label: Option<String>,
+    /// Kubernetes: the Node label naming its rack or topology block
+    /// (optional; logged with the node's inventory).
+    pub topology_label: Option<String>,
+    /// Kubernetes: the `schedulerName` Allot's pods carry (default `allot`):
+    /// kube-scheduler leaves them to Allot, which binds each itself.
+    pub scheduler_name: Option<String>,
+    /// Kubernetes: the accounts each namespace's Jobs may charge (an
+    /// account and everything below it).
+    #[serde(default)]
+    pub namespaces: std::collections::BTreeMap<String, Vec<String>>,
+    /// Kubernetes: the accounts each user (as the API server authenticated
+    /// the Job's creator) may charge, in any namespace.
+    #[serde(default)]
+    pub users: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl ExecutorConfig {
+    /// Whether any Kubernetes key is set.
+    fn has_kubernetes_keys(&self) -> bool {
+        self.url.is_some()
+            || self.ca_file.is_some()
+            || self.token_file.is_some()
+            || self.node_selector.is_some()
+            || self.gpu_resource.is_some()
+            || self.product_label.is_some()
+            || self.topology_label.is_some()
+            || self.scheduler_name.is_some()
+            || !self.namespaces.is_empty()
+            || !self.users.is_empty()
+    }
 }
 
 /// `[alerts]` (docs/config.md): the budget-alert webhook of `allot serve`.
@@ -81,7 +129,7 @@ impl Default for AlertsConfig {
 }
 
 /// Executor kinds a config may name.
-pub const EXECUTOR_KINDS: [&str; 3] = ["local", "slurm", "none"];
+pub const EXECUTOR_KINDS: [&str; 4] = ["local", "slurm", "kubernetes", "none"];
 
 /// Reads and validates a config file.
 pub fn load_config(path: &Path) -> Result<Config, FormatError> {
@@ -723,6 +771,40 @@ fn executor(ctx: &Ctx<'_>, at: &str, e: &Spanned<ExecutorConfig>) -> Result<Exec
     if v.kind != "slurm" && (v.partition.is_some() || v.slurm_conf.is_some() || !v.sbatch_args.is_empty()) {
         let msg = format!("partition, slurm_conf and sbatch_args are for the slurm executor, not {:?}", v.kind);
         return Err(ctx.err(format!("{at}.executor"), Some(e.span()), msg));
+    }
+    if v.kind != "kubernetes" && v.has_kubernetes_keys() {
+        let msg = format!(
+            "url, ca_file, token_file, node_selector, gpu_resource, product_label, topology_label, scheduler_name, \
+             namespaces and users are for the kubernetes executor, not {:?}",
+            v.kind
+        );
+        return Err(ctx.err(format!("{at}.executor"), Some(e.span()), msg));
+    }
+    if v.kind == "kubernetes" {
+        for (key, value) in [("url", &v.url), ("ca_file", &v.ca_file), ("token_file", &v.token_file)] {
+            if value.as_deref().is_none_or(|s| s.trim().is_empty()) {
+                let msg = "missing key: a kubernetes cluster needs url, ca_file and token_file \
+                           (Allot never falls back to a kubeconfig)";
+                return Err(ctx.err(format!("{at}.executor.{key}"), Some(e.span()), msg));
+            }
+        }
+        if let Some(u) = &v.url
+            && !u.starts_with("https://")
+        {
+            let msg = format!("the API server's url must be https://…, got {u:?}");
+            return Err(ctx.err(format!("{at}.executor.url"), Some(e.span()), msg));
+        }
+        for (ns, accounts) in v
+            .namespaces
+            .iter()
+            .map(|(k, a)| (format!("namespaces.{k}"), a))
+            .chain(v.users.iter().map(|(k, a)| (format!("users.{k:?}"), a)))
+        {
+            if let Some(bad) = accounts.iter().find(|a| a.trim().is_empty() || a.starts_with('/') || a.ends_with('/')) {
+                let msg = format!("{bad:?} is not an account path (e.g. \"org/team\")");
+                return Err(ctx.err(format!("{at}.executor.{ns}"), Some(e.span()), msg));
+            }
+        }
     }
     Ok(v.clone())
 }

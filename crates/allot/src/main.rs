@@ -6,6 +6,7 @@ mod cmd_client;
 mod cmd_compare;
 mod cmd_db;
 mod cmd_help;
+mod cmd_kube;
 mod cmd_serve;
 mod cmd_sim;
 mod cmd_trace;
@@ -51,6 +52,9 @@ enum Command {
     /// Node maintenance: allot node drain|undrain|fail|repair NAME
     #[command(subcommand)]
     Node(cmd_admin::NodeCommand),
+    /// A Kubernetes cluster of the fleet: `allot kubernetes manifests` prints what its admin applies.
+    #[command(subcommand)]
+    Kubernetes(cmd_kube::KubeCommand),
     /// Shell completions (bash, zsh, fish) on standard output.
     Completions(cmd_help::CompletionsArgs),
     /// The man page (roff) on standard output, or a page per command into --dir.
@@ -69,6 +73,7 @@ fn main() -> std::process::ExitCode {
         Command::Audit(a) => cmd_admin::run_audit(a),
         Command::Client(c) => cmd_client::run(c),
         Command::Node(c) => cmd_admin::run_node(c),
+        Command::Kubernetes(c) => cmd_kube::run(c),
         Command::Completions(a) => cmd_help::completions(a, Cli::command()),
         Command::Man(a) => cmd_help::man(a, Cli::command()),
     };

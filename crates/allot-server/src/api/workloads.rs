@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 
 use super::extract::{IdempotencyKey, Path};
 use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask, cluster_filter};
+use crate::auth::Principal;
 use crate::scheduler::{Live, Msg, Submission};
 use crate::states::{PHASES, parse_phase};
 use crate::store::{AttemptRow, ClusterFilter, Idempotency, Inserted, NewWorkload, WorkloadFilter, WorkloadRow};
@@ -119,24 +120,7 @@ pub async fn submit(
     IdempotencyKey(key): IdempotencyKey,
     Body(req): Body<SubmitRequest>,
 ) -> Result<Response, ApiError> {
-    let now = crate::clock::now();
-    // An account the caller may not submit to is answered as unknown (400).
-    let (row, spec) = app.catalog.check(&req, &who, now).map_err(|e| ApiError::field(e.field, e.message))?;
-    let hold = req.hold.unwrap_or(false);
-    let plan =
-        super::conditions::plan(&app, &who, req.array.as_deref(), req.dependency.as_deref(), hold, row, spec).await?;
-    let row = plan.rows[0].clone();
-    // Keys are the submitting token's (its stable id, not its name: a token
-    // made later under a revoked one's name does not see its submissions).
-    let key = key.map(|key| Idempotency {
-        principal: who.token_id.clone(),
-        key,
-        request_hash: crate::secret::hash_token(&serde_json::to_string(&req).unwrap_or_default()),
-    });
-    // The commit and the hand-off run in a task of their own: a client that
-    // goes away drops this handler, never a committed workload's hand-off.
-    let handoff = tokio::spawn(commit(app.clone(), plan, req, key));
-    let inserted = handoff.await.map_err(|e| ApiError::new(ErrorKind::Internal, e.to_string()))??;
+    let (inserted, row) = submit_as(&app, &who, req, key).await?;
     match inserted {
         Inserted::New(seq) => {
             tracing::info!(workload = seq, account = %row.account, principal = %who.name, "submitted");
@@ -165,6 +149,36 @@ pub async fn submit(
             field: Some("Idempotency-Key".into()),
         }),
     }
+}
+
+/// Checks, commits and hands a submission by `who` to the scheduler: the
+/// API's `POST /v1/workloads` and the Kubernetes executor's Jobs (K8S-1)
+/// alike. `key`: the idempotency key, scoped to `who`'s token id.
+pub(crate) async fn submit_as(
+    app: &App,
+    who: &Principal,
+    req: SubmitRequest,
+    key: Option<String>,
+) -> Result<(Inserted, NewWorkload), ApiError> {
+    let now = crate::clock::now();
+    // An account the caller may not submit to is answered as unknown (400).
+    let (row, spec) = app.catalog.check(&req, who, now).map_err(|e| ApiError::field(e.field, e.message))?;
+    let hold = req.hold.unwrap_or(false);
+    let plan =
+        super::conditions::plan(app, who, req.array.as_deref(), req.dependency.as_deref(), hold, row, spec).await?;
+    let row = plan.rows[0].clone();
+    // Keys are the submitting token's (its stable id, not its name: a token
+    // made later under a revoked one's name does not see its submissions).
+    let key = key.map(|key| Idempotency {
+        principal: who.token_id.clone(),
+        key,
+        request_hash: crate::secret::hash_token(&serde_json::to_string(&req).unwrap_or_default()),
+    });
+    // The commit and the hand-off run in a task of their own: a client that
+    // goes away drops this handler, never a committed workload's hand-off.
+    let handoff = tokio::spawn(commit(app.clone(), plan, req, key));
+    let inserted = handoff.await.map_err(|e| ApiError::new(ErrorKind::Internal, e.to_string()))??;
+    Ok((inserted, row))
 }
 
 /// Commits a submission, then waits until the scheduler has it. A

@@ -21,6 +21,7 @@
 pub mod cgroup;
 pub mod fleet;
 pub mod inventory;
+pub mod kubernetes;
 pub mod local;
 pub mod slurm;
 pub mod telemetry;

@@ -55,7 +55,7 @@ fn gpu_count(gres: &str) -> u32 {
 }
 
 /// `node10` after `node9`.
-fn natural_key(s: &str) -> (String, u64, String) {
+pub fn natural_key(s: &str) -> (String, u64, String) {
     let digits_at = s.find(|c: char| c.is_ascii_digit()).unwrap_or(s.len());
     let (head, rest) = s.split_at(digits_at);
     let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());

@@ -1,0 +1,236 @@
+//! A managed Job read as a workload (K8S-1): its account, class and
+//! durations from annotations, its gang from `parallelism`, its GPUs per
+//! pod from the GPU resource's limit. What can be said from the Job alone
+//! is checked here; the rest (account, shape, fit) by the API's own check
+//! of every submission ([`crate::submission::Catalog::check`]).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+
+use super::{ACCOUNT, CHECKPOINT, CLASS, EXPECTED, KubeOptions, USER};
+
+/// A managed Job as Allot reads it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobShape {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// The creator, as the creation policy recorded it.
+    pub user: Option<String>,
+    pub account: String,
+    pub class: Option<String>,
+    pub expected_s: Option<u64>,
+    pub checkpoint_s: Option<u64>,
+    /// Pods of the gang (`parallelism`), each on a node of its own.
+    pub pods: u32,
+    pub gpus_per_pod: u32,
+    /// The accounts its namespace and creator may charge (K8S-2).
+    pub grants: Vec<String>,
+}
+
+impl JobShape {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    pub fn gpus(&self) -> u32 {
+        self.pods.saturating_mul(self.gpus_per_pod)
+    }
+}
+
+/// Reads `job`; `Err` says, naming the field, why it cannot be a
+/// workload. A Job Allot refuses keeps waiting, suspended, with the reason
+/// on it (K8S-6).
+pub fn read(job: &Job, opts: &KubeOptions) -> Result<JobShape, (JobShape, String)> {
+    let meta = &job.metadata;
+    let ann: BTreeMap<String, String> = meta.annotations.clone().unwrap_or_default();
+    let spec = job.spec.clone().unwrap_or_default();
+    let pod = spec.template.spec.clone().unwrap_or_default();
+    let per_pod: u32 = pod
+        .containers
+        .iter()
+        .filter_map(|c| c.resources.as_ref()?.limits.as_ref()?.get(&opts.gpu_resource))
+        .map(|q| q.0.trim().parse::<u32>().unwrap_or(0))
+        .sum();
+    let parallelism = spec.parallelism.unwrap_or(1).max(0) as u32;
+    let user = ann.get(USER).cloned();
+    let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+    let mut shape = JobShape {
+        namespace: namespace.clone(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        user: user.clone(),
+        account: ann.get(ACCOUNT).cloned().unwrap_or_default(),
+        class: ann.get(CLASS).cloned(),
+        expected_s: None,
+        checkpoint_s: None,
+        pods: parallelism,
+        gpus_per_pod: per_pod,
+        grants: opts.grants(&namespace, user.as_deref()),
+    };
+    let fail = |shape: &JobShape, why: String| Err((shape.clone(), why));
+    if user.is_none() {
+        return fail(
+            &shape,
+            format!(
+                "K8S-1: annotation {USER} is missing: Allot's creation policy did not run on this Job \
+                 (the cluster's admin applies `allot kubernetes manifests`)"
+            ),
+        );
+    }
+    if spec.suspend != Some(true) && meta.annotations.as_ref().is_none_or(|a| !a.contains_key(super::WORKLOAD)) {
+        return fail(&shape, "K8S-1: the Job is not suspended: Allot's creation policy did not run on it".into());
+    }
+    if shape.account.trim().is_empty() {
+        return fail(
+            &shape,
+            format!("K8S-1: annotation {ACCOUNT} is missing: name the account to charge (e.g. org/team)"),
+        );
+    }
+    for key in [EXPECTED, CHECKPOINT] {
+        if let Some(v) = ann.get(key) {
+            match allot_trace::duration::parse_duration(v) {
+                Ok(s) if key == EXPECTED => shape.expected_s = Some(s),
+                Ok(s) => shape.checkpoint_s = Some(s),
+                Err(e) => return Err((shape, format!("K8S-1: annotation {key}: {e}"))),
+            }
+        }
+    }
+    if let Some(bad) = pod.containers.iter().find_map(|c| {
+        let q = c.resources.as_ref()?.limits.as_ref()?.get(&opts.gpu_resource)?;
+        q.0.trim().parse::<u32>().is_err().then(|| (c.name.clone(), q.0.clone()))
+    }) {
+        return fail(
+            &shape,
+            format!(
+                "K8S-1: container {}: resources.limits[{:?}] = {:?} is not a whole number",
+                bad.0, opts.gpu_resource, bad.1
+            ),
+        );
+    }
+    if per_pod == 0 {
+        return fail(
+            &shape,
+            format!(
+                "K8S-1: the Job requests no GPUs: set resources.limits[{:?}] on its container (GPUs per pod)",
+                opts.gpu_resource
+            ),
+        );
+    }
+    if parallelism == 0 {
+        return fail(&shape, "K8S-1: parallelism is 0: the Job would run no pod".into());
+    }
+    let completions = spec.completions.map(|c| c.max(0) as u32);
+    if completions != Some(parallelism) {
+        let got = completions.map(|c| c.to_string()).unwrap_or_else(|| "unset".into());
+        return fail(
+            &shape,
+            format!(
+                "K8S-1: completions ({got}) must equal parallelism ({parallelism}): Allot admits a Job as one gang \
+                 of `parallelism` pods that start together and each complete once"
+            ),
+        );
+    }
+    if spec.completion_mode.as_deref().unwrap_or("NonIndexed") != "Indexed" && parallelism > 1 {
+        return fail(
+            &shape,
+            "K8S-1: a gang of several pods must be an Indexed Job (completionMode: Indexed): pod i runs on the \
+             allocation's node i"
+                .into(),
+        );
+    }
+    if !opts.may_charge(&shape.namespace, shape.user.as_deref(), &shape.account) {
+        let grants = if shape.grants.is_empty() { "none".to_string() } else { shape.grants.join(", ") };
+        let msg = format!(
+            "K8S-2: namespace {:?} and user {:?} may not charge account {:?} (they may charge: {grants}; \
+             the cluster's [clusters.executor] namespaces and users say who may charge what)",
+            shape.namespace,
+            shape.user.as_deref().unwrap_or("?"),
+            shape.account
+        );
+        return Err((shape, msg));
+    }
+    Ok(shape)
+}
+
+/// The API submission of a Job: charged to its account, on this cluster,
+/// named after it; its "command" says which Job runs (the executor never
+/// runs it as a command).
+pub fn request(job: &JobShape, cluster: &str) -> crate::views::SubmitRequest {
+    crate::views::SubmitRequest {
+        account: job.account.clone(),
+        class: job.class.clone(),
+        gpus: job.gpus(),
+        nodes: Some(job.pods),
+        clusters: vec![cluster.to_string()],
+        command: vec!["kubernetes-job".into(), job.key()],
+        expected_duration_s: job.expected_s,
+        checkpoint_interval_s: job.checkpoint_s,
+        name: Some(job.key()),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(yaml: serde_json::Value) -> Job {
+        serde_json::from_value(yaml).unwrap()
+    }
+
+    fn opts() -> KubeOptions {
+        let mut o = KubeOptions { gpu_resource: "nvidia.com/gpu".into(), ..Default::default() };
+        o.namespaces.insert("team-a".into(), vec!["org/a".into()]);
+        o.users.insert("carol".into(), vec!["org/b".into()]);
+        o
+    }
+
+    fn base(ns: &str, user: &str, account: &str, gpus: &str, n: i32) -> serde_json::Value {
+        serde_json::json!({
+            "metadata": {"name": "train", "namespace": ns, "uid": "u1",
+                         "labels": {"allot.dev/managed": "true"},
+                         "annotations": {"allot.dev/account": account, "allot.dev/user": user,
+                                         "allot.dev/expected-duration": "2h"}},
+            "spec": {"suspend": true, "parallelism": n, "completions": n, "completionMode": "Indexed",
+                     "template": {"spec": {"containers": [{"name": "t", "image": "x",
+                        "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}}
+        })
+    }
+
+    #[test]
+    fn reads_a_gang() {
+        let s = read(&job(base("team-a", "alice", "org/a/x", "8", 2)), &opts()).unwrap();
+        assert_eq!((s.pods, s.gpus_per_pod, s.gpus(), s.expected_s), (2, 8, 16, Some(7200)));
+        let r = request(&s, "k8s");
+        assert_eq!((r.gpus, r.nodes, r.clusters.as_slice()), (16, Some(2), ["k8s".to_string()].as_slice()));
+    }
+
+    #[test]
+    fn refusals_name_the_field() {
+        let cases: [(serde_json::Value, &str); 5] = [
+            (
+                base("team-a", "alice", "org/b", "8", 1),
+                "K8S-2: namespace \"team-a\" and user \"alice\" may not charge account \"org/b\" (they may charge: org/a",
+            ),
+            (base("team-b", "carol", "org/b/p", "4", 1), ""),
+            (base("team-a", "alice", "org/a", "0", 1), "requests no GPUs"),
+            (base("team-a", "alice", "", "1", 1), "annotation allot.dev/account is missing"),
+            (base("team-a", "alice", "org/a", "lots", 1), "is not a whole number"),
+        ];
+        for (j, want) in cases {
+            match read(&job(j), &opts()) {
+                Ok(_) => assert!(want.is_empty(), "accepted; wanted {want}"),
+                Err((_, why)) => assert!(!want.is_empty() && why.contains(want), "{why}"),
+            }
+        }
+        let mut j = base("team-a", "alice", "org/a", "8", 2);
+        j["spec"]["completions"] = serde_json::json!(4);
+        assert!(read(&job(j), &opts()).unwrap_err().1.contains("completions (4) must equal parallelism (2)"));
+        let mut j = base("team-a", "alice", "org/a", "8", 1);
+        j["metadata"]["annotations"].as_object_mut().unwrap().remove("allot.dev/user");
+        assert!(read(&job(j), &opts()).unwrap_err().1.contains("creation policy did not run"));
+    }
+}

@@ -1,0 +1,780 @@
+//! The executor's one task: it owns the watched Jobs, pods and Nodes and
+//! every attempt, and serialises every write to the cluster, each checked
+//! against the store's lease first (K8S-8).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource, ResourceExt};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{
+    ATTEMPT, COMPLETION_INDEX, Command, Front, JOB_NAME, KubeNode, KubeOptions, MANAGED, NODES, REASON, WORKLOAD, job,
+};
+use crate::executor::slurm::{SlurmHealth as Health, transition};
+use crate::executor::{AttemptKey, ExecEvent, ExitStatus, Launch, LaunchError, Survivor};
+use crate::store::lease::Fence;
+
+/// How often pending Jobs' reasons are refreshed, and at most how often one
+/// Job's reason is rewritten (K8S-6).
+const REASON_EVERY: Duration = Duration::from_secs(5);
+const REASON_MIN_GAP: Duration = Duration::from_secs(15);
+
+/// A Node as the inventory reads it.
+pub(super) fn kube_node(n: &Node, opts: &KubeOptions) -> KubeNode {
+    let labels = n.metadata.labels.clone().unwrap_or_default();
+    let gpus = n
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref()?.get(&opts.gpu_resource))
+        .and_then(|q| q.0.trim().parse::<u32>().ok())
+        .unwrap_or(0);
+    KubeNode {
+        name: n.name_any(),
+        gpus,
+        product: labels.get(&opts.product_label).cloned(),
+        topology: opts.topology_label.as_ref().and_then(|l| labels.get(l).cloned()),
+    }
+}
+
+/// A Node's health for Allot: `Ready` and schedulable is up; cordoned
+/// (`spec.unschedulable`, as `kubectl drain` does) drains (MNT-1); not
+/// `Ready`, or gone, is down (MNT-2). K8S-5.
+fn health(n: &Node) -> Health {
+    let ready = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    if !ready {
+        Health::Down
+    } else if n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false) {
+        Health::Drain
+    } else {
+        Health::Up
+    }
+}
+
+/// One attempt the executor runs.
+struct Attempt {
+    /// `namespace/name` of its Job.
+    job: String,
+    /// Kubernetes node names, pod (completion index) i on node i.
+    nodes: Vec<String>,
+    /// Pods bound: pod name → node.
+    bound: HashMap<String, String>,
+    started: bool,
+    /// A stop was asked: `Some(true)` kill, `Some(false)` preemption/cancel.
+    stop: Option<bool>,
+    /// Its Job was deleted (K8S-4: a cancel).
+    orphan: bool,
+    /// The first failed pod's exit code.
+    failed_code: Option<i32>,
+}
+
+pub(super) struct Loop {
+    client: Client,
+    opts: Arc<KubeOptions>,
+    events: mpsc::UnboundedSender<ExecEvent>,
+    fence: Arc<Fence>,
+    front: Option<Arc<dyn Front>>,
+    recorder: Recorder,
+    /// Allot's nodes of this cluster, by their Kubernetes names.
+    nodes: HashSet<String>,
+    health: HashMap<String, Health>,
+    nodes_listed: bool,
+    jobs: HashMap<String, Job>,
+    jobs_listed: bool,
+    pods: HashMap<String, Pod>,
+    pods_listed: bool,
+    by_seq: HashMap<i64, String>,
+    attempts: BTreeMap<AttemptKey, Attempt>,
+    /// Jobs refused: key → (resource version refused, reason).
+    refused: HashMap<String, (String, String)>,
+    /// Launches waiting for the first listing of Jobs.
+    waiting: Vec<Launch>,
+    /// Survivors of the previous server, stopped before recovery goes on.
+    survivors: Option<(Vec<Survivor>, oneshot::Sender<()>, Instant)>,
+    /// The reason last written on each Job, and when.
+    written: HashMap<String, (String, Instant)>,
+    last_reasons: Instant,
+}
+
+impl Loop {
+    pub(super) async fn start(
+        client: Client,
+        opts: KubeOptions,
+        nodes: Vec<String>,
+        events: mpsc::UnboundedSender<ExecEvent>,
+        mut commands: mpsc::UnboundedReceiver<Command>,
+        fence: Arc<Fence>,
+    ) {
+        let opts = Arc::new(opts);
+        let reporter = Reporter { controller: "allot".into(), instance: std::env::var("HOSTNAME").ok() };
+        let mut me = Loop {
+            recorder: Recorder::new(client.clone(), reporter),
+            client: client.clone(),
+            nodes: nodes.iter().map(|n| opts.kube_name(n).to_string()).collect(),
+            opts: opts.clone(),
+            events,
+            fence,
+            front: None,
+            health: HashMap::new(),
+            nodes_listed: false,
+            jobs: HashMap::new(),
+            jobs_listed: false,
+            pods: HashMap::new(),
+            pods_listed: false,
+            by_seq: HashMap::new(),
+            attempts: BTreeMap::new(),
+            refused: HashMap::new(),
+            waiting: Vec::new(),
+            survivors: None,
+            written: HashMap::new(),
+            last_reasons: Instant::now(),
+        };
+        let managed = format!("{MANAGED}=true");
+        let mut node_cfg = watcher::Config::default();
+        if let Some(s) = &opts.node_selector {
+            node_cfg = node_cfg.labels(s);
+        }
+        let mut node_events = watcher::watcher(Api::<Node>::all(client.clone()), node_cfg).default_backoff().boxed();
+        let mut job_events =
+            watcher::watcher(Api::<Job>::all(client.clone()), watcher::Config::default().labels(&managed))
+                .default_backoff()
+                .boxed();
+        let mut pod_events =
+            watcher::watcher(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(&managed))
+                .default_backoff()
+                .boxed();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                c = commands.recv() => match c {
+                    Some(c) => me.command(c).await,
+                    None => return,
+                },
+                Some(e) = node_events.next() => match e {
+                    Ok(e) => me.on_node(e),
+                    Err(e) => tracing::warn!(cluster = %opts.cluster, error = %e, "watching Nodes"),
+                },
+                Some(e) = job_events.next() => match e {
+                    Ok(e) => me.on_job(e).await,
+                    Err(e) => tracing::warn!(cluster = %opts.cluster, error = %e, "watching Jobs"),
+                },
+                Some(e) = pod_events.next() => match e {
+                    Ok(e) => me.on_pod(e).await,
+                    Err(e) => tracing::warn!(cluster = %opts.cluster, error = %e, "watching pods"),
+                },
+                _ = tick.tick() => me.tick().await,
+            }
+            if me.events.is_closed() {
+                return;
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ commands
+
+    async fn command(&mut self, c: Command) {
+        match c {
+            Command::Launch(l) => {
+                if self.jobs_listed && self.pods_listed {
+                    self.launch(l).await;
+                } else {
+                    self.waiting.push(l);
+                }
+            }
+            Command::Stop { key, kill } => self.stop(key, kill).await,
+            Command::Serve(front) => {
+                self.front = Some(front);
+                self.ingest_all().await;
+            }
+            Command::Survivors { survivors, done } => {
+                if survivors.is_empty() {
+                    let _ = done.send(());
+                } else {
+                    let deadline = Instant::now() + self.opts.grace + Duration::from_secs(30);
+                    self.survivors = Some((survivors, done, deadline));
+                    self.stop_survivors().await;
+                }
+            }
+        }
+    }
+
+    /// Whether this process may write to the cluster now (K8S-8): only the
+    /// holder of the store's lease, surely still held.
+    fn may_write(&self, what: &str) -> bool {
+        let fresh = self.fence.fresh();
+        if !fresh {
+            tracing::warn!(cluster = %self.opts.cluster, what, "not written: this server's lease is not surely held (K8S-8)");
+        }
+        fresh
+    }
+
+    fn jobs_api(&self, ns: &str) -> Api<Job> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    fn pods_api(&self, ns: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    /// A merge patch of the Job `key`: `suspend` and annotations.
+    async fn patch_job(
+        &self,
+        key: &str,
+        suspend: Option<bool>,
+        annotations: BTreeMap<String, String>,
+    ) -> Result<(), kube::Error> {
+        let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+        let patch = Job {
+            metadata: ObjectMeta { annotations: Some(annotations).filter(|a| !a.is_empty()), ..ObjectMeta::default() },
+            spec: suspend.map(|s| JobSpec { suspend: Some(s), ..JobSpec::default() }),
+            status: None,
+        };
+        let mut value = serde_json::to_value(&patch).expect("a Job serialises");
+        // A typed JobSpec always carries its (required) template: an empty
+        // object, which a merge patch leaves as it is — dropped to be plain.
+        if let Some(spec) = value.get_mut("spec").and_then(|s| s.as_object_mut()) {
+            spec.remove("template");
+        }
+        self.jobs_api(ns).patch(name, &PatchParams::default(), &Patch::Merge(&value)).await.map(|_| ())
+    }
+
+    async fn launch(&mut self, l: Launch) {
+        let key = l.key;
+        let Some(job_key) = self.by_seq.get(&key.seq).cloned() else {
+            let error = LaunchError::infrastructure(format!(
+                "K8S-3: no managed Job of cluster {} carries workload {} (was it deleted?)",
+                self.opts.cluster, key.seq
+            ));
+            let _ = self.events.send(ExecEvent::LaunchFailed { key, error });
+            return;
+        };
+        if !self.may_write("unsuspend a Job") {
+            let error = LaunchError::infrastructure("K8S-8: this server's lease is not surely held");
+            let _ = self.events.send(ExecEvent::LaunchFailed { key, error });
+            return;
+        }
+        let nodes: Vec<String> = l.gpus.iter().map(|n| self.opts.kube_name(&n.node).to_string()).collect();
+        let reason = format!("K8S-3: admitted as attempt {} on {}", key.attempt, nodes.join(", "));
+        let annotations = BTreeMap::from([
+            (ATTEMPT.to_string(), key.attempt.to_string()),
+            (NODES.to_string(), nodes.join(",")),
+            (REASON.to_string(), reason.clone()),
+        ]);
+        if let Err(e) = self.patch_job(&job_key, Some(false), annotations).await {
+            let error = LaunchError::infrastructure(format!("K8S-3: cannot unsuspend Job {job_key}: {e}"));
+            let _ = self.events.send(ExecEvent::LaunchFailed { key, error });
+            return;
+        }
+        tracing::info!(cluster = %self.opts.cluster, job = %job_key, workload = key.seq, attempt = key.attempt, nodes = %nodes.join(","), "Job unsuspended");
+        self.written.insert(job_key.clone(), (reason.clone(), Instant::now()));
+        self.publish(&job_key, "Admitted", &reason).await;
+        self.attempts.insert(
+            key,
+            Attempt {
+                job: job_key.clone(),
+                nodes,
+                bound: HashMap::new(),
+                started: false,
+                stop: None,
+                orphan: false,
+                failed_code: None,
+            },
+        );
+        let pending: Vec<Pod> = self.pods_of(&job_key).into_iter().cloned().collect();
+        for p in pending {
+            self.place(&p).await;
+        }
+    }
+
+    async fn stop(&mut self, key: AttemptKey, kill: bool) {
+        let Some(a) = self.attempts.get_mut(&key) else { return };
+        a.stop = Some(kill || a.stop == Some(true));
+        let job_key = a.job.clone();
+        if a.orphan {
+            self.settle(&job_key);
+            return;
+        }
+        if self.may_write("suspend a Job") {
+            if let Err(e) = self.patch_job(&job_key, Some(true), BTreeMap::new()).await
+                && !is_not_found(&e)
+            {
+                tracing::warn!(cluster = %self.opts.cluster, job = %job_key, error = %e, "cannot suspend the Job");
+            }
+            if kill {
+                let (ns, _) = job_key.split_once('/').unwrap_or(("default", ""));
+                let names: Vec<String> = self.pods_of(&job_key).iter().map(|p| p.name_any()).collect();
+                for name in names {
+                    let _ = self.pods_api(ns).delete(&name, &DeleteParams::default().grace_period(0)).await;
+                }
+            }
+        }
+        self.settle(&job_key);
+    }
+
+    /// Recovery's survivors: their Jobs are suspended and their pods waited
+    /// for (CON-3); done once none is left, or after grace + 30 s.
+    async fn stop_survivors(&mut self) {
+        if !(self.jobs_listed && self.pods_listed) {
+            return;
+        }
+        let Some((survivors, _, _)) = &self.survivors else { return };
+        let jobs: Vec<String> = survivors.iter().filter_map(|s| self.by_seq.get(&s.key.seq).cloned()).collect();
+        for j in &jobs {
+            if self.jobs.get(j).is_some_and(|job| !suspended(job)) && self.may_write("suspend a survivor's Job") {
+                let _ = self.patch_job(j, Some(true), BTreeMap::new()).await;
+                tracing::warn!(cluster = %self.opts.cluster, job = %j, "the previous server's attempt is stopped (CON-3)");
+            }
+        }
+        self.check_survivors();
+    }
+
+    fn check_survivors(&mut self) {
+        let Some((survivors, _, deadline)) = &self.survivors else { return };
+        let left = survivors
+            .iter()
+            .filter_map(|s| self.by_seq.get(&s.key.seq))
+            .filter(|j| !self.pods_of(j).is_empty())
+            .count();
+        if left == 0 || Instant::now() > *deadline {
+            if left > 0 {
+                tracing::warn!(cluster = %self.opts.cluster, left, "survivors' pods still there after the deadline");
+            }
+            if let Some((_, done, _)) = self.survivors.take() {
+                let _ = done.send(());
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ watches
+
+    fn on_node(&mut self, e: Event<Node>) {
+        match e {
+            Event::Init => {}
+            Event::InitApply(n) | Event::Apply(n) => self.node_health(&n.name_any(), health(&n)),
+            Event::Delete(n) => self.node_health(&n.name_any(), Health::Down),
+            Event::InitDone => {
+                if !self.nodes_listed {
+                    self.nodes_listed = true;
+                    // A config node without a Node is out of service.
+                    let missing: Vec<String> =
+                        self.nodes.iter().filter(|n| !self.health.contains_key(*n)).cloned().collect();
+                    for n in missing {
+                        self.node_health(&n, Health::Down);
+                    }
+                }
+            }
+        }
+    }
+
+    fn node_health(&mut self, name: &str, now: Health) {
+        if !self.nodes.contains(name) {
+            return;
+        }
+        let before = self.health.insert(name.to_string(), now).unwrap_or(Health::Up);
+        for kind in transition(before, now) {
+            let node = self.opts.allot_name(name);
+            tracing::info!(cluster = %self.opts.cluster, node = %node, "the Node changed: {}", kind.as_str());
+            let by = format!(
+                "kubernetes: Node {name} {}",
+                match now {
+                    Health::Up => "Ready and schedulable",
+                    Health::Drain => "cordoned (unschedulable)",
+                    Health::Down => "not Ready or deleted",
+                }
+            );
+            let _ = self.events.send(ExecEvent::Node { node, kind, by });
+        }
+    }
+
+    async fn on_job(&mut self, e: Event<Job>) {
+        match e {
+            Event::Init => {}
+            Event::InitApply(j) | Event::Apply(j) => {
+                let key = key_of(&j);
+                if let Some(seq) = workload_of(&j) {
+                    self.by_seq.insert(seq, key.clone());
+                }
+                self.jobs.insert(key.clone(), j);
+                if self.jobs_listed {
+                    self.ingest(&key).await;
+                }
+                self.job_state(&key);
+            }
+            Event::Delete(j) => {
+                let key = key_of(&j);
+                self.jobs.remove(&key);
+                self.refused.remove(&key);
+                self.written.remove(&key);
+                if let Some(seq) = workload_of(&j) {
+                    for a in self.attempts.values_mut().filter(|a| a.job == key) {
+                        a.orphan = true;
+                    }
+                    if let Some(front) = self.front.clone() {
+                        tracing::info!(cluster = %self.opts.cluster, job = %key, workload = seq, "Job deleted: its workload is cancelled (K8S-4)");
+                        front.cancel(seq, format!("kubernetes: Job {key} deleted")).await;
+                    }
+                }
+                self.settle(&key);
+            }
+            Event::InitDone => {
+                self.jobs_listed = true;
+                self.after_listing().await;
+            }
+        }
+    }
+
+    async fn on_pod(&mut self, e: Event<Pod>) {
+        match e {
+            Event::Init => {}
+            Event::InitApply(p) | Event::Apply(p) => {
+                let key = key_of(&p);
+                let job = job_of(&p);
+                self.pods.insert(key, p.clone());
+                if self.jobs_listed {
+                    self.place(&p).await;
+                }
+                if let Some(j) = job {
+                    self.pod_state(&j, &p);
+                    self.job_state(&j);
+                }
+            }
+            Event::Delete(p) => {
+                self.pods.remove(&key_of(&p));
+                if let Some(j) = job_of(&p) {
+                    self.job_state(&j);
+                }
+                self.check_survivors();
+            }
+            Event::InitDone => {
+                self.pods_listed = true;
+                self.after_listing().await;
+            }
+        }
+    }
+
+    async fn after_listing(&mut self) {
+        if !(self.jobs_listed && self.pods_listed) {
+            return;
+        }
+        for l in std::mem::take(&mut self.waiting) {
+            self.launch(l).await;
+        }
+        self.stop_survivors().await;
+        self.ingest_all().await;
+    }
+
+    /// The pods of Job `key` that may hold GPUs: not yet Succeeded or
+    /// Failed (a pod being deleted still holds them until it is gone).
+    fn pods_of(&self, key: &str) -> Vec<&Pod> {
+        let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+        self.pods
+            .values()
+            .filter(|p| p.namespace().as_deref() == Some(ns) && job_of_name(p) == Some(name))
+            .filter(|p| !matches!(phase(p), "Succeeded" | "Failed"))
+            .collect()
+    }
+
+    /// Binds a waiting pod of an admitted attempt to its node (K8S-3).
+    async fn place(&mut self, p: &Pod) {
+        let Some(job) = job_of(p) else { return };
+        let spec = p.spec.clone().unwrap_or_default();
+        if spec.node_name.is_some()
+            || p.metadata.deletion_timestamp.is_some()
+            || spec.scheduler_name.as_deref() != Some(self.opts.scheduler_name.as_str())
+        {
+            return;
+        }
+        let Some((&key, a)) = self.attempts.iter().find(|(_, a)| a.job == job && a.stop.is_none() && !a.orphan) else {
+            return;
+        };
+        let name = p.name_any();
+        if a.bound.contains_key(&name) {
+            return;
+        }
+        let taken: HashSet<&String> = a.bound.values().collect();
+        let index = annotation(p, COMPLETION_INDEX).and_then(|i| i.parse::<usize>().ok());
+        let node = match index {
+            Some(i) => a.nodes.get(i).cloned(),
+            None => a.nodes.iter().find(|n| !taken.contains(n)).cloned(),
+        };
+        let Some(node) = node else {
+            tracing::warn!(cluster = %self.opts.cluster, pod = %name, "a pod beyond the allocation's nodes is left unbound");
+            return;
+        };
+        if !self.may_write("bind a pod") {
+            return;
+        }
+        let binding = Binding {
+            metadata: ObjectMeta { name: Some(name.clone()), ..ObjectMeta::default() },
+            target: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(node.clone()),
+                ..ObjectReference::default()
+            },
+        };
+        let ns = p.namespace().unwrap_or_default();
+        let r: Result<Binding, kube::Error> =
+            self.pods_api(&ns).create_subresource("binding", &name, &PostParams::default(), &binding).await;
+        match r {
+            Ok(_) => {
+                tracing::info!(cluster = %self.opts.cluster, pod = %name, node = %node, workload = key.seq, "pod bound");
+                let a = self.attempts.get_mut(&key).expect("found above");
+                a.bound.insert(name, node);
+                if !a.started && a.bound.len() >= a.nodes.len() {
+                    a.started = true;
+                    let _ = self.events.send(ExecEvent::Started { key, pid: 0 });
+                }
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %self.opts.cluster, pod = %name, node = %node, error = %e, "cannot bind the pod")
+            }
+        }
+    }
+
+    /// A failed pod of a running attempt: its exit code is the attempt's.
+    fn pod_state(&mut self, job: &str, p: &Pod) {
+        if phase(p) != "Failed" {
+            return;
+        }
+        let code = p
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|cs| cs.iter().find_map(|c| Some(c.state.as_ref()?.terminated.as_ref()?.exit_code)))
+            .unwrap_or(1);
+        for a in self.attempts.values_mut().filter(|a| a.job == job && a.failed_code.is_none()) {
+            a.failed_code = Some(code);
+        }
+    }
+
+    /// Reports the end of Job `key`'s attempt once it is over.
+    fn job_state(&mut self, key: &str) {
+        let Some(job) = self.jobs.get(key) else {
+            self.settle(key);
+            return;
+        };
+        let done = condition(job, "Complete");
+        let failed = condition(job, "Failed");
+        let live: Vec<AttemptKey> = self.attempts.iter().filter(|(_, a)| a.job == key).map(|(k, _)| *k).collect();
+        for k in live {
+            let a = &self.attempts[&k];
+            if a.stop.is_none() && done {
+                self.exit(k, ExitStatus { code: Some(0), signal: None });
+            } else if a.stop.is_none() && failed {
+                let code = a.failed_code.unwrap_or(1);
+                self.exit(k, ExitStatus { code: Some(code), signal: None });
+            }
+        }
+        self.settle(key);
+    }
+
+    /// A stopped attempt of Job `key` is over once its Job is suspended
+    /// (or gone) and none of its pods is left.
+    fn settle(&mut self, key: &str) {
+        let stopped: Vec<(AttemptKey, bool)> = self
+            .attempts
+            .iter()
+            .filter(|(_, a)| a.job == key && (a.stop.is_some() || a.orphan))
+            .map(|(k, a)| (*k, a.stop == Some(true)))
+            .collect();
+        if stopped.is_empty() {
+            return;
+        }
+        let quiet = self.jobs.get(key).is_none_or(suspended) && self.pods_of(key).is_empty();
+        for (k, kill) in stopped {
+            let a = &self.attempts[&k];
+            if quiet || (a.orphan && a.stop.is_some() && self.pods_of(key).is_empty()) {
+                let signal = if kill { libc::SIGKILL } else { libc::SIGTERM };
+                self.exit(k, ExitStatus { code: None, signal: Some(signal) });
+            }
+        }
+    }
+
+    fn exit(&mut self, key: AttemptKey, status: ExitStatus) {
+        if let Some(a) = self.attempts.remove(&key) {
+            tracing::info!(cluster = %self.opts.cluster, job = %a.job, workload = key.seq, attempt = key.attempt, ?status, "attempt over");
+            let _ = self.events.send(ExecEvent::Exited { key, status });
+        }
+    }
+
+    // ------------------------------------------------------------ ingest
+
+    async fn ingest_all(&mut self) {
+        if !(self.jobs_listed && self.pods_listed) || self.front.is_none() {
+            return;
+        }
+        let keys: Vec<String> = self.jobs.keys().cloned().collect();
+        for k in keys {
+            self.ingest(&k).await;
+        }
+    }
+
+    /// A new managed Job becomes a workload, or gets its refusal (K8S-1, K8S-2).
+    async fn ingest(&mut self, key: &str) {
+        let Some(front) = self.front.clone() else { return };
+        let Some(j) = self.jobs.get(key) else { return };
+        if workload_of(j).is_some() || j.metadata.deletion_timestamp.is_some() || condition(j, "Complete") {
+            return;
+        }
+        let version = j.resource_version().unwrap_or_default();
+        if self.refused.get(key).is_some_and(|(v, _)| *v == version) {
+            return;
+        }
+        let outcome = match job::read(j, &self.opts) {
+            Ok(shape) => front.submit(shape.clone()).await.map_err(|why| (shape, why)),
+            Err(refused) => Err(refused),
+        };
+        match outcome {
+            Ok(seq) => {
+                self.by_seq.insert(seq, key.to_string());
+                self.refused.remove(key);
+                if self.may_write("record the workload on its Job") {
+                    let ann = BTreeMap::from([(WORKLOAD.to_string(), seq.to_string())]);
+                    if let Err(e) = self.patch_job(key, None, ann).await {
+                        tracing::warn!(cluster = %self.opts.cluster, job = %key, error = %e, "cannot annotate the Job with its workload");
+                    }
+                }
+                tracing::info!(cluster = %self.opts.cluster, job = %key, workload = seq, "Job ingested");
+            }
+            Err((shape, why)) => {
+                tracing::warn!(cluster = %self.opts.cluster, job = %key, reason = %why, "Job refused");
+                let seq = front.reject(shape, why.clone()).await;
+                let text = match seq {
+                    Some(seq) => format!("{why} (workload {seq}, rejected; fix the Job and create it again)"),
+                    None => why.clone(),
+                };
+                self.refused.insert(key.to_string(), (version, why));
+                let mut ann = BTreeMap::from([(REASON.to_string(), text.clone())]);
+                if let Some(seq) = seq {
+                    ann.insert(WORKLOAD.to_string(), seq.to_string());
+                }
+                if self.may_write("write a refusal on a Job") {
+                    let _ = self.patch_job(key, None, ann).await;
+                    self.publish(key, "Refused", &text).await;
+                    self.written.insert(key.to_string(), (text, Instant::now()));
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ reasons
+
+    async fn tick(&mut self) {
+        if !self.waiting.is_empty() && self.jobs_listed && self.pods_listed {
+            self.after_listing().await;
+        }
+        self.check_survivors();
+        let keys: Vec<String> = self.attempts.values().map(|a| a.job.clone()).collect();
+        for k in keys {
+            self.settle(&k);
+        }
+        if self.last_reasons.elapsed() >= REASON_EVERY {
+            self.last_reasons = Instant::now();
+            self.write_reasons().await;
+        }
+    }
+
+    /// Writes each waiting Job's reason where it changed, at most once per
+    /// [`REASON_MIN_GAP`] per Job (K8S-6).
+    async fn write_reasons(&mut self) {
+        let Some(front) = self.front.clone() else { return };
+        let waiting: Vec<(i64, String)> = self
+            .jobs
+            .iter()
+            .filter(|(k, j)| {
+                suspended(j) && !self.attempts.values().any(|a| &a.job == *k) && !self.refused.contains_key(*k)
+            })
+            .filter_map(|(k, j)| Some((workload_of(j)?, k.clone())))
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let reasons = front.reasons(waiting.iter().map(|(s, _)| *s).collect()).await;
+        for ((_, key), reason) in waiting.into_iter().zip(reasons) {
+            let Some(reason) = reason else { continue };
+            let reason: String = reason.chars().take(1000).collect();
+            let fresh = match self.written.get(&key) {
+                Some((r, _)) if *r == reason => false,
+                Some((_, at)) if at.elapsed() < REASON_MIN_GAP => false,
+                _ => true,
+            };
+            if !fresh || !self.may_write("write a Job's reason") {
+                continue;
+            }
+            let ann = BTreeMap::from([(REASON.to_string(), reason.clone())]);
+            if self.patch_job(&key, None, ann).await.is_ok() {
+                self.publish(&key, "Waiting", &reason).await;
+                self.written.insert(key, (reason, Instant::now()));
+            }
+        }
+    }
+
+    /// An Event on Job `key` (K8S-6).
+    async fn publish(&self, key: &str, reason: &str, note: &str) {
+        let Some(j) = self.jobs.get(key) else { return };
+        let ev = KubeEvent {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Schedule".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &j.object_ref(&())).await {
+            tracing::debug!(cluster = %self.opts.cluster, job = %key, error = %e, "cannot publish an Event");
+        }
+    }
+}
+
+fn key_of<K: ResourceExt>(o: &K) -> String {
+    format!("{}/{}", o.namespace().unwrap_or_else(|| "default".into()), o.name_any())
+}
+
+fn annotation<'a, K: ResourceExt>(o: &'a K, key: &str) -> Option<&'a str> {
+    o.annotations().get(key).map(String::as_str)
+}
+
+fn workload_of(j: &Job) -> Option<i64> {
+    annotation(j, WORKLOAD)?.parse().ok()
+}
+
+fn job_of_name(p: &Pod) -> Option<&str> {
+    p.labels().get(JOB_NAME).map(String::as_str)
+}
+
+fn job_of(p: &Pod) -> Option<String> {
+    Some(format!("{}/{}", p.namespace()?, job_of_name(p)?))
+}
+
+fn phase(p: &Pod) -> &str {
+    p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending")
+}
+
+fn suspended(j: &Job) -> bool {
+    j.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false)
+}
+
+fn condition(j: &Job, kind: &str) -> bool {
+    j.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == kind && c.status == "True"))
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
