@@ -18,7 +18,9 @@
 # (.ci/lib.sh); ports are free ones chosen at start. Two static tokens:
 # ALLOT_TEST_K8S_ADMIN_TOKEN (system:masters, for the tests' own set-up) and
 # ALLOT_TEST_K8S_TOKEN (user "allot", group "allot": no right until a test binds
-# Allot's ClusterRole to it). Diagnostics go to stderr; any failure is fatal.
+# Allot's ClusterRole to it; also as a file, ALLOT_TEST_K8S_TOKEN_FILE), and
+# ALLOT_TEST_K8S_USER_TOKEN (user "alice", a researcher with no right until a
+# test grants some). Diagnostics go to stderr; any failure is fatal.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -112,9 +114,11 @@ alive() { [ -f "$BASE/$1.pid" ] && kill -0 "$(cat "$BASE/$1.pid")" 2>/dev/null; 
 print_env() {
   cat <<V
 export ALLOT_TEST_K8S_URL=https://127.0.0.1:$(cat "$BASE/port")
-export ALLOT_TEST_K8S_CA=$BASE/pki/apiserver.crt
+export ALLOT_TEST_K8S_CA=$BASE/pki/ca.crt
 export ALLOT_TEST_K8S_ADMIN_TOKEN=$(cat "$BASE/pki/admin.token")
 export ALLOT_TEST_K8S_TOKEN=$(cat "$BASE/pki/allot.token")
+export ALLOT_TEST_K8S_TOKEN_FILE=$BASE/pki/allot.token
+export ALLOT_TEST_K8S_USER_TOKEN=$(cat "$BASE/pki/alice.token")
 export ALLOT_TEST_K8S_KUBECONFIG=$BASE/kubeconfig
 V
 }
@@ -134,23 +138,33 @@ start() {
   local ports port etcd_port peer_port
   read -r port etcd_port peer_port <<<"$(ci_free_ports 3)"
   echo "$port" > port
-  openssl req -x509 -newkey rsa:2048 -nodes -days 7 -subj /CN=kube-apiserver \
-    -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
-    -keyout pki/apiserver.key -out pki/apiserver.crt 2>/dev/null
+  # A CA of the plane's own and a serving certificate it signed (an
+  # end-entity certificate: TLS clients such as rustls refuse a CA
+  # certificate presented as the server's).
+  openssl req -x509 -newkey rsa:2048 -nodes -days 7 -subj /CN=allot-test-ca \
+    -keyout pki/ca.key -out pki/ca.crt 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj /CN=kube-apiserver \
+    -keyout pki/apiserver.key -out pki/apiserver.csr 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' > pki/apiserver.ext
+  openssl x509 -req -in pki/apiserver.csr -CA pki/ca.crt -CAkey pki/ca.key -CAcreateserial -days 7 \
+    -extfile pki/apiserver.ext -out pki/apiserver.crt 2>/dev/null
   openssl genrsa -out pki/sa.key 2048 2>/dev/null
   openssl rsa -in pki/sa.key -pubout -out pki/sa.pub 2>/dev/null
   openssl rand -hex 16 > pki/admin.token
   openssl rand -hex 16 > pki/allot.token
-  # token,user,uid,"groups"; extra users for the tests' submitters.
+  openssl rand -hex 16 > pki/alice.token
+  # token,user,uid,"groups": the admin (cluster-admin), Allot and a researcher,
+  # alice, who has no right until a test grants her some.
   {
     printf '%s,admin,1,"system:masters"\n' "$(cat pki/admin.token)"
     printf '%s,allot,2,"allot"\n' "$(cat pki/allot.token)"
+    printf '%s,alice,3,"researchers"\n' "$(cat pki/alice.token)"
   } > pki/tokens.csv
   chmod 600 pki/*.key pki/*.token pki/tokens.csv
   cat > kubeconfig <<K
 apiVersion: v1
 kind: Config
-clusters: [{name: it, cluster: {server: "https://127.0.0.1:$port", certificate-authority: "$BASE/pki/apiserver.crt"}}]
+clusters: [{name: it, cluster: {server: "https://127.0.0.1:$port", certificate-authority: "$BASE/pki/ca.crt"}}]
 users: [{name: admin, user: {token: "$(cat pki/admin.token)"}}]
 contexts: [{name: it, context: {cluster: it, user: admin}}]
 current-context: it
@@ -174,14 +188,14 @@ K
     --service-account-key-file pki/sa.pub --service-account-signing-key-file pki/sa.key \
     --token-auth-file pki/tokens.csv --authorization-mode RBAC >log/apiserver.log 2>&1 &
   echo $! > apiserver.pid
-  ready() { curl -sf --cacert pki/apiserver.crt -H "Authorization: Bearer $(cat pki/admin.token)" "https://127.0.0.1:$port/readyz" >/dev/null; }
+  ready() { curl -sf --cacert pki/ca.crt -H "Authorization: Bearer $(cat pki/admin.token)" "https://127.0.0.1:$port/readyz" >/dev/null; }
   for i in $(seq 600); do ready && break; sleep 0.1; done
   ready || { tail -20 log/apiserver.log >&2; ci_die "kube-apiserver was not ready in 60 s"; }
   # The controllers a batch cluster needs; their client limits raised so
   # that they, not the scheduler under test, are never the bottleneck.
   "$BIN/kube-controller-manager" --kubeconfig kubeconfig \
     --controllers job-controller,serviceaccount-controller,serviceaccount-token-controller,namespace-controller,garbage-collector-controller,ttl-after-finished-controller,pod-garbage-collector-controller,node-lifecycle-controller,taint-eviction-controller \
-    --service-account-private-key-file pki/sa.key --root-ca-file pki/apiserver.crt \
+    --service-account-private-key-file pki/sa.key --root-ca-file pki/ca.crt \
     --use-service-account-credentials=false --leader-elect=false \
     --kube-api-qps 500 --kube-api-burst 1000 --concurrent-job-syncs 20 \
     --bind-address 127.0.0.1 --secure-port 0 >log/controller-manager.log 2>&1 &

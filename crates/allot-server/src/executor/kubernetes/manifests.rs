@@ -72,9 +72,7 @@ fn cel(s: &str) -> String {
 pub fn creation_policy(o: &ManifestOptions) -> (adm::MutatingAdmissionPolicy, adm::MutatingAdmissionPolicyBinding) {
     let expression = format!(
         "Object{{\n  metadata: Object.metadata{{annotations: {{{user}: request.userInfo.username}}}},\n  \
-         spec: Object.spec{{\n    suspend: true,\n    backoffLimit: 0,\n    \
-         podFailurePolicy: Object.spec.podFailurePolicy{{rules: [Object.spec.podFailurePolicy.rules{{action: \"Ignore\", \
-         onPodConditions: [Object.spec.podFailurePolicy.rules.onPodConditions{{type: \"DisruptionTarget\"}}]}}]}},\n    \
+         spec: Object.spec{{\n    suspend: true,\n    backoffLimit: 0,\n    podReplacementPolicy: \"Failed\",\n    \
          template: Object.spec.template{{\n      metadata: Object.spec.template.metadata{{labels: {{{managed}: \"true\"}}}},\n      \
          spec: Object.spec.template.spec{{schedulerName: {sched}, terminationGracePeriodSeconds: {grace}, restartPolicy: \"Never\"}}\n    }}\n  }}\n}}",
         user = cel(USER),
@@ -82,17 +80,29 @@ pub fn creation_policy(o: &ManifestOptions) -> (adm::MutatingAdmissionPolicy, ad
         sched = cel(&o.scheduler_name),
         grace = o.grace_s,
     );
+    let failure_policy = "[JSONPatch{op: \"add\", path: \"/spec/podFailurePolicy\", value: \
+        Object.spec.podFailurePolicy{rules: [Object.spec.podFailurePolicy.rules{action: \"Ignore\", \
+        onPodConditions: [Object.spec.podFailurePolicy.rules.onPodConditions{type: \"DisruptionTarget\", status: \"True\"}]}]}}]";
     let policy = adm::MutatingAdmissionPolicy {
         metadata: meta("allot-admit"),
         spec: Some(adm::MutatingAdmissionPolicySpec {
             match_constraints: Some(jobs_rule("CREATE")),
             failure_policy: Some("Fail".into()),
             reinvocation_policy: Some("IfNeeded".into()),
-            mutations: Some(vec![adm::Mutation {
-                patch_type: "ApplyConfiguration".into(),
-                apply_configuration: Some(adm::ApplyConfiguration { expression: Some(expression) }),
-                json_patch: None,
-            }]),
+            mutations: Some(vec![
+                adm::Mutation {
+                    patch_type: "ApplyConfiguration".into(),
+                    apply_configuration: Some(adm::ApplyConfiguration { expression: Some(expression) }),
+                    json_patch: None,
+                },
+                // A list is atomic to an apply configuration: the pod
+                // failure policy is set whole, by a JSON patch.
+                adm::Mutation {
+                    patch_type: "JSONPatch".into(),
+                    apply_configuration: None,
+                    json_patch: Some(adm::JSONPatch { expression: Some(failure_policy.into()) }),
+                },
+            ]),
             ..Default::default()
         }),
     };

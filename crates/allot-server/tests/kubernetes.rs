@@ -1,0 +1,513 @@
+//! A Kubernetes cluster as a member of the fleet, end to end: `allot serve`
+//! runs the managed Jobs of a real control plane (kube-apiserver, the Job
+//! controller, kwok's fake nodes: `.ci/k8s.sh`), as the non-admin user
+//! `allot` bound to the ClusterRole Allot prints, with the admission
+//! policies it prints. Each test has its own namespace, its own Nodes
+//! (label `allot.dev/test=<test>`, Allot's node selector) and its own store.
+//!
+//! The plane is found only through `ALLOT_TEST_K8S_*` (never a kubeconfig):
+//! without them every test fails, saying how to start it.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use support::{Backend, Fixture, Server};
+
+const GRACE_S: i64 = 2;
+
+/// The control plane of `.ci/k8s.sh`, and clients of its users.
+struct Plane {
+    url: String,
+    ca: PathBuf,
+    admin: Client,
+    alice: Client,
+    allot_token_file: PathBuf,
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!(
+            "{name} is not set: these tests need the private Kubernetes control plane. Start it with\n  \
+             eval \"$(bash .ci/k8s.sh)\"\nand run them in that shell (.ci/test does both)."
+        )
+    })
+}
+
+impl Plane {
+    fn new(dir: &Path) -> Plane {
+        let url = env("ALLOT_TEST_K8S_URL");
+        let ca = PathBuf::from(env("ALLOT_TEST_K8S_CA"));
+        let file = |name: &str, token: String| {
+            let p = dir.join(name);
+            std::fs::write(&p, token).unwrap();
+            p
+        };
+        let admin = client(&url, &ca, &file("admin.token", env("ALLOT_TEST_K8S_ADMIN_TOKEN")));
+        let alice = client(&url, &ca, &file("alice.token", env("ALLOT_TEST_K8S_USER_TOKEN")));
+        let allot_token_file = file("allot.token", env("ALLOT_TEST_K8S_TOKEN"));
+        Plane { url, ca, admin, alice, allot_token_file }
+    }
+
+    fn jobs(&self, c: &Client, ns: &str) -> Api<Job> {
+        Api::namespaced(c.clone(), ns)
+    }
+
+    fn pods(&self, ns: &str) -> Api<Pod> {
+        Api::namespaced(self.admin.clone(), ns)
+    }
+
+    /// Allot's manifests (as `allot kubernetes manifests` prints them for
+    /// the user `allot`), applied as the admin.
+    async fn apply_manifests(&self, config: &Path) {
+        let out = std::process::Command::new(support::allot_bin())
+            .args(["kubernetes", "manifests", "--config"])
+            .arg(config)
+            .args(["--user", "allot"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for item in list["items"].as_array().unwrap() {
+            let (api_version, kind) = (item["apiVersion"].as_str().unwrap(), item["kind"].as_str().unwrap());
+            let (group, version) = api_version.split_once('/').unwrap();
+            let plural = format!("{}s", kind.to_lowercase()).replace("policys", "policies");
+            let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural);
+            let api: Api<DynamicObject> = Api::all_with(self.admin.clone(), &ar);
+            let name = item["metadata"]["name"].as_str().unwrap();
+            let obj: DynamicObject = serde_json::from_value(item.clone()).unwrap();
+            api.patch(name, &PatchParams::apply("allot-tests").force(), &Patch::Apply(&obj))
+                .await
+                .unwrap_or_else(|e| panic!("apply {kind} {name}: {e}"));
+        }
+    }
+
+    /// A namespace where alice may create, read, change and delete Jobs.
+    async fn namespace(&self, ns: &str) {
+        let api: Api<Namespace> = Api::all(self.admin.clone());
+        let _ = api.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap()).await;
+        let rbac = |kind: &str, plural: &str| {
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind), plural)
+        };
+        let role: Api<DynamicObject> = Api::namespaced_with(self.admin.clone(), ns, &rbac("Role", "roles"));
+        let obj = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "jobs"},
+            "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
+                      {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]});
+        role.patch("jobs", &PatchParams::apply("allot-tests").force(), &Patch::Apply(&obj)).await.unwrap();
+        let rb: Api<DynamicObject> = Api::namespaced_with(self.admin.clone(), ns, &rbac("RoleBinding", "rolebindings"));
+        let obj = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "alice-jobs"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "jobs"},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}]});
+        rb.patch("alice-jobs", &PatchParams::apply("allot-tests").force(), &Patch::Apply(&obj)).await.unwrap();
+    }
+
+    /// A kwok node of `gpus` GPUs, selected by the test's label.
+    async fn node(&self, test: &str, name: &str, gpus: u32) {
+        let api: Api<Node> = Api::all(self.admin.clone());
+        let _ = api.delete(name, &DeleteParams::default()).await;
+        let n: Node = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"allot.dev/test": test, "kubernetes.io/hostname": name,
+                          "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "type": "kwok"},
+                         "annotations": {"kwok.x-k8s.io/node": "fake"}},
+            "status": {"capacity": {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": gpus.to_string()},
+                       "allocatable": {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": gpus.to_string()}}
+        }))
+        .unwrap();
+        for _ in 0..50 {
+            match api.create(&PostParams::default(), &n).await {
+                Ok(_) => break,
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await, // the old one is still going
+            }
+        }
+        until(30, || async { api.get(name).await.ok().filter(ready).map(|_| ()) }).await;
+    }
+
+    /// The config of `allot serve` for this plane.
+    fn config(&self, test: &str, ns: &str, nodes: u32, min_slice: &str) -> String {
+        format!(
+            r#"
+[[clusters]]
+name = "k8s"
+[[clusters.pools]]
+name = "h100"
+gpu = "H100"
+nodes = {nodes}
+gpus_per_node = 8
+[clusters.executor]
+kind = "kubernetes"
+url = "{url}"
+ca_file = "{ca}"
+token_file = "{token}"
+node_selector = "allot.dev/test={test}"
+[clusters.executor.namespaces]
+{ns} = ["org/a"]
+[clusters.executor.users]
+alice = ["org/b"]
+
+[[accounts]]
+path = "org/a"
+share = 1
+[[accounts]]
+path = "org/b"
+share = 1
+
+[contract]
+scheduling_interval = "1s"
+grace = "{GRACE_S}s"
+min_slice = {{ batch = "{min_slice}", interactive = "0s", service = "0s" }}
+"#,
+            url = self.url,
+            ca = self.ca.display(),
+            token = self.allot_token_file.display(),
+        )
+    }
+}
+
+fn client(url: &str, ca: &Path, token: &Path) -> Client {
+    let mut cfg = kube::Config::new(url.parse().unwrap());
+    cfg.root_cert_file = Some(ca.to_path_buf());
+    cfg.auth_info.token_file = Some(token.display().to_string());
+    Client::try_from(cfg).unwrap()
+}
+
+fn ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Polls `f` until it gives `Some`, for at most `secs`.
+async fn until<T, F, Fut>(secs: u64, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "not within {secs} s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A Job of `pods` pods of `gpus` GPUs each that runs `run_s` seconds once
+/// bound (kwok's stage delays); managed by Allot when `account` is given.
+fn job(name: &str, account: Option<&str>, pods: i32, gpus: u32, run_s: u32) -> Job {
+    let mut ann = serde_json::Map::new();
+    for (stage, d) in [("pod-create", 0), ("pod-ready", 0), ("pod-complete", run_s)] {
+        ann.insert(format!("{stage}.stage.kwok.x-k8s.io/delay"), json!(format!("{d}s")));
+        ann.insert(format!("{stage}.stage.kwok.x-k8s.io/jitter-delay"), json!(format!("{d}s")));
+    }
+    let mut meta = json!({"name": name});
+    if let Some(a) = account {
+        meta = json!({"name": name, "labels": {"allot.dev/managed": "true"},
+                      "annotations": {"allot.dev/account": a, "allot.dev/expected-duration": format!("{run_s}s")}});
+    }
+    serde_json::from_value(json!({
+        "metadata": meta,
+        "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed",
+                 "template": {"metadata": {"annotations": ann},
+                              "spec": {"restartPolicy": "Never", "containers": [{"name": "train", "image": "trainer:1",
+                                  "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]}}}
+    }))
+    .unwrap()
+}
+
+fn annotation(j: &Job, key: &str) -> Option<String> {
+    j.annotations().get(key).cloned()
+}
+
+/// The workload id Allot wrote on Job `name`.
+async fn workload_of(p: &Plane, ns: &str, name: &str) -> String {
+    let api = p.jobs(&p.admin, ns);
+    until(30, || async { api.get(name).await.ok().and_then(|j| annotation(&j, "allot.dev/workload")) }).await
+}
+
+/// The live pods of Job `name`, by completion index.
+async fn pods_of(p: &Plane, ns: &str, name: &str) -> BTreeMap<u32, Pod> {
+    let lp = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={name}"));
+    let mut out = BTreeMap::new();
+    for pod in p.pods(ns).list(&lp).await.unwrap() {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        if pod.metadata.deletion_timestamp.is_some() || phase == "Succeeded" || phase == "Failed" {
+            continue;
+        }
+        let i = pod.annotations().get("batch.kubernetes.io/job-completion-index").and_then(|i| i.parse().ok());
+        out.insert(i.unwrap_or(0), pod);
+    }
+    out
+}
+
+async fn workload(s: &Server, token: &str, id: &str) -> Value {
+    s.http("GET", &format!("/v1/workloads/{id}"), Some(token), None).await.1
+}
+
+async fn until_state(s: &Server, token: &str, id: &str, state: &str, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let v = workload(s, token, id).await;
+        if v["workload"]["state"] == state {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "workload {id} not {state} in {secs} s: {v}\n{}", s.log());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Everything a test needs: its store, plane, namespace, Nodes and server.
+async fn setup(test: &str, nodes: u32, min_slice: &str) -> (Fixture, Plane, String, Server) {
+    let f = Fixture::new(Backend::Sqlite, &format!("k8s-{test}")).await;
+    let p = Plane::new(&f.dir);
+    let ns = format!("t-{test}-{}", rand_suffix());
+    let cfg = p.config(test, &ns, nodes, min_slice);
+    std::fs::write(f.dir.join("cluster.toml"), &cfg).unwrap();
+    p.apply_manifests(&f.dir.join("cluster.toml")).await;
+    p.namespace(&ns).await;
+    for i in 1..=nodes {
+        p.node(test, &format!("{test}-{i}"), 8).await;
+    }
+    // The policies take a moment to be enforced: a probe Job comes back suspended.
+    let api = p.jobs(&p.admin, &ns);
+    until(30, || async {
+        let probe = job(&format!("probe-{}", rand_suffix()), Some("org/a"), 1, 1, 1);
+        let made = api.create(&PostParams::default(), &probe).await.ok()?;
+        let _ = api.delete(&made.name_any(), &DeleteParams::background()).await;
+        made.spec.and_then(|s| s.suspend).filter(|s| *s).map(|_| ())
+    })
+    .await;
+    let s = Server::start(&f.dir, &f.db.url);
+    (f, p, ns, s)
+}
+
+fn rand_suffix() -> String {
+    format!("{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos())
+}
+
+/// Removes the test's namespace (its Jobs and pods) and Nodes.
+async fn teardown(p: &Plane, test: &str, ns: &str) {
+    let _ = Api::<Namespace>::all(p.admin.clone()).delete(ns, &DeleteParams::background()).await;
+    let nodes: Api<Node> = Api::all(p.admin.clone());
+    let lp = ListParams::default().labels(&format!("allot.dev/test={test}"));
+    let _ = nodes.delete_collection(&DeleteParams::default(), &lp).await;
+}
+
+/// A 2-pod gang on 2 × 8-GPU nodes runs only once Allot admits it, each
+/// pod on the node of its allocation; users cannot unsuspend a managed Job;
+/// refused Jobs say why on the Job and in `GET /v1/workloads`; a waiting Job
+/// carries its reason; unmanaged Jobs are never touched; deleting a Job
+/// cancels its workload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_gang_admission_guards_and_reasons() {
+    const TEST: &str = "gang";
+    let (f, p, ns, s) = setup(TEST, 2, "10m").await;
+    let t = f.admin.as_str();
+    let alice = p.jobs(&p.alice, &ns);
+    let admin = p.jobs(&p.admin, &ns);
+
+    // An unmanaged Job first: nothing of Allot's may ever touch it.
+    let plain = admin.create(&PostParams::default(), &job("plain", None, 1, 8, 600)).await.unwrap();
+
+    // Created without `suspend`: the creation policy suspends it and
+    // records its creator; its pods get Allot's scheduler and the grace.
+    let made = alice.create(&PostParams::default(), &job("gang", Some("org/a"), 2, 8, 600)).await.unwrap();
+    let spec = made.spec.clone().unwrap();
+    assert_eq!(spec.suspend, Some(true), "K8S-1: suspended at creation");
+    assert_eq!(annotation(&made, "allot.dev/user").as_deref(), Some("alice"));
+    let pod = spec.template.spec.clone().unwrap();
+    assert_eq!(pod.scheduler_name.as_deref(), Some("allot"));
+    assert_eq!(pod.termination_grace_period_seconds, Some(GRACE_S));
+    assert_eq!(spec.backoff_limit, Some(0), "the Job controller's retries are off");
+
+    // A user may not unsuspend it (nor may the admin: only Allot's identity).
+    let unsuspend = Patch::Merge(json!({"spec": {"suspend": false}}));
+    for (who, api) in [("alice", &alice), ("admin", &admin)] {
+        let err = api.patch("gang", &PatchParams::default(), &unsuspend).await.expect_err(who);
+        assert!(err.to_string().contains("K8S-3: only Allot suspends or unsuspends"), "{who}: {err}");
+    }
+
+    // Allot admits it: every pod on the node its allocation names.
+    let id = workload_of(&p, &ns, "gang").await;
+    let v = until_state(&s, t, &id, "running", 60).await;
+    let alloc: Vec<String> = v["attempts"][0]["allocation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(alloc.len(), 2, "{v}");
+    let placed = until(30, || async {
+        let pods = pods_of(&p, &ns, "gang").await;
+        let bound: Vec<String> = pods.values().filter_map(|p| p.spec.as_ref()?.node_name.clone()).collect();
+        (bound.len() == 2).then_some(pods)
+    })
+    .await;
+    for (i, pod) in &placed {
+        assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some(alloc[*i as usize].as_str()), "pod {i}");
+    }
+    let gang = admin.get("gang").await.unwrap();
+    assert_eq!(annotation(&gang, "allot.dev/nodes"), Some(alloc.join(",")));
+
+    // Refused Jobs say why, on the Job and in the API, and stay (suspended, no pod).
+    let refusals = [
+        ("unknown", job("unknown", Some("org/a/nope"), 1, 8, 5), &alice, "unknown account \"org/a/nope\""),
+        ("not-mine", job("not-mine", Some("org/b"), 1, 8, 5), &admin, "K8S-2: namespace"),
+        ("no-gpus", job("no-gpus", Some("org/a"), 1, 0, 5), &alice, "K8S-1: the Job requests no GPUs"),
+        ("too-big", job("too-big", Some("org/a"), 1, 9, 5), &alice, "larger than any pool: asks 1 nodes × 9 GPUs"),
+    ];
+    for (name, j, api, _) in &refusals {
+        api.create(&PostParams::default(), j).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    for (name, _, _, want) in &refusals {
+        let reason = until(30, || async { admin.get(name).await.ok().and_then(|j| annotation(&j, "allot.dev/reason")) }).await;
+        assert!(reason.contains(want), "{name}: {reason}");
+        let rid = workload_of(&p, &ns, name).await;
+        let w = workload(&s, t, &rid).await;
+        assert_eq!(w["workload"]["state"], "rejected", "{name}: {w}");
+        assert!(w["workload"]["reason"].as_str().unwrap().contains(want), "{name}: {w}");
+        let j = admin.get(name).await.unwrap();
+        assert_eq!(j.spec.unwrap().suspend, Some(true), "{name} stays suspended");
+        assert!(pods_of(&p, &ns, name).await.is_empty(), "{name} has no pod");
+    }
+
+    // A Job that waits is told why, on the Job and as an Event, as `allot why` says.
+    alice.create(&PostParams::default(), &job("later", Some("org/b"), 1, 8, 3)).await.unwrap();
+    let lid = workload_of(&p, &ns, "later").await;
+    let reason =
+        until(30, || async { admin.get("later").await.ok().and_then(|j| annotation(&j, "allot.dev/reason")) }).await;
+    let why = workload(&s, t, &lid).await["why"].as_str().unwrap_or_default().to_string();
+    let rule = |r: &str| r.split(':').next().unwrap_or_default().to_string();
+    assert_eq!(rule(&reason), rule(&why), "the Job's reason is allot why's: {reason} / {why}");
+    let events: Api<DynamicObject> = Api::namespaced_with(
+        p.admin.clone(),
+        &ns,
+        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("events.k8s.io", "v1", "Event"), "events"),
+    );
+    until(30, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items.iter().any(|e| e.data["regarding"]["name"] == "later" && e.data["note"] == Value::from(reason.clone())).then_some(())
+    })
+    .await;
+
+    // Deleting a Job cancels its workload; its GPUs go to the waiting one.
+    alice.delete("gang", &DeleteParams::background()).await.unwrap();
+    until_state(&s, t, &id, "cancelled", 60).await;
+    until_state(&s, t, &lid, "finished", 60).await;
+
+    // The unmanaged Job was never touched.
+    let now = admin.get("plain").await.unwrap();
+    assert_eq!(now.annotations(), plain.annotations(), "no annotation of Allot's");
+    assert_ne!(now.spec.as_ref().unwrap().suspend, Some(true));
+    for pod in pods_of(&p, &ns, "plain").await.values() {
+        assert!(pod.spec.as_ref().unwrap().node_name.is_none(), "Allot binds no pod of an unmanaged Job");
+    }
+    drop(s);
+    teardown(&p, TEST, &ns).await;
+    f.finish().await;
+}
+
+/// A better-ranked Job past the slice preempts a running gang: its pods
+/// go, it requeues and finishes as attempt 2, and the ledger equals the
+/// recorded attempts. A cordoned Node drains under the contract; a deleted
+/// Node fails its pods and the workload requeues.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_preemption_drain_and_node_loss() {
+    const TEST: &str = "preempt";
+    let (f, p, ns, s) = setup(TEST, 2, "3s").await;
+    let t = f.admin.as_str();
+    let alice = p.jobs(&p.alice, &ns);
+    let admin = p.jobs(&p.admin, &ns);
+    let nodes: Api<Node> = Api::all(p.admin.clone());
+
+    admin.create(&PostParams::default(), &job("gang", Some("org/a"), 2, 8, 20)).await.unwrap();
+    let gid = workload_of(&p, &ns, "gang").await;
+    until_state(&s, t, &gid, "running", 60).await;
+    tokio::time::sleep(Duration::from_secs(4)).await; // past its slice
+    alice.create(&PostParams::default(), &job("urgent", Some("org/b"), 1, 8, 4)).await.unwrap();
+    let uid = workload_of(&p, &ns, "urgent").await;
+    until_state(&s, t, &uid, "finished", 90).await;
+    let g = until_state(&s, t, &gid, "finished", 120).await;
+    let attempts = g["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "preempted once, then finished: {g}");
+    assert_eq!(attempts[0]["outcome"], "preempted", "{g}");
+    assert_eq!(attempts[1]["outcome"], "finished", "{g}");
+    assert_ledger_exact(&s, t).await;
+
+    // A cordoned Node drains (MNT-1): what runs there is preempted, requeued
+    // and placed on the other Node.
+    admin.create(&PostParams::default(), &job("long", Some("org/a"), 1, 8, 600)).await.unwrap();
+    let lid = workload_of(&p, &ns, "long").await;
+    let v = until_state(&s, t, &lid, "running", 60).await;
+    let first = v["attempts"][0]["allocation"][0]["node"].as_str().unwrap().to_string();
+    let other = if first == "preempt-1" { "preempt-2" } else { "preempt-1" };
+    nodes.patch(&first, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}}))).await.unwrap();
+    let v = until(60, || async {
+        let v = workload(&s, t, &lid).await;
+        let a = v["attempts"].as_array()?;
+        (a.len() == 2 && v["workload"]["state"] == "running").then_some(v)
+    })
+    .await;
+    assert_eq!(v["attempts"][1]["allocation"][0]["node"], other, "{v}");
+    assert!(v["attempts"][0]["end_reason"].as_str().unwrap_or_default().contains("MNT-1") || v["attempts"][0]["outcome"] == "preempted", "{v}");
+    let (_, ns_view) = s.http("GET", "/v1/nodes", Some(t), None).await;
+    let health = ns_view.as_array().unwrap().iter().find(|n| n["name"] == first.as_str()).unwrap()["health"].clone();
+    assert!(health == "drained" || health == "draining", "{ns_view}");
+
+    // The other Node is deleted: its pods go, the attempt is lost, the
+    // workload waits (the only other Node is cordoned) and runs once it is
+    // uncordoned.
+    nodes.delete(other, &DeleteParams::default()).await.unwrap();
+    let v = until(90, || async {
+        let v = workload(&s, t, &lid).await;
+        (v["attempts"].as_array()?.len() == 2 && v["workload"]["state"] == "pending").then_some(v)
+    })
+    .await;
+    assert_ne!(v["attempts"][1]["outcome"], "finished", "{v}");
+    nodes.patch(&first, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": false}}))).await.unwrap();
+    let v = until(60, || async {
+        let v = workload(&s, t, &lid).await;
+        (v["attempts"].as_array()?.len() == 3 && v["workload"]["state"] == "running").then_some(v)
+    })
+    .await;
+    assert_eq!(v["attempts"][2]["allocation"][0]["node"], first.as_str(), "{v}");
+    admin.delete("long", &DeleteParams::background()).await.unwrap();
+    until_state(&s, t, &lid, "cancelled", 60).await;
+    drop(s);
+    teardown(&p, TEST, &ns).await;
+    f.finish().await;
+}
+
+/// The ledger equals the GPU-time of the recorded attempts.
+async fn assert_ledger_exact(s: &Server, token: &str) {
+    let (_, ws) = s.http("GET", "/v1/workloads?limit=1000&state=finished", Some(token), None).await;
+    let mut recorded: BTreeMap<String, i64> = BTreeMap::new();
+    for w in ws.as_array().unwrap() {
+        let id = w["id"].as_str().unwrap();
+        let d = workload(s, token, id).await;
+        for a in d["attempts"].as_array().unwrap() {
+            let gpus: i64 =
+                a["allocation"].as_array().unwrap().iter().map(|n| n["gpus"].as_array().unwrap().len() as i64).sum();
+            let held = (a["end_t"].as_i64().unwrap() - a["start_t"].as_i64().unwrap()) * gpus;
+            let acct = w["account"].as_str().unwrap();
+            for (i, _) in acct.match_indices('/').chain([(acct.len(), "")]) {
+                *recorded.entry(acct[..i].to_string()).or_default() += held;
+            }
+        }
+    }
+    let (_, accounts) = s.http("GET", "/v1/accounts", Some(token), None).await;
+    for a in accounts.as_array().unwrap() {
+        let path = a["path"].as_str().unwrap();
+        let charged = (a["charged_gpu_hours"].as_f64().unwrap() * 3600.0).round() as i64;
+        assert_eq!(charged, recorded.get(path).copied().unwrap_or(0), "ledger of {path}: {accounts}");
+    }
+}
