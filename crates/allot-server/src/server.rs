@@ -419,7 +419,8 @@ fn build_executors(
             },
             ExecutorKind::None => none.get_or_insert_with(|| Arc::new(NullExecutor::new(tx.clone()))).clone(),
             ExecutorKind::Kubernetes => {
-                let k = p.kube.expect("a kubernetes plan has its options");
+                let mut k = p.kube.expect("a kubernetes plan has its options");
+                k.store = instance.to_string();
                 let exec = KubeExecutor::new(tx.clone(), k, cluster_nodes(), fence.clone())
                     .map_err(|e| ServerError::Executor(e.to_string()))?;
                 let exec = Arc::new(exec);

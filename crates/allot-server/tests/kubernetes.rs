@@ -147,6 +147,7 @@ url = "{url}"
 ca_file = "{ca}"
 token_file = "{token}"
 node_selector = "allot.dev/test={test}"
+job_selector = "allot.dev/managed=true,allot.dev/test={test}"
 [clusters.executor.namespaces]
 {ns} = ["org/a"]
 [clusters.executor.users]
@@ -203,7 +204,7 @@ where
 
 /// A Job of `pods` pods of `gpus` GPUs each that runs `run_s` seconds once
 /// bound (kwok's stage delays); managed by Allot when `account` is given.
-fn job(name: &str, account: Option<&str>, pods: i32, gpus: u32, run_s: u32) -> Job {
+fn job(test: &str, name: &str, account: Option<&str>, pods: i32, gpus: u32, run_s: u32) -> Job {
     let mut ann = serde_json::Map::new();
     for (stage, d) in [("pod-create", 0), ("pod-ready", 0), ("pod-complete", run_s)] {
         ann.insert(format!("{stage}.stage.kwok.x-k8s.io/delay"), json!(format!("{d}s")));
@@ -211,7 +212,7 @@ fn job(name: &str, account: Option<&str>, pods: i32, gpus: u32, run_s: u32) -> J
     }
     let mut meta = json!({"name": name});
     if let Some(a) = account {
-        meta = json!({"name": name, "labels": {"allot.dev/managed": "true"},
+        meta = json!({"name": name, "labels": {"allot.dev/managed": "true", "allot.dev/test": test},
                       "annotations": {"allot.dev/account": a, "allot.dev/expected-duration": format!("{run_s}s")}});
     }
     serde_json::from_value(json!({
@@ -280,7 +281,7 @@ async fn setup(test: &str, nodes: u32, min_slice: &str) -> (Fixture, Plane, Stri
     // The policies take a moment to be enforced: a probe Job comes back suspended.
     let api = p.jobs(&p.admin, &ns);
     until(30, || async {
-        let probe = job(&format!("probe-{}", rand_suffix()), Some("org/a"), 1, 1, 1);
+        let probe = job("probe", &format!("probe-{}", rand_suffix()), Some("org/a"), 1, 1, 1);
         let made = api.create(&PostParams::default(), &probe).await.ok()?;
         let _ = api.delete(&made.name_any(), &DeleteParams::background()).await;
         made.spec.and_then(|s| s.suspend).filter(|s| *s).map(|_| ())
@@ -316,11 +317,11 @@ async fn kubernetes_gang_admission_guards_and_reasons() {
     let admin = p.jobs(&p.admin, &ns);
 
     // An unmanaged Job first: nothing of Allot's may ever touch it.
-    let plain = admin.create(&PostParams::default(), &job("plain", None, 1, 8, 600)).await.unwrap();
+    let plain = admin.create(&PostParams::default(), &job(TEST, "plain", None, 1, 8, 600)).await.unwrap();
 
     // Created without `suspend`: the creation policy suspends it and
     // records its creator; its pods get Allot's scheduler and the grace.
-    let made = alice.create(&PostParams::default(), &job("gang", Some("org/a"), 2, 8, 600)).await.unwrap();
+    let made = alice.create(&PostParams::default(), &job(TEST, "gang", Some("org/a"), 2, 8, 600)).await.unwrap();
     let spec = made.spec.clone().unwrap();
     assert_eq!(spec.suspend, Some(true), "K8S-1: suspended at creation");
     assert_eq!(annotation(&made, "allot.dev/user").as_deref(), Some("alice"));
@@ -360,10 +361,10 @@ async fn kubernetes_gang_admission_guards_and_reasons() {
 
     // Refused Jobs say why, on the Job and in the API, and stay (suspended, no pod).
     let refusals = [
-        ("unknown", job("unknown", Some("org/a/nope"), 1, 8, 5), &alice, "unknown account \"org/a/nope\""),
-        ("not-mine", job("not-mine", Some("org/b"), 1, 8, 5), &admin, "K8S-2: namespace"),
-        ("no-gpus", job("no-gpus", Some("org/a"), 1, 0, 5), &alice, "K8S-1: the Job requests no GPUs"),
-        ("too-big", job("too-big", Some("org/a"), 1, 9, 5), &alice, "larger than any pool: asks 1 nodes × 9 GPUs"),
+        ("unknown", job(TEST, "unknown", Some("org/a/nope"), 1, 8, 5), &alice, "unknown account \"org/a/nope\""),
+        ("not-mine", job(TEST, "not-mine", Some("org/b"), 1, 8, 5), &admin, "K8S-2: namespace"),
+        ("no-gpus", job(TEST, "no-gpus", Some("org/a"), 1, 0, 5), &alice, "K8S-1: the Job requests no GPUs"),
+        ("too-big", job(TEST, "too-big", Some("org/a"), 1, 9, 5), &alice, "larger than any pool: asks 1 nodes × 9 GPUs"),
     ];
     for (name, j, api, _) in &refusals {
         api.create(&PostParams::default(), j).await.unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -381,7 +382,7 @@ async fn kubernetes_gang_admission_guards_and_reasons() {
     }
 
     // A Job that waits is told why, on the Job and as an Event, as `allot why` says.
-    alice.create(&PostParams::default(), &job("later", Some("org/b"), 1, 8, 3)).await.unwrap();
+    alice.create(&PostParams::default(), &job(TEST, "later", Some("org/b"), 1, 8, 3)).await.unwrap();
     let lid = workload_of(&p, &ns, "later").await;
     let reason =
         until(30, || async { admin.get("later").await.ok().and_then(|j| annotation(&j, "allot.dev/reason")) }).await;
@@ -428,12 +429,17 @@ async fn kubernetes_preemption_drain_and_node_loss() {
     let alice = p.jobs(&p.alice, &ns);
     let admin = p.jobs(&p.admin, &ns);
     let nodes: Api<Node> = Api::all(p.admin.clone());
+    let t0 = Instant::now();
+    let mark = |what: &str| eprintln!("[{TEST} {:>5.1}s] {what}", t0.elapsed().as_secs_f64());
 
-    admin.create(&PostParams::default(), &job("gang", Some("org/a"), 2, 8, 20)).await.unwrap();
+    admin.create(&PostParams::default(), &job(TEST, "gang", Some("org/a"), 2, 8, 20)).await.unwrap();
     let gid = workload_of(&p, &ns, "gang").await;
     until_state(&s, t, &gid, "running", 60).await;
     tokio::time::sleep(Duration::from_secs(4)).await; // past its slice
-    alice.create(&PostParams::default(), &job("urgent", Some("org/b"), 1, 8, 4)).await.unwrap();
+    // Interactive work outranks batch work past its slice (CON-2).
+    let mut urgent = job(TEST, "urgent", Some("org/b"), 1, 8, 4);
+    urgent.metadata.annotations.as_mut().unwrap().insert("allot.dev/class".into(), "interactive".into());
+    alice.create(&PostParams::default(), &urgent).await.unwrap();
     let uid = workload_of(&p, &ns, "urgent").await;
     until_state(&s, t, &uid, "finished", 90).await;
     let g = until_state(&s, t, &gid, "finished", 120).await;
@@ -442,15 +448,17 @@ async fn kubernetes_preemption_drain_and_node_loss() {
     assert_eq!(attempts[0]["outcome"], "preempted", "{g}");
     assert_eq!(attempts[1]["outcome"], "finished", "{g}");
     assert_ledger_exact(&s, t).await;
+    mark("preempted, finished, ledger exact");
 
     // A cordoned Node drains (MNT-1): what runs there is preempted, requeued
     // and placed on the other Node.
-    admin.create(&PostParams::default(), &job("long", Some("org/a"), 1, 8, 600)).await.unwrap();
+    admin.create(&PostParams::default(), &job(TEST, "long", Some("org/a"), 1, 8, 600)).await.unwrap();
     let lid = workload_of(&p, &ns, "long").await;
     let v = until_state(&s, t, &lid, "running", 60).await;
     let first = v["attempts"][0]["allocation"][0]["node"].as_str().unwrap().to_string();
     let other = if first == "preempt-1" { "preempt-2" } else { "preempt-1" };
     nodes.patch(&first, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}}))).await.unwrap();
+    mark("cordoned");
     let v = until(60, || async {
         let v = workload(&s, t, &lid).await;
         let a = v["attempts"].as_array()?;
@@ -467,6 +475,7 @@ async fn kubernetes_preemption_drain_and_node_loss() {
     // workload waits (the only other Node is cordoned) and runs once it is
     // uncordoned.
     nodes.delete(other, &DeleteParams::default()).await.unwrap();
+    mark("node deleted");
     let v = until(90, || async {
         let v = workload(&s, t, &lid).await;
         (v["attempts"].as_array()?.len() == 2 && v["workload"]["state"] == "pending").then_some(v)
@@ -474,14 +483,17 @@ async fn kubernetes_preemption_drain_and_node_loss() {
     .await;
     assert_ne!(v["attempts"][1]["outcome"], "finished", "{v}");
     nodes.patch(&first, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": false}}))).await.unwrap();
+    mark("uncordoned");
     let v = until(60, || async {
         let v = workload(&s, t, &lid).await;
         (v["attempts"].as_array()?.len() == 3 && v["workload"]["state"] == "running").then_some(v)
     })
     .await;
     assert_eq!(v["attempts"][2]["allocation"][0]["node"], first.as_str(), "{v}");
+    mark("running again");
     admin.delete("long", &DeleteParams::background()).await.unwrap();
     until_state(&s, t, &lid, "cancelled", 60).await;
+    mark("cancelled");
     drop(s);
     teardown(&p, TEST, &ns).await;
     f.finish().await;

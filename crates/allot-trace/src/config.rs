@@ -74,6 +74,10 @@ pub struct ExecutorConfig {
     /// Kubernetes: the label selector of the Nodes that are this cluster's
     /// (e.g. `nvidia.com/gpu.present=true`); absent: every Node.
     pub node_selector: Option<String>,
+    /// Kubernetes: the label selector of the managed Jobs this server runs
+    /// (default `allot.dev/managed=true`; add a label to run several
+    /// Allots on one cluster, each its own Jobs).
+    pub job_selector: Option<String>,
     /// Kubernetes: the extended resource that counts GPUs (default
     /// `nvidia.com/gpu`).
     pub gpu_resource: Option<String>,
@@ -103,6 +107,7 @@ impl ExecutorConfig {
             || self.ca_file.is_some()
             || self.token_file.is_some()
             || self.node_selector.is_some()
+            || self.job_selector.is_some()
             || self.gpu_resource.is_some()
             || self.product_label.is_some()
             || self.topology_label.is_some()
@@ -774,7 +779,7 @@ fn executor(ctx: &Ctx<'_>, at: &str, e: &Spanned<ExecutorConfig>) -> Result<Exec
     }
     if v.kind != "kubernetes" && v.has_kubernetes_keys() {
         let msg = format!(
-            "url, ca_file, token_file, node_selector, gpu_resource, product_label, topology_label, scheduler_name, \
+            "url, ca_file, token_file, node_selector, job_selector, gpu_resource, product_label, topology_label, scheduler_name, \
              namespaces and users are for the kubernetes executor, not {:?}",
             v.kind
         );

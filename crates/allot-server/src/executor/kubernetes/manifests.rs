@@ -16,7 +16,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Ro
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde_json::Value;
 
-use super::{ACCOUNT, ATTEMPT, MANAGED, NODES, USER, WORKLOAD};
+use super::{ACCOUNT, ATTEMPT, MANAGED, NODES, STORE, USER, WORKLOAD};
 
 /// Where the Deployment runs and who Allot is.
 #[derive(Clone, Debug)]
@@ -121,7 +121,7 @@ pub fn creation_policy(o: &ManifestOptions) -> (adm::MutatingAdmissionPolicy, ad
 /// or takes the `managed` label off.
 pub fn update_policy(o: &ManifestOptions) -> (adm::ValidatingAdmissionPolicy, adm::ValidatingAdmissionPolicyBinding) {
     let allot = format!("request.userInfo.username == {}", cel(&o.identity));
-    let owned: Vec<String> = [ACCOUNT, USER, WORKLOAD, ATTEMPT, NODES].iter().map(|k| cel(k)).collect();
+    let owned: Vec<String> = [ACCOUNT, USER, WORKLOAD, STORE, ATTEMPT, NODES].iter().map(|k| cel(k)).collect();
     let ann = |obj: &str| {
         format!(
             "(has({obj}.metadata.annotations) && k in {obj}.metadata.annotations ? {obj}.metadata.annotations[k] : '')"
@@ -145,7 +145,7 @@ pub fn update_policy(o: &ManifestOptions) -> (adm::ValidatingAdmissionPolicy, ad
         ),
         check(
             format!("[{}].all(k, {} == {})", owned.join(", "), ann("object"), ann("oldObject")),
-            "K8S-3: the annotations allot.dev/account, user, workload, attempt and nodes are set once; \
+            "K8S-3: the annotations allot.dev/account, user, workload, store, attempt and nodes are set once; \
              create a new Job to charge another account",
         ),
         check(

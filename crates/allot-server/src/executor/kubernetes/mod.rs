@@ -45,8 +45,10 @@ pub const EXPECTED: &str = "allot.dev/expected-duration";
 pub const CHECKPOINT: &str = "allot.dev/checkpoint-interval";
 /// Written by the creation policy: the user the API server authenticated.
 pub const USER: &str = "allot.dev/user";
-/// Written by Allot: the workload id of the Job.
+/// Written by Allot: the workload id of the Job, and the store it is a
+/// workload of (a Job of another store is not this server's: K8S-1).
 pub const WORKLOAD: &str = "allot.dev/workload";
+pub const STORE: &str = "allot.dev/store";
 /// Written by Allot: the attempt now admitted and its nodes.
 pub const ATTEMPT: &str = "allot.dev/attempt";
 pub const NODES: &str = "allot.dev/nodes";
@@ -71,6 +73,11 @@ pub struct KubeOptions {
     pub ca_file: PathBuf,
     pub token_file: PathBuf,
     pub node_selector: Option<String>,
+    /// The label selector of the Jobs this server runs (default
+    /// `allot.dev/managed=true`).
+    pub job_selector: String,
+    /// The store's identity, written on every Job it ingests.
+    pub store: String,
     pub gpu_resource: String,
     pub product_label: String,
     pub topology_label: Option<String>,
@@ -98,6 +105,8 @@ impl KubeOptions {
             ca_file: e.ca_file.clone().unwrap_or_default().into(),
             token_file: e.token_file.clone().unwrap_or_default().into(),
             node_selector: e.node_selector.clone().filter(|s| !s.trim().is_empty()),
+            job_selector: e.job_selector.clone().unwrap_or_else(|| format!("{MANAGED}=true")),
+            store: String::new(),
             gpu_resource: e.gpu_resource.clone().unwrap_or_else(|| "nvidia.com/gpu".into()),
             product_label: e.product_label.clone().unwrap_or_else(|| "nvidia.com/gpu.product".into()),
             topology_label: e.topology_label.clone(),

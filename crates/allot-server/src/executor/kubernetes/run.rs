@@ -18,7 +18,7 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    ATTEMPT, COMPLETION_INDEX, Command, Front, JOB_NAME, KubeNode, KubeOptions, MANAGED, NODES, REASON, WORKLOAD, job,
+    ATTEMPT, COMPLETION_INDEX, Command, Front, JOB_NAME, KubeNode, KubeOptions, MANAGED, NODES, REASON, STORE, WORKLOAD, job,
 };
 use crate::executor::slurm::{SlurmHealth as Health, transition};
 use crate::executor::{AttemptKey, ExecEvent, ExitStatus, Launch, LaunchError, Survivor};
@@ -143,13 +143,14 @@ impl Loop {
             last_reasons: Instant::now(),
         };
         let managed = format!("{MANAGED}=true");
+        let jobs_selector = opts.job_selector.clone();
         let mut node_cfg = watcher::Config::default();
         if let Some(s) = &opts.node_selector {
             node_cfg = node_cfg.labels(s);
         }
         let mut node_events = watcher::watcher(Api::<Node>::all(client.clone()), node_cfg).default_backoff().boxed();
         let mut job_events =
-            watcher::watcher(Api::<Job>::all(client.clone()), watcher::Config::default().labels(&managed))
+            watcher::watcher(Api::<Job>::all(client.clone()), watcher::Config::default().labels(&jobs_selector))
                 .default_backoff()
                 .boxed();
         let mut pod_events =
@@ -405,7 +406,7 @@ impl Loop {
             Event::Init => {}
             Event::InitApply(j) | Event::Apply(j) => {
                 let key = key_of(&j);
-                if let Some(seq) = workload_of(&j) {
+                if let Owner::Ours(seq) = owner(&j, &self.opts.store) {
                     self.by_seq.insert(seq, key.clone());
                 }
                 self.jobs.insert(key.clone(), j);
@@ -419,7 +420,7 @@ impl Loop {
                 self.jobs.remove(&key);
                 self.refused.remove(&key);
                 self.written.remove(&key);
-                if let Some(seq) = workload_of(&j) {
+                if let Owner::Ours(seq) = owner(&j, &self.opts.store) {
                     for a in self.attempts.values_mut().filter(|a| a.job == key) {
                         a.orphan = true;
                     }
@@ -528,7 +529,8 @@ impl Loop {
             },
         };
         let ns = p.namespace().unwrap_or_default();
-        let r: Result<Binding, kube::Error> =
+        // The answer is a Status, not the Binding.
+        let r: Result<serde_json::Value, kube::Error> =
             self.pods_api(&ns).create_subresource("binding", &name, &PostParams::default(), &binding).await;
         match r {
             Ok(_) => {
@@ -628,7 +630,10 @@ impl Loop {
     async fn ingest(&mut self, key: &str) {
         let Some(front) = self.front.clone() else { return };
         let Some(j) = self.jobs.get(key) else { return };
-        if workload_of(j).is_some() || j.metadata.deletion_timestamp.is_some() || condition(j, "Complete") {
+        if !matches!(owner(j, &self.opts.store), Owner::New)
+            || j.metadata.deletion_timestamp.is_some()
+            || condition(j, "Complete")
+        {
             return;
         }
         let version = j.resource_version().unwrap_or_default();
@@ -644,7 +649,10 @@ impl Loop {
                 self.by_seq.insert(seq, key.to_string());
                 self.refused.remove(key);
                 if self.may_write("record the workload on its Job") {
-                    let ann = BTreeMap::from([(WORKLOAD.to_string(), seq.to_string())]);
+                    let ann = BTreeMap::from([
+                        (WORKLOAD.to_string(), seq.to_string()),
+                        (STORE.to_string(), self.opts.store.clone()),
+                    ]);
                     if let Err(e) = self.patch_job(key, None, ann).await {
                         tracing::warn!(cluster = %self.opts.cluster, job = %key, error = %e, "cannot annotate the Job with its workload");
                     }
@@ -662,6 +670,7 @@ impl Loop {
                 let mut ann = BTreeMap::from([(REASON.to_string(), text.clone())]);
                 if let Some(seq) = seq {
                     ann.insert(WORKLOAD.to_string(), seq.to_string());
+                    ann.insert(STORE.to_string(), self.opts.store.clone());
                 }
                 if self.may_write("write a refusal on a Job") {
                     let _ = self.patch_job(key, None, ann).await;
@@ -699,7 +708,10 @@ impl Loop {
             .filter(|(k, j)| {
                 suspended(j) && !self.attempts.values().any(|a| &a.job == *k) && !self.refused.contains_key(*k)
             })
-            .filter_map(|(k, j)| Some((workload_of(j)?, k.clone())))
+            .filter_map(|(k, j)| match owner(j, &self.opts.store) {
+                Owner::Ours(seq) => Some((seq, k.clone())),
+                _ => None,
+            })
             .collect();
         if waiting.is_empty() {
             return;
@@ -748,8 +760,20 @@ fn annotation<'a, K: ResourceExt>(o: &'a K, key: &str) -> Option<&'a str> {
     o.annotations().get(key).map(String::as_str)
 }
 
-fn workload_of(j: &Job) -> Option<i64> {
-    annotation(j, WORKLOAD)?.parse().ok()
+/// Whose Job `j` is: this store's (its workload), another store's, or
+/// nobody's yet.
+enum Owner {
+    Ours(i64),
+    Foreign,
+    New,
+}
+
+fn owner(j: &Job, store: &str) -> Owner {
+    match annotation(j, STORE) {
+        Some(s) if s == store => annotation(j, WORKLOAD).and_then(|w| w.parse().ok()).map_or(Owner::Foreign, Owner::Ours),
+        Some(_) => Owner::Foreign,
+        None => Owner::New,
+    }
 }
 
 fn job_of_name(p: &Pod) -> Option<&str> {
