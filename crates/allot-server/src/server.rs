@@ -367,6 +367,10 @@ async fn prepare(
     Ok(devices)
 }
 
+/// The fleet's executor, how it is described in logs, and the Kubernetes
+/// clusters' executors (each is handed the API's front once it exists).
+type Executors = (Arc<dyn Executor>, String, Vec<Arc<KubeExecutor>>);
+
 /// The executors of the fleet's clusters, and how they are described in
 /// logs. A fleet of one is its cluster's executor itself; a fleet of
 /// several, a [`FleetExecutor`] over one executor per cluster (clusters
@@ -379,7 +383,7 @@ fn build_executors(
     opts: &ServeOptions,
     events: mpsc::UnboundedSender<ExecEvent>,
     fence: Arc<crate::store::lease::Fence>,
-) -> Result<(Arc<dyn Executor>, String, Vec<Arc<KubeExecutor>>), ServerError> {
+) -> Result<Executors, ServerError> {
     let one = plans.len() == 1;
     let (tx, from_members) = if one {
         (events.clone(), None)

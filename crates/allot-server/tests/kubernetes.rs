@@ -93,7 +93,9 @@ impl Plane {
     /// A namespace where alice may create, read, change and delete Jobs.
     async fn namespace(&self, ns: &str) {
         let api: Api<Namespace> = Api::all(self.admin.clone());
-        let _ = api.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap()).await;
+        let _ = api
+            .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap())
+            .await;
         let rbac = |kind: &str, plural: &str| {
             ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind), plural)
         };
@@ -364,13 +366,19 @@ async fn kubernetes_gang_admission_guards_and_reasons() {
         ("unknown", job(TEST, "unknown", Some("org/a/nope"), 1, 8, 5), &alice, "unknown account \"org/a/nope\""),
         ("not-mine", job(TEST, "not-mine", Some("org/b"), 1, 8, 5), &admin, "K8S-2: namespace"),
         ("no-gpus", job(TEST, "no-gpus", Some("org/a"), 1, 0, 5), &alice, "K8S-1: the Job requests no GPUs"),
-        ("too-big", job(TEST, "too-big", Some("org/a"), 1, 9, 5), &alice, "larger than any pool: asks 1 nodes × 9 GPUs"),
+        (
+            "too-big",
+            job(TEST, "too-big", Some("org/a"), 1, 9, 5),
+            &alice,
+            "larger than any pool: asks 1 nodes × 9 GPUs",
+        ),
     ];
     for (name, j, api, _) in &refusals {
         api.create(&PostParams::default(), j).await.unwrap_or_else(|e| panic!("{name}: {e}"));
     }
     for (name, _, _, want) in &refusals {
-        let reason = until(30, || async { admin.get(name).await.ok().and_then(|j| annotation(&j, "allot.dev/reason")) }).await;
+        let reason =
+            until(30, || async { admin.get(name).await.ok().and_then(|j| annotation(&j, "allot.dev/reason")) }).await;
         assert!(reason.contains(want), "{name}: {reason}");
         let rid = workload_of(&p, &ns, name).await;
         let w = workload(&s, t, &rid).await;
@@ -396,7 +404,10 @@ async fn kubernetes_gang_admission_guards_and_reasons() {
     );
     until(30, || async {
         let list = events.list(&ListParams::default()).await.ok()?;
-        list.items.iter().any(|e| e.data["regarding"]["name"] == "later" && e.data["note"] == Value::from(reason.clone())).then_some(())
+        list.items
+            .iter()
+            .any(|e| e.data["regarding"]["name"] == "later" && e.data["note"].as_str() == Some(reason.as_str()))
+            .then_some(())
     })
     .await;
 
@@ -457,7 +468,10 @@ async fn kubernetes_preemption_drain_and_node_loss() {
     let v = until_state(&s, t, &lid, "running", 60).await;
     let first = v["attempts"][0]["allocation"][0]["node"].as_str().unwrap().to_string();
     let other = if first == "preempt-1" { "preempt-2" } else { "preempt-1" };
-    nodes.patch(&first, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}}))).await.unwrap();
+    nodes
+        .patch(&first, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}})))
+        .await
+        .unwrap();
     mark("cordoned");
     let v = until(60, || async {
         let v = workload(&s, t, &lid).await;
@@ -466,7 +480,11 @@ async fn kubernetes_preemption_drain_and_node_loss() {
     })
     .await;
     assert_eq!(v["attempts"][1]["allocation"][0]["node"], other, "{v}");
-    assert!(v["attempts"][0]["end_reason"].as_str().unwrap_or_default().contains("MNT-1") || v["attempts"][0]["outcome"] == "preempted", "{v}");
+    assert!(
+        v["attempts"][0]["end_reason"].as_str().unwrap_or_default().contains("MNT-1")
+            || v["attempts"][0]["outcome"] == "preempted",
+        "{v}"
+    );
     let (_, ns_view) = s.http("GET", "/v1/nodes", Some(t), None).await;
     let health = ns_view.as_array().unwrap().iter().find(|n| n["name"] == first.as_str()).unwrap()["health"].clone();
     assert!(health == "drained" || health == "draining", "{ns_view}");
@@ -482,7 +500,10 @@ async fn kubernetes_preemption_drain_and_node_loss() {
     })
     .await;
     assert_ne!(v["attempts"][1]["outcome"], "finished", "{v}");
-    nodes.patch(&first, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": false}}))).await.unwrap();
+    nodes
+        .patch(&first, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": false}})))
+        .await
+        .unwrap();
     mark("uncordoned");
     let v = until(60, || async {
         let v = workload(&s, t, &lid).await;
@@ -522,4 +543,47 @@ async fn assert_ledger_exact(s: &Server, token: &str) {
         let charged = (a["charged_gpu_hours"].as_f64().unwrap() * 3600.0).round() as i64;
         assert_eq!(charged, recorded.get(path).copied().unwrap_or(0), "ledger of {path}: {accounts}");
     }
+}
+
+/// `allot serve` killed with SIGKILL while a gang runs, then restarted:
+/// the gang's Job is found again by its annotations, its attempt is
+/// stopped and closed (CON-3: its pods go before the attempt is closed),
+/// and it runs again as attempt 2; at no time do two attempts' pods run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_restart_runs_nothing_twice() {
+    const TEST: &str = "restart";
+    let (f, p, ns, mut s) = setup(TEST, 2, "10m").await;
+    let t = f.admin.as_str();
+    let admin = p.jobs(&p.admin, &ns);
+    admin.create(&PostParams::default(), &job(TEST, "gang", Some("org/a"), 2, 8, 15)).await.unwrap();
+    let id = workload_of(&p, &ns, "gang").await;
+    until_state(&s, t, &id, "running", 60).await;
+    until(30, || async { (pods_of(&p, &ns, "gang").await.len() == 2).then_some(()) }).await;
+    s.kill9();
+    // While no Allot runs, the pods keep running: the cluster holds them.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(pods_of(&p, &ns, "gang").await.len(), 2, "the pods outlive the server");
+    s.restart();
+    let seen_most = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let v = loop {
+        assert!(Instant::now() < deadline, "the gang did not finish after the restart:\n{}", s.log());
+        let pods = pods_of(&p, &ns, "gang").await;
+        seen_most.fetch_max(pods.len(), std::sync::atomic::Ordering::SeqCst);
+        let v = workload(&s, t, &id).await;
+        if v["workload"]["state"] == "finished" {
+            break v;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(seen_most.load(std::sync::atomic::Ordering::SeqCst) <= 2, "never more than the gang's pods at once");
+    let attempts = v["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{v}");
+    assert_eq!(attempts[0]["outcome"], "lost", "{v}");
+    assert!(attempts[0]["end_t"].as_i64() <= attempts[1]["start_t"].as_i64(), "one after the other: {v}");
+    assert_eq!(attempts[1]["outcome"], "finished", "{v}");
+    assert_ledger_exact(&s, t).await;
+    drop(s);
+    teardown(&p, TEST, &ns).await;
+    f.finish().await;
 }

@@ -1203,6 +1203,15 @@ mod tests {
         assert_eq!(cfg.cluster.nodes[2].name, "c2/h-0");
         assert_eq!(cfg.executors[0].as_ref().map(|e| e.kind.as_str()), Some("local"));
         assert!(cfg.executors[1].is_none());
+        let k = FLEET.replace(
+            "kind = \"local\"",
+            "kind = \"kubernetes\"\nurl = \"https://k:6443\"\nca_file = \"/ca\"\ntoken_file = \"/t\"\n\
+             [clusters.executor.namespaces]\nteam-a = [\"org/a\"]",
+        );
+        let kc = parse_config(&k, "k.toml").unwrap();
+        let e = kc.executors[0].as_ref().unwrap();
+        assert_eq!((e.kind.as_str(), e.url.as_deref()), ("kubernetes", Some("https://k:6443")));
+        assert_eq!(e.namespaces["team-a"], ["org/a"]);
         // The writer's TOML reads back as the same fleet.
         let again = parse_config(&cfg.text, "f.toml").unwrap();
         assert_eq!(again.cluster.pools.len(), 2);
@@ -1215,6 +1224,11 @@ mod tests {
             (FLEET.replace("name = \"c2\"", "name = \"c 2\""), "clusters[1].name", "invalid cluster name"),
             (FLEET.replace("kind = \"local\"", "kind = \"k8s\""), "clusters[0].executor.kind", "unknown executor"),
             (FLEET.replace("\"c2/h\"", "\"h\""), "accounts[0].legacy_pools", "unknown pool \"h\""),
+            (FLEET.replace("kind = \"local\"", "kind = \"kubernetes\""), "clusters[0].executor.url", "never falls back to a kubeconfig"),
+            (FLEET.replace("kind = \"local\"", &"kind = \"kubernetes\"\nurl = \"https://k:6443\"\nca_file = \"/ca\"\ntoken_file = \"/t\"".replace("https", "http")), "clusters[0].executor.url", "must be https"),
+            (FLEET.replace("kind = \"local\"", "kind = \"local\"\nurl = \"https://k\""), "clusters[0].executor", "for the kubernetes executor, not \"local\""),
+            (FLEET.replace("kind = \"local\"", "kind = \"kubernetes\"\nurl = \"https://k:6443\"\nca_file = \"/ca\"\ntoken_file = \"/t\"\npartition = \"p\""), "clusters[0].executor", "for the slurm executor"),
+            (FLEET.replace("kind = \"local\"", "kind = \"kubernetes\"\nurl = \"https://k:6443\"\nca_file = \"/ca\"\ntoken_file = \"/t\"\n[clusters.executor.namespaces]\nteam = [\"/org\"]"), "clusters[0].executor.namespaces.team", "is not an account path"),
             (format!("[cluster]\n[[cluster.pools]]\nname=\"a\"\ngpu=\"H\"\nnodes=1\ngpus_per_node=1\n{FLEET}"), "", ""),
         ];
         for (text, key, msg) in cases {

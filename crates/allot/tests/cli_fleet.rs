@@ -83,3 +83,32 @@ fn an_unknown_variant_lists_allot_split() {
     assert!(err.contains("unknown policy \"split\"") && err.contains("allot-split"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A fleet with a Kubernetes member replays like any fleet: the
+/// simulator reads the same config `allot serve` runs (executors matter
+/// only to the server), and the Kubernetes cluster has its own measures.
+#[test]
+fn sim_replays_a_fleet_with_a_kubernetes_cluster() {
+    let dir = tmpdir("kubernetes");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let json = dir.join("report.json");
+    let o = allot(
+        &[
+            "sim",
+            "--config",
+            repo.join("examples/fleet-kubernetes.toml").to_str().unwrap(),
+            "--trace",
+            repo.join("examples/trace.csv").to_str().unwrap(),
+            "--policy",
+            "allot",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_str(&read(&json)).expect("report");
+    let k8s = &r["clusters"]["k8s"];
+    assert!(k8s["assigned_gpu_hours"].as_f64().unwrap() > 0.0, "the Kubernetes cluster runs work: {k8s}");
+    assert!(r["clusters"]["slurm"]["assigned_gpu_hours"].as_f64().unwrap() > 0.0);
+}

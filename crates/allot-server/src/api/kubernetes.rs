@@ -114,10 +114,9 @@ impl Front for ApiFront {
 
     fn reasons(&self, seqs: Vec<i64>) -> BoxFuture<'_, Vec<Option<String>>> {
         Box::pin(async move {
-            let pending = super::ask(&self.app, |reply| Msg::ExplainPending { seqs: seqs.clone(), reply })
+            super::ask(&self.app, |reply| Msg::ExplainPending { seqs: seqs.clone(), reply })
                 .await
-                .unwrap_or_else(|_| vec![None; seqs.len()]);
-            pending
+                .unwrap_or_else(|_| vec![None; seqs.len()])
         })
     }
 }

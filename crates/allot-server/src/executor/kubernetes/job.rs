@@ -40,10 +40,13 @@ impl JobShape {
     }
 }
 
+/// A Job that cannot be a workload, and why.
+pub type Refused = Box<(JobShape, String)>;
+
 /// Reads `job`; `Err` says, naming the field, why it cannot be a
 /// workload. A Job Allot refuses keeps waiting, suspended, with the reason
 /// on it (K8S-6).
-pub fn read(job: &Job, opts: &KubeOptions) -> Result<JobShape, (JobShape, String)> {
+pub fn read(job: &Job, opts: &KubeOptions) -> Result<JobShape, Refused> {
     let meta = &job.metadata;
     let ann: BTreeMap<String, String> = meta.annotations.clone().unwrap_or_default();
     let spec = job.spec.clone().unwrap_or_default();
@@ -70,7 +73,7 @@ pub fn read(job: &Job, opts: &KubeOptions) -> Result<JobShape, (JobShape, String
         gpus_per_pod: per_pod,
         grants: opts.grants(&namespace, user.as_deref()),
     };
-    let fail = |shape: &JobShape, why: String| Err((shape.clone(), why));
+    let fail = |shape: &JobShape, why: String| Err(Box::new((shape.clone(), why)));
     if user.is_none() {
         return fail(
             &shape,
@@ -94,7 +97,7 @@ pub fn read(job: &Job, opts: &KubeOptions) -> Result<JobShape, (JobShape, String
             match allot_trace::duration::parse_duration(v) {
                 Ok(s) if key == EXPECTED => shape.expected_s = Some(s),
                 Ok(s) => shape.checkpoint_s = Some(s),
-                Err(e) => return Err((shape, format!("K8S-1: annotation {key}: {e}"))),
+                Err(e) => return Err(Box::new((shape, format!("K8S-1: annotation {key}: {e}")))),
             }
         }
     }
@@ -150,7 +153,7 @@ pub fn read(job: &Job, opts: &KubeOptions) -> Result<JobShape, (JobShape, String
             shape.user.as_deref().unwrap_or("?"),
             shape.account
         );
-        return Err((shape, msg));
+        return Err(Box::new((shape, msg)));
     }
     Ok(shape)
 }
@@ -223,7 +226,7 @@ mod tests {
         for (j, want) in cases {
             match read(&job(j), &opts()) {
                 Ok(_) => assert!(want.is_empty(), "accepted; wanted {want}"),
-                Err((_, why)) => assert!(!want.is_empty() && why.contains(want), "{why}"),
+                Err(r) => assert!(!want.is_empty() && r.1.contains(want), "{}", r.1),
             }
         }
         let mut j = base("team-a", "alice", "org/a", "8", 2);

@@ -18,7 +18,8 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    ATTEMPT, COMPLETION_INDEX, Command, Front, JOB_NAME, KubeNode, KubeOptions, MANAGED, NODES, REASON, STORE, WORKLOAD, job,
+    ATTEMPT, COMPLETION_INDEX, Command, Front, JOB_NAME, KubeNode, KubeOptions, MANAGED, NODES, REASON, STORE,
+    WORKLOAD, job,
 };
 use crate::executor::slurm::{SlurmHealth as Health, transition};
 use crate::executor::{AttemptKey, ExecEvent, ExitStatus, Launch, LaunchError, Survivor};
@@ -98,6 +99,9 @@ pub(super) struct Loop {
     pods_listed: bool,
     by_seq: HashMap<i64, String>,
     attempts: BTreeMap<AttemptKey, Attempt>,
+    /// The uids of the Jobs submitted by this process (each once: the
+    /// annotation that records it may come back after the next event).
+    submitted: HashSet<String>,
     /// Jobs refused: key → (resource version refused, reason).
     refused: HashMap<String, (String, String)>,
     /// Launches waiting for the first listing of Jobs.
@@ -137,6 +141,7 @@ impl Loop {
             by_seq: HashMap::new(),
             attempts: BTreeMap::new(),
             refused: HashMap::new(),
+            submitted: HashSet::new(),
             waiting: Vec::new(),
             survivors: None,
             written: HashMap::new(),
@@ -637,15 +642,17 @@ impl Loop {
             return;
         }
         let version = j.resource_version().unwrap_or_default();
-        if self.refused.get(key).is_some_and(|(v, _)| *v == version) {
+        let uid = j.uid().unwrap_or_default();
+        if self.refused.get(key).is_some_and(|(v, _)| *v == version) || self.submitted.contains(&uid) {
             return;
         }
         let outcome = match job::read(j, &self.opts) {
             Ok(shape) => front.submit(shape.clone()).await.map_err(|why| (shape, why)),
-            Err(refused) => Err(refused),
+            Err(refused) => Err(*refused),
         };
         match outcome {
             Ok(seq) => {
+                self.submitted.insert(uid);
                 self.by_seq.insert(seq, key.to_string());
                 self.refused.remove(key);
                 if self.may_write("record the workload on its Job") {
@@ -770,7 +777,9 @@ enum Owner {
 
 fn owner(j: &Job, store: &str) -> Owner {
     match annotation(j, STORE) {
-        Some(s) if s == store => annotation(j, WORKLOAD).and_then(|w| w.parse().ok()).map_or(Owner::Foreign, Owner::Ours),
+        Some(s) if s == store => {
+            annotation(j, WORKLOAD).and_then(|w| w.parse().ok()).map_or(Owner::Foreign, Owner::Ours)
+        }
         Some(_) => Owner::Foreign,
         None => Owner::New,
     }
