@@ -191,13 +191,8 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let (store, instance) = crate::store::instance::open_for_serve(&opts.db, &opts.data_dir).await?;
     take_lease(&store, opts, lock.is_some()).await?;
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
-    let local = allot_core::cluster::ClusterSet::of(
-        plans
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.kind == ExecutorKind::Local)
-            .map(|(i, _)| allot_core::cluster::ClusterId(i as u16)),
-    );
+    let local = clusters_run_by(&plans, ExecutorKind::Local);
+    let jobs_only = clusters_run_by(&plans, ExecutorKind::Kubernetes);
     let (exec, exec_name, kubes) =
         build_executors(&cfg.cluster, plans, devices, &instance, opts, ev_tx, store.fence.clone())?;
     match cfg.telemetry.interval_s {
@@ -209,7 +204,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let metrics = Arc::new(Metrics::new());
     metrics.restore(&rec.history.0, &rec.history.1);
     let template = allot_core::State::new(cfg.cluster.clone(), rec.book.tree().clone(), cfg.contract);
-    let catalog = Catalog::with_local(template, kind, local);
+    let catalog = Catalog::with_clusters(template, kind, local, jobs_only);
     let paths = Paths { data_dir: opts.data_dir.clone() };
     let mut sched = Scheduler::new(rec.engine, kind.build(), store.clone(), exec, metrics.clone(), paths, rec.book);
     sched.catalog = Some(catalog.clone());
@@ -275,6 +270,13 @@ fn webhook(cfg: &allot_trace::config::Config) -> Result<Option<crate::webhook::W
         tracing::info!(url = %t.url, "budget events are posted to the webhook");
         crate::webhook::Webhook::start(t, cfg.cluster.name.clone())
     }))
+}
+
+/// The clusters of the fleet that executors of `kind` run.
+fn clusters_run_by(plans: &[Plan], kind: ExecutorKind) -> allot_core::cluster::ClusterSet {
+    allot_core::cluster::ClusterSet::of(
+        plans.iter().enumerate().filter(|(_, p)| p.kind == kind).map(|(i, _)| allot_core::cluster::ClusterId(i as u16)),
+    )
 }
 
 /// How one cluster of the fleet is run.

@@ -95,6 +95,9 @@ pub struct Catalog {
     admit: std::sync::Mutex<Box<dyn Policy>>,
     /// The clusters of the fleet the local executor runs, on this host.
     local: ClusterSet,
+    /// The Kubernetes clusters: they run their own managed Jobs only
+    /// (K8S-1), never a command submitted through the API.
+    jobs_only: ClusterSet,
 }
 
 impl Catalog {
@@ -106,6 +109,17 @@ impl Catalog {
     /// `local`: the clusters the local executor runs (a submission that
     /// may run only there has its `workdir` checked on this host).
     pub fn with_local(template: State, policy: PolicyKind, local: ClusterSet) -> Arc<Catalog> {
+        Catalog::with_clusters(template, policy, local, ClusterSet(0))
+    }
+
+    /// `jobs_only`: the Kubernetes clusters, which run their managed Jobs
+    /// only: a command submitted through the API runs elsewhere (K8S-1).
+    pub fn with_clusters(
+        template: State,
+        policy: PolicyKind,
+        local: ClusterSet,
+        jobs_only: ClusterSet,
+    ) -> Arc<Catalog> {
         let cluster = template.cluster.clone();
         Arc::new(Catalog {
             template: std::sync::RwLock::new(template),
@@ -113,6 +127,7 @@ impl Catalog {
             policy,
             admit: std::sync::Mutex::new(policy.build()),
             local,
+            jobs_only,
         })
     }
 
@@ -160,7 +175,7 @@ impl Catalog {
         if !who.can_submit(&req.account) {
             return Err(bad("account", self.unknown_account(who, &req.account)));
         }
-        let clusters = cluster_list(&req.clusters)?;
+        let clusters = self.command_clusters(cluster_list(&req.clusters)?, who)?;
         let raw = RawWorkload {
             id: "",
             submit: now,
@@ -206,6 +221,40 @@ impl Catalog {
             workdir_here(dir)?;
         }
         Ok((self.row(req, &spec, who, clusters), spec))
+    }
+
+    /// K8S-1: a command submitted through the API never runs on a
+    /// Kubernetes cluster (it runs that cluster's managed Jobs only): one
+    /// named is refused, and "any cluster" means any other. The Kubernetes
+    /// executor's own submissions (its Jobs) are left as they are.
+    fn command_clusters(&self, clusters: Option<String>, who: &Principal) -> Result<Option<String>, FieldError> {
+        if self.jobs_only.0 == 0 || who.token_id.starts_with("kubernetes:") {
+            return Ok(clusters);
+        }
+        let names = &self.cluster.clusters;
+        let kube = |name: &str| {
+            names
+                .iter()
+                .position(|n| n == name)
+                .is_some_and(|i| self.jobs_only.contains(allot_core::cluster::ClusterId(i as u16)))
+        };
+        let hint = "create a Job there instead (label allot.dev/managed=true: docs/kubernetes.md)";
+        match clusters {
+            Some(list) => match list.split(',').find(|n| kube(n)) {
+                Some(n) => Err(bad("clusters", format!("K8S-1: cluster {n} runs its Kubernetes Jobs only; {hint}"))),
+                None => Ok(Some(list)),
+            },
+            None => {
+                let rest: Vec<&str> = names.iter().map(String::as_str).filter(|n| !kube(n)).collect();
+                if rest.is_empty() {
+                    return Err(bad(
+                        "clusters",
+                        format!("K8S-1: every cluster of this fleet runs Kubernetes Jobs only; {hint}"),
+                    ));
+                }
+                Ok(Some(rest.join(",")))
+            }
+        }
     }
 
     /// Whether every pool that may serve `spec` (its GPU type, its

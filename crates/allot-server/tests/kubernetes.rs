@@ -318,6 +318,18 @@ async fn kubernetes_gang_admission_guards_and_reasons() {
     let alice = p.jobs(&p.alice, &ns);
     let admin = p.jobs(&p.admin, &ns);
 
+    // A command submitted through the API cannot run on a cluster of Jobs.
+    let body = r#"{"account":"org/a","gpus":1,"command":["true"]}"#;
+    let (code, v) = s.http("POST", "/v1/workloads", Some(t), Some(body)).await;
+    assert_eq!(code, 400, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("K8S-1: every cluster of this fleet runs Kubernetes Jobs only"),
+        "{v}"
+    );
+
     // An unmanaged Job first: nothing of Allot's may ever touch it.
     let plain = admin.create(&PostParams::default(), &job(TEST, "plain", None, 1, 8, 600)).await.unwrap();
 

@@ -114,9 +114,15 @@ impl Front for ApiFront {
 
     fn reasons(&self, seqs: Vec<i64>) -> BoxFuture<'_, Vec<Option<String>>> {
         Box::pin(async move {
-            super::ask(&self.app, |reply| Msg::ExplainPending { seqs: seqs.clone(), reply })
+            let mut out = super::ask(&self.app, |reply| Msg::ExplainPending { seqs: seqs.clone(), reply })
                 .await
-                .unwrap_or_else(|_| vec![None; seqs.len()])
+                .unwrap_or_else(|_| vec![None; seqs.len()]);
+            // Not pending (a cancelled Job, suspended for good): its last reason.
+            for (seq, reason) in seqs.iter().zip(out.iter_mut()).filter(|(_, r)| r.is_none()) {
+                let seq = *seq;
+                *reason = super::ask(&self.app, |reply| Msg::Explain { seq, reply }).await.ok().flatten();
+            }
+            out
         })
     }
 }

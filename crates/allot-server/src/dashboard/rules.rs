@@ -43,6 +43,7 @@ docs!(
     "fairshare.md",
     "generator.md",
     "impact.md",
+    "kubernetes.md",
     "importers.md",
     "measures.md",
     "placement.md",

@@ -504,6 +504,13 @@ impl Loop {
         {
             return;
         }
+        // Only a pod the Job controller made for this Job (its controller
+        // owner is the Job): a pod that merely carries the Job's label is
+        // never bound.
+        let Some(uid) = self.jobs.get(&job).and_then(|j| j.uid()) else { return };
+        if !p.owner_references().iter().any(|o| o.controller == Some(true) && o.uid == uid) {
+            return;
+        }
         let Some((&key, a)) = self.attempts.iter().find(|(_, a)| a.job == job && a.stop.is_none() && !a.orphan) else {
             return;
         };
