@@ -2,7 +2,7 @@
 # Kueue on the benchmark's control plane (side by side with Allot):
 #   bench/k8s/kueue.sh BASE KUEUE_BIN VERSION
 # BASE: the plane's state directory as `.ci/k8s.sh` lays it out (port,
-# pki/apiserver.crt, pki/admin.token, kubeconfig, log/); KUEUE_BIN: the
+# pki/ca.crt, pki/admin.token, kubeconfig, log/); KUEUE_BIN: the
 # kueue manager binary (`.ci/k8s.sh kueue` builds it from the Go module
 # proxy); VERSION: its version (0.17.0), whose CRDs are read from the Go module.
 #
@@ -35,7 +35,7 @@ die() { log "$*"; exit 1; }
 [ $# -eq 3 ] || die "usage: kueue.sh BASE KUEUE_BIN VERSION"
 BASE=$1 KUEUE_BIN=$2 VERSION=${3#v}
 [ -x "$KUEUE_BIN" ] || die "no kueue binary at $KUEUE_BIN"
-for f in port pki/apiserver.crt pki/admin.token kubeconfig; do
+for f in port pki/admin.token kubeconfig; do
   [ -s "$BASE/$f" ] || die "$BASE/$f is missing: start the plane first (eval \"\$(.ci/k8s.sh)\")"
 done
 mkdir -p "$BASE/log" "$BASE/kueue/certs"
@@ -46,7 +46,11 @@ if alive kueue; then
 fi
 # The apply helper talks to this plane, whatever the caller's environment says.
 export ALLOT_TEST_K8S_URL="https://127.0.0.1:$(cat "$BASE/port")"
-export ALLOT_TEST_K8S_CA="$BASE/pki/apiserver.crt"
+# The plane's CA (older planes had only a self-signed serving certificate).
+ALLOT_TEST_K8S_CA="$BASE/pki/ca.crt"
+[ -s "$ALLOT_TEST_K8S_CA" ] || ALLOT_TEST_K8S_CA="$BASE/pki/apiserver.crt"
+[ -s "$ALLOT_TEST_K8S_CA" ] || die "no CA certificate under $BASE/pki: start the plane first"
+export ALLOT_TEST_K8S_CA
 ALLOT_TEST_K8S_ADMIN_TOKEN=$(cat "$BASE/pki/admin.token")
 export ALLOT_TEST_K8S_ADMIN_TOKEN
 curl -sf --cacert "$ALLOT_TEST_K8S_CA" -H "Authorization: Bearer $ALLOT_TEST_K8S_ADMIN_TOKEN" \

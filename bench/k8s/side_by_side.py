@@ -562,7 +562,9 @@ class AllotServer:
                 sys.exit(f"{d} already holds a store ({f}): pass an empty --allot-dir")
         token_file = os.path.join(d, "k8s.token")
         with open(token_file, "w") as f:
-            f.write(os.environ["ALLOT_TEST_K8S_TOKEN"] + "\n")
+            # No trailing newline: kube-rs sends the file's bytes as they are,
+            # and a newline makes the Authorization header invalid.
+            f.write(os.environ["ALLOT_TEST_K8S_TOKEN"].strip())
         os.chmod(token_file, 0o600)
         cfg = os.path.join(d, "allot.toml")
         with open(cfg, "w") as f:
