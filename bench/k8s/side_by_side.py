@@ -788,10 +788,25 @@ def fmt(v, unit=""):
     return f"{v}{unit}"
 
 
+def used_split(result):
+    """Per team, over the steady window: mean share of the GPUs in use and its
+    mean absolute deviation from the entitlement (how the scheduler split what
+    it ran, idle GPUs aside)."""
+    f = result["figures"]
+    lo, hi = f["steady_window_s"]
+    steady = [s for s in result["samples"] if lo <= s["t"] <= hi and s["held_total"]]
+    out = {}
+    for n, t in f["teams"].items():
+        xs = [s["held"][n] / s["held_total"] for s in steady]
+        out[n] = (sum(xs) / len(xs), sum(abs(x - t["entitlement"]) for x in xs) / len(xs)) if xs else (None, None)
+    return out
+
+
 def table(results):
     """Rows of figures, one column per run."""
     cols = [r["scheduler"] for r in results]
     F = [r["figures"] for r in results]
+    U = [used_split(r) for r in results]
     rows = [
         ("nodes x GPUs (capacity)", [f"{r['config']['nodes']} x {r['config']['gpus_per_node']} ({r['workload']['capacity_gpus']})" for r in results]),
         ("jobs planned / created", [f"{f['jobs_planned']} / {f['jobs_created']}" for f in F]),
@@ -816,11 +831,19 @@ def table(results):
     for n in teams:
         rows.append((f"team {n}: entitlement / mean share", [f"{f['teams'][n]['entitlement']:.2f} / {fmt(f['teams'][n].get('mean_share'))}" for f in F]))
         rows.append((f"team {n}: mean |share - entitlement|", [fmt(f["teams"][n].get("mad_vs_entitlement")) for f in F]))
+    rows.append(("of the GPUs in use: mean |share - entitlement|",
+                 [fmt(sum(u[n][1] for n in teams) / len(teams)) if all(u[n][1] is not None for n in teams) else "-" for u in U]))
+    for n in teams:
+        rows.append((f"  team {n}: mean share of the GPUs in use", [fmt(u[n][0]) for u in U]))
     rows += [
         ("jobs completed", [fmt(f["jobs_completed"]) for f in F]),
         ("GPU-hours completed", [fmt(f["gpu_hours_completed"]) for f in F]),
         ("preemptions (Jobs re-suspended)", [fmt(f["preemptions"]) for f in F]),
         ("Kueue Workload evictions", [fmt(f.get("kueue_evictions_total")) for f in F]),
+        ("Allot: Job Complete -> its attempt over, p50 (s)",
+         [fmt(f.get("allot_attempt_over_after_job_complete_s", {}).get("p50")) for f in F]),
+        ("Allot: Job Complete -> its attempt over, p90 (s)",
+         [fmt(f.get("allot_attempt_over_after_job_complete_s", {}).get("p90")) for f in F]),
         ("max GPUs of admitted pods without a node", [fmt(f["max_unplaced_pod_gpus"]) for f in F]),
         ("Jobs created unsuspended, never held", [fmt(f["never_suspended_at_creation"]) for f in F]),
         ("submit errors", [fmt(f["submit_errors"]) for f in F]),
@@ -836,6 +859,36 @@ def table(results):
 
 # --------------------------------------------------------------------------
 
+def allot_log_lags(log_path, state):
+    """From allot serve's log: how long after a Job was Complete in the API
+    server (our watch) Allot's executor reported its attempt over, i.e. how
+    long finished Jobs' GPUs stayed unusable to Allot's scheduler."""
+    import datetime
+    import re
+    pat = re.compile(r"^(\S+?)Z? .*attempt over cluster=\S+ job=[^/\s]+/(\S+)")
+    lags = []
+    try:
+        f = open(log_path, errors="replace")
+    except OSError:
+        return {}
+    seen = set()
+    with f:
+        for line in f:
+            m = pat.match(line)
+            if not m or m.group(2) in seen:
+                continue
+            seen.add(m.group(2))
+            r = state.jobs.get(m.group(2))
+            if not r or not r.get("complete_t"):
+                continue
+            try:
+                t = datetime.datetime.fromisoformat(m.group(1)).replace(tzinfo=datetime.timezone.utc).timestamp()
+            except ValueError:
+                continue
+            lags.append(t - r["complete_t"])
+    return {"allot_attempt_over_after_job_complete_s": dist(lags)}
+
+
 def kueue_evictions(api, a, names):
     items, _ = api.list_all(f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{a.namespace}/workloads")
     by, last = {}, {}
@@ -849,10 +902,10 @@ def kueue_evictions(api, a, names):
             k = e["reason"] + (f"/{e['underlyingCause']}" if e.get("underlyingCause") else "")
             by[k] = by.get(k, 0) + e.get("count", 0)
         for c in w.get("status", {}).get("conditions", []) or []:
-            if c["type"] == "Preempted" and c.get("reason"):
+            if c["type"] == "Preempted" and c.get("status") == "True" and c.get("reason"):
                 last[c["reason"]] = last.get(c["reason"], 0) + 1
     return {"kueue_workloads": n, "kueue_evictions_total": sum(by.values()), "kueue_evictions_by_reason": by,
-            "kueue_last_preemption_reason": last}
+            "kueue_preempted_now_by_reason": last}
 
 
 def run(a):
@@ -952,6 +1005,9 @@ def run(a):
         stop.set()
         if server:
             server.stop()
+    if server:
+        with state.lock:
+            figures.update(allot_log_lags(os.path.join(server.a.allot_dir, "server.log"), state))
     if a.cleanup:
         st, _ = api.request("DELETE", f"/apis/batch/v1/namespaces/{a.namespace}/jobs?labelSelector={RUN_LABEL}%3D{a.run_id}",
                             {"propagationPolicy": "Background"})
