@@ -53,7 +53,8 @@ impl Plane {
         };
         let admin = client(&url, &ca, &file("admin.token", env("ALLOT_TEST_K8S_ADMIN_TOKEN")));
         let alice = client(&url, &ca, &file("alice.token", env("ALLOT_TEST_K8S_USER_TOKEN")));
-        let allot_token_file = file("allot.token", env("ALLOT_TEST_K8S_TOKEN"));
+        // With the newline `echo` leaves: Allot trims it.
+        let allot_token_file = file("allot.token", format!("{}\n", env("ALLOT_TEST_K8S_TOKEN")));
         Plane { url, ca, admin, alice, allot_token_file }
     }
 

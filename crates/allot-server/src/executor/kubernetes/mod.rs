@@ -139,7 +139,22 @@ impl KubeOptions {
         }
         let mut cfg = kube::Config::new(url);
         cfg.root_cert_file = Some(self.ca_file.clone());
-        cfg.auth_info.token_file = Some(self.token_file.display().to_string());
+        // kube-rs sends a token file's content as it is: one written with a
+        // trailing newline (`echo $TOKEN > file`) would be refused by the
+        // API server. Such a file is read once, trimmed; a file without
+        // surrounding whitespace (a projected service-account token) is
+        // re-read as it rotates.
+        let token = std::fs::read_to_string(&self.token_file)
+            .map_err(|e| KubeError::Config(format!("token_file {}: {e}", self.token_file.display())))?;
+        if token.trim().is_empty() {
+            return Err(KubeError::Config(format!("token_file {} is empty", self.token_file.display())));
+        }
+        if token.trim() == token {
+            cfg.auth_info.token_file = Some(self.token_file.display().to_string());
+        } else {
+            tracing::warn!(file = %self.token_file.display(), "the token file has surrounding whitespace: read once, trimmed (it is not re-read)");
+            cfg.auth_info.token = Some(token.trim().to_string().into());
+        }
         cfg.connect_timeout = Some(Duration::from_secs(10));
         cfg.read_timeout = Some(Duration::from_secs(295));
         Client::try_from(cfg).map_err(|e| KubeError::Api(format!("cannot build a client for {}: {e}", self.url)))

@@ -29,6 +29,10 @@ use crate::store::lease::Fence;
 /// Job's reason is rewritten (K8S-6).
 const REASON_EVERY: Duration = Duration::from_secs(5);
 const REASON_MIN_GAP: Duration = Duration::from_secs(15);
+/// At most this many reasons are written per round (each an annotation and
+/// an Event): with thousands of waiting Jobs the loop stays free to admit,
+/// bind and end work, and the rest are written in the rounds that follow.
+const REASON_WRITES_PER_ROUND: usize = 40;
 
 /// A Node as the inventory reads it.
 pub(super) fn kube_node(n: &Node, opts: &KubeOptions) -> KubeNode {
@@ -71,8 +75,10 @@ struct Attempt {
     job: String,
     /// Kubernetes node names, pod (completion index) i on node i.
     nodes: Vec<String>,
-    /// Pods bound: pod name → node.
+    /// Pods bound, or being bound: pod name → node.
     bound: HashMap<String, String>,
+    /// Bindings the API server confirmed.
+    confirmed: usize,
     started: bool,
     /// A stop was asked: `Some(true)` kill, `Some(false)` preemption/cancel.
     stop: Option<bool>,
@@ -82,8 +88,17 @@ struct Attempt {
     failed_code: Option<i32>,
 }
 
+/// What a write running beside the loop reports back to it.
+enum Done {
+    /// A pod's binding, and whether it took.
+    Bound { key: AttemptKey, pod: String, node: String, ok: bool },
+}
+
 pub(super) struct Loop {
     client: Client,
+    /// Writes run as tasks of their own (the loop never waits on a
+    /// binding, an Event or a reason) and report here.
+    done: mpsc::UnboundedSender<Done>,
     opts: Arc<KubeOptions>,
     events: mpsc::UnboundedSender<ExecEvent>,
     fence: Arc<Fence>,
@@ -124,7 +139,9 @@ impl Loop {
     ) {
         let opts = Arc::new(opts);
         let reporter = Reporter { controller: "allot".into(), instance: std::env::var("HOSTNAME").ok() };
+        let (done, mut done_rx) = mpsc::unbounded_channel();
         let mut me = Loop {
+            done,
             recorder: Recorder::new(client.clone(), reporter),
             client: client.clone(),
             nodes: nodes.iter().map(|n| opts.kube_name(n).to_string()).collect(),
@@ -182,6 +199,7 @@ impl Loop {
                     Ok(e) => me.on_pod(e).await,
                     Err(e) => tracing::warn!(cluster = %opts.cluster, error = %e, "watching pods"),
                 },
+                Some(d) = done_rx.recv() => me.on_done(d),
                 _ = tick.tick() => me.tick().await,
             }
             if me.events.is_closed() {
@@ -244,18 +262,18 @@ impl Loop {
         annotations: BTreeMap<String, String>,
     ) -> Result<(), kube::Error> {
         let (ns, name) = key.split_once('/').unwrap_or(("default", key));
-        let patch = Job {
-            metadata: ObjectMeta { annotations: Some(annotations).filter(|a| !a.is_empty()), ..ObjectMeta::default() },
-            spec: suspend.map(|s| JobSpec { suspend: Some(s), ..JobSpec::default() }),
-            status: None,
-        };
-        let mut value = serde_json::to_value(&patch).expect("a Job serialises");
-        // A typed JobSpec always carries its (required) template: an empty
-        // object, which a merge patch leaves as it is — dropped to be plain.
-        if let Some(spec) = value.get_mut("spec").and_then(|s| s.as_object_mut()) {
-            spec.remove("template");
-        }
-        self.jobs_api(ns).patch(name, &PatchParams::default(), &Patch::Merge(&value)).await.map(|_| ())
+        patch_job(self.jobs_api(ns), name, suspend, annotations).await
+    }
+
+    /// [`Loop::patch_job`] of annotations only, beside the loop.
+    fn annotate_later(&self, key: &str, annotations: BTreeMap<String, String>) {
+        let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+        let (api, name) = (self.jobs_api(ns), name.to_string());
+        tokio::spawn(async move {
+            if let Err(e) = patch_job(api, &name, None, annotations).await {
+                tracing::warn!(job = %name, error = %e, "cannot annotate the Job");
+            }
+        });
     }
 
     async fn launch(&mut self, l: Launch) {
@@ -294,6 +312,7 @@ impl Loop {
                 job: job_key.clone(),
                 nodes,
                 bound: HashMap::new(),
+                confirmed: 0,
                 started: false,
                 stop: None,
                 orphan: false,
@@ -541,21 +560,34 @@ impl Loop {
             },
         };
         let ns = p.namespace().unwrap_or_default();
-        // The answer is a Status, not the Binding.
-        let r: Result<serde_json::Value, kube::Error> =
-            self.pods_api(&ns).create_subresource("binding", &name, &PostParams::default(), &binding).await;
-        match r {
-            Ok(_) => {
-                tracing::info!(cluster = %self.opts.cluster, pod = %name, node = %node, workload = key.seq, "pod bound");
-                let a = self.attempts.get_mut(&key).expect("found above");
-                a.bound.insert(name, node);
-                if !a.started && a.bound.len() >= a.nodes.len() {
+        self.attempts.get_mut(&key).expect("found above").bound.insert(name.clone(), node.clone());
+        let (api, done) = (self.pods_api(&ns), self.done.clone());
+        tokio::spawn(async move {
+            // The answer is a Status, not the Binding.
+            let r: Result<serde_json::Value, kube::Error> =
+                api.create_subresource("binding", &name, &PostParams::default(), &binding).await;
+            if let Err(e) = &r {
+                tracing::warn!(pod = %name, node = %node, error = %e, "cannot bind the pod");
+            }
+            let _ = done.send(Done::Bound { key, pod: name, node, ok: r.is_ok() });
+        });
+    }
+
+    fn on_done(&mut self, d: Done) {
+        match d {
+            Done::Bound { key, pod, node, ok } => {
+                let Some(a) = self.attempts.get_mut(&key) else { return };
+                if !ok {
+                    // Tried again at the pod's next event.
+                    a.bound.remove(&pod);
+                    return;
+                }
+                tracing::info!(cluster = %self.opts.cluster, pod = %pod, node = %node, workload = key.seq, "pod bound");
+                a.confirmed += 1;
+                if !a.started && a.confirmed >= a.nodes.len() {
                     a.started = true;
                     let _ = self.events.send(ExecEvent::Started { key, pid: 0 });
                 }
-            }
-            Err(e) => {
-                tracing::warn!(cluster = %self.opts.cluster, pod = %name, node = %node, error = %e, "cannot bind the pod")
             }
         }
     }
@@ -667,9 +699,7 @@ impl Loop {
                         (WORKLOAD.to_string(), seq.to_string()),
                         (STORE.to_string(), self.opts.store.clone()),
                     ]);
-                    if let Err(e) = self.patch_job(key, None, ann).await {
-                        tracing::warn!(cluster = %self.opts.cluster, job = %key, error = %e, "cannot annotate the Job with its workload");
-                    }
+                    self.annotate_later(key, ann);
                 }
                 tracing::info!(cluster = %self.opts.cluster, job = %key, workload = seq, "Job ingested");
             }
@@ -702,7 +732,10 @@ impl Loop {
             self.after_listing().await;
         }
         self.check_survivors();
-        let keys: Vec<String> = self.attempts.values().map(|a| a.job.clone()).collect();
+        // Only stopped attempts wait for their pods to go; running ones end
+        // on their Job's events.
+        let keys: Vec<String> =
+            self.attempts.values().filter(|a| a.stop.is_some() || a.orphan).map(|a| a.job.clone()).collect();
         for k in keys {
             self.settle(&k);
         }
@@ -731,7 +764,11 @@ impl Loop {
             return;
         }
         let reasons = front.reasons(waiting.iter().map(|(s, _)| *s).collect()).await;
+        let mut writes = 0;
         for ((_, key), reason) in waiting.into_iter().zip(reasons) {
+            if writes >= REASON_WRITES_PER_ROUND {
+                break;
+            }
             let Some(reason) = reason else { continue };
             let reason: String = reason.chars().take(1000).collect();
             let fresh = match self.written.get(&key) {
@@ -742,15 +779,14 @@ impl Loop {
             if !fresh || !self.may_write("write a Job's reason") {
                 continue;
             }
-            let ann = BTreeMap::from([(REASON.to_string(), reason.clone())]);
-            if self.patch_job(&key, None, ann).await.is_ok() {
-                self.publish(&key, "Waiting", &reason).await;
-                self.written.insert(key, (reason, Instant::now()));
-            }
+            writes += 1;
+            self.annotate_later(&key, BTreeMap::from([(REASON.to_string(), reason.clone())]));
+            self.publish(&key, "Waiting", &reason).await;
+            self.written.insert(key, (reason, Instant::now()));
         }
     }
 
-    /// An Event on Job `key` (K8S-6).
+    /// An Event on Job `key` (K8S-6), published beside the loop.
     async fn publish(&self, key: &str, reason: &str, note: &str) {
         let Some(j) = self.jobs.get(key) else { return };
         let ev = KubeEvent {
@@ -760,10 +796,34 @@ impl Loop {
             action: "Schedule".into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, &j.object_ref(&())).await {
-            tracing::debug!(cluster = %self.opts.cluster, job = %key, error = %e, "cannot publish an Event");
-        }
+        let (recorder, reference, key) = (self.recorder.clone(), j.object_ref(&()), key.to_string());
+        tokio::spawn(async move {
+            if let Err(e) = recorder.publish(&ev, &reference).await {
+                tracing::debug!(job = %key, error = %e, "cannot publish an Event");
+            }
+        });
     }
+}
+
+/// A merge patch of Job `name`: `suspend` and annotations.
+async fn patch_job(
+    api: Api<Job>,
+    name: &str,
+    suspend: Option<bool>,
+    annotations: BTreeMap<String, String>,
+) -> Result<(), kube::Error> {
+    let patch = Job {
+        metadata: ObjectMeta { annotations: Some(annotations).filter(|a| !a.is_empty()), ..ObjectMeta::default() },
+        spec: suspend.map(|s| JobSpec { suspend: Some(s), ..JobSpec::default() }),
+        status: None,
+    };
+    let mut value = serde_json::to_value(&patch).expect("a Job serialises");
+    // A typed JobSpec always carries its (required) template: an empty
+    // object, which a merge patch leaves as it is — dropped to be plain.
+    if let Some(spec) = value.get_mut("spec").and_then(|s| s.as_object_mut()) {
+        spec.remove("template");
+    }
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&value)).await.map(|_| ())
 }
 
 fn key_of<K: ResourceExt>(o: &K) -> String {
