@@ -81,6 +81,7 @@ rules! {
     Hold => "HOLD-1", "a held workload waits, whatever the policy, until it is released; only a pending workload can be held";
     DepWait => "DEP-1", "a workload with dependencies waits until each is satisfied: afterok when the other finished, afternotok when it failed, was cancelled or rejected, afterany when it ended";
     DepNever => "DEP-2", "a workload whose dependency can no longer be satisfied is cancelled, and so in turn are the workloads waiting on it with afterok";
+    Adopt => "K8S-10", "an attempt still running when the server restarts, on a cluster that holds the running state (Kubernetes), is adopted: it keeps its GPUs and its attempt number, charged from its recorded start; nothing is started twice";
     ArrayLimit => "ARR-1", "of an array with a limit of N, at most N elements are queued or hold GPUs at once; the others wait, lowest index first";
 }
 

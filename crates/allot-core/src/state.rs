@@ -319,16 +319,39 @@ impl State {
     /// Starts a pending workload on free GPUs of usable nodes.
     pub fn start(&mut self, w: WorkloadId, alloc: Allocation, now: Time, reason: Reason) {
         let i = w.0 as usize;
+        let gpus = i64::from(alloc.gpus());
+        let weight = self.weight_of(&alloc);
+        self.occupy(w, alloc, now, reason);
+        self.ledger.change(&self.accounts, self.specs[i].account, now, gpus, weight);
+        self.ledger.change_member(self.member_of[i].0 as usize, now, gpus, weight);
+    }
+
+    /// K8S-10: a pending workload whose attempt has run on `alloc` since
+    /// `started` (before a server restart) holds its GPUs again, as its
+    /// next attempt. The ledger is not charged: the server replayed the
+    /// attempt from its recorded start into it.
+    pub fn resume(&mut self, w: WorkloadId, alloc: Allocation, started: Time, reason: Reason) {
+        self.occupy(w, alloc, started, reason);
+    }
+
+    /// Whether `alloc` is on usable nodes' free GPUs: a pending workload
+    /// could hold it.
+    pub fn can_hold(&self, alloc: &Allocation) -> bool {
+        alloc.parts.iter().all(|(n, m)| {
+            let i = n.0 as usize;
+            i < self.cluster.nodes.len() && self.free.usable[i] && self.free.free[i] & m == *m
+        })
+    }
+
+    /// A pending workload holds `alloc` from `now`, the ledger aside.
+    fn occupy(&mut self, w: WorkloadId, alloc: Allocation, now: Time, reason: Reason) {
+        let i = w.0 as usize;
         assert_eq!(self.runs[i].phase, Phase::Pending, "start of a workload that is not pending");
         for (n, m) in &alloc.parts {
             assert!(self.free.usable[n.0 as usize], "start on a node that is not up");
             assert_eq!(self.free.free[n.0 as usize] & m, *m, "start on GPUs that are not free");
         }
         self.free.take(&self.cluster, &alloc);
-        let gpus = i64::from(alloc.gpus());
-        let weight = self.weight_of(&alloc);
-        self.ledger.change(&self.accounts, self.specs[i].account, now, gpus, weight);
-        self.ledger.change_member(self.member_of[i].0 as usize, now, gpus, weight);
         self.dequeue(w);
         self.running.insert(w);
         let r = &mut self.runs[i];

@@ -381,3 +381,33 @@ fn the_limit_counts_per_attempt() {
     assert!(r.expire(799).is_empty());
     assert_eq!(changes(&r.expire(800)), [Change::Preempt]);
 }
+
+/// K8S-10: an attempt adopted after a restart holds its GPUs as the next
+/// attempt from its recorded start, launches nothing, and is charged once:
+/// by the replay of its start, not again by the adoption.
+#[test]
+fn an_adopted_attempt_holds_its_gpus_from_its_start_without_a_launch() {
+    let mut r = Run::new(1);
+    let spec = Wl::new("k").account("org/a").gpus(8).submit(100).work(1000).build(&r.engine.state);
+    let (account, user) = (spec.account, spec.user.clone());
+    // The server's replay of the open attempt's start, as at recovery.
+    r.engine.state.charge(account, &user, 400, 8, 1.0);
+    let past = allot_core::engine::Past { kept_s: 100, attempts: 1, first_start: Some(200), ..Default::default() };
+    let alloc = allot_core::Allocation { parts: vec![(NodeId(0), 0xff)] };
+    assert!(r.engine.state.can_hold(&alloc));
+    let w = r.engine.adopt(spec, 0, &past, alloc.clone(), 400, 1000);
+    let effects = r.effects(1000);
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Launch { .. })), "nothing is launched: {effects:?}");
+    let run = r.engine.state.run(w);
+    assert_eq!((run.phase, run.attempts, run.started, run.first_start), (Phase::Running, 2, Some(400), Some(200)));
+    assert_eq!(run.last_reason.as_ref().map(|x| x.rule), Some(Rule::Adopt));
+    assert!(!r.engine.state.can_hold(&alloc), "its GPUs are held");
+    // Another 8-GPU workload waits for them.
+    let other = r.submit("o", 8, 100, 0, 1000);
+    assert!(changes(&r.pass(1000)).is_empty());
+    // It ends as any running attempt does; the ledger holds its whole interval once.
+    assert_eq!(changes(&r.exited(w, Exit::Completed, 1300)), [Change::Finish]);
+    assert_eq!(r.engine.state.ledger.at(account, 1300).charged_gpu_s, 8 * 900);
+    assert_eq!(changes(&r.pass(1300)), [Change::Start]);
+    assert_eq!(r.engine.state.run(other).phase, Phase::Running);
+}

@@ -6,8 +6,13 @@
 //! 2. Nodes: operator events replayed through the engine in order (a
 //!    drained node stays out of service; a failed one stays down until
 //!    repaired).
-//! 3. Attempts recorded as `starting`, `running` or `stopping` belong to the
-//!    previous server process. Their processes, if any survived, are found
+//! 3. Attempts recorded as `starting` or `running`, not signalled, on a
+//!    cluster that keeps them running through a restart (Kubernetes), on
+//!    nodes in service, of workloads the config still accepts, are offered
+//!    to their executor, which adopts them (K8S-10): they keep their GPUs
+//!    and attempt number, and are charged from their recorded start.
+//!    The other attempts recorded as `starting`, `running` or `stopping`
+//!    belong to the previous server process. Their processes, if any survived, are found
 //!    by their tag, signalled, given `grace`, then killed; only once none is
 //!    left are the attempts closed (at the recovery time, as `lost`, or
 //!    `preempted` / `cancelled` when they had been signalled) and their
@@ -18,7 +23,7 @@
 //! 5. Pending workloads are resubmitted in (submit time, id) order with their
 //!    remaining work (expected duration − progress kept by past attempts).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use allot_core::engine::{Outcome, Past};
@@ -29,7 +34,7 @@ use allot_trace::workload::{RawWorkload, Validator};
 use allot_core::{AccountBook, AccountEdit, AccountField};
 
 use crate::accounts::{restore_book, stored_rows};
-use crate::executor::{AttemptKey, Executor, Survivor};
+use crate::executor::{Adoption, AttemptKey, Executor, Survivor};
 use crate::scheduler::Live;
 use crate::states::{AttemptOutcome, AttemptState};
 use crate::store::{AttemptRow, Op, Store, StoreError, WorkloadRow};
@@ -43,6 +48,17 @@ pub enum RecoveryError {
     Accounts(String),
 }
 
+/// A workload whose attempt kept running through the restart (K8S-10).
+pub struct Adopted {
+    pub spec: WorkloadSpec,
+    pub live: Live,
+    pub retries: u32,
+    /// Of its ended attempts.
+    pub past: Past,
+    pub alloc: allot_core::Allocation,
+    pub started: Time,
+}
+
 /// The state and workloads to hand to the scheduler.
 pub struct Recovered {
     /// The engine with the cluster, accounts, node health and ledger (no
@@ -52,6 +68,8 @@ pub struct Recovered {
     pub book: AccountBook,
     /// Live workloads with their retries and past.
     pub workloads: Vec<(WorkloadSpec, Live, u32, Past)>,
+    /// Workloads whose running attempt was adopted (K8S-10).
+    pub adopted: Vec<Adopted>,
     /// Survivors that were found and stopped (for logs and tests).
     pub closed_attempts: usize,
     /// Every recorded workload and attempt, as read once after the
@@ -73,10 +91,21 @@ pub async fn recover(
     let outage_nodes = replay_node_events(&mut engine, store).await?;
 
     let live_rows = store.live_workloads().await?;
-    let closed = close_open_attempts(store, exec, &live_rows, cfg.contract.grace, now).await?;
+    let mut offered = adoptable(&engine.state, store, &live_rows).await?;
+    let taken: BTreeSet<AttemptKey> = if offered.is_empty() {
+        BTreeSet::new()
+    } else {
+        exec.adopt(offered.iter().map(|(key, _, nodes, _)| Adoption { key: *key, nodes: nodes.clone() }).collect())
+            .into_iter()
+            .collect()
+    };
+    offered.retain(|(key, _, _, _)| taken.contains(key));
+    let adopting: BTreeMap<i64, (AttemptKey, allot_core::Allocation, Time)> =
+        offered.into_iter().map(|(key, alloc, _, start)| (key.seq, (key, alloc, start))).collect();
+    let closed = close_open_attempts(store, exec, &live_rows, &adopting, cfg.contract.grace, now).await?;
     let all_workloads = store.all_workloads().await?;
     let all_attempts = store.all_attempts().await?;
-    replay_ledger(&mut engine.state, &all_workloads, &all_attempts);
+    replay_ledger(&mut engine.state, &all_workloads, &all_attempts, &taken);
 
     let mut attempts: BTreeMap<i64, Vec<&AttemptRow>> = BTreeMap::new();
     for a in &all_attempts {
@@ -85,6 +114,7 @@ pub async fn recover(
     let states: BTreeMap<i64, Phase> =
         all_workloads.iter().filter_map(|w| Some((w.seq, crate::states::parse_phase(&w.state)?))).collect();
     let mut out = Vec::new();
+    let mut adopted = Vec::new();
     let mut ops = Vec::new();
     for row in store.live_workloads().await? {
         match spec_of(&engine.state, &row) {
@@ -101,7 +131,11 @@ pub async fn recover(
                 let after = crate::api::conditions::stored_dependencies(c.depends_on.as_deref(), &|seq| {
                     states.get(&seq).copied()
                 });
-                let list = attempts.remove(&row.seq).unwrap_or_default();
+                let mut list = attempts.remove(&row.seq).unwrap_or_default();
+                let running = adopting.get(&row.seq);
+                if let Some((key, _, _)) = running {
+                    list.retain(|a| a.attempt != key.attempt);
+                }
                 let mut past = past(&list);
                 past.failures = u32::try_from(row.failures.max(0)).unwrap_or(u32::MAX);
                 past.cancel = row.cancel_requested;
@@ -113,7 +147,17 @@ pub async fn recover(
                     after,
                 };
                 let retries = u32::try_from(row.retries.max(0)).unwrap_or(u32::MAX);
-                out.push((spec, live, retries, past));
+                match running {
+                    Some(&(_, ref alloc, started)) => {
+                        tracing::info!(
+                            workload = row.seq,
+                            attempt = past.attempts + 1,
+                            "K8S-10: adopted, running since {started}"
+                        );
+                        adopted.push(Adopted { spec, live, retries, past, alloc: alloc.clone(), started });
+                    }
+                    None => out.push((spec, live, retries, past)),
+                }
             }
             Err(why) => {
                 tracing::warn!(workload = row.seq, %why, "rejected at recovery");
@@ -132,6 +176,7 @@ pub async fn recover(
         engine,
         book,
         workloads: out,
+        adopted,
         closed_attempts: closed,
         history: (all_workloads, all_attempts),
         outage_nodes,
@@ -205,18 +250,64 @@ async fn replay_node_events(engine: &mut Engine, store: &Store) -> Result<Vec<al
     Ok(last.into_iter().filter(|&(_, outage)| outage).map(|(n, _)| n).collect())
 }
 
+/// The attempts an executor may adopt (K8S-10): of a workload holding GPUs
+/// with no cancel asked, whose spec the config still accepts, recorded as
+/// `starting` or `running` and not signalled, as the workload's latest
+/// attempt, on nodes in service whose GPUs no other such attempt holds.
+/// Each with its allocation, its nodes' names and its start.
+async fn adoptable(
+    state: &State,
+    store: &Store,
+    rows: &[WorkloadRow],
+) -> Result<Vec<(AttemptKey, allot_core::Allocation, Vec<String>, Time)>, StoreError> {
+    let mut out = Vec::new();
+    let mut held: BTreeMap<allot_core::NodeId, u64> = BTreeMap::new();
+    for row in rows.iter().filter(|r| r.phase().is_some_and(Phase::holds_gpus) && !r.cancel_requested) {
+        if spec_of(state, row).is_err() {
+            continue;
+        }
+        let list = store.attempts_of(row.seq).await?;
+        let Some(a) = list.iter().find(|a| a.attempt_state() != Some(AttemptState::Ended)) else { continue };
+        let open = matches!(a.attempt_state(), Some(AttemptState::Starting | AttemptState::Running));
+        if !open || a.signal_t.is_some() || a.attempt != list.len() as i64 {
+            continue;
+        }
+        let Ok(parts) = serde_json::from_str::<Vec<crate::views::NodeGpusView>>(&a.alloc) else { continue };
+        let mut alloc = allot_core::Allocation::default();
+        for p in &parts {
+            let Some(n) = state.cluster.node_by_name(&p.node) else { break };
+            let mask = p.gpus.iter().filter(|&&i| i < 64).fold(0u64, |m, &i| m | (1 << i));
+            alloc.parts.push((n, mask));
+        }
+        let whole = alloc.parts.len() == parts.len()
+            && alloc.gpus() as usize == parts.iter().map(|p| p.gpus.len()).sum::<usize>();
+        let free = alloc.parts.iter().all(|(n, m)| held.get(n).copied().unwrap_or(0) & m == 0);
+        if !whole || alloc.gpus() as i64 != row.gpus || !free || !state.can_hold(&alloc) {
+            tracing::warn!(workload = row.seq, attempt = a.attempt, allocation = %a.alloc, "K8S-10: not adoptable: its allocation is not on free GPUs of nodes in service");
+            continue;
+        }
+        for (n, m) in &alloc.parts {
+            *held.entry(*n).or_default() |= m;
+        }
+        let key = AttemptKey { seq: row.seq, attempt: a.attempt };
+        out.push((key, alloc, parts.into_iter().map(|p| p.node).collect(), a.start_t.max(0) as Time));
+    }
+    Ok(out)
+}
+
 /// Stops whatever survived of the previous server's attempts, then closes
 /// them and requeues (or cancels) their workloads.
 async fn close_open_attempts(
     store: &Store,
     exec: &dyn Executor,
     rows: &[WorkloadRow],
+    adopted: &BTreeMap<i64, (AttemptKey, allot_core::Allocation, Time)>,
     grace: Time,
     now: Time,
 ) -> Result<usize, StoreError> {
     let mut open = Vec::new();
     let mut ops = Vec::new();
-    for row in rows.iter().filter(|r| r.phase().is_some_and(Phase::holds_gpus)) {
+    for row in rows.iter().filter(|r| r.phase().is_some_and(Phase::holds_gpus) && !adopted.contains_key(&r.seq)) {
         let list = store.attempts_of(row.seq).await?;
         let kept: i64 = list.iter().filter_map(|a| a.kept_s).sum();
         match list.into_iter().find(|a| a.attempt_state() != Some(AttemptState::Ended)) {
@@ -281,16 +372,30 @@ async fn close_open_attempts(
 }
 
 /// Charges the ledger (accounts and their users) with every recorded
-/// attempt interval, in time order.
-fn replay_ledger(state: &mut State, workloads: &[WorkloadRow], attempts: &[AttemptRow]) {
+/// attempt interval, in time order; an adopted attempt (K8S-10) from its
+/// start on, as it still holds its GPUs.
+fn replay_ledger(
+    state: &mut State,
+    workloads: &[WorkloadRow],
+    attempts: &[AttemptRow],
+    adopted: &BTreeSet<AttemptKey>,
+) {
     let owners: BTreeMap<i64, (&str, &str)> =
         workloads.iter().map(|w| (w.seq, (w.account.as_str(), w.submitter.as_str()))).collect();
     let mut changes: Vec<(Time, u8, allot_core::AccountId, &str, i64, f64)> = Vec::new();
     for a in attempts {
-        let (Some(end), Some(&(path, user))) = (a.end_t, owners.get(&a.workload)) else { continue };
+        let Some(&(path, user)) = owners.get(&a.workload) else { continue };
         let Some(acc) = state.accounts.get(path) else { continue };
+        let running = adopted.contains(&AttemptKey { seq: a.workload, attempt: a.attempt });
+        let end = match a.end_t {
+            Some(end) => Some(end),
+            None if running => None,
+            None => continue,
+        };
         changes.push((a.start_t as Time, 0, acc, user, a.gpus, a.weight));
-        changes.push((end as Time, 1, acc, user, -a.gpus, a.weight));
+        if let Some(end) = end {
+            changes.push((end as Time, 1, acc, user, -a.gpus, a.weight));
+        }
     }
     // Takes before releases at one instant keep the allocation non-negative.
     changes.sort_by_key(|x| (x.0, x.1));

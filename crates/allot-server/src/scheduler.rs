@@ -377,6 +377,16 @@ impl Scheduler {
         self.apply(now);
     }
 
+    /// K8S-10: a workload whose attempt kept running through the restart,
+    /// holding its GPUs again as that attempt.
+    pub(crate) fn adopt(&mut self, a: crate::recovery::Adopted, now: Time) {
+        let crate::recovery::Adopted { mut spec, mut live, retries, past, alloc, started } = a;
+        self.conditions(&mut spec, &mut live);
+        let w = self.engine.adopt(spec, retries, &past, alloc, started, now);
+        self.track(w, live);
+        self.apply(now);
+    }
+
     /// DEP-1: dependencies by seq become the engine's (a workload the
     /// scheduler knows, or one that ended as recorded); ARR-1: an array
     /// element learns its place in its environment.

@@ -211,6 +211,11 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     sched.webhook = webhook(&cfg)?;
     sched.telemetry = crate::scheduler::Telemetry::new(cfg.telemetry);
     let recovered = rec.workloads.len();
+    let adopted = rec.adopted.len();
+    // The adopted first: waiting workloads may depend on them (DEP-1).
+    for a in rec.adopted {
+        sched.adopt(a, now);
+    }
     for (spec, live, retries, past) in rec.workloads {
         sched.restore(spec, live, retries, &past, now);
     }
@@ -220,6 +225,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         store = store.backend.as_str(),
         executor = exec_name.as_str(),
         pending = recovered,
+        adopted,
         closed_attempts = rec.closed_attempts,
         "recovered"
     );

@@ -10,7 +10,7 @@
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -471,7 +471,7 @@ async fn kubernetes_preemption_drain_and_node_loss() {
     assert_eq!(attempts.len(), 2, "preempted once, then finished: {g}");
     assert_eq!(attempts[0]["outcome"], "preempted", "{g}");
     assert_eq!(attempts[1]["outcome"], "finished", "{g}");
-    assert_ledger_exact(&s, t).await;
+    assert_ledger_exact(&s, t, &["finished"]).await;
     mark("preempted, finished, ledger exact");
 
     // A cordoned Node drains (MNT-1): what runs there is preempted, requeued
@@ -533,11 +533,16 @@ async fn kubernetes_preemption_drain_and_node_loss() {
     f.finish().await;
 }
 
-/// The ledger equals the GPU-time of the recorded attempts.
-async fn assert_ledger_exact(s: &Server, token: &str) {
-    let (_, ws) = s.http("GET", "/v1/workloads?limit=1000&state=finished", Some(token), None).await;
+/// The ledger equals the GPU-time of the recorded attempts of the
+/// workloads in `states` (every workload that held GPUs is in one of them).
+async fn assert_ledger_exact(s: &Server, token: &str, states: &[&str]) {
+    let mut ws = Vec::new();
+    for state in states {
+        let (_, list) = s.http("GET", &format!("/v1/workloads?limit=1000&state={state}"), Some(token), None).await;
+        ws.extend(list.as_array().unwrap().iter().cloned());
+    }
     let mut recorded: BTreeMap<String, i64> = BTreeMap::new();
-    for w in ws.as_array().unwrap() {
+    for w in &ws {
         let id = w["id"].as_str().unwrap();
         let d = workload(s, token, id).await;
         for a in d["attempts"].as_array().unwrap() {
@@ -558,45 +563,73 @@ async fn assert_ledger_exact(s: &Server, token: &str) {
     }
 }
 
-/// `allot serve` killed with SIGKILL while a gang runs, then restarted:
-/// the gang's Job is found again by its annotations, its attempt is
-/// stopped and closed (CON-3: its pods go before the attempt is closed),
-/// and it runs again as attempt 2; at no time do two attempts' pods run.
+/// `allot serve` killed with SIGKILL while three Jobs run, then restarted
+/// (K8S-10): the gang still running is adopted — its pods are never
+/// deleted or made again and it finishes as attempt 1, charged from its
+/// recorded start; the Job that completed while no server ran finishes at
+/// once; the Job deleted meanwhile is cancelled; the ledger is exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubernetes_restart_runs_nothing_twice() {
+async fn kubernetes_restart_adopts_running_jobs() {
     const TEST: &str = "restart";
-    let (f, p, ns, mut s) = setup(TEST, 2, "10m").await;
+    let (f, p, ns, mut s) = setup(TEST, 4, "10m").await;
     let t = f.admin.as_str();
     let admin = p.jobs(&p.admin, &ns);
-    admin.create(&PostParams::default(), &job(TEST, "gang", Some("org/a"), 2, 8, 15)).await.unwrap();
-    let id = workload_of(&p, &ns, "gang").await;
-    until_state(&s, t, &id, "running", 60).await;
+    let t0 = Instant::now();
+    let mark = |what: &str| eprintln!("[{TEST} {:>5.1}s] {what}", t0.elapsed().as_secs_f64());
+    let mut ids = BTreeMap::new();
+    for (name, pods, run_s) in [("gang", 2, 40), ("short", 1, 10), ("gone", 1, 600)] {
+        admin.create(&PostParams::default(), &job(TEST, name, Some("org/a"), pods, 8, run_s)).await.unwrap();
+        ids.insert(name, workload_of(&p, &ns, name).await);
+    }
+    let mut started = BTreeMap::new();
+    for (name, id) in &ids {
+        let v = until_state(&s, t, id, "running", 60).await;
+        started.insert(*name, v["attempts"][0]["start_t"].as_i64().unwrap());
+    }
     until(30, || async { (pods_of(&p, &ns, "gang").await.len() == 2).then_some(()) }).await;
+    let uids = |pods: BTreeMap<u32, Pod>| -> BTreeSet<String> { pods.values().filter_map(|p| p.uid()).collect() };
+    let gang_pods = uids(pods_of(&p, &ns, "gang").await);
+    mark("three Jobs running");
     s.kill9();
-    // While no Allot runs, the pods keep running: the cluster holds them.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(pods_of(&p, &ns, "gang").await.len(), 2, "the pods outlive the server");
+    // While no Allot runs, the pods keep running: the cluster holds them;
+    // "short" completes and "gone" is deleted meanwhile.
+    admin.delete("gone", &DeleteParams::background()).await.unwrap();
+    until(30, || async { condition_true(&admin.get("short").await.ok()?, "Complete").then_some(()) }).await;
+    assert_eq!(uids(pods_of(&p, &ns, "gang").await), gang_pods, "the pods outlive the server");
+    mark("short completed and gone deleted while no server ran");
     s.restart();
-    let seen_most = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let deadline = Instant::now() + Duration::from_secs(120);
     let v = loop {
         assert!(Instant::now() < deadline, "the gang did not finish after the restart:\n{}", s.log());
-        let pods = pods_of(&p, &ns, "gang").await;
-        seen_most.fetch_max(pods.len(), std::sync::atomic::Ordering::SeqCst);
-        let v = workload(&s, t, &id).await;
+        let now = uids(pods_of(&p, &ns, "gang").await);
+        assert!(now.is_subset(&gang_pods), "no pod of the gang is made again: {now:?} vs {gang_pods:?}");
+        let v = workload(&s, t, &ids["gang"]).await;
+        assert_ne!(v["workload"]["state"], "pending", "an adopted workload never requeues: {v}");
         if v["workload"]["state"] == "finished" {
             break v;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert!(seen_most.load(std::sync::atomic::Ordering::SeqCst) <= 2, "never more than the gang's pods at once");
+    mark("the adopted gang finished");
     let attempts = v["attempts"].as_array().unwrap();
-    assert_eq!(attempts.len(), 2, "{v}");
-    assert_eq!(attempts[0]["outcome"], "lost", "{v}");
-    assert!(attempts[0]["end_t"].as_i64() <= attempts[1]["start_t"].as_i64(), "one after the other: {v}");
-    assert_eq!(attempts[1]["outcome"], "finished", "{v}");
-    assert_ledger_exact(&s, t).await;
+    assert_eq!(attempts.len(), 1, "{v}");
+    assert_eq!(attempts[0]["outcome"], "finished", "{v}");
+    assert_eq!(attempts[0]["start_t"].as_i64(), Some(started["gang"]), "charged from its recorded start: {v}");
+    let v = until_state(&s, t, &ids["short"], "finished", 30).await;
+    assert_eq!(v["attempts"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["attempts"][0]["outcome"], "finished", "{v}");
+    let v = until_state(&s, t, &ids["gone"], "cancelled", 30).await;
+    assert_eq!(v["attempts"].as_array().unwrap().len(), 1, "{v}");
+    assert!(s.log().contains("K8S-10: attempt adopted"), "{}", s.log());
+    assert_ledger_exact(&s, t, &["finished", "cancelled"]).await;
     drop(s);
     teardown(&p, TEST, &ns).await;
     f.finish().await;
+}
+
+fn condition_true(j: &Job, kind: &str) -> bool {
+    j.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == kind && c.status == "True"))
 }

@@ -250,6 +250,39 @@ impl Engine {
         w
     }
 
+    /// K8S-10: a workload recovered from a live store whose attempt kept
+    /// running through the restart (its cluster holds the running state):
+    /// restored with the past of its ended attempts, then holding `alloc`
+    /// since `started` as its next attempt, without a launch. Its
+    /// conditions were met when it started. The ledger is not charged: the
+    /// server replays the attempt into it from its recorded start.
+    pub fn adopt(
+        &mut self,
+        mut spec: WorkloadSpec,
+        retries: u32,
+        past: &Past,
+        alloc: Allocation,
+        started: Time,
+        now: Time,
+    ) -> WorkloadId {
+        spec.hold = false;
+        spec.after.clear();
+        let w = self.restore(spec, retries, past, now);
+        // An array element already counts among its array's active ones
+        // (ARR-1); it is never left parked.
+        self.state.unpark(w, now);
+        let reason = Reason::new(
+            Rule::Adopt,
+            format!("attempt {} was still running when the server restarted: adopted", past.attempts + 1),
+        );
+        self.state.resume(w, alloc, started, reason);
+        let attempt = self.state.run(w).attempts;
+        if let Some(limit) = self.state.spec(w).time_limit_s {
+            self.limits.insert((started.saturating_add(limit), w, attempt));
+        }
+        w
+    }
+
     /// One scheduling pass: the policy's decisions, applied in order.
     pub fn pass(&mut self, policy: &mut dyn Policy, now: Time) {
         let decisions = policy.schedule(&self.state, now);

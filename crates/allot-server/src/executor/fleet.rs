@@ -6,14 +6,14 @@
 //! attempt once it is over (and passes telemetry samples on unchanged);
 //! each executor samples its own attempts' GPUs.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use allot_core::Cluster;
 use tokio::sync::mpsc;
 
-use super::{AttemptKey, BoxFuture, ExecEvent, Executor, Launch, LaunchError, Survivor};
+use super::{Adoption, AttemptKey, BoxFuture, ExecEvent, Executor, Launch, LaunchError, Survivor};
 
 /// Routes commands to the executor of each attempt's cluster.
 pub struct FleetExecutor {
@@ -62,16 +62,20 @@ impl FleetExecutor {
     /// The cluster that runs `job`: that of its nodes, which must all be
     /// of one known cluster.
     pub fn route(&self, job: &Launch) -> Result<usize, LaunchError> {
+        self.cluster_of(job.gpus.iter().map(|n| n.node.as_str()))
+    }
+
+    /// The cluster of `nodes`, which must all be of one known cluster.
+    fn cluster_of<'a>(&self, nodes: impl IntoIterator<Item = &'a str>) -> Result<usize, LaunchError> {
         let mut found = None;
-        for n in &job.gpus {
-            let Some(&c) = self.node_cluster.get(&n.node) else {
-                return Err(LaunchError::infrastructure(format!("node {} is of no cluster of the fleet", n.node)));
+        for n in nodes {
+            let Some(&c) = self.node_cluster.get(n) else {
+                return Err(LaunchError::infrastructure(format!("node {n} is of no cluster of the fleet")));
             };
             match found {
                 Some(f) if f != c => {
                     return Err(LaunchError::infrastructure(format!(
-                        "the allocation spans clusters (node {} is not of the first node's cluster): FLEET-1",
-                        n.node
+                        "the allocation spans clusters (node {n} is not of the first node's cluster): FLEET-1"
                     )));
                 }
                 _ => found = Some(c),
@@ -134,6 +138,28 @@ impl Executor for FleetExecutor {
         }
     }
 
+    /// Each attempt goes to the executor of its nodes' cluster, which
+    /// adopts it or not; the adopted ones are routed there from now on.
+    fn adopt(&self, attempts: Vec<Adoption>) -> Vec<AttemptKey> {
+        let mut by_cluster: BTreeMap<usize, Vec<Adoption>> = BTreeMap::new();
+        for a in attempts {
+            match self.cluster_of(a.nodes.iter().map(String::as_str)) {
+                Ok(c) => by_cluster.entry(c).or_default().push(a),
+                Err(e) => {
+                    tracing::warn!(workload = a.key.seq, attempt = a.key.attempt, error = %e.message, "not adopted")
+                }
+            }
+        }
+        let mut adopted = Vec::new();
+        for (c, list) in by_cluster {
+            let keys = self.members[c].adopt(list);
+            let mut placed = self.placed.lock().expect("fleet attempts");
+            placed.extend(keys.iter().map(|k| (*k, c)));
+            adopted.extend(keys);
+        }
+        adopted
+    }
+
     /// Each executor looks for its own: the local one by its cgroups and
     /// tags, each Slurm one every job of its store (user and comment) on
     /// its cluster; none stops what is not its own. Run one after the other.
@@ -155,6 +181,8 @@ mod tests {
     #[derive(Default)]
     struct Recorder {
         calls: Mutex<Vec<String>>,
+        /// Adopts what it is offered (as a Kubernetes cluster does).
+        adopts: bool,
     }
 
     impl Executor for Recorder {
@@ -176,6 +204,11 @@ mod tests {
         }
         fn start_telemetry(&self, every: Duration) {
             self.calls.lock().unwrap().push(format!("telemetry {}", every.as_secs()));
+        }
+        fn adopt(&self, attempts: Vec<Adoption>) -> Vec<AttemptKey> {
+            let seqs: Vec<String> = attempts.iter().map(|a| a.key.seq.to_string()).collect();
+            self.calls.lock().unwrap().push(format!("adopt {}", seqs.join(",")));
+            if self.adopts { attempts.iter().map(|a| a.key).collect() } else { Vec::new() }
         }
     }
 
@@ -268,5 +301,34 @@ mod tests {
             }
         }
         assert_eq!(f.route(&job(4, &["b/big-0", "b/gpu-1"])).unwrap(), 1);
+    }
+
+    /// K8S-10: each attempt is offered to its nodes' cluster only; what
+    /// that executor adopts is routed there from then on, what it does
+    /// not (or what no cluster has) is not adopted.
+    #[tokio::test]
+    async fn offers_each_attempt_to_its_cluster_and_routes_what_is_adopted() {
+        let a = Arc::new(Recorder::default());
+        let b = Arc::new(Recorder { adopts: true, ..Recorder::default() });
+        let (_member_tx, member_rx) = mpsc::unbounded_channel();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let f = FleetExecutor::new(&fleet(), vec![a.clone(), b.clone()], member_rx, tx);
+        let offer = |seq: i64, nodes: &[&str]| Adoption {
+            key: AttemptKey { seq, attempt: 2 },
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        };
+        let adopted = f.adopt(vec![
+            offer(1, &["a/gpu-0"]),
+            offer(2, &["b/big-0", "b/big-1"]),
+            offer(3, &["c/gpu-0"]),
+            offer(4, &["a/gpu-0", "b/gpu-0"]),
+        ]);
+        assert_eq!(adopted, [AttemptKey { seq: 2, attempt: 2 }]);
+        assert_eq!(calls(&a), ["adopt 1"]);
+        assert_eq!(calls(&b), ["adopt 2"], "unknown nodes and spans are offered to no one");
+        f.signal(AttemptKey { seq: 2, attempt: 2 });
+        f.kill(AttemptKey { seq: 1, attempt: 2 });
+        assert_eq!(calls(&b).last().map(String::as_str), Some("signal 2"), "an adopted attempt is routed");
+        assert_eq!(calls(&a), ["adopt 1"], "one not adopted is not");
     }
 }

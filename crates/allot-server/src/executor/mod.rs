@@ -221,6 +221,15 @@ pub struct Survivor {
     pub pid: Option<u32>,
 }
 
+/// An attempt recorded as holding GPUs when the server last stopped, that
+/// its cluster may still run (K8S-10).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Adoption {
+    pub key: AttemptKey,
+    /// Allot's names of its allocation's nodes, in order.
+    pub nodes: Vec<String>,
+}
+
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A backend that runs workloads.
@@ -235,6 +244,15 @@ pub trait Executor: Send + Sync {
 
     /// Stops the attempt now (SIGKILL to each of its processes).
     fn kill(&self, key: AttemptKey);
+
+    /// At startup, before the survivors are terminated: takes back the
+    /// attempts its cluster keeps running through a restart (K8S-10) and
+    /// returns their keys; it reports them from then on as attempts it
+    /// launched (`Started` once each of its parts runs, `Exited` once
+    /// over). The others are the survivors. By default it adopts none.
+    fn adopt(&self, _attempts: Vec<Adoption>) -> Vec<AttemptKey> {
+        Vec::new()
+    }
 
     /// At startup: makes sure no process of these attempts is left running
     /// (signal, wait up to `grace`, kill), and returns once all are gone.

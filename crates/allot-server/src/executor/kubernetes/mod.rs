@@ -31,7 +31,7 @@ use std::time::Duration;
 use kube::Client;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, Launch, Survivor};
+use crate::executor::{Adoption, AttemptKey, BoxFuture, ExecEvent, Executor, Launch, Survivor};
 
 pub use job::JobShape;
 
@@ -267,9 +267,17 @@ pub trait Front: Send + Sync {
 
 pub(crate) enum Command {
     Launch(Launch),
-    Stop { key: AttemptKey, kill: bool },
+    Stop {
+        key: AttemptKey,
+        kill: bool,
+    },
     Serve(Arc<dyn Front>),
-    Survivors { survivors: Vec<Survivor>, done: oneshot::Sender<()> },
+    Survivors {
+        survivors: Vec<Survivor>,
+        done: oneshot::Sender<()>,
+    },
+    /// K8S-10: attempts of the previous server, taken back as they run.
+    Adopt(Vec<Adoption>),
 }
 
 /// Runs one Kubernetes cluster's workloads.
@@ -320,6 +328,15 @@ impl Executor for KubeExecutor {
 
     fn kill(&self, key: AttemptKey) {
         let _ = self.commands.send(Command::Stop { key, kill: true });
+    }
+
+    /// K8S-10: the cluster runs its Jobs whether Allot runs or not: every
+    /// attempt is taken back, and reconciled with its Job once the Jobs
+    /// and pods are listed.
+    fn adopt(&self, attempts: Vec<Adoption>) -> Vec<AttemptKey> {
+        let keys = attempts.iter().map(|a| a.key).collect();
+        let _ = self.commands.send(Command::Adopt(attempts));
+        keys
     }
 
     fn terminate_survivors(&self, survivors: Vec<Survivor>, _grace: Duration) -> BoxFuture<'_, ()> {

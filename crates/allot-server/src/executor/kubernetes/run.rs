@@ -22,7 +22,7 @@ use super::{
     WORKLOAD, job,
 };
 use crate::executor::slurm::{SlurmHealth as Health, transition};
-use crate::executor::{AttemptKey, ExecEvent, ExitStatus, Launch, LaunchError, Survivor};
+use crate::executor::{Adoption, AttemptKey, ExecEvent, ExitStatus, Launch, LaunchError, Survivor};
 use crate::store::lease::Fence;
 
 /// How often pending Jobs' reasons are refreshed, and at most how often one
@@ -88,6 +88,22 @@ struct Attempt {
     failed_code: Option<i32>,
 }
 
+impl Attempt {
+    /// Admitted on `nodes`, nothing bound yet.
+    fn new(job: String, nodes: Vec<String>) -> Attempt {
+        Attempt {
+            job,
+            nodes,
+            bound: HashMap::new(),
+            confirmed: 0,
+            started: false,
+            stop: None,
+            orphan: false,
+            failed_code: None,
+        }
+    }
+}
+
 /// What a write running beside the loop reports back to it.
 enum Done {
     /// A pod's binding, and whether it took.
@@ -123,6 +139,11 @@ pub(super) struct Loop {
     waiting: Vec<Launch>,
     /// Survivors of the previous server, stopped before recovery goes on.
     survivors: Option<(Vec<Survivor>, oneshot::Sender<()>, Instant)>,
+    /// K8S-10: attempts of the previous server taken back, reconciled with
+    /// their Jobs once listed; a stop asked meanwhile (`Some(kill)`).
+    adopting: Vec<(Adoption, Option<bool>)>,
+    /// The first reconciliation with the cluster is done.
+    reconciled: bool,
     /// The reason last written on each Job, and when.
     written: HashMap<String, (String, Instant)>,
     last_reasons: Instant,
@@ -161,6 +182,8 @@ impl Loop {
             submitted: HashSet::new(),
             waiting: Vec::new(),
             survivors: None,
+            adopting: Vec::new(),
+            reconciled: false,
             written: HashMap::new(),
             last_reasons: Instant::now(),
         };
@@ -224,6 +247,10 @@ impl Loop {
                 self.front = Some(front);
                 self.ingest_all().await;
             }
+            Command::Adopt(list) => {
+                self.adopting.extend(list.into_iter().map(|a| (a, None)));
+                self.ingest_all().await;
+            }
             Command::Survivors { survivors, done } => {
                 if survivors.is_empty() {
                     let _ = done.send(());
@@ -279,10 +306,15 @@ impl Loop {
     async fn launch(&mut self, l: Launch) {
         let key = l.key;
         let Some(job_key) = self.by_seq.get(&key.seq).cloned() else {
-            let error = LaunchError::infrastructure(format!(
-                "K8S-3: no managed Job of cluster {} carries workload {} (was it deleted?)",
-                self.opts.cluster, key.seq
-            ));
+            // Listed, the cluster has no Job of it: it was deleted while no
+            // server watched, which is a cancel (K8S-4); its own doing, so
+            // no node is blamed and no retry spent (MNT-4).
+            let gone =
+                format!("K8S-4: no Job of cluster {} carries workload {}: it was deleted", self.opts.cluster, key.seq);
+            if let Some(front) = self.front.clone() {
+                front.cancel(key.seq, format!("kubernetes: {gone}")).await;
+            }
+            let error = LaunchError { fault: crate::executor::LaunchFault::Setup, node: None, message: gone };
             let _ = self.events.send(ExecEvent::LaunchFailed { key, error });
             return;
         };
@@ -306,19 +338,7 @@ impl Loop {
         tracing::info!(cluster = %self.opts.cluster, job = %job_key, workload = key.seq, attempt = key.attempt, nodes = %nodes.join(","), "Job unsuspended");
         self.written.insert(job_key.clone(), (reason.clone(), Instant::now()));
         self.publish(&job_key, "Admitted", &reason).await;
-        self.attempts.insert(
-            key,
-            Attempt {
-                job: job_key.clone(),
-                nodes,
-                bound: HashMap::new(),
-                confirmed: 0,
-                started: false,
-                stop: None,
-                orphan: false,
-                failed_code: None,
-            },
-        );
+        self.attempts.insert(key, Attempt::new(job_key.clone(), nodes));
         let pending: Vec<Pod> = self.pods_of(&job_key).into_iter().cloned().collect();
         for p in pending {
             self.place(&p).await;
@@ -326,6 +346,10 @@ impl Loop {
     }
 
     async fn stop(&mut self, key: AttemptKey, kill: bool) {
+        if let Some((_, stop)) = self.adopting.iter_mut().find(|(a, _)| a.key == key) {
+            *stop = Some(kill || *stop == Some(true));
+            return;
+        }
         let Some(a) = self.attempts.get_mut(&key) else { return };
         a.stop = Some(kill || a.stop == Some(true));
         let job_key = a.job.clone();
@@ -369,13 +393,17 @@ impl Loop {
 
     fn check_survivors(&mut self) {
         let Some((survivors, _, deadline)) = &self.survivors else { return };
+        // Until the Jobs and pods are listed, none is known to be stopped.
+        let listed = self.jobs_listed && self.pods_listed;
         let left = survivors
             .iter()
             .filter_map(|s| self.by_seq.get(&s.key.seq))
             .filter(|j| !self.pods_of(j).is_empty())
             .count();
-        if left == 0 || Instant::now() > *deadline {
-            if left > 0 {
+        if (listed && left == 0) || Instant::now() > *deadline {
+            if !listed {
+                tracing::warn!(cluster = %self.opts.cluster, "the cluster's Jobs could not be listed before the deadline: the survivors are not known to have stopped");
+            } else if left > 0 {
                 tracing::warn!(cluster = %self.opts.cluster, left, "survivors' pods still there after the deadline");
             }
             if let Some((_, done, _)) = self.survivors.take() {
@@ -658,12 +686,105 @@ impl Loop {
         }
     }
 
+    // ------------------------------------------------------------ adoption
+
+    /// K8S-10, once the Jobs and pods are listed: the adopted attempts are
+    /// reconciled with their Jobs, and, the first time, a Job of this
+    /// store that runs with no attempt recorded as running is suspended.
+    /// Every difference is logged.
+    async fn reconcile(&mut self) {
+        for (a, stop) in std::mem::take(&mut self.adopting) {
+            self.adopt(a, stop).await;
+        }
+        if std::mem::replace(&mut self.reconciled, true) {
+            return;
+        }
+        let strays: Vec<String> = self
+            .jobs
+            .iter()
+            .filter(|(k, j)| {
+                matches!(owner(j, &self.opts.store), Owner::Ours(_))
+                    && !suspended(j)
+                    && !condition(j, "Complete")
+                    && !condition(j, "Failed")
+                    && !self.attempts.values().any(|a| &a.job == *k)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in strays {
+            tracing::warn!(cluster = %self.opts.cluster, job = %k, "K8S-10: the Job runs but the store records no attempt of it running: suspended");
+            if self.may_write("suspend a stray Job") {
+                let _ = self.patch_job(&k, Some(true), BTreeMap::new()).await;
+            }
+        }
+    }
+
+    /// Takes back attempt `a` of the previous server as its Job stands.
+    async fn adopt(&mut self, a: Adoption, stop: Option<bool>) {
+        let key = a.key;
+        let nodes: Vec<String> = a.nodes.iter().map(|n| self.opts.kube_name(n).to_string()).collect();
+        let Some(job_key) = self.by_seq.get(&key.seq).cloned() else {
+            let why = format!("the Job of workload {} was deleted while no server ran", key.seq);
+            tracing::warn!(cluster = %self.opts.cluster, workload = key.seq, attempt = key.attempt, "K8S-10: {why}: its workload is cancelled (K8S-4)");
+            if let Some(front) = self.front.clone() {
+                front.cancel(key.seq, format!("kubernetes: {why}")).await;
+            }
+            let _ = self
+                .events
+                .send(ExecEvent::Exited { key, status: ExitStatus { code: None, signal: Some(libc::SIGKILL) } });
+            return;
+        };
+        let job = &self.jobs[&job_key];
+        let recorded = annotation(job, ATTEMPT).and_then(|v| v.parse::<i64>().ok());
+        let mut stop = stop;
+        if suspended(job) || recorded != Some(key.attempt) {
+            tracing::warn!(cluster = %self.opts.cluster, job = %job_key, workload = key.seq, attempt = key.attempt, ?recorded, suspended = suspended(job), "K8S-10: the Job does not run the attempt the store records: the attempt is stopped");
+            stop.get_or_insert(false);
+        }
+        let mut attempt = Attempt::new(job_key.clone(), nodes.clone());
+        for p in self.pods_of(&job_key) {
+            let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) else { continue };
+            if !nodes.contains(&node) {
+                tracing::warn!(cluster = %self.opts.cluster, pod = %p.name_any(), %node, allocation = %nodes.join(","), "K8S-10: the pod runs on a node its allocation does not name");
+            }
+            attempt.bound.insert(p.name_any(), node);
+            attempt.confirmed += 1;
+        }
+        tracing::info!(cluster = %self.opts.cluster, job = %job_key, workload = key.seq, attempt = key.attempt, pods = attempt.confirmed, "K8S-10: attempt adopted");
+        self.attempts.insert(key, attempt);
+        let failed: Vec<Pod> = self
+            .pods
+            .values()
+            .filter(|p| job_of(p).as_deref() == Some(job_key.as_str()) && phase(p) == "Failed")
+            .cloned()
+            .collect();
+        for p in &failed {
+            self.pod_state(&job_key, p);
+        }
+        if let Some(kill) = stop {
+            self.stop(key, kill).await;
+            return;
+        }
+        let a = self.attempts.get_mut(&key).expect("inserted above");
+        if a.confirmed >= a.nodes.len() {
+            a.started = true;
+            let _ = self.events.send(ExecEvent::Started { key, pid: 0 });
+        }
+        let unbound: Vec<Pod> = self.pods_of(&job_key).into_iter().cloned().collect();
+        for p in unbound {
+            self.place(&p).await;
+        }
+        // A Job that completed or failed while no server ran ends now.
+        self.job_state(&job_key);
+    }
+
     // ------------------------------------------------------------ ingest
 
     async fn ingest_all(&mut self) {
         if !(self.jobs_listed && self.pods_listed) || self.front.is_none() {
             return;
         }
+        self.reconcile().await;
         let keys: Vec<String> = self.jobs.keys().cloned().collect();
         for k in keys {
             self.ingest(&k).await;
