@@ -82,6 +82,7 @@ rules! {
     DepWait => "DEP-1", "a workload with dependencies waits until each is satisfied: afterok when the other finished, afternotok when it failed, was cancelled or rejected, afterany when it ended";
     DepNever => "DEP-2", "a workload whose dependency can no longer be satisfied is cancelled, and so in turn are the workloads waiting on it with afterok";
     Adopt => "K8S-10", "an attempt still running when the server restarts, on a cluster that holds the running state (Kubernetes), is adopted: it keeps its GPUs and its attempt number, charged from its recorded start; nothing is started twice";
+    Outside => "K8S-11", "GPUs of a node held by pods Allot does not manage are neither free nor Allot's: no workload is placed on them until they are released";
     ArrayLimit => "ARR-1", "of an array with a limit of N, at most N elements are queued or hold GPUs at once; the others wait, lowest index first";
 }
 

@@ -143,6 +143,13 @@ pub struct State {
     pub health: Vec<Health>,
     /// Free GPUs on every node (whatever its health) and usable = Up.
     pub free: FreeMap,
+    /// K8S-11: per node, the GPUs held by work Allot does not manage
+    /// (neither free nor any workload's).
+    pub outside: Vec<u64>,
+    /// K8S-11: per node, how many GPUs that work holds (more than
+    /// `outside` while Allot's workloads held the others: set aside as
+    /// they are released).
+    outside_wanted: Vec<u32>,
     pub specs: Vec<WorkloadSpec>,
     pub runs: Vec<Run>,
     /// Pending workloads in FIFO order: (submit, id).
@@ -170,6 +177,8 @@ impl State {
         let ledger = Ledger::new(&accounts, contract.periods(), contract.budget_carry_over, contract.usage_half_life);
         State {
             health: vec![Health::Up; cluster.nodes.len()],
+            outside: vec![0; cluster.nodes.len()],
+            outside_wanted: vec![0; cluster.nodes.len()],
             free,
             cluster,
             accounts,
@@ -412,6 +421,11 @@ impl State {
         let i = w.0 as usize;
         let alloc = self.runs[i].alloc.take().expect("holding workload has an allocation");
         self.free.give(&self.cluster, &alloc);
+        for n in alloc.nodes() {
+            if self.outside[n.0 as usize].count_ones() < self.outside_wanted[n.0 as usize] {
+                self.set_aside(n);
+            }
+        }
         let gpus = alloc.gpus();
         let weight = self.weight_of(&alloc);
         self.ledger.change(&self.accounts, self.specs[i].account, now, -i64::from(gpus), weight);
@@ -486,6 +500,36 @@ impl State {
         r.last_reason = Some(reason);
     }
 
+    /// K8S-11: `gpus` GPUs of node `n` are held by work Allot does not
+    /// manage: that many of its free GPUs (highest indices first) are set
+    /// aside, those set aside before and no longer held are free again.
+    /// GPUs Allot's workloads hold are never set aside (they are as they
+    /// are released): returns how many are now (at most `gpus`).
+    pub fn hold_outside(&mut self, n: NodeId, gpus: u32) -> u32 {
+        let i = n.0 as usize;
+        self.outside_wanted[i] = gpus;
+        let before = Allocation { parts: vec![(n, std::mem::take(&mut self.outside[i]))] };
+        self.free.give(&self.cluster, &before);
+        self.set_aside(n)
+    }
+
+    /// Sets free GPUs of node `n` aside up to what work outside Allot
+    /// holds there; returns how many are set aside.
+    fn set_aside(&mut self, n: NodeId) -> u32 {
+        let i = n.0 as usize;
+        let gpus = self.outside_wanted[i];
+        let mut mask = self.outside[i];
+        let mut free = self.free.free[i];
+        while mask.count_ones() < gpus && free != 0 {
+            let top = 1u64 << (63 - free.leading_zeros());
+            mask |= top;
+            free &= !top;
+        }
+        self.free.take(&self.cluster, &Allocation { parts: vec![(n, mask & !self.outside[i])] });
+        self.outside[i] = mask;
+        mask.count_ones()
+    }
+
     /// Sets a node's health; only `Up` nodes are usable for new work.
     pub fn set_health(&mut self, n: NodeId, h: Health) {
         self.health[n.0 as usize] = h;
@@ -552,7 +596,9 @@ impl State {
             }
         }
         for (i, n) in self.cluster.nodes.iter().enumerate() {
-            if used[i] & self.free.free[i] != 0 || (used[i] | self.free.free[i]) != full_mask(n.gpus) {
+            let (free, outside) = (self.free.free[i], self.outside[i]);
+            if used[i] & free != 0 || outside & (used[i] | free) != 0 || (used[i] | free | outside) != full_mask(n.gpus)
+            {
                 return Err(format!("free map of node {} does not match allocations", n.name));
             }
             if self.free.usable[i] != (self.health[i] == Health::Up) {

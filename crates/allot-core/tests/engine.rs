@@ -411,3 +411,29 @@ fn an_adopted_attempt_holds_its_gpus_from_its_start_without_a_launch() {
     assert_eq!(changes(&r.pass(1300)), [Change::Start]);
     assert_eq!(r.engine.state.run(other).phase, Phase::Running);
 }
+
+/// K8S-11: GPUs held outside Allot are neither free nor a workload's; what
+/// Allot holds is set aside only once released; a lower count frees them.
+#[test]
+fn gpus_held_outside_allot_are_set_aside_as_they_are_free() {
+    let mut r = Run::new(1);
+    let a = r.submit("a", 4, 1000, 0, 0);
+    assert_eq!(changes(&r.pass(0)), [Change::Start]);
+    // 6 held outside, 4 free: 4 set aside now, the rest when `a` ends.
+    assert_eq!(r.engine.hold_outside(NodeId(0), 6), 4);
+    r.effects(0);
+    let b = r.submit("b", 1, 100, 0, 1);
+    assert!(changes(&r.pass(1)).is_empty(), "nothing free on the node");
+    assert_eq!(changes(&r.exited(a, Exit::Completed, 1000)), [Change::Finish]);
+    assert_eq!(r.engine.state.outside[0].count_ones(), 6, "set aside as released");
+    assert_eq!(changes(&r.pass(1000)), [Change::Start], "b takes one of the 2 left");
+    assert_eq!(r.engine.state.run(b).phase, Phase::Running);
+    let c = r.submit("c", 4, 100, 0, 1001);
+    assert!(changes(&r.pass(1001)).is_empty(), "1 free of 8");
+    // The outside work ends: its GPUs are free again.
+    assert_eq!(r.engine.hold_outside(NodeId(0), 0), 0);
+    assert!(r.engine.dirty());
+    r.effects(1002);
+    assert_eq!(changes(&r.pass(1002)), [Change::Start]);
+    assert_eq!(r.engine.state.run(c).phase, Phase::Running);
+}

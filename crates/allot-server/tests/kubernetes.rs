@@ -563,6 +563,49 @@ async fn assert_ledger_exact(s: &Server, token: &str, states: &[&str]) {
     }
 }
 
+/// K8S-11: a pod Allot does not manage, bound to Allot's Node by someone
+/// else, holds 6 of its 8 GPUs: an 8-GPU Job waits while a 2-GPU one
+/// runs beside it; once the pod is gone the 8-GPU Job runs. The pod is
+/// never touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_gpus_held_outside_allot_are_not_allots() {
+    const TEST: &str = "outside";
+    let (f, p, ns, s) = setup(TEST, 1, "10m").await;
+    let t = f.admin.as_str();
+    let admin = p.jobs(&p.admin, &ns);
+    let pods = p.pods(&ns);
+    let outsider: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "outsider"},
+        "spec": {"nodeName": format!("{TEST}-1"), "containers": [{"name": "other", "image": "other:1",
+                 "resources": {"limits": {"nvidia.com/gpu": "6"}}}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &outsider).await.unwrap();
+    until(30, || async {
+        let p = pods.get("outsider").await.ok()?;
+        (p.status?.phase.as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    until(30, || async { s.log().contains("GPUs held by pods Allot does not manage").then_some(()) }).await;
+    admin.create(&PostParams::default(), &job(TEST, "big", Some("org/a"), 1, 8, 3)).await.unwrap();
+    let big = workload_of(&p, &ns, "big").await;
+    admin.create(&PostParams::default(), &job(TEST, "small", Some("org/a"), 1, 2, 3)).await.unwrap();
+    let small = workload_of(&p, &ns, "small").await;
+    until_state(&s, t, &small, "finished", 60).await;
+    let v = workload(&s, t, &big).await;
+    assert_eq!(v["workload"]["state"], "pending", "6 of the 8 GPUs are not Allot's: {v}");
+    let after = pods.get("outsider").await.unwrap();
+    assert_eq!(after.spec.as_ref().unwrap().node_name.as_deref(), Some(format!("{TEST}-1").as_str()));
+    assert!(after.metadata.deletion_timestamp.is_none(), "the outsider is never touched");
+    assert!(!after.annotations().keys().any(|k| k.starts_with("allot.dev/")), "{:?}", after.annotations());
+    pods.delete("outsider", &DeleteParams::default().grace_period(0)).await.unwrap();
+    let v = until_state(&s, t, &big, "finished", 60).await;
+    assert_eq!(v["attempts"].as_array().unwrap().len(), 1, "{v}");
+    drop(s);
+    teardown(&p, TEST, &ns).await;
+    f.finish().await;
+}
+
 /// `allot serve` killed with SIGKILL while three Jobs run, then restarted
 /// (K8S-10): the gang still running is adopted — its pods are never
 /// deleted or made again and it finishes as attempt 1, charged from its

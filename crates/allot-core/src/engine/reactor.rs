@@ -283,6 +283,18 @@ impl Engine {
         w
     }
 
+    /// K8S-11: `gpus` GPUs of node `n` are held by work Allot does not
+    /// manage (a count, replacing the last one); returns how many of them
+    /// are set aside (GPUs Allot's workloads hold never are).
+    pub fn hold_outside(&mut self, n: NodeId, gpus: u32) -> u32 {
+        let before = self.state.outside[n.0 as usize];
+        let held = self.state.hold_outside(n, gpus);
+        if self.state.outside[n.0 as usize] != before {
+            self.dirty = true;
+        }
+        held
+    }
+
     /// One scheduling pass: the policy's decisions, applied in order.
     pub fn pass(&mut self, policy: &mut dyn Policy, now: Time) {
         let decisions = policy.schedule(&self.state, now);

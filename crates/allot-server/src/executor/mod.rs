@@ -208,6 +208,9 @@ pub enum ExecEvent {
     /// The cluster answers again and was reconciled (FLEET-4): the nodes
     /// its outage took out return to service.
     ClusterUp { cluster: String },
+    /// K8S-11: `gpus` GPUs of `node` are held by work Allot does not
+    /// manage (the count now, replacing the last one).
+    Outside { node: String, gpus: u32 },
     /// One sample of the GPUs the attempt holds, taken at `t` (Unix
     /// seconds): one entry per GPU (see [`telemetry`]). Never sent for a
     /// sample that failed.

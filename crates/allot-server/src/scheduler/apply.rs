@@ -279,6 +279,13 @@ impl Scheduler {
             }
             ExecEvent::ClusterDown { cluster, reason } => self.cluster_down(&cluster, &reason, now),
             ExecEvent::ClusterUp { cluster } => self.cluster_up(&cluster, now),
+            ExecEvent::Outside { node, gpus } => match self.engine.state.cluster.node_by_name(&node) {
+                Some(n) => {
+                    let held = self.engine.hold_outside(n, gpus);
+                    tracing::info!(node, gpus, set_aside = held, "GPUs held by work Allot does not manage (K8S-11)");
+                }
+                None => tracing::warn!(node, "GPUs held outside Allot on a node it does not know"),
+            },
             ExecEvent::Telemetry { key, t, gpus } => self.on_telemetry(key, t, &gpus, now),
         }
         self.apply(now);

@@ -242,10 +242,17 @@ impl Server {
             .stderr(log)
             .spawn()
             .expect("start allot serve");
+        // Its own "listening" line (the log is appended to across
+        // restarts): a connection alone could reach another process that
+        // took the port between `free_port` and the server's bind.
+        let listening = format!("listening addr=127.0.0.1:{}", self.port);
+        let before = self.log().matches(&listening).count();
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if self.log().matches(&listening).count() > before
+                && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            {
                 return;
             }
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {

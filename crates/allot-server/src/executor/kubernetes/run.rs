@@ -104,6 +104,31 @@ impl Attempt {
     }
 }
 
+/// A pod bound to a node and not over, as K8S-11 counts it.
+struct Placed {
+    node: String,
+    gpus: u32,
+    /// `namespace/name` of its Job, if a Job made it.
+    job: Option<String>,
+    managed: bool,
+}
+
+/// GPUs a pod holds on its node: its containers' limits (or requests) of
+/// `resource`, or its largest init container's if larger.
+fn pod_gpus(p: &Pod, resource: &str) -> u32 {
+    let Some(spec) = p.spec.as_ref() else { return 0 };
+    let of = |c: &k8s_openapi::api::core::v1::Container| {
+        let r = c.resources.as_ref();
+        r.and_then(|r| r.limits.as_ref()?.get(resource))
+            .or_else(|| r.and_then(|r| r.requests.as_ref()?.get(resource)))
+            .and_then(|q| q.0.trim().parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    let main: u32 = spec.containers.iter().map(of).sum();
+    let init = spec.init_containers.iter().flatten().map(of).max().unwrap_or(0);
+    main.max(init)
+}
+
 /// What a write running beside the loop reports back to it.
 enum Done {
     /// A pod's binding, and whether it took.
@@ -144,6 +169,13 @@ pub(super) struct Loop {
     adopting: Vec<(Adoption, Option<bool>)>,
     /// The first reconciliation with the cluster is done.
     reconciled: bool,
+    /// K8S-11: pods bound to Allot's nodes, by `namespace/name`; the keys
+    /// of each node's; the count of GPUs held outside Allot last reported
+    /// per node; the first listing is done.
+    placed: HashMap<String, Placed>,
+    placed_on: HashMap<String, HashSet<String>>,
+    outside: HashMap<String, u32>,
+    placed_listed: bool,
     /// The reason last written on each Job, and when.
     written: HashMap<String, (String, Instant)>,
     last_reasons: Instant,
@@ -183,6 +215,10 @@ impl Loop {
             waiting: Vec::new(),
             survivors: None,
             adopting: Vec::new(),
+            placed: HashMap::new(),
+            placed_on: HashMap::new(),
+            outside: HashMap::new(),
+            placed_listed: false,
             reconciled: false,
             written: HashMap::new(),
             last_reasons: Instant::now(),
@@ -202,6 +238,9 @@ impl Loop {
             watcher::watcher(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(&managed))
                 .default_backoff()
                 .boxed();
+        // K8S-11: every pod bound to a node and not over, whoever made it.
+        let bound = watcher::Config::default().fields("spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed");
+        let mut placed_events = watcher::watcher(Api::<Pod>::all(client.clone()), bound).default_backoff().boxed();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -221,6 +260,10 @@ impl Loop {
                 Some(e) = pod_events.next() => match e {
                     Ok(e) => me.on_pod(e).await,
                     Err(e) => tracing::warn!(cluster = %opts.cluster, error = %e, "watching pods"),
+                },
+                Some(e) = placed_events.next() => match e {
+                    Ok(e) => me.on_placed(e),
+                    Err(e) => tracing::warn!(cluster = %opts.cluster, error = %e, "watching bound pods"),
                 },
                 Some(d) = done_rx.recv() => me.on_done(d),
                 _ = tick.tick() => me.tick().await,
@@ -523,6 +566,7 @@ impl Loop {
         if !(self.jobs_listed && self.pods_listed) {
             return;
         }
+        self.report_outside_all();
         for l in std::mem::take(&mut self.waiting) {
             self.launch(l).await;
         }
@@ -683,6 +727,97 @@ impl Loop {
         if let Some(a) = self.attempts.remove(&key) {
             tracing::info!(cluster = %self.opts.cluster, job = %a.job, workload = key.seq, attempt = key.attempt, ?status, "attempt over");
             let _ = self.events.send(ExecEvent::Exited { key, status });
+        }
+    }
+
+    // ------------------------------------------------------------ outside work
+
+    /// A bound pod's event (K8S-11): the GPUs held on its node outside
+    /// Allot are counted again. A relisting replaces what was known.
+    fn on_placed(&mut self, e: Event<Pod>) {
+        match e {
+            Event::Init => {
+                self.placed.clear();
+                self.placed_on.clear();
+                self.placed_listed = false;
+            }
+            Event::InitApply(p) | Event::Apply(p) => {
+                let key = key_of(&p);
+                let before = self.unplace(&key);
+                let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+                let gpus = pod_gpus(&p, &self.opts.gpu_resource);
+                // A pod being deleted holds its GPUs until it is gone.
+                if self.nodes.contains(&node) && gpus > 0 {
+                    let managed = p.labels().get(MANAGED).is_some_and(|v| v == "true");
+                    self.placed_on.entry(node.clone()).or_default().insert(key.clone());
+                    self.placed.insert(key, Placed { node: node.clone(), gpus, job: job_of(&p), managed });
+                    self.report_outside(&node);
+                }
+                if let Some(b) = before.filter(|b| *b != node) {
+                    self.report_outside(&b);
+                }
+            }
+            Event::Delete(p) => {
+                if let Some(node) = self.unplace(&key_of(&p)) {
+                    self.report_outside(&node);
+                }
+            }
+            Event::InitDone => {
+                self.placed_listed = true;
+                self.report_outside_all();
+            }
+        }
+    }
+
+    /// Forgets bound pod `key`; the node it was on.
+    fn unplace(&mut self, key: &str) -> Option<String> {
+        let p = self.placed.remove(key)?;
+        if let Some(on) = self.placed_on.get_mut(&p.node) {
+            on.remove(key);
+        }
+        Some(p.node)
+    }
+
+    /// GPUs held on Node `node` by pods that are not of this store's Jobs.
+    fn outside_on(&self, node: &str) -> u32 {
+        let ours = |p: &Placed| {
+            p.managed
+                && p.job.as_ref().is_some_and(|j| {
+                    self.jobs.get(j).is_some_and(|job| matches!(owner(job, &self.opts.store), Owner::Ours(_)))
+                        || self.attempts.values().any(|a| &a.job == j)
+                })
+        };
+        self.placed_on
+            .get(node)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.placed.get(k))
+            .filter(|p| !ours(p))
+            .map(|p| p.gpus)
+            .sum()
+    }
+
+    /// Reports Node `node`'s GPUs held outside Allot where the count
+    /// changed, once Jobs and every kind of pod are listed (until then
+    /// this store's pods cannot be told from the others).
+    fn report_outside(&mut self, node: &str) {
+        if !(self.jobs_listed && self.pods_listed && self.placed_listed) {
+            return;
+        }
+        let gpus = self.outside_on(node);
+        if self.outside.get(node).copied().unwrap_or(0) == gpus {
+            return;
+        }
+        self.outside.insert(node.to_string(), gpus);
+        let name = self.opts.allot_name(node);
+        tracing::info!(cluster = %self.opts.cluster, node = %name, gpus, "GPUs held by pods Allot does not manage (K8S-11)");
+        let _ = self.events.send(ExecEvent::Outside { node: name, gpus });
+    }
+
+    fn report_outside_all(&mut self) {
+        let nodes: Vec<String> = self.nodes.iter().cloned().collect();
+        for n in nodes {
+            self.report_outside(&n);
         }
     }
 
