@@ -35,7 +35,7 @@ use allot_core::{AccountBook, AccountEdit, AccountField};
 
 use crate::accounts::{restore_book, stored_rows};
 use crate::executor::{Adoption, AttemptKey, Executor, Survivor};
-use crate::scheduler::Live;
+use crate::scheduler::{Adopted, Live};
 use crate::states::{AttemptOutcome, AttemptState};
 use crate::store::{AttemptRow, Op, Store, StoreError, WorkloadRow};
 
@@ -46,17 +46,6 @@ pub enum RecoveryError {
     Store(#[from] StoreError),
     #[error("the stored account tree does not fit the config: {0}")]
     Accounts(String),
-}
-
-/// A workload whose attempt kept running through the restart (K8S-10).
-pub struct Adopted {
-    pub spec: WorkloadSpec,
-    pub live: Live,
-    pub retries: u32,
-    /// Of its ended attempts.
-    pub past: Past,
-    pub alloc: allot_core::Allocation,
-    pub started: Time,
 }
 
 /// The state and workloads to hand to the scheduler.

@@ -236,6 +236,17 @@ impl Paths {
     }
 }
 
+/// A workload whose attempt kept running through the restart (K8S-10).
+pub struct Adopted {
+    pub spec: WorkloadSpec,
+    pub live: Live,
+    pub retries: u32,
+    /// Of its ended attempts.
+    pub past: Past,
+    pub alloc: allot_core::Allocation,
+    pub started: Time,
+}
+
 /// The task's state.
 pub struct Scheduler {
     pub(crate) engine: Engine,
@@ -379,8 +390,8 @@ impl Scheduler {
 
     /// K8S-10: a workload whose attempt kept running through the restart,
     /// holding its GPUs again as that attempt.
-    pub(crate) fn adopt(&mut self, a: crate::recovery::Adopted, now: Time) {
-        let crate::recovery::Adopted { mut spec, mut live, retries, past, alloc, started } = a;
+    pub(crate) fn adopt(&mut self, a: Adopted, now: Time) {
+        let Adopted { mut spec, mut live, retries, past, alloc, started } = a;
         self.conditions(&mut spec, &mut live);
         let w = self.engine.adopt(spec, retries, &past, alloc, started, now);
         self.track(w, live);
