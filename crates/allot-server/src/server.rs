@@ -241,6 +241,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         tx,
         metrics,
         limits,
+        kube: kubes.clone(),
     });
     for k in &kubes {
         k.serve(Arc::new(crate::api::kubernetes::ApiFront { app: app.clone(), cluster: k.cluster().to_string() }));

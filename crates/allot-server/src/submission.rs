@@ -171,11 +171,113 @@ impl Catalog {
         who: &Principal,
         now: u64,
     ) -> Result<(NewWorkload, WorkloadSpec), FieldError> {
+        if req.image.is_some() || req.namespace.is_some() {
+            return Err(bad("image", "K8S-12: a submission that names an image is made a Job (check_image)"));
+        }
+        // The Kubernetes executor's submissions are its Jobs (K8S-1).
+        self.check_with(req, who, now, who.token_id.starts_with("kubernetes:"))
+    }
+
+    /// K8S-12: checks a submission that names an image, to be made a
+    /// managed Job of a Kubernetes cluster: only fields a Job carries, one
+    /// Kubernetes cluster (the one named, or the fleet's only one), then
+    /// as the Job's own submission will be (the account, the shape, the
+    /// fit). Returns the cluster's name.
+    pub fn check_image(&self, req: &SubmitRequest, who: &Principal, now: u64) -> Result<String, FieldError> {
+        let image = req.image.as_deref().unwrap_or_default();
+        if image.trim().is_empty() || image.len() > 1024 || image.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(bad("image", "K8S-12: a container image reference (no spaces, at most 1024 bytes)"));
+        }
+        let not_carried = [
+            ("retries", req.retries.is_some()),
+            ("priority", req.priority.is_some()),
+            ("preemptible", req.preemptible.is_some()),
+            ("util", req.util.is_some()),
+            ("time_limit_s", req.time_limit_s.is_some()),
+            ("checkpoint_on_signal", req.checkpoint_on_signal.is_some()),
+            ("gpu_type", req.gpu_type.is_some()),
+            ("array", req.array.is_some()),
+            ("dependency", req.dependency.is_some()),
+            ("hold", req.hold.is_some()),
+        ];
+        if let Some((field, _)) = not_carried.iter().find(|(_, set)| *set) {
+            return Err(bad(
+                field,
+                format!("K8S-12: a Kubernetes Job does not carry {field}: submit the image without it"),
+            ));
+        }
+        let cluster = self.job_cluster(&req.clusters)?;
+        if !req.command.is_empty() {
+            check_command(&req.command)?;
+        }
+        let pods = req.nodes.filter(|n| *n > 0).unwrap_or(1);
+        if !req.gpus.is_multiple_of(pods) {
+            return Err(bad("gpus", format!("K8S-12: {} GPUs do not split evenly over {pods} pods", req.gpus)));
+        }
+        if let Some(ns) = &req.namespace
+            && (ns.is_empty()
+                || ns.len() > 63
+                || !ns.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'))
+        {
+            return Err(bad("namespace", format!("K8S-12: {ns:?} is not a namespace name")));
+        }
+        let as_job = SubmitRequest {
+            account: req.account.clone(),
+            class: req.class.clone(),
+            gpus: req.gpus,
+            nodes: Some(pods),
+            clusters: vec![cluster.clone()],
+            command: vec!["kubernetes-job".into(), image.to_string()],
+            env: req.env.clone(),
+            expected_duration_s: req.expected_duration_s,
+            checkpoint_interval_s: req.checkpoint_interval_s,
+            name: req.name.clone(),
+            workdir: req.workdir.clone(),
+            ..Default::default()
+        };
+        self.check_with(&as_job, who, now, true)?;
+        Ok(cluster)
+    }
+
+    /// K8S-12: the Kubernetes cluster a Job is created in.
+    fn job_cluster(&self, named: &[String]) -> Result<String, FieldError> {
+        let kube: Vec<&str> = (0..self.cluster.clusters.len())
+            .filter(|&i| self.jobs_only.contains(allot_core::cluster::ClusterId(i as u16)))
+            .map(|i| self.cluster.clusters[i].as_str())
+            .collect();
+        match (cluster_list(named)?, kube.as_slice()) {
+            (_, []) => Err(bad("image", "K8S-12: no cluster of this fleet runs Kubernetes Jobs")),
+            (None, [one]) => Ok(one.to_string()),
+            (None, many) => Err(bad(
+                "clusters",
+                format!("K8S-12: name the Kubernetes cluster to create the Job in: one of {}", many.join(", ")),
+            )),
+            (Some(list), _) if kube.contains(&list.as_str()) => Ok(list),
+            (Some(list), _) => Err(bad(
+                "clusters",
+                format!(
+                    "K8S-12: an image runs as a Job of one Kubernetes cluster; {list} is not one (Kubernetes: {})",
+                    kube.join(", ")
+                ),
+            )),
+        }
+    }
+
+    /// [`Catalog::check`]; `job`: a Kubernetes Job's (it may name its
+    /// Kubernetes cluster).
+    fn check_with(
+        &self,
+        req: &SubmitRequest,
+        who: &Principal,
+        now: u64,
+        job: bool,
+    ) -> Result<(NewWorkload, WorkloadSpec), FieldError> {
         // The grant first: an account outside it is answered as an unknown one.
         if !who.can_submit(&req.account) {
             return Err(bad("account", self.unknown_account(who, &req.account)));
         }
-        let clusters = self.command_clusters(cluster_list(&req.clusters)?, who)?;
+        let clusters = cluster_list(&req.clusters)?;
+        let clusters = if job { clusters } else { self.command_clusters(clusters)? };
         let raw = RawWorkload {
             id: "",
             submit: now,
@@ -227,8 +329,8 @@ impl Catalog {
     /// Kubernetes cluster (it runs that cluster's managed Jobs only): one
     /// named is refused, and "any cluster" means any other. The Kubernetes
     /// executor's own submissions (its Jobs) are left as they are.
-    fn command_clusters(&self, clusters: Option<String>, who: &Principal) -> Result<Option<String>, FieldError> {
-        if self.jobs_only.0 == 0 || who.token_id.starts_with("kubernetes:") {
+    fn command_clusters(&self, clusters: Option<String>) -> Result<Option<String>, FieldError> {
+        if self.jobs_only.0 == 0 {
             return Ok(clusters);
         }
         let names = &self.cluster.clusters;
@@ -238,7 +340,7 @@ impl Catalog {
                 .position(|n| n == name)
                 .is_some_and(|i| self.jobs_only.contains(allot_core::cluster::ClusterId(i as u16)))
         };
-        let hint = "create a Job there instead (label allot.dev/managed=true: docs/kubernetes.md)";
+        let hint = "submit an image (K8S-12), or create a Job there (label allot.dev/managed=true: docs/kubernetes.md)";
         match clusters {
             Some(list) => match list.split(',').find(|n| kube(n)) {
                 Some(n) => Err(bad("clusters", format!("K8S-1: cluster {n} runs its Kubernetes Jobs only; {hint}"))),

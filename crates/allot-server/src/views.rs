@@ -31,8 +31,9 @@ pub struct SubmitRequest {
     /// absent or empty: any cluster that can run it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub clusters: Vec<String>,
-    /// Program and arguments (no shell).
-    #[schema(min_items = 1)]
+    /// Program and arguments (no shell); required, except with `image`,
+    /// where absent or empty runs the image's entrypoint.
+    #[serde(default)]
     pub command: Vec<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
@@ -98,6 +99,19 @@ pub struct SubmitRequest {
     /// HOLD-1: submit on hold; it waits until released. Default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<bool>,
+    /// K8S-12: run this container image as a managed Job of a Kubernetes
+    /// cluster of the fleet: Allot creates the Job (`nodes` pods of
+    /// `gpus / nodes` GPUs each, `command`, `env` and `workdir` as the
+    /// container's) and it is then a Job like any other. Only the fields a
+    /// Job carries may be set with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, example = "ghcr.io/org/trainer:1.4")]
+    pub image: Option<String>,
+    /// K8S-12: the namespace of the Job (one whose Jobs may charge the
+    /// account); absent: the most specific such namespace of the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1)]
+    pub namespace: Option<String>,
 }
 
 /// ARR-1: a workload as an element of an array.

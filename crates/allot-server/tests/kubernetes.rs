@@ -670,6 +670,125 @@ async fn kubernetes_restart_adopts_running_jobs() {
     f.finish().await;
 }
 
+/// K8S-12: `allot submit --image` makes a managed Job in the namespace
+/// that may charge the account, charged to the submitter, and Allot runs
+/// it as any Job to its end; what a Job cannot carry, or no namespace may charge, is
+/// refused before any Job exists; a user cannot pass their Job off as
+/// another's through the annotation Allot writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_submit_image_creates_a_managed_job() {
+    const TEST: &str = "image";
+    let (f, p, ns, s) = setup(TEST, 1, "10m").await;
+    let t = f.admin.as_str();
+    let admin = p.jobs(&p.admin, &ns);
+    let alice = p.jobs(&p.alice, &ns);
+
+    let refusals = [
+        (
+            json!({"account": "org/a", "gpus": 8, "image": "trainer:1", "retries": 2}),
+            "retries",
+            "K8S-12: a Kubernetes Job does not carry retries",
+        ),
+        (
+            json!({"account": "org/b", "gpus": 8, "image": "trainer:1"}),
+            "namespace",
+            "K8S-12: no namespace of cluster k8s may charge \"org/b\"",
+        ),
+        (
+            json!({"account": "org/a", "gpus": 8, "image": "trainer:1", "namespace": "default"}),
+            "namespace",
+            "K8S-12: Jobs of namespace \"default\" of cluster k8s may not charge",
+        ),
+        (
+            json!({"account": "org/a", "gpus": 9, "nodes": 2, "image": "trainer:1"}),
+            "gpus",
+            "K8S-12: 9 GPUs do not split evenly over 2 pods",
+        ),
+        (json!({"account": "org/a", "gpus": 16, "image": "trainer:1"}), "gpus", "larger than any pool"),
+        (
+            json!({"account": "org/a", "gpus": 8, "image": "trainer:1", "clusters": ["elsewhere"]}),
+            "clusters",
+            "K8S-12: an image runs as a Job of one Kubernetes cluster; elsewhere is not one",
+        ),
+    ];
+    for (body, field, want) in &refusals {
+        let (code, v) = s.http("POST", "/v1/workloads", Some(t), Some(&body.to_string())).await;
+        assert_eq!(code, 400, "{body}: {v}");
+        assert_eq!(v["field"], *field, "{body}: {v}");
+        assert!(v["error"].as_str().unwrap_or_default().contains(want), "{body}: {v}");
+    }
+    let made_by_allot =
+        |jobs: Vec<Job>| jobs.into_iter().filter(|j| annotation(j, "allot.dev/submitted-by").is_some()).count();
+    assert_eq!(made_by_allot(admin.list(&ListParams::default()).await.unwrap().items), 0, "no Job for a refusal");
+
+    // Submitted with the CLI: a managed Job in the namespace that may charge org/a.
+    let out = s.cli(
+        t,
+        &[
+            "submit",
+            "--account",
+            "org/a",
+            "--gpus",
+            "8",
+            "--image",
+            "trainer:1",
+            "--name",
+            "My Run!",
+            "--env",
+            "STEP=1",
+            "--duration",
+            "10m",
+            "--",
+            "python",
+            "train.py",
+        ],
+    );
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), s.log());
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let v = workload(&s, t, &id).await;
+    let user = v["workload"]["user"].as_str().unwrap().to_string();
+    let (job_ns, name) = v["workload"]["name"].as_str().unwrap().split_once('/').unwrap();
+    assert_eq!(job_ns, ns, "{v}");
+    assert!(name.starts_with("my-run-"), "{v}");
+    assert_eq!(made_by_allot(admin.list(&ListParams::default()).await.unwrap().items), 1, "one Job, though retried");
+    let j = admin.get(name).await.unwrap();
+    assert_eq!(annotation(&j, "allot.dev/user").as_deref(), Some(user.as_str()), "charged to the submitter");
+    assert_ne!(user, "allot", "not to Allot, which created it");
+    assert_eq!(annotation(&j, "allot.dev/account").as_deref(), Some("org/a"));
+    assert_eq!(annotation(&j, "allot.dev/expected-duration").as_deref(), Some("600s"));
+    assert_eq!(workload_of(&p, &ns, name).await, id, "the Job names its workload");
+    assert_eq!(j.labels().get("allot.dev/test").map(String::as_str), Some(TEST), "it matches the job_selector");
+    let pod = j.spec.as_ref().unwrap().template.spec.clone().unwrap();
+    let c = &pod.containers[0];
+    assert_eq!(c.image.as_deref(), Some("trainer:1"));
+    assert_eq!(c.command.clone().unwrap(), ["python", "train.py"]);
+    assert_eq!(c.env.clone().unwrap()[0].value.as_deref(), Some("1"));
+    let limits = c.resources.clone().unwrap().limits.unwrap();
+    assert_eq!(limits["nvidia.com/gpu"].0, "8");
+    assert_eq!(pod.termination_grace_period_seconds, Some(GRACE_S), "the creation policy ran on it");
+
+    // Allot runs it as any Job, its pod on the node of its allocation
+    // (kwok completes a pod at once unless its annotations say otherwise).
+    let v = until_state(&s, t, &id, "finished", 60).await;
+    assert_eq!(v["attempts"][0]["allocation"][0]["node"], "image-1", "{v}");
+    let lp = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={name}"));
+    let pods = p.pods(&ns).list(&lp).await.unwrap().items;
+    assert_eq!(pods.len(), 1, "one pod, bound by Allot");
+    assert_eq!(pods[0].spec.as_ref().unwrap().node_name.as_deref(), Some("image-1"));
+    assert!(condition_true(&admin.get(name).await.unwrap(), "Complete"));
+
+    // Naming another submitter does not make a user's Job theirs (the Job
+    // is not this server's: it never runs, so it leaves no pod behind).
+    let mut forged = job("not-this-server", "forged", Some("org/a"), 1, 1, 600);
+    forged.annotations_mut().insert("allot.dev/submitted-by".into(), "bob".into());
+    let made = alice.create(&PostParams::default(), &forged).await.unwrap();
+    assert_eq!(annotation(&made, "allot.dev/user").as_deref(), Some("alice"));
+
+    drop(s);
+    teardown(&p, TEST, &ns).await;
+    f.finish().await;
+}
+
 fn condition_true(j: &Job, kind: &str) -> bool {
     j.status
         .as_ref()

@@ -130,8 +130,18 @@ pub struct SubmitArgs {
     /// from the current directory. Default: the current directory.
     #[arg(long, value_name = "DIR")]
     chdir: Option<std::path::PathBuf>,
-    /// The program and its arguments.
-    #[arg(last = true, required = true)]
+    /// Run this container image as a managed Job of the fleet's Kubernetes
+    /// cluster (K8S-12): --nodes pods of gpus/nodes GPUs each, the command
+    /// (default: the image's entrypoint), --env and an absolute --chdir as
+    /// the container's. `kubectl describe job` then says why it waits.
+    #[arg(long, value_name = "IMAGE")]
+    image: Option<String>,
+    /// With --image: the Job's namespace (default: the most specific one
+    /// whose Jobs may charge the account).
+    #[arg(long, value_name = "NAME", requires = "image")]
+    namespace: Option<String>,
+    /// The program and its arguments (with --image: optional).
+    #[arg(last = true, required_unless_present = "image")]
     command: Vec<String>,
 }
 
@@ -470,7 +480,15 @@ async fn run_async(c: ClientCommand) -> Result<()> {
                 checkpoint_on_signal: a.checkpoint_on_signal.then_some(true),
                 retries: a.retries,
                 name: a.name,
-                workdir: Some(crate::workdir::for_submission(a.chdir.as_deref())?),
+                // An image's working directory is the container's: only
+                // one asked for, never this host's current directory.
+                workdir: match (&a.image, a.chdir.as_deref()) {
+                    (Some(_), None) => None,
+                    (Some(_), Some(d)) => Some(d.display().to_string()),
+                    (None, dir) => Some(crate::workdir::for_submission(dir)?),
+                },
+                image: a.image,
+                namespace: a.namespace,
                 array: a.array,
                 dependency: a.dependency,
                 hold: a.hold.then_some(true),

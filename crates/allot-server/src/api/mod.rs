@@ -46,6 +46,9 @@ pub struct AppState {
     pub tx: mpsc::Sender<Msg>,
     pub metrics: Arc<Metrics>,
     pub limits: Arc<Limits>,
+    /// The Kubernetes clusters' executors (K8S-12: a submission that names
+    /// an image becomes a Job there).
+    pub kube: Vec<Arc<crate::executor::kubernetes::KubeExecutor>>,
 }
 
 pub type App = Arc<AppState>;

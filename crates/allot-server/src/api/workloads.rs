@@ -120,6 +120,9 @@ pub async fn submit(
     IdempotencyKey(key): IdempotencyKey,
     Body(req): Body<SubmitRequest>,
 ) -> Result<Response, ApiError> {
+    if req.image.is_some() {
+        return super::kubernetes::submit_image(&app, &who, req, key).await;
+    }
     let (inserted, row) = submit_as(&app, &who, req, key).await?;
     match inserted {
         Inserted::New(seq) => {

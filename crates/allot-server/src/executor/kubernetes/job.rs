@@ -176,6 +176,103 @@ pub fn request(job: &JobShape, cluster: &str) -> crate::views::SubmitRequest {
     }
 }
 
+/// What a Job Allot creates for a submission that names an image
+/// (K8S-12) is made of, checked by the API beforehand.
+#[derive(Clone, Debug)]
+pub struct NewJob<'a> {
+    pub req: &'a crate::views::SubmitRequest,
+    pub image: &'a str,
+    pub namespace: String,
+    /// Who submitted it (the API's principal): the Job's user.
+    pub submitter: &'a str,
+    /// The Job's name; `None`: generated from the submission's name.
+    pub name: Option<String>,
+}
+
+/// The managed Job of a submission that names an image (K8S-12): labelled
+/// as the cluster's `job_selector` says, annotated with the account,
+/// class, durations and submitter, `nodes` pods (Indexed) of `gpus /
+/// nodes` GPUs each, running `command` (the image's entrypoint when empty)
+/// with `env` and `workdir`. Created unsuspended or not, the creation
+/// policy suspends it, as every managed Job.
+pub fn build(new: &NewJob<'_>, opts: &KubeOptions) -> Result<Job, String> {
+    use k8s_openapi::api::batch::v1::JobSpec;
+    use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec, ResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    let req = new.req;
+    let pods = req.nodes.filter(|n| *n > 0).unwrap_or(1);
+    let mut ann = BTreeMap::from([
+        (ACCOUNT.to_string(), req.account.clone()),
+        (super::SUBMITTED_BY.to_string(), new.submitter.to_string()),
+    ]);
+    if let Some(c) = &req.class {
+        ann.insert(CLASS.into(), c.clone());
+    }
+    if let Some(s) = req.expected_duration_s {
+        ann.insert(EXPECTED.into(), format!("{s}s"));
+    }
+    if let Some(s) = req.checkpoint_interval_s {
+        ann.insert(CHECKPOINT.into(), format!("{s}s"));
+    }
+    let limits = BTreeMap::from([(opts.gpu_resource.clone(), Quantity((req.gpus / pods).to_string()))]);
+    let container = Container {
+        name: "main".into(),
+        image: Some(new.image.to_string()),
+        command: (!req.command.is_empty()).then(|| req.command.clone()),
+        env: (!req.env.is_empty()).then(|| {
+            req.env.iter().map(|(k, v)| EnvVar { name: k.clone(), value: Some(v.clone()), value_from: None }).collect()
+        }),
+        working_dir: req.workdir.clone(),
+        resources: Some(ResourceRequirements { limits: Some(limits), ..Default::default() }),
+        ..Default::default()
+    };
+    let generate_name = new.name.is_none().then(|| format!("{}-", job_name_prefix(req.name.as_deref())));
+    Ok(Job {
+        metadata: ObjectMeta {
+            name: new.name.clone(),
+            generate_name,
+            namespace: Some(new.namespace.clone()),
+            labels: Some(opts.job_labels()?),
+            annotations: Some(ann),
+            ..Default::default()
+        },
+        spec: Some(JobSpec {
+            suspend: Some(true),
+            parallelism: Some(pods as i32),
+            completions: Some(pods as i32),
+            completion_mode: Some("Indexed".into()),
+            backoff_limit: Some(0),
+            template: PodTemplateSpec {
+                metadata: None,
+                spec: Some(PodSpec {
+                    containers: vec![container],
+                    restart_policy: Some("Never".into()),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+/// A Job name's first part from a submission's name: lower-case letters,
+/// digits and dashes (DNS-1123), at most 40 characters; `allot` when
+/// nothing is left.
+pub fn job_name_prefix(name: Option<&str>) -> String {
+    let mut out = String::new();
+    for c in name.unwrap_or_default().chars().flat_map(char::to_lowercase) {
+        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { '-' };
+        if !(c == '-' && (out.is_empty() || out.ends_with('-'))) && out.len() < 40 {
+            out.push(c);
+        }
+    }
+    let out = out.trim_end_matches('-');
+    if out.is_empty() { "allot".into() } else { out.to_string() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +306,43 @@ mod tests {
         assert_eq!((s.pods, s.gpus_per_pod, s.gpus(), s.expected_s), (2, 8, 16, Some(7200)));
         let r = request(&s, "k8s");
         assert_eq!((r.gpus, r.nodes, r.clusters.as_slice()), (16, Some(2), ["k8s".to_string()].as_slice()));
+    }
+
+    /// K8S-12: the namespace, labels and shape of a Job Allot creates.
+    #[test]
+    fn an_image_becomes_a_job_in_the_most_specific_namespace() {
+        let mut o = opts();
+        o.cluster = "k8s".into();
+        o.namespaces.insert("team-a-llm".into(), vec!["org/a/llm".into()]);
+        o.job_selector = "allot.dev/managed=true,allot.dev/test==t1".into();
+        let ns = |account: &str, asked: Option<&str>| o.namespace_for(account, asked);
+        assert_eq!(ns("org/a/llm/x", None).unwrap(), "team-a-llm", "the most specific grant");
+        assert_eq!(ns("org/a/cv", None).unwrap(), "team-a");
+        assert_eq!(ns("org/a/llm/x", Some("team-a")).unwrap(), "team-a", "asked for and allowed");
+        let err = ns("org/a/cv", Some("team-a-llm")).unwrap_err();
+        assert!(err.contains("may not charge \"org/a/cv\" (these may: team-a)"), "{err}");
+        assert!(ns("org/b", None).unwrap_err().contains("no namespace of cluster k8s may charge \"org/b\""));
+        let req = crate::views::SubmitRequest {
+            account: "org/a/cv".into(),
+            gpus: 16,
+            nodes: Some(2),
+            command: vec!["python".into(), "train.py".into()],
+            expected_duration_s: Some(3600),
+            name: Some("My Run: 7B!".into()),
+            ..Default::default()
+        };
+        let new = NewJob { req: &req, image: "trainer:1", namespace: "team-a".into(), submitter: "carol", name: None };
+        let j = build(&new, &o).unwrap();
+        assert_eq!(j.metadata.generate_name.as_deref(), Some("my-run-7b-"));
+        let labels = j.metadata.labels.clone().unwrap();
+        assert_eq!((labels["allot.dev/managed"].as_str(), labels["allot.dev/test"].as_str()), ("true", "t1"));
+        let mut made = j.clone();
+        made.metadata.namespace = Some("team-a".into());
+        made.metadata.annotations.as_mut().unwrap().insert(USER.into(), "carol".into());
+        let shape = read(&made, &o).unwrap();
+        assert_eq!((shape.pods, shape.gpus_per_pod, shape.expected_s), (2, 8, Some(3600)), "read back as built");
+        o.job_selector = "allot.dev/managed=true,tier in (a,b)".into();
+        assert!(build(&new, &o).unwrap_err().contains("\"tier in (a,b)\" is not key=value"));
     }
 
     #[test]

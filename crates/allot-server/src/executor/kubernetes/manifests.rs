@@ -16,7 +16,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Ro
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde_json::Value;
 
-use super::{ACCOUNT, ATTEMPT, MANAGED, NODES, STORE, USER, WORKLOAD};
+use super::{ACCOUNT, ATTEMPT, MANAGED, NODES, STORE, SUBMITTED_BY, USER, WORKLOAD};
 
 /// Where the Deployment runs and who Allot is.
 #[derive(Clone, Debug)]
@@ -70,8 +70,16 @@ fn cel(s: &str) -> String {
 /// disruption — a deleted Node, a preemption — is ignored by the Job
 /// controller and left to Allot).
 pub fn creation_policy(o: &ManifestOptions) -> (adm::MutatingAdmissionPolicy, adm::MutatingAdmissionPolicyBinding) {
+    // K8S-12: a Job Allot created names its submitter, who is its user;
+    // anyone else's Job is its creator's, whatever it names.
+    let creator = format!(
+        "(request.userInfo.username == {me} && has(object.metadata.annotations) && {by} in object.metadata.annotations \
+         ? object.metadata.annotations[{by}] : request.userInfo.username)",
+        me = cel(&o.identity),
+        by = cel(SUBMITTED_BY),
+    );
     let expression = format!(
-        "Object{{\n  metadata: Object.metadata{{annotations: {{{user}: request.userInfo.username}}}},\n  \
+        "Object{{\n  metadata: Object.metadata{{annotations: {{{user}: {creator}}}}},\n  \
          spec: Object.spec{{\n    suspend: true,\n    backoffLimit: 0,\n    podReplacementPolicy: \"Failed\",\n    \
          template: Object.spec.template{{\n      metadata: Object.spec.template.metadata{{labels: {{{managed}: \"true\"}}}},\n      \
          spec: Object.spec.template.spec{{schedulerName: {sched}, terminationGracePeriodSeconds: {grace}, restartPolicy: \"Never\"}}\n    }}\n  }}\n}}",
@@ -121,7 +129,8 @@ pub fn creation_policy(o: &ManifestOptions) -> (adm::MutatingAdmissionPolicy, ad
 /// or takes the `managed` label off.
 pub fn update_policy(o: &ManifestOptions) -> (adm::ValidatingAdmissionPolicy, adm::ValidatingAdmissionPolicyBinding) {
     let allot = format!("request.userInfo.username == {}", cel(&o.identity));
-    let owned: Vec<String> = [ACCOUNT, USER, WORKLOAD, STORE, ATTEMPT, NODES].iter().map(|k| cel(k)).collect();
+    let owned: Vec<String> =
+        [ACCOUNT, USER, SUBMITTED_BY, WORKLOAD, STORE, ATTEMPT, NODES].iter().map(|k| cel(k)).collect();
     let ann = |obj: &str| {
         format!(
             "(has({obj}.metadata.annotations) && k in {obj}.metadata.annotations ? {obj}.metadata.annotations[k] : '')"
@@ -145,8 +154,8 @@ pub fn update_policy(o: &ManifestOptions) -> (adm::ValidatingAdmissionPolicy, ad
         ),
         check(
             format!("[{}].all(k, {} == {})", owned.join(", "), ann("object"), ann("oldObject")),
-            "K8S-3: the annotations allot.dev/account, user, workload, store, attempt and nodes are set once; \
-             create a new Job to charge another account",
+            "K8S-3: the annotations allot.dev/account, user, submitted-by, workload, store, attempt and nodes are \
+             set once; create a new Job to charge another account",
         ),
         check(
             format!(
@@ -194,7 +203,7 @@ pub fn cluster_role() -> ClusterRole {
             rule("", &["nodes"], &["get", "list", "watch"]),
             rule("", &["pods"], &["get", "list", "watch", "delete"]),
             rule("", &["pods/binding"], &["create"]),
-            rule("batch", &["jobs"], &["get", "list", "watch", "patch"]),
+            rule("batch", &["jobs"], &["get", "list", "watch", "patch", "create"]),
             rule("events.k8s.io", &["events"], &["create", "patch"]),
         ]),
         aggregation_rule: None,

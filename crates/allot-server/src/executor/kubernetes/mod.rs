@@ -43,8 +43,13 @@ pub const ACCOUNT: &str = "allot.dev/account";
 pub const CLASS: &str = "allot.dev/class";
 pub const EXPECTED: &str = "allot.dev/expected-duration";
 pub const CHECKPOINT: &str = "allot.dev/checkpoint-interval";
-/// Written by the creation policy: the user the API server authenticated.
+/// Written by the creation policy: the user the API server authenticated
+/// (for a Job Allot created, K8S-12: the one it names in [`SUBMITTED_BY`]).
 pub const USER: &str = "allot.dev/user";
+/// Written by Allot on a Job it creates for `allot submit --image`
+/// (K8S-12): who submitted it. The creation policy takes it as the Job's
+/// user only when Allot's identity created the Job.
+pub const SUBMITTED_BY: &str = "allot.dev/submitted-by";
 /// Written by Allot: the workload id of the Job, and the store it is a
 /// workload of (a Job of another store is not this server's: K8S-1).
 pub const WORKLOAD: &str = "allot.dev/workload";
@@ -166,6 +171,69 @@ impl KubeOptions {
         self.grants(namespace, user).iter().any(|root| crate::auth::within(account, root))
     }
 
+    /// K8S-12: the namespace of a Job Allot creates to charge `account`:
+    /// `requested` if its Jobs may charge it, else the namespace whose
+    /// covering account is the most specific (ties: the first by name).
+    pub fn namespace_for(&self, account: &str, requested: Option<&str>) -> Result<String, String> {
+        let covering =
+            |ns: &str| self.namespaces.get(ns).is_some_and(|r| r.iter().any(|root| crate::auth::within(account, root)));
+        if let Some(ns) = requested {
+            if covering(ns) {
+                return Ok(ns.to_string());
+            }
+            let may: Vec<&str> = self.namespaces.keys().map(String::as_str).filter(|n| covering(n)).collect();
+            return Err(format!(
+                "K8S-12: Jobs of namespace {ns:?} of cluster {} may not charge {account:?} ({})",
+                self.cluster,
+                if may.is_empty() { "no namespace may".to_string() } else { format!("these may: {}", may.join(", ")) }
+            ));
+        }
+        self.namespaces
+            .iter()
+            .filter_map(|(ns, roots)| {
+                let depth = roots.iter().filter(|r| crate::auth::within(account, r)).map(|r| r.len()).max()?;
+                Some((std::cmp::Reverse(depth), ns))
+            })
+            .min()
+            .map(|(_, ns)| ns.clone())
+            .ok_or_else(|| {
+                format!(
+                    "K8S-12: no namespace of cluster {} may charge {account:?}: the cluster's \
+                     [clusters.executor.namespaces] says which namespace's Jobs charge which accounts",
+                    self.cluster
+                )
+            })
+    }
+
+    /// The labels a Job must carry to be this server's: the equality
+    /// terms of `job_selector` (K8S-12); `Err` names a term Allot cannot
+    /// set as a label.
+    pub fn job_labels(&self) -> Result<std::collections::BTreeMap<String, String>, String> {
+        let mut out = std::collections::BTreeMap::from([(MANAGED.to_string(), "true".to_string())]);
+        // Terms are split at commas outside a set (`k in (a,b)`).
+        let mut depth = 0i32;
+        let terms = self.job_selector.split(|c: char| {
+            depth += i32::from(c == '(') - i32::from(c == ')');
+            c == ',' && depth == 0
+        });
+        for term in terms.map(str::trim).filter(|t| !t.is_empty()) {
+            let kv = term.split_once("==").or_else(|| term.split_once('=').filter(|(k, _)| !k.ends_with('!')));
+            match kv {
+                Some((k, v)) if !v.contains(['(', ')', ' ']) => {
+                    out.insert(k.trim().to_string(), v.trim().to_string());
+                }
+                _ => {
+                    return Err(format!(
+                        "K8S-12: cluster {}'s job_selector term {term:?} is not key=value: Allot cannot label a \
+                         Job it creates to match it",
+                        self.cluster
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The accounts a Job in `namespace` by `user` may charge.
     pub fn grants(&self, namespace: &str, user: Option<&str>) -> Vec<String> {
         let mut out: Vec<String> = self.namespaces.get(namespace).cloned().unwrap_or_default();
@@ -278,12 +346,22 @@ pub(crate) enum Command {
     },
     /// K8S-10: attempts of the previous server, taken back as they run.
     Adopt(Vec<Adoption>),
+    /// K8S-12: create a Job for a submission and ingest it.
+    Create {
+        job: Box<k8s_openapi::api::batch::v1::Job>,
+        reply: Created,
+    },
 }
+
+/// The answer to [`Command::Create`]: the Job's `namespace/name` and
+/// workload id, or why not.
+pub(crate) type Created = oneshot::Sender<Result<(String, i64), String>>;
 
 /// Runs one Kubernetes cluster's workloads.
 pub struct KubeExecutor {
     commands: mpsc::UnboundedSender<Command>,
     cluster: String,
+    opts: KubeOptions,
 }
 
 impl KubeExecutor {
@@ -298,13 +376,27 @@ impl KubeExecutor {
         let client = opts.client()?;
         let (commands, rx) = mpsc::unbounded_channel();
         let cluster = opts.cluster.clone();
-        tokio::spawn(run::Loop::start(client, opts, nodes, events, rx, fence));
-        Ok(KubeExecutor { commands, cluster })
+        tokio::spawn(run::Loop::start(client, opts.clone(), nodes, events, rx, fence));
+        Ok(KubeExecutor { commands, cluster, opts })
     }
 
     /// The fleet's name of its cluster.
     pub fn cluster(&self) -> &str {
         &self.cluster
+    }
+
+    pub fn options(&self) -> &KubeOptions {
+        &self.opts
+    }
+
+    /// K8S-12: creates `job` in the cluster (as Allot, the lease's holder)
+    /// and ingests it: its `namespace/name` and workload id, or why not.
+    pub async fn create(&self, job: k8s_openapi::api::batch::v1::Job) -> Result<(String, i64), String> {
+        let (reply, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Create { job: Box::new(job), reply })
+            .map_err(|_| format!("cluster {}: its executor has stopped", self.cluster))?;
+        rx.await.map_err(|_| format!("cluster {}: its executor has stopped", self.cluster))?
     }
 
     /// Starts ingesting Jobs through `front` (the API's checks and store).

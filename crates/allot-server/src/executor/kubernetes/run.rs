@@ -162,6 +162,8 @@ pub(super) struct Loop {
     refused: HashMap<String, (String, String)>,
     /// Launches waiting for the first listing of Jobs.
     waiting: Vec<Launch>,
+    /// K8S-12: Jobs to create for submissions, once the Jobs are listed.
+    creating: Vec<(Job, super::Created)>,
     /// Survivors of the previous server, stopped before recovery goes on.
     survivors: Option<(Vec<Survivor>, oneshot::Sender<()>, Instant)>,
     /// K8S-10: attempts of the previous server taken back, reconciled with
@@ -213,6 +215,7 @@ impl Loop {
             refused: HashMap::new(),
             submitted: HashSet::new(),
             waiting: Vec::new(),
+            creating: Vec::new(),
             survivors: None,
             adopting: Vec::new(),
             placed: HashMap::new(),
@@ -288,6 +291,10 @@ impl Loop {
             Command::Stop { key, kill } => self.stop(key, kill).await,
             Command::Serve(front) => {
                 self.front = Some(front);
+                self.ingest_all().await;
+            }
+            Command::Create { job, reply } => {
+                self.creating.push((*job, reply));
                 self.ingest_all().await;
             }
             Command::Adopt(list) => {
@@ -920,26 +927,74 @@ impl Loop {
             return;
         }
         self.reconcile().await;
+        for (job, reply) in std::mem::take(&mut self.creating) {
+            let _ = reply.send(self.create(job).await);
+        }
         let keys: Vec<String> = self.jobs.keys().cloned().collect();
         for k in keys {
             self.ingest(&k).await;
         }
     }
 
-    /// A new managed Job becomes a workload, or gets its refusal (K8S-1, K8S-2).
-    async fn ingest(&mut self, key: &str) {
-        let Some(front) = self.front.clone() else { return };
-        let Some(j) = self.jobs.get(key) else { return };
-        if !matches!(owner(j, &self.opts.store), Owner::New)
-            || j.metadata.deletion_timestamp.is_some()
-            || condition(j, "Complete")
-        {
-            return;
+    /// K8S-12: creates `job` (a submission that names an image) and
+    /// ingests it at once, before any launch of its workload can come
+    /// (called once the Jobs are listed and the server serves):
+    /// its key and workload id, or why it is not one. The same Job again
+    /// (the submission retried with its idempotency key) is answered with
+    /// its workload.
+    async fn create(&mut self, job: Job) -> Result<(String, i64), String> {
+        let cluster = self.opts.cluster.clone();
+        if !self.may_write("create a Job") {
+            return Err("K8S-8: this server's lease is not surely held; retry in a moment".into());
+        }
+        let ns = job.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let api = self.jobs_api(&ns);
+        let pp = PostParams { field_manager: Some(super::MANAGER.into()), ..Default::default() };
+        let made = match api.create(&pp, &job).await {
+            Ok(j) => j,
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let name = job.metadata.name.clone().unwrap_or_default();
+                let j = api.get(&name).await.map_err(|e| format!("cluster {cluster}: read Job {ns}/{name}: {e}"))?;
+                let by = |j: &Job| annotation(j, super::SUBMITTED_BY).map(str::to_string);
+                if by(&j) != by(&job) {
+                    return Err(format!("cluster {cluster}: a Job {ns}/{name} of another submitter exists"));
+                }
+                j
+            }
+            Err(e) => return Err(format!("cluster {cluster}: cannot create a Job in namespace {ns}: {e}")),
+        };
+        let key = key_of(&made);
+        tracing::info!(cluster = %cluster, job = %key, "Job created for a submission (K8S-12)");
+        // The watcher may have brought it (or a later version) already.
+        self.jobs.entry(key.clone()).or_insert(made);
+        match self.ingest(&key).await {
+            Some(Ok(seq)) => Ok((key, seq)),
+            Some(Err(why)) => Err(format!("Job {key} was created and refused: {why}")),
+            None => Err(format!("Job {key} was created but is deleted or complete already")),
+        }
+    }
+
+    /// A new managed Job becomes a workload, or gets its refusal (K8S-1,
+    /// K8S-2): its workload id (that of a Job already ingested too), or
+    /// why it is refused; `None` for a Job that is not to be ingested.
+    async fn ingest(&mut self, key: &str) -> Option<Result<i64, String>> {
+        let front = self.front.clone()?;
+        let j = self.jobs.get(key)?;
+        if j.metadata.deletion_timestamp.is_some() || condition(j, "Complete") {
+            return None;
+        }
+        match owner(j, &self.opts.store) {
+            Owner::New => {}
+            Owner::Ours(seq) => return Some(self.refused.get(key).map_or(Ok(seq), |(_, why)| Err(why.clone()))),
+            Owner::Foreign => return None,
         }
         let version = j.resource_version().unwrap_or_default();
         let uid = j.uid().unwrap_or_default();
-        if self.refused.get(key).is_some_and(|(v, _)| *v == version) || self.submitted.contains(&uid) {
-            return;
+        if let Some((_, why)) = self.refused.get(key).filter(|(v, _)| *v == version) {
+            return Some(Err(why.clone()));
+        }
+        if self.submitted.contains(&uid) {
+            return self.by_seq.iter().find(|(_, k)| k.as_str() == key).map(|(seq, _)| Ok(*seq));
         }
         let outcome = match job::read(j, &self.opts) {
             Ok(shape) => front.submit(shape.clone()).await.map_err(|why| (shape, why)),
@@ -958,6 +1013,7 @@ impl Loop {
                     self.annotate_later(key, ann);
                 }
                 tracing::info!(cluster = %self.opts.cluster, job = %key, workload = seq, "Job ingested");
+                Some(Ok(seq))
             }
             Err((shape, why)) => {
                 tracing::warn!(cluster = %self.opts.cluster, job = %key, reason = %why, "Job refused");
@@ -966,7 +1022,7 @@ impl Loop {
                     Some(seq) => format!("{why} (workload {seq}, rejected; fix the Job and create it again)"),
                     None => why.clone(),
                 };
-                self.refused.insert(key.to_string(), (version, why));
+                self.refused.insert(key.to_string(), (version, why.clone()));
                 let mut ann = BTreeMap::from([(REASON.to_string(), text.clone())]);
                 if let Some(seq) = seq {
                     ann.insert(WORKLOAD.to_string(), seq.to_string());
@@ -977,6 +1033,7 @@ impl Loop {
                     self.publish(key, "Refused", &text).await;
                     self.written.insert(key.to_string(), (text, Instant::now()));
                 }
+                Some(Err(why))
             }
         }
     }
