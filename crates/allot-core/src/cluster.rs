@@ -8,7 +8,15 @@
 //! named `<pool>-<index>`; in a fleet of several clusters pools are named
 //! `<cluster>/<pool>`, so node names are `<cluster>/<pool>-<index>` and
 //! unique fleet-wide. A gang never spans pools, so never clusters (FLEET-1).
-//! The topology is static; health and free GPUs live in [`crate::State`].
+//!
+//! The topology only grows: a node that appears at run time (a Kubernetes
+//! Node joining, an `add` event) joins an existing pool with
+//! [`Cluster::add_node`] (MNT-5). It is appended (`NodeId(nodes.len())`),
+//! so every existing id stays; it extends the pool's last rack while that
+//! rack has fewer than `rack_size` nodes, else starts a rack with a fresh
+//! global id. A pool's nodes are its laid-out range
+//! `first_node .. first_node + laid_out()` followed by [`Pool::added`].
+//! Health and free GPUs live in [`crate::State`].
 
 use serde::{Deserialize, Serialize};
 
@@ -101,7 +109,8 @@ impl PoolPlacement {
     }
 }
 
-/// A pool with its nodes laid out at `first_node .. first_node + nodes`.
+/// A pool with its nodes laid out at `first_node .. first_node +
+/// laid_out()`, then the nodes added at run time ([`Pool::added`], MNT-5).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pool {
     /// `<pool>`, or `<cluster>/<pool>` in a fleet of several clusters.
@@ -109,6 +118,7 @@ pub struct Pool {
     /// The cluster of the fleet the pool belongs to.
     pub cluster: ClusterId,
     pub gpu: GpuTypeId,
+    /// All its nodes: laid out and added.
     pub nodes: u32,
     pub gpus_per_node: u32,
     pub rack_size: u32,
@@ -119,9 +129,76 @@ pub struct Pool {
     pub first_node: NodeId,
     /// Global id of this pool's first rack.
     pub first_rack: u32,
+    /// MNT-5: nodes added after the layout, in the order they joined (ids
+    /// not contiguous with the laid-out range nor with each other).
+    pub added: Vec<NodeId>,
+    /// MNT-5: global ids of the racks started by added nodes, in order.
+    pub added_racks: Vec<u32>,
+}
+
+/// One rack of a pool: a contiguous run of laid-out node ids, then added
+/// nodes (MNT-5: the pool's last laid-out rack may be extended by some,
+/// later racks hold only added nodes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolRack<'a> {
+    /// Global rack id.
+    pub id: u32,
+    /// Laid-out node ids (empty for a rack of added nodes).
+    pub laid_out: std::ops::Range<u32>,
+    pub added: &'a [NodeId],
+}
+
+impl<'a> PoolRack<'a> {
+    /// Its nodes, laid-out ones first, in id order.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + Clone + use<'a> {
+        let added: &'a [NodeId] = self.added;
+        self.laid_out.clone().map(NodeId).chain(added.iter().copied())
+    }
+}
+
+/// Why a node could not be added (MNT-5).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AddNodeError {
+    #[error("no pool {0} in the fleet")]
+    UnknownPool(u32),
+    #[error("node {0} already exists")]
+    NameTaken(String),
+    #[error("a node name cannot be empty")]
+    EmptyName,
 }
 
 impl Pool {
+    /// Nodes laid out by [`Cluster::fleet`] (the contiguous range).
+    pub fn laid_out(&self) -> u32 {
+        self.nodes - self.added.len() as u32
+    }
+
+    /// GPUs of the pool, laid out and added.
+    pub fn gpus(&self) -> u64 {
+        u64::from(self.nodes) * u64::from(self.gpus_per_node)
+    }
+
+    /// Its racks in order: the laid-out ones (the last extended by the
+    /// first added nodes while it has room), then those of added nodes.
+    pub fn racks(&self) -> impl Iterator<Item = PoolRack<'_>> + '_ {
+        let (first, laid, size) = (self.first_node.0, self.laid_out(), self.rack_size.max(1));
+        let laid_racks = laid.div_ceil(size);
+        // Added nodes that filled the last laid-out rack.
+        let extend = if laid_racks == 0 { 0 } else { ((laid_racks * size - laid) as usize).min(self.added.len()) };
+        let (into_last, rest) = self.added.split_at(extend);
+        let laid_out = (0..laid_racks).map(move |r| {
+            let start = first + r * size;
+            let added = if r + 1 == laid_racks { into_last } else { &[][..] };
+            PoolRack { id: self.first_rack + r, laid_out: start..(start + size).min(first + laid), added }
+        });
+        let added = rest.chunks(size as usize).zip(&self.added_racks).map(move |(nodes, &id)| PoolRack {
+            id,
+            laid_out: first..first,
+            added: nodes,
+        });
+        laid_out.chain(added)
+    }
+
     /// Whether the pool may serve work of this GPU-type constraint and
     /// these eligible clusters (PLACE-5, FLEET-1): the one check of both.
     pub fn may_serve(&self, gpu: Option<GpuTypeId>, clusters: ClusterSet) -> bool {
@@ -226,6 +303,8 @@ impl Cluster {
                     placement: PoolPlacement::Pack,
                     first_node,
                     first_rack,
+                    added: Vec::new(),
+                    added_racks: Vec::new(),
                 });
             }
             names.push(cname);
@@ -251,9 +330,46 @@ impl Cluster {
         self.pools[self.nodes[n.0 as usize].pool.0 as usize].cluster
     }
 
-    /// GPUs of one cluster.
+    /// GPUs of one cluster (added nodes included).
     pub fn cluster_gpus(&self, c: ClusterId) -> u64 {
-        self.pools.iter().filter(|p| p.cluster == c).map(|p| u64::from(p.nodes) * u64::from(p.gpus_per_node)).sum()
+        self.pools.iter().filter(|p| p.cluster == c).map(Pool::gpus).sum()
+    }
+
+    /// MNT-5: a node named `name` appears in `pool`: it is appended
+    /// (`NodeId(nodes.len())`, every existing id unchanged) with the pool's
+    /// GPU type and `gpus_per_node` GPUs, in the pool's last rack if that
+    /// has fewer than `rack_size` nodes, else in a new rack (the next
+    /// global rack id). A name any node already has is refused. Only the
+    /// topology changes: [`crate::State::add_node`] gives the node its
+    /// health and free GPUs.
+    pub fn add_node(&mut self, pool: PoolId, name: impl Into<String>) -> Result<NodeId, AddNodeError> {
+        let name = name.into();
+        if name.is_empty() {
+            return Err(AddNodeError::EmptyName);
+        }
+        if (pool.0 as usize) >= self.pools.len() {
+            return Err(AddNodeError::UnknownPool(pool.0));
+        }
+        if self.node_by_name(&name).is_some() {
+            return Err(AddNodeError::NameTaken(name));
+        }
+        let id = NodeId(self.nodes.len() as u32);
+        let p = &self.pools[pool.0 as usize];
+        let last = p.racks().last();
+        let room = last.as_ref().filter(|r| r.laid_out.len() + r.added.len() < p.rack_size.max(1) as usize);
+        let rack = match room {
+            Some(r) => r.id,
+            None => {
+                self.racks += 1;
+                self.pools[pool.0 as usize].added_racks.push(self.racks - 1);
+                self.racks - 1
+            }
+        };
+        let p = &mut self.pools[pool.0 as usize];
+        p.nodes += 1;
+        p.added.push(id);
+        self.nodes.push(Node { name, pool, rack, gpus: p.gpus_per_node, gpu: p.gpu });
+        Ok(id)
     }
 
     /// Sets how a pool places `nodes = 0` workloads (PLACE-7).
@@ -266,10 +382,10 @@ impl Cluster {
         self.nodes.iter().map(|n| u64::from(n.gpus)).sum()
     }
 
-    /// Nodes of a pool, in index order.
-    pub fn pool_nodes(&self, pool: PoolId) -> impl Iterator<Item = NodeId> + '_ {
+    /// Nodes of a pool: laid out, then added (MNT-5), in id order.
+    pub fn pool_nodes(&self, pool: PoolId) -> impl Iterator<Item = NodeId> + Clone + '_ {
         let p = &self.pools[pool.0 as usize];
-        (p.first_node.0..p.first_node.0 + p.nodes).map(NodeId)
+        (p.first_node.0..p.first_node.0 + p.laid_out()).map(NodeId).chain(p.added.iter().copied())
     }
 
     pub fn node(&self, id: NodeId) -> &Node {
@@ -282,11 +398,12 @@ impl Cluster {
 
     pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
         // Laid-out names are `<pool>-<index>`: split at the last dash. Nodes
-        // renamed after the layout (an engine's own names) are searched.
+        // renamed after the layout (an engine's own names) and nodes added
+        // (MNT-5) are searched.
         let laid_out = name.rsplit_once('-').and_then(|(pool, idx)| {
             let idx: u32 = idx.parse().ok()?;
             let p = self.pools.iter().find(|p| p.name == pool)?;
-            (idx < p.nodes).then_some(NodeId(p.first_node.0 + idx))
+            (idx < p.laid_out()).then_some(NodeId(p.first_node.0 + idx))
         });
         laid_out
             .filter(|n| self.nodes[n.0 as usize].name == name)
@@ -307,14 +424,15 @@ impl Cluster {
     }
 
     /// Whether a workload could ever get its GPUs in one pool of a cluster
-    /// it may use, honouring an optional GPU type and an exact node count.
+    /// it may use, honouring an optional GPU type and an exact node count,
+    /// with the nodes the fleet has now (added ones included, MNT-5).
     pub fn fits_anywhere(&self, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>, clusters: ClusterSet) -> bool {
         self.pools.iter().any(|p| {
             if !p.may_serve(gpu, clusters) {
                 return false;
             }
             if nodes == 0 {
-                u64::from(gpus) <= u64::from(p.nodes) * u64::from(p.gpus_per_node)
+                u64::from(gpus) <= p.gpus()
             } else {
                 nodes <= p.nodes && gpus.is_multiple_of(nodes) && gpus / nodes <= p.gpus_per_node
             }

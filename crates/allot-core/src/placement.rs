@@ -16,6 +16,11 @@
 //!   pool (as a multi-node `nodes = 0` workload does), so that it starts
 //!   whenever the pool has that many free GPUs: count-based placement, as
 //!   in Tiresias' `count` scheme and most academic simulators.
+//! * MNT-5 nodes added at run time are placed exactly like laid-out ones:
+//!   a pool's nodes are its laid-out range and its added nodes, its racks
+//!   those of [`Pool::racks`] (a rack of added nodes has a fresh id, so a
+//!   rack is not a run of node ids once nodes were added). A pool without
+//!   added nodes keeps the range walk.
 //!
 //! In a fleet of several clusters (FLEET-1, FLEET-2):
 //!
@@ -28,10 +33,9 @@
 //!   (pool, rack, node index).
 
 use std::fmt;
-use std::ops::Range;
 
 pub use crate::allocation::Allocation;
-use crate::cluster::{Cluster, ClusterId, Health, NodeId, PoolId, PoolPlacement};
+use crate::cluster::{Cluster, ClusterId, Health, NodeId, Pool, PoolId, PoolPlacement};
 use crate::rule::Rule;
 use crate::workload::WorkloadSpec;
 
@@ -51,6 +55,16 @@ impl FreeMap {
         let usable = vec![true; cluster.nodes.len()];
         let pool_free = cluster.pools.iter().map(|p| p.nodes * p.gpus_per_node).collect();
         FreeMap { free, usable, pool_free }
+    }
+
+    /// MNT-5: node `n`, just added to the cluster (the last node), with all
+    /// its GPUs free and usable.
+    pub fn add_node(&mut self, cluster: &Cluster, n: NodeId) {
+        let node = cluster.node(n);
+        debug_assert_eq!(n.0 as usize, self.free.len(), "an added node is appended");
+        self.free.push(full_mask(node.gpus));
+        self.usable.push(true);
+        self.pool_free[node.pool.0 as usize] += node.gpus;
     }
 
     /// Makes this map a copy of `other`, reusing its buffers.
@@ -292,18 +306,41 @@ fn fill_failure(
 /// spread pool, over several nodes when no single node fits (PLACE-7).
 fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: PoolId) -> Option<(Score, Allocation)> {
     let pool = cluster.pool(pid);
+    if pool.added.is_empty() {
+        // As laid out: one range of ids, every `rack_size` consecutive
+        // ones a rack (no walk over the rack list, no chained iterators).
+        let (first, size) = (pool.first_node.0, pool.rack_size.max(1));
+        let end = first + pool.nodes;
+        let racks = (first..end).step_by(size as usize).map(move |s| (s..(s + size).min(end)).map(NodeId));
+        place_over(free, spec, pool, pid, (first..end).map(NodeId), racks)
+    } else {
+        // MNT-5: nodes were added; racks are no longer runs of ids.
+        place_over(free, spec, pool, pid, cluster.pool_nodes(pid), pool.racks().map(|r| r.nodes()))
+    }
+}
+
+/// [`place_in_pool`] over the pool's nodes `all` and its `racks` (each a
+/// set of node ids, in rack order).
+fn place_over<A, R, I>(
+    free: &FreeMap,
+    spec: &WorkloadSpec,
+    pool: &Pool,
+    pid: PoolId,
+    all: A,
+    racks: R,
+) -> Option<(Score, Allocation)>
+where
+    A: Iterator<Item = NodeId> + Clone,
+    R: Iterator<Item = I>,
+    I: Iterator<Item = NodeId> + Clone,
+{
     let gpn = pool.gpus_per_node;
     let spread = pool.placement == PoolPlacement::Spread && spec.nodes == 0;
-    // Candidate nodes by rack (nodes of a rack are consecutive).
-    let first = pool.first_node.0;
-    let all = first..first + pool.nodes;
     if !may_fit(free, all.clone(), spec) {
         return None;
     }
     let mut best: Option<(Score, Vec<(NodeId, u32)>)> = None;
-    let per_rack = pool.rack_size;
-    for (ri, start) in all.clone().step_by(per_rack as usize).enumerate() {
-        let rack = start..(start + per_rack).min(all.end);
+    for (ri, rack) in racks.enumerate() {
         let pick = match pick_nodes(free, rack.clone(), spec, gpn) {
             None if spread && spec.gpus <= gpn => pick_any(free, rack, spec),
             p => p,
@@ -339,8 +376,8 @@ fn place_in_pool(cluster: &Cluster, free: &FreeMap, spec: &WorkloadSpec, pid: Po
 /// free; for one node, one node with enough free; for any packing, enough
 /// free in all. One scan without allocation, so that a pool where a gang
 /// cannot fit is passed over at once.
-fn may_fit(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec) -> bool {
-    let mut nodes = cands.map(|i| free.free_on(NodeId(i)));
+fn may_fit(free: &FreeMap, cands: impl Iterator<Item = NodeId>, spec: &WorkloadSpec) -> bool {
+    let mut nodes = cands.map(|n| free.free_on(n));
     match spec.gpus.checked_div(spec.nodes) {
         Some(per) => nodes.filter(|f| *f >= per).take(spec.nodes as usize).count() == spec.nodes as usize,
         None => {
@@ -355,8 +392,13 @@ fn may_fit(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec) -> bool {
 
 /// Chooses nodes among the node ids `cands` by their free GPUs; returns the
 /// leftover GPUs on touched nodes and (node, GPUs to take) pairs.
-fn pick_nodes(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec, gpn: u32) -> Option<(u32, Vec<(NodeId, u32)>)> {
-    let nodes = || cands.clone().map(|i| (NodeId(i), free.free_on(NodeId(i))));
+fn pick_nodes(
+    free: &FreeMap,
+    cands: impl Iterator<Item = NodeId> + Clone,
+    spec: &WorkloadSpec,
+    gpn: u32,
+) -> Option<(u32, Vec<(NodeId, u32)>)> {
+    let nodes = || cands.clone().map(|n| (n, free.free_on(n)));
     // One node: the one with the fewest free GPUs that still fits (ties by
     // index). With `nodes = 1` this is also the exact-count rule below.
     let single = |need: u32| {
@@ -389,8 +431,12 @@ fn pick_nodes(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec, gpn: u32) 
 /// Several nodes, any packing: as few nodes as possible (emptiest first),
 /// the last one chosen best-fit for the remainder (a gang larger than a
 /// node, or on a spread pool, PLACE-7, one no single node fits).
-fn pick_any(free: &FreeMap, cands: Range<u32>, spec: &WorkloadSpec) -> Option<(u32, Vec<(NodeId, u32)>)> {
-    let nodes = || cands.clone().map(|i| (NodeId(i), free.free_on(NodeId(i))));
+fn pick_any(
+    free: &FreeMap,
+    cands: impl Iterator<Item = NodeId> + Clone,
+    spec: &WorkloadSpec,
+) -> Option<(u32, Vec<(NodeId, u32)>)> {
+    let nodes = || cands.clone().map(|n| (n, free.free_on(n)));
     let total: u32 = nodes().map(|(_, f)| f).sum();
     if total < spec.gpus {
         return None;

@@ -74,6 +74,7 @@ rules! {
     Failure => "MNT-2", "a node failure stops its workloads at once; they are requeued";
     LaunchFailure => "MNT-3", "a launch that fails outside the workload requeues it without spending a retry; 3 such failures in a row on a node drain it";
     LaunchSetup => "MNT-4", "a launch that fails because the workload's own setup is missing on its node (its working directory) ends it as failed at once: no retry spent, the node not blamed";
+    NodeAdded => "MNT-5", "a node that appears joins its pool in service: capacity added";
     Completed => "ENG-1", "a workload that completed its work releases its GPUs";
     AccountLive => "ACC-1", "accounts are created, renamed and closed live; every account keeps its id, usage and history, new ones are appended";
     AccountClosed => "ACC-2", "a closed account (or one below it) takes no new work; its accepted work runs on under the contract";

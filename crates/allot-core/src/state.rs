@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Time;
 use crate::account::{AccountId, AccountTree};
-use crate::cluster::{Cluster, GpuTypeId, Health, NodeId, PoolId};
+use crate::cluster::{AddNodeError, Cluster, GpuTypeId, Health, NodeId, PoolId};
 use crate::contract::Contract;
 use crate::ledger::Ledger;
 use crate::pending::{MemberId, PendingIndex};
@@ -46,6 +46,46 @@ impl NodeEventKind {
 
     pub fn parse(s: &str) -> Option<NodeEventKind> {
         s.parse().ok()
+    }
+}
+
+/// MNT-5: a node that appears at `t` (events file `add`, a Kubernetes Node
+/// joining) and joins `pool` as `name`, in service. `node` is the id it
+/// gets: nodes are appended, so the k-th node added (in time order) to a
+/// fleet of N nodes is `NodeId(N + k)`; [`crate::Engine::add_node`]
+/// returns it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NodeAdded {
+    pub t: Time,
+    pub pool: PoolId,
+    pub name: String,
+    pub node: NodeId,
+}
+
+/// The node events of a replay: health changes of existing nodes and nodes
+/// that appear (MNT-5). At one instant, nodes are added before health
+/// changes are applied, so an event may name a node added at its instant.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeEvents {
+    pub changes: Vec<NodeEvent>,
+    /// In the order they join (ids increasing).
+    pub added: Vec<NodeAdded>,
+}
+
+impl NodeEvents {
+    /// Events of both kinds.
+    pub fn len(&self) -> usize {
+        self.changes.len() + self.added.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl From<Vec<NodeEvent>> for NodeEvents {
+    fn from(changes: Vec<NodeEvent>) -> NodeEvents {
+        NodeEvents { changes, added: Vec::new() }
     }
 }
 
@@ -536,6 +576,19 @@ impl State {
         self.free.set_usable(&self.cluster, n, FreeMap::health_usable(h));
     }
 
+    /// MNT-5: a node named `name` appears in `pool`: appended to the
+    /// cluster ([`Cluster::add_node`]: existing ids, allocations and
+    /// workloads are untouched), `Up` with all its GPUs free, nothing held
+    /// outside Allot. A name that exists is refused, the state unchanged.
+    pub fn add_node(&mut self, pool: PoolId, name: impl Into<String>) -> Result<NodeId, AddNodeError> {
+        let n = self.cluster.add_node(pool, name)?;
+        self.health.push(Health::Up);
+        self.outside.push(0);
+        self.outside_wanted.push(0);
+        self.free.add_node(&self.cluster, n);
+        Ok(n)
+    }
+
     /// Workloads holding GPUs on a node, in id order.
     pub fn workloads_on(&self, n: NodeId) -> Vec<WorkloadId> {
         self.running
@@ -593,6 +646,28 @@ impl State {
                 }
                 (None, false) => {}
                 _ => return Err(format!("workload {} allocation does not match phase {:?}", spec.id, r.phase)),
+            }
+        }
+        let n = self.cluster.nodes.len();
+        let per_node = [self.health.len(), self.free.free.len(), self.free.usable.len(), self.outside.len()];
+        if per_node.iter().chain([&self.outside_wanted.len()]).any(|l| *l != n) {
+            return Err(format!(
+                "per-node tables of {per_node:?} and {} entries for {n} nodes",
+                self.outside_wanted.len()
+            ));
+        }
+        if self.free.pool_free.len() != self.cluster.pools.len() {
+            return Err(format!(
+                "{} pool free counts for {} pools",
+                self.free.pool_free.len(),
+                self.cluster.pools.len()
+            ));
+        }
+        for (pi, p) in self.cluster.pools.iter().enumerate() {
+            let racked: u32 = p.racks().map(|r| r.nodes().count() as u32).sum();
+            let own = self.cluster.pool_nodes(PoolId(pi as u32)).all(|x| self.cluster.node(x).pool.0 as usize == pi);
+            if racked != p.nodes || !own || p.racks().any(|r| r.nodes().any(|x| self.cluster.node(x).rack != r.id)) {
+                return Err(format!("pool {} nodes and racks do not match its node list", p.name));
             }
         }
         for (i, n) in self.cluster.nodes.iter().enumerate() {

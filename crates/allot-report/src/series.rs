@@ -293,6 +293,7 @@ mod tests {
             policy: "p".into(),
             horizon_end: 250,
             total_gpus: 16,
+            added_gpus: Vec::new(),
             attempts: Vec::new(),
             capacity: [(50, 16), (120, 8), (200, 16)]
                 .into_iter()

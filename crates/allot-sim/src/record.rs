@@ -73,8 +73,10 @@ pub struct CapacityStep {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterCapacity {
     pub name: String,
-    /// GPUs of the cluster (healthy or not).
+    /// GPUs of the cluster at the start (healthy or not).
     pub total_gpus: u64,
+    /// MNT-5: (when, GPUs) of the nodes added to the cluster at run time.
+    pub added_gpus: Vec<(Time, u64)>,
     /// In-service GPUs of the cluster from each step's `t` on.
     pub capacity: Vec<CapacityStep>,
 }
@@ -85,8 +87,11 @@ pub struct SimOutput {
     pub policy: String,
     /// Measures are over `[0, horizon_end]`.
     pub horizon_end: Time,
-    /// Total GPUs of the cluster (healthy or not).
+    /// GPUs of the fleet at the start (healthy or not).
     pub total_gpus: u64,
+    /// MNT-5: (when, GPUs) of the nodes added at run time, in time order:
+    /// the fleet has `total_gpus` plus those added by `t` at `t`.
+    pub added_gpus: Vec<(Time, u64)>,
     pub attempts: Vec<Attempt>,
     pub capacity: Vec<CapacityStep>,
     /// Per cluster of a fleet of several, in config order (index =

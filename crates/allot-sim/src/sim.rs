@@ -4,8 +4,8 @@
 //! simulator supplies what a live fleet would: a launched attempt's process
 //! ends when its work is done, a killed one at once, and time advances to
 //! the next thing due. Integer virtual time. At one instant the simulator processes, in this
-//! order: completions (work done, grace ended), node events, account
-//! changes, arrivals, then
+//! order: completions (work done, grace ended), nodes added (MNT-5), node
+//! events, account changes, arrivals, then
 //! one scheduling pass; decisions are applied at once. A pass runs when
 //! something happened at the instant, when the policy asked to be woken
 //! (`Policy::next_wakeup`: a slice ends, a budget period rolls over), and,
@@ -22,7 +22,10 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use allot_core::engine::{Change, Ended, Outcome};
-use allot_core::{Effect, Engine, Exit, NodeEvent, Policy, Reason, State, Time, Transition, WorkloadId, WorkloadSpec};
+use allot_core::{
+    Effect, Engine, Exit, NodeAdded, NodeEvent, NodeEvents, Policy, Reason, State, Time, Transition, WorkloadId,
+    WorkloadSpec,
+};
 
 use crate::record::{Attempt, AttemptEnd, CapacityStep, ClusterCapacity, LogEvent, SimOutput};
 
@@ -78,11 +81,15 @@ struct Sim<'p> {
 
 /// Replays `workloads` (any order; sorted stably by submit time) and node
 /// `events` on `state` (which must hold no workloads yet) under `policy`.
-/// Returns the final state and the record of what happened.
+/// `events` are health changes (a `Vec<NodeEvent>`) or [`NodeEvents`],
+/// which may add nodes (MNT-5): each [`NodeAdded`] must carry the id the
+/// engine gives it (nodes are appended in time order, as
+/// `allot_trace::events` resolves them). Returns the final state and the
+/// record of what happened.
 pub fn simulate(
     state: State,
     workloads: Vec<WorkloadSpec>,
-    events: Vec<NodeEvent>,
+    events: impl Into<NodeEvents>,
     policy: &mut dyn Policy,
     opts: &SimOptions,
 ) -> (State, SimOutput) {
@@ -95,7 +102,7 @@ pub fn simulate(
 pub fn simulate_requests(
     state: State,
     workloads: Vec<WorkloadSpec>,
-    events: Vec<NodeEvent>,
+    events: impl Into<NodeEvents>,
     requests: Vec<Request>,
     policy: &mut dyn Policy,
     opts: &SimOptions,
@@ -111,7 +118,7 @@ pub fn simulate_requests(
 pub fn simulate_with_accounts(
     state: State,
     workloads: Vec<WorkloadSpec>,
-    events: Vec<NodeEvent>,
+    events: impl Into<NodeEvents>,
     requests: Vec<Request>,
     trees: Vec<(Time, allot_core::AccountTree)>,
     policy: &mut dyn Policy,
@@ -128,7 +135,7 @@ pub fn simulate_with_accounts(
 pub fn simulate_observed(
     state: State,
     mut workloads: Vec<WorkloadSpec>,
-    mut events: Vec<NodeEvent>,
+    events: impl Into<NodeEvents>,
     mut requests: Vec<Request>,
     mut trees: Vec<(Time, allot_core::AccountTree)>,
     policy: &mut dyn Policy,
@@ -138,7 +145,9 @@ pub fn simulate_observed(
     assert!(state.specs.is_empty(), "simulate starts from a state without workloads");
     trees.sort_by_key(|(t, _)| *t);
     sort_arrivals(&mut workloads);
+    let NodeEvents { changes: mut events, added: mut nodes_added } = events.into();
     events.sort_by_key(|e| e.t);
+    nodes_added.sort_by_key(|a| a.t);
     requests.sort_by_key(|r| r.t);
     let total_gpus = state.cluster.total_gpus();
     let fleet = &state.cluster;
@@ -147,7 +156,12 @@ pub fn simulate_observed(
             .map(|c| {
                 let id = allot_core::cluster::ClusterId(c as u16);
                 let name = fleet.cluster_name(id).to_string();
-                ClusterCapacity { name, total_gpus: fleet.cluster_gpus(id), capacity: Vec::new() }
+                ClusterCapacity {
+                    name,
+                    total_gpus: fleet.cluster_gpus(id),
+                    added_gpus: Vec::new(),
+                    capacity: Vec::new(),
+                }
             })
             .collect()
     } else {
@@ -158,6 +172,7 @@ pub fn simulate_observed(
             policy: policy.name().to_string(),
             horizon_end: 0,
             total_gpus,
+            added_gpus: Vec::new(),
             attempts: Vec::new(),
             capacity: Vec::new(),
             clusters,
@@ -176,7 +191,7 @@ pub fn simulate_observed(
         observe,
     };
     sim.record_capacity(0);
-    sim.run(workloads, events, requests, trees);
+    sim.run(workloads, (events, nodes_added), requests, trees);
     let Sim { engine, out, .. } = sim;
     (engine.state, out)
 }
@@ -210,13 +225,14 @@ impl Sim<'_> {
     fn run(
         &mut self,
         workloads: Vec<WorkloadSpec>,
-        events: Vec<NodeEvent>,
+        (events, added): (Vec<NodeEvent>, Vec<NodeAdded>),
         requests: Vec<Request>,
         trees: Vec<(Time, allot_core::AccountTree)>,
     ) {
         let mut trees = trees.into_iter().peekable();
         let mut arrivals = workloads.into_iter().peekable();
         let mut node_events = events.into_iter().peekable();
+        let mut added = added.into_iter().peekable();
         let mut requests = requests.into_iter().peekable();
         let mut now: Time = 0;
         loop {
@@ -225,6 +241,7 @@ impl Sim<'_> {
                 self.heap.peek().map(|Reverse((t, _, _))| *t),
                 self.engine.next_deadline(),
                 node_events.peek().map(|e| e.t),
+                added.peek().map(|a| a.t),
                 trees.peek().map(|(t, _)| *t),
                 arrivals.peek().map(|w| w.submit),
                 requests.peek().map(|r| r.t),
@@ -253,6 +270,12 @@ impl Sim<'_> {
             }
             self.out.events += self.engine.expire(t) as u64;
             self.apply(t);
+            while added.peek().is_some_and(|a| a.t == t) {
+                let a = added.next().expect("peeked");
+                self.out.events += 1;
+                self.add_node(&a);
+                self.apply(t);
+            }
             while node_events.peek().is_some_and(|e| e.t == t) {
                 let e = node_events.next().expect("peeked");
                 self.out.events += 1;
@@ -291,10 +314,26 @@ impl Sim<'_> {
             {
                 panic!("invariant broken at t={t}: {e}");
             }
-            let inputs = arrivals.peek().is_some() || node_events.peek().is_some() || requests.peek().is_some();
+            let inputs = arrivals.peek().is_some()
+                || node_events.peek().is_some()
+                || added.peek().is_some()
+                || requests.peek().is_some();
             self.engine.plan_wake(&*self.policy, t, inputs || !self.heap.is_empty());
         }
         self.finish_run(now);
+    }
+
+    /// MNT-5: the node joins its pool in service; its GPUs count in the
+    /// fleet's (and its cluster's) total from now on.
+    fn add_node(&mut self, a: &NodeAdded) {
+        let got = self.engine.add_node(a.pool, a.name.as_str());
+        assert_eq!(got, Ok(a.node), "node {} added at t={} must get the id its events were resolved to", a.name, a.t);
+        let cluster = &self.engine.state.cluster;
+        let gpus = u64::from(cluster.node(a.node).gpus);
+        self.out.added_gpus.push((a.t, gpus));
+        if let Some(c) = self.out.clusters.get_mut(cluster.cluster_of(a.node).0 as usize) {
+            c.added_gpus.push((a.t, gpus));
+        }
     }
 
     /// MNT-2: a `fail` event on a node that is not already down is a node

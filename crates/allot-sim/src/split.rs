@@ -354,6 +354,7 @@ mod tests {
             policy: "allot".into(),
             horizon_end: 0,
             total_gpus: 32,
+            added_gpus: Vec::new(),
             attempts: Vec::new(),
             capacity: Vec::new(),
             clusters: Vec::new(),

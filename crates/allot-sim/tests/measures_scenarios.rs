@@ -25,6 +25,7 @@ impl Run {
             policy: "hand".into(),
             horizon_end,
             total_gpus,
+            added_gpus: Vec::new(),
             attempts: Vec::new(),
             capacity: vec![CapacityStep { t: 0, gpus: total_gpus, ngpus_milli: total_gpus * 1000 }],
             clusters: Vec::new(),

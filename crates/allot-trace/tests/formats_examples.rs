@@ -71,6 +71,8 @@ fn example_trace_is_a_week_at_twice_capacity() {
 fn example_events_drain_and_fail_nodes() {
     let cfg = load_config(&example("cluster.toml")).unwrap();
     let events = load_events(&example("events.csv"), &cfg).unwrap();
+    assert!(events.added.is_empty(), "the example adds no node");
+    let events = events.changes;
     let kinds: Vec<(u64, NodeEventKind)> = events.iter().map(|e| (e.t / 3600, e.kind)).collect();
     assert_eq!(
         kinds,

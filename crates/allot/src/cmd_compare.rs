@@ -23,7 +23,7 @@ pub struct CompareArgs {
     /// Workload trace (.csv with header, or .jsonl).
     #[arg(long, required_unless_present = "scenario", requires = "config")]
     trace: Option<PathBuf>,
-    /// Node events (fail / repair / drain / undrain), .csv or .jsonl.
+    /// Node events (fail / repair / drain / undrain / add), .csv or .jsonl.
     #[arg(long, requires = "trace")]
     events: Option<PathBuf>,
     /// Account changes (budgets, shares, impacts with their times, as
@@ -466,7 +466,7 @@ fn scenario_rows(scenario: Scenario, p: &Ai2Params, seeds: &[u64], workloads: us
 
 fn generated_inputs(g: &Generated, seed: u64) -> Result<Inputs> {
     let (config, trace) = g.inputs(&format!("generated (seed {seed})"))?;
-    Inputs::new(config, trace, Vec::new(), Vec::new())
+    Inputs::new(config, trace, allot_core::NodeEvents::default(), Vec::new())
 }
 
 /// Runs one variant on one source's inputs: `allot-split` runs `allot` on

@@ -25,7 +25,7 @@ pub struct SimArgs {
     /// Workload trace (.csv with header, or .jsonl).
     #[arg(long)]
     trace: PathBuf,
-    /// Node events (fail / repair / drain / undrain), .csv or .jsonl.
+    /// Node events (fail / repair / drain / undrain / add), .csv or .jsonl.
     #[arg(long)]
     events: Option<PathBuf>,
     /// Account changes (budgets, shares, impacts with their times, as
@@ -83,7 +83,8 @@ pub(crate) fn parse_policies(list: &str) -> Result<Vec<PolicyKind>> {
 pub(crate) struct Inputs {
     pub config: allot_trace::config::Config,
     pub trace: Vec<allot_core::WorkloadSpec>,
-    pub events: Vec<allot_core::NodeEvent>,
+    /// Node events: health changes and nodes added (MNT-5).
+    pub events: allot_core::NodeEvents,
     /// The account changes as read (a sweep adjusts them).
     pub changes: Vec<AccountChange>,
     /// The account trees they put in force, with their times.
@@ -95,7 +96,7 @@ impl Inputs {
     pub(crate) fn new(
         config: allot_trace::config::Config,
         trace: Vec<allot_core::WorkloadSpec>,
-        events: Vec<allot_core::NodeEvent>,
+        events: allot_core::NodeEvents,
         changes: Vec<AccountChange>,
     ) -> Result<Inputs> {
         let trees = allot_trace::changes::trees_in_force(&config, &changes)?;
@@ -117,13 +118,20 @@ pub(crate) fn load_inputs(
     // The trace names accounts as they are after every change (created
     // ones too, renamed ones by their last path; ACC-1).
     let trees = allot_trace::changes::trees_in_force(&config, &changes)?;
-    let last =
-        allot_trace::config::Config { accounts: allot_trace::changes::last_tree(&config, &trees), ..config.clone() };
-    let trace = allot_trace::trace::load_trace(trace, &last)?;
     let events = match events {
         Some(e) => allot_trace::events::load_events(e, &config)?,
-        None => Vec::new(),
+        None => allot_core::NodeEvents::default(),
     };
+    // The trace may ask for what only nodes added by the events provide
+    // (MNT-5): it is checked against the fleet as it ends up. A workload
+    // that arrives before those nodes and fits nowhere yet is rejected by
+    // the policy at its arrival, as a live server would.
+    let last = allot_trace::config::Config {
+        accounts: allot_trace::changes::last_tree(&config, &trees),
+        cluster: allot_trace::events::fleet_after(&config.cluster, &events)?,
+        ..config.clone()
+    };
+    let trace = allot_trace::trace::load_trace(trace, &last)?;
     Ok(Inputs { config, trace, events, changes, trees })
 }
 

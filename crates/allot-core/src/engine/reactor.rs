@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{Change, Effect, Ended, Exit, LaunchFault, Outcome, Transition};
 use crate::Time;
 use crate::allocation::Allocation;
-use crate::cluster::{Health, NodeId};
+use crate::cluster::{AddNodeError, Health, NodeId, PoolId};
 use crate::decision::{Action, Decision};
 use crate::placement::full_mask;
 use crate::policy::Policy;
@@ -695,6 +695,23 @@ impl Engine {
                 self.set_health(n, Health::Up);
             }
         }
+    }
+
+    /// MNT-5: a node named `name` appears in `pool` (a Kubernetes Node
+    /// joining, an events file's `add`): it joins the pool in service with
+    /// all its GPUs free, and the next pass may place work on it like on
+    /// any laid-out node of the pool. It is appended, so it gets
+    /// `NodeId(nodes.len())` and no existing id, allocation or workload
+    /// changes; [`Effect::Health`] `Up` tells the interpreters that
+    /// in-service capacity grew. A name some node has already is refused
+    /// (nothing changes). Workloads rejected at submission because they
+    /// fit no pool stay rejected (a rejection is final); later
+    /// submissions are admitted against the grown pool.
+    pub fn add_node(&mut self, pool: PoolId, name: impl Into<String>) -> Result<NodeId, AddNodeError> {
+        let n = self.state.add_node(pool, name)?;
+        self.dirty = true;
+        self.effects.push(Effect::Health { node: n, health: Health::Up });
+        Ok(n)
     }
 
     /// Cancels a workload: a pending one ends now; one holding GPUs is

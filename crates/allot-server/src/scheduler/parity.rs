@@ -559,7 +559,9 @@ fn example(grace: Option<Time>) -> Case {
     for w in &mut specs {
         w.id = ids[&w.id].clone();
     }
-    let mut events = allot_trace::events::load_events(&root.join("events.csv"), &cfg).expect("events");
+    let events = allot_trace::events::load_events(&root.join("events.csv"), &cfg).expect("events");
+    assert!(events.added.is_empty(), "the example adds no node");
+    let mut events = events.changes;
     events.sort_by_key(|e| e.t);
     Case { state, specs, events, requests: Vec::new(), edits: Vec::new(), policy: PolicyKind::Allot }
 }

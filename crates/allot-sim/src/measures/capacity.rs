@@ -1,4 +1,6 @@
-//! Available GPU-time: the integral of the in-service GPUs over the horizon.
+//! Available GPU-time: the integral of the in-service GPUs over the horizon;
+//! total GPU-time: the integral of the GPUs that exist (MNT-5: a node added
+//! at run time counts from its add on).
 
 use allot_core::Time;
 
@@ -20,6 +22,13 @@ pub(crate) fn ratio(num: f64, den: f64) -> f64 {
 /// service. Steps at the same instant: the last one recorded holds.
 pub(crate) fn available_gpu_s(out: &SimOutput) -> u64 {
     integrate(&out.capacity, out.total_gpus, out.horizon_end)
+}
+
+/// Total GPU-seconds over `[0, h]`: `total` GPUs throughout, and each of
+/// the `added` (when, GPUs) from when it was added (MNT-5), so a fleet that
+/// grows is never measured against its final (or initial) size.
+pub(crate) fn total_gpu_s(total: u64, added: &[(Time, u64)], h: Time) -> u64 {
+    total * h + added.iter().map(|&(t, gpus)| gpus * h.saturating_sub(t)).sum::<u64>()
 }
 
 /// [`available_gpu_s`] of any step function over `[0, h]`, with `total`
@@ -45,6 +54,7 @@ mod tests {
             policy: "p".into(),
             horizon_end: h,
             total_gpus: 16,
+            added_gpus: Vec::new(),
             attempts: Vec::new(),
             capacity: steps.iter().map(|&(t, gpus)| CapacityStep { t, gpus, ngpus_milli: gpus * 1000 }).collect(),
             clusters: Vec::new(),
@@ -72,6 +82,23 @@ mod tests {
         ];
         for (name, h, steps, want) in cases {
             assert_eq!(available_gpu_s(&out(*h, steps)), *want, "{name}");
+        }
+    }
+
+    /// (name, GPUs added (t, gpus), total GPU-seconds over [0, 100] with 16 at the start).
+    type AddCase = (&'static str, &'static [(Time, u64)], u64);
+
+    #[test]
+    fn total_gpu_time_counts_added_gpus_from_their_add() {
+        let cases: &[AddCase] = &[
+            ("no node added", &[], 1600),
+            ("8 GPUs from t=50", &[(50, 8)], 1600 + 400),
+            ("added at 0: the whole horizon", &[(0, 8)], 2400),
+            ("added after the horizon: nothing", &[(150, 8)], 1600),
+            ("two adds", &[(20, 8), (90, 4)], 1600 + 640 + 40),
+        ];
+        for (name, added, want) in cases {
+            assert_eq!(total_gpu_s(16, added, 100), *want, "{name}");
         }
     }
 

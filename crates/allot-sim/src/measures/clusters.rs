@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use allot_core::Time;
 use allot_core::cluster::ClusterId;
 
-use crate::measures::capacity::{integrate, overlap, ratio};
+use crate::measures::capacity::{integrate, overlap, ratio, total_gpu_s};
 use crate::measures::queue::Times;
 use crate::record::SimOutput;
 use crate::report::ClusterReport;
@@ -51,8 +51,8 @@ pub(crate) fn clusters(out: &SimOutput, times: &Times) -> BTreeMap<String, Clust
             let (queue_time_s, queue_time_by_class) = times.class_stats(here);
             let report = ClusterReport {
                 index: c as u64,
-                gpus: cc.total_gpus,
-                availability: ratio(available, cc.total_gpus as f64 * h as f64),
+                gpus: cc.total_gpus + cc.added_gpus.iter().map(|a| a.1).sum::<u64>(),
+                availability: ratio(available, total_gpu_s(cc.total_gpus, &cc.added_gpus, h) as f64),
                 occupancy: ratio(assigned[c] as f64, available),
                 utilization: ratio(util[c], available),
                 available_gpu_hours: available / HOUR,

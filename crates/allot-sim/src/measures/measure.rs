@@ -2,7 +2,7 @@
 
 use allot_core::{Phase, State};
 
-use crate::measures::capacity::{available_gpu_s, ratio};
+use crate::measures::capacity::{available_gpu_s, ratio, total_gpu_s};
 use crate::measures::queue::{Times, stats};
 use crate::measures::work::{Work, max_impact, wants};
 use crate::measures::{budget, clusters, fairness};
@@ -30,7 +30,7 @@ pub fn measure(state: &State, out: &SimOutput) -> Report {
     let useful = work.useful_gpu_s as f64;
     let (queue_time_s, by_class) = times.class_stats(|_| true);
     let metrics = Metrics {
-        availability: ratio(available, out.total_gpus as f64 * h as f64),
+        availability: ratio(available, total_gpu_s(out.total_gpus, &out.added_gpus, h) as f64),
         occupancy: ratio(assigned, available),
         utilization: ratio(work.util_gpu_s, available),
         impact: ratio(work.impact_gpu_s, available * max_impact(state)),
