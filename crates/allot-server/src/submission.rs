@@ -140,6 +140,13 @@ impl Catalog {
         self.template.read().expect("catalog lock")
     }
 
+    /// MNT-5: a node joined `pool`: admission checks count it.
+    pub fn add_node(&self, pool: allot_core::cluster::PoolId, name: &str) {
+        if let Err(e) = self.template.write().expect("catalog lock").add_node(pool, name) {
+            tracing::warn!(node = name, error = %e, "the admission check cannot count the added node");
+        }
+    }
+
     /// The tree after an edit (ACC-1).
     pub fn set_accounts(&self, tree: allot_core::AccountTree) {
         let mut t = self.template.write().expect("catalog lock");

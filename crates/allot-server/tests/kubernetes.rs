@@ -789,6 +789,66 @@ async fn kubernetes_submit_image_creates_a_managed_job() {
     f.finish().await;
 }
 
+/// MNT-5: a Node that appears is capacity added. The config declares 2
+/// nodes; one Node of them is deleted, so a 2-pod gang waits, until a new
+/// Node appears and the gang runs on it; another new Node runs a second
+/// Job. A restarted server maps the config's nodes to the Nodes there are
+/// and adds the Node beyond them (at start), and adopts both Jobs where
+/// they run (K8S-10). A Node with fewer GPUs than any pool's nodes is not
+/// used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_a_node_that_appears_is_capacity_added() {
+    const TEST: &str = "grow";
+    let (f, p, ns, mut s) = setup(TEST, 2, "10m").await;
+    let t = f.admin.as_str();
+    let admin = p.jobs(&p.admin, &ns);
+    let nodes: Api<Node> = Api::all(p.admin.clone());
+    nodes.delete("grow-2", &DeleteParams::default()).await.unwrap();
+    until(30, || async { s.log().contains("the Node changed: fail cluster=k8s node=grow-2").then_some(()) }).await;
+    admin.create(&PostParams::default(), &job(TEST, "gang", Some("org/a"), 2, 8, 30)).await.unwrap();
+    let gang = workload_of(&p, &ns, "gang").await;
+    let v = until(30, || async {
+        let v = workload(&s, t, &gang).await;
+        v["why"].as_str().is_some_and(|w| w.starts_with("PLACE")).then_some(v)
+    })
+    .await;
+    assert_eq!(v["workload"]["state"], "pending", "one node in service cannot hold 2 × 8: {v}");
+
+    let nodes_of = |v: &Value| -> BTreeSet<String> {
+        v["attempts"][0]["allocation"].as_array().unwrap().iter().map(|n| n["node"].as_str().unwrap().into()).collect()
+    };
+    let set = |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| n.to_string()).collect() };
+    p.node(TEST, "grow-small", 4).await;
+    p.node(TEST, "grow-3", 8).await;
+    let v = until_state(&s, t, &gang, "running", 60).await;
+    assert_eq!(nodes_of(&v), set(&["grow-1", "grow-3"]), "{v}");
+    let mut starts = vec![v["attempts"][0]["start_t"].as_i64()];
+    p.node(TEST, "grow-4", 8).await;
+    admin.create(&PostParams::default(), &job(TEST, "more", Some("org/a"), 1, 8, 30)).await.unwrap();
+    let more = workload_of(&p, &ns, "more").await;
+    let v = until_state(&s, t, &more, "running", 60).await;
+    assert_eq!(nodes_of(&v), set(&["grow-4"]), "{v}");
+    starts.push(v["attempts"][0]["start_t"].as_i64());
+    assert!(s.log().contains("MNT-5: node added to its pool"), "{}", s.log());
+    assert!(s.log().contains("fits no pool"), "the 4-GPU Node is not used: {}", s.log());
+
+    s.kill9();
+    s.restart();
+    for (id, start) in [&gang, &more].into_iter().zip(starts) {
+        let v = until_state(&s, t, id, "finished", 90).await;
+        let attempts = v["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), 1, "adopted where it ran, not run again: {v}");
+        assert_eq!(attempts[0]["start_t"].as_i64(), start, "{v}");
+    }
+    let log = s.log();
+    assert!(log.contains("MNT-5: a Node beyond the config's joins its pool"), "{log}");
+    assert!(log.contains("K8S-10: attempt adopted"), "{log}");
+    assert_ledger_exact(&s, t, &["finished"]).await;
+    drop(s);
+    teardown(&p, TEST, &ns).await;
+    f.finish().await;
+}
+
 fn condition_true(j: &Job, kind: &str) -> bool {
     j.status
         .as_ref()

@@ -7,7 +7,7 @@
 //! each executor samples its own attempts' GPUs.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use allot_core::Cluster;
@@ -20,8 +20,9 @@ pub struct FleetExecutor {
     /// By [`allot_core::cluster::ClusterId`]; clusters of one kind may share
     /// one executor (the host's local executor, the null executor).
     members: Vec<Arc<dyn Executor>>,
-    /// Every node's cluster, by Allot's node name.
-    node_cluster: HashMap<String, usize>,
+    /// Every node's cluster, by Allot's node name (a node that appears,
+    /// MNT-5, is added as its event passes).
+    node_cluster: Arc<RwLock<HashMap<String, usize>>>,
     /// The cluster each live attempt was launched on.
     placed: Arc<Mutex<HashMap<AttemptKey, usize>>>,
     events: mpsc::UnboundedSender<ExecEvent>,
@@ -38,18 +39,29 @@ impl FleetExecutor {
         events: mpsc::UnboundedSender<ExecEvent>,
     ) -> FleetExecutor {
         assert_eq!(members.len(), cluster.clusters.len(), "one executor per cluster of the fleet");
-        let node_cluster = (0..cluster.nodes.len())
-            .map(|i| {
-                let n = allot_core::NodeId(i as u32);
-                (cluster.node(n).name.clone(), cluster.cluster_of(n).0 as usize)
-            })
-            .collect();
+        let node_cluster: Arc<RwLock<HashMap<String, usize>>> = Arc::new(RwLock::new(
+            (0..cluster.nodes.len())
+                .map(|i| {
+                    let n = allot_core::NodeId(i as u32);
+                    (cluster.node(n).name.clone(), cluster.cluster_of(n).0 as usize)
+                })
+                .collect(),
+        ));
         let placed: Arc<Mutex<HashMap<AttemptKey, usize>>> = Arc::default();
-        let (forget, out) = (placed.clone(), events.clone());
+        let (forget, out, routes) = (placed.clone(), events.clone(), node_cluster.clone());
+        let names = cluster.clusters.clone();
         tokio::spawn(async move {
             while let Some(e) = from_members.recv().await {
-                if let ExecEvent::Exited { key, .. } | ExecEvent::LaunchFailed { key, .. } = &e {
-                    forget.lock().expect("fleet attempts").remove(key);
+                match &e {
+                    ExecEvent::Exited { key, .. } | ExecEvent::LaunchFailed { key, .. } => {
+                        forget.lock().expect("fleet attempts").remove(key);
+                    }
+                    ExecEvent::NodeAdded { cluster, node, .. } => {
+                        if let Some(c) = names.iter().position(|n| n == cluster) {
+                            routes.write().expect("fleet routes").entry(node.clone()).or_insert(c);
+                        }
+                    }
+                    _ => {}
                 }
                 if out.send(e).is_err() {
                     return;
@@ -69,7 +81,7 @@ impl FleetExecutor {
     fn cluster_of<'a>(&self, nodes: impl IntoIterator<Item = &'a str>) -> Result<usize, LaunchError> {
         let mut found = None;
         for n in nodes {
-            let Some(&c) = self.node_cluster.get(n) else {
+            let Some(&c) = self.node_cluster.read().expect("fleet routes").get(n) else {
                 return Err(LaunchError::infrastructure(format!("node {n} is of no cluster of the fleet")));
             };
             match found {
@@ -301,6 +313,23 @@ mod tests {
             }
         }
         assert_eq!(f.route(&job(4, &["b/big-0", "b/gpu-1"])).unwrap(), 1);
+    }
+
+    /// MNT-5: a node that appears is routed to its cluster once its event
+    /// has passed on to the scheduler.
+    #[tokio::test]
+    async fn routes_a_node_that_appears_to_its_cluster() {
+        let (a, b) = (Arc::new(Recorder::default()), Arc::new(Recorder::default()));
+        let (member_tx, member_rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let f = FleetExecutor::new(&fleet(), vec![a.clone(), b.clone()], member_rx, tx);
+        assert!(f.route(&job(1, &["b/node-9"])).is_err(), "unknown before it appears");
+        let added = ExecEvent::NodeAdded { cluster: "b".into(), node: "b/node-9".into(), gpus: 8, product: None };
+        member_tx.send(added.clone()).unwrap();
+        assert_eq!(rx.recv().await, Some(added));
+        f.launch(job(1, &["b/node-9"]));
+        assert_eq!(calls(&b), ["launch 1"]);
+        assert!(calls(&a).is_empty());
     }
 
     /// K8S-10: each attempt is offered to its nodes' cluster only; what

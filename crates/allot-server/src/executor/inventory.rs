@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::process::Command;
 
+use allot_core::cluster::{ClusterId, PoolId};
 use allot_core::{Cluster, GpuTypeId, PoolSpec};
 
 /// Where the GPU inventory comes from.
@@ -168,6 +169,27 @@ fn names_model(hardware: &str, model: &str) -> bool {
     hardware.to_ascii_lowercase().contains(&model.to_ascii_lowercase())
 }
 
+/// MNT-5: the pool of cluster `of` a node that appears joins: of the
+/// pools whose nodes have at most its `gpus`, the first (config order)
+/// whose GPU type its `product` names (as the driver's model name names
+/// one), else — with no product, or one naming none of them — the first
+/// of them. `Err` says why none fits.
+pub fn pool_for(cluster: &Cluster, of: ClusterId, gpus: u32, product: Option<&str>) -> Result<PoolId, String> {
+    let fits: Vec<PoolId> = (0..cluster.pools.len() as u32)
+        .map(PoolId)
+        .filter(|&p| cluster.pool(p).cluster == of && cluster.pool(p).gpus_per_node <= gpus)
+        .collect();
+    let named = |p: &&PoolId| {
+        product.is_some_and(|m| names_model(m, &cluster.gpu_types[cluster.pool(**p).gpu.0 as usize].name))
+    };
+    fits.iter().find(named).or(fits.first()).copied().ok_or_else(|| {
+        format!(
+            "MNT-5: it has {gpus} GPUs and no pool of cluster {} has nodes of at most {gpus}",
+            cluster.cluster_name(of)
+        )
+    })
+}
+
 /// The cluster with the host's GPUs as its inventory (`--gpu-inventory
 /// hardware`), and how each GPU is named to CUDA.
 pub fn from_hardware(cluster: &Cluster, hw: &[HardwareGpu]) -> Result<(Cluster, DeviceMap), InventoryError> {
@@ -236,6 +258,31 @@ mod tests {
             })
             .collect();
         Cluster::new("c", types, specs)
+    }
+
+    /// MNT-5: a node that appears joins the pool its GPUs fit, the one its
+    /// product names first.
+    #[test]
+    fn a_node_that_appears_joins_the_pool_it_fits() {
+        let mut c = cluster(&["A100", "H100"], &[(1, 4), (1, 8)]);
+        c.pools[1].gpu = GpuTypeId(1);
+        let of = ClusterId(0);
+        /// (case, GPUs, product, the pool's index or the error's words).
+        type Case<'a> = (&'a str, u32, Option<&'a str>, Result<u32, &'a str>);
+        let cases: [Case; 5] = [
+            ("8 GPUs, no product: the first pool it fits", 8, None, Ok(0)),
+            ("8 GPUs, the product names the second pool's type", 8, Some("NVIDIA-H100-80GB-HBM3"), Ok(1)),
+            ("4 GPUs fit the 4-GPU pool only, whatever the product", 4, Some("NVIDIA-H100-80GB-HBM3"), Ok(0)),
+            ("a product naming no pool's type", 8, Some("NVIDIA-B200"), Ok(0)),
+            ("fewer GPUs than any pool's nodes", 2, None, Err("has 2 GPUs and no pool of cluster c")),
+        ];
+        for (case, gpus, product, want) in cases {
+            match (pool_for(&c, of, gpus, product), want) {
+                (Ok(p), Ok(w)) => assert_eq!(p.0, w, "{case}"),
+                (Err(e), Err(w)) => assert!(e.contains(w), "{case}: {e}"),
+                (got, _) => panic!("{case}: {got:?}"),
+            }
+        }
     }
 
     #[test]

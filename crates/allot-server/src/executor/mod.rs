@@ -211,6 +211,10 @@ pub enum ExecEvent {
     /// K8S-11: `gpus` GPUs of `node` are held by work Allot does not
     /// manage (the count now, replacing the last one).
     Outside { node: String, gpus: u32 },
+    /// MNT-5: a node of `cluster` that Allot did not know appeared (a
+    /// Kubernetes Node joining), with its GPUs and GPU product: capacity
+    /// added to the pool it fits.
+    NodeAdded { cluster: String, node: String, gpus: u32, product: Option<String> },
     /// One sample of the GPUs the attempt holds, taken at `t` (Unix
     /// seconds): one entry per GPU (see [`telemetry`]). Never sent for a
     /// sample that failed.

@@ -286,6 +286,9 @@ impl Scheduler {
                 }
                 None => tracing::warn!(node, "GPUs held outside Allot on a node it does not know"),
             },
+            ExecEvent::NodeAdded { cluster, node, gpus, product } => {
+                self.node_added(&cluster, &node, gpus, product.as_deref())
+            }
             ExecEvent::Telemetry { key, t, gpus } => self.on_telemetry(key, t, &gpus, now),
         }
         self.apply(now);

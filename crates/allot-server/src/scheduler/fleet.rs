@@ -35,6 +35,38 @@ impl Scheduler {
         self.outages.entry(c).or_default().extend(nodes);
     }
 
+    /// MNT-5: a node of `cluster` appeared with `gpus` GPUs of `product`:
+    /// it joins the pool it fits ([`crate::executor::inventory::pool_for`]),
+    /// in service, in the engine and in the catalog's admission check. One
+    /// that fits no pool, or whose name a node has, is logged and not used.
+    pub(crate) fn node_added(&mut self, cluster: &str, node: &str, gpus: u32, product: Option<&str>) {
+        let st = &self.engine.state;
+        if st.cluster.node_by_name(node).is_some() {
+            return;
+        }
+        let Some(c) = st.cluster.cluster_by_name(cluster) else {
+            tracing::warn!(cluster, node, "a node appeared in an unknown cluster");
+            return;
+        };
+        let pool = match crate::executor::inventory::pool_for(&st.cluster, c, gpus, product) {
+            Ok(p) => p,
+            Err(why) => {
+                tracing::warn!(cluster, node, %why, "a node appeared that fits no pool: not used");
+                return;
+            }
+        };
+        match self.engine.add_node(pool, node) {
+            Ok(n) => {
+                let pool_name = &self.engine.state.cluster.pool(pool).name;
+                tracing::info!(cluster, node, pool = %pool_name, id = n.0, "MNT-5: node added to its pool, in service");
+                if let Some(catalog) = &self.catalog {
+                    catalog.add_node(pool, node);
+                }
+            }
+            Err(e) => tracing::warn!(cluster, node, error = %e, "a node appeared and cannot be added"),
+        }
+    }
+
     /// At start: the nodes a cluster outage had taken out when the last
     /// server stopped (from the store's node events) return (FLEET-4).
     /// Every Slurm cluster answered before recovery (its nodes were mapped

@@ -283,7 +283,8 @@ pub async fn nodes(opts: &KubeOptions) -> Result<Vec<KubeNode>, KubeError> {
 
 /// The config's nodes of cluster `of`, in order, named after the cluster's
 /// Nodes (natural order). A config node without a Node to name it keeps
-/// its laid-out name and starts out of service until one appears.
+/// its laid-out name and starts out of service until one appears; Nodes
+/// beyond the config's join their pools (MNT-5).
 pub fn map_nodes(
     cluster: &mut allot_core::Cluster,
     of: allot_core::cluster::ClusterId,
@@ -310,9 +311,24 @@ pub fn map_nodes(
         }
         node.name = opts.allot_name(&k.name);
     }
-    if kube.len() > mine.len() {
-        let rest: Vec<&str> = kube[mine.len()..].iter().map(|n| n.name.as_str()).collect();
-        tracing::warn!(cluster = %opts.cluster, nodes = %rest.join(","), "Nodes beyond the config's are not used by Allot");
+    // MNT-5: Nodes beyond the config's join their pool, as a Node that
+    // appears later does (a restarted server so finds the nodes its
+    // attempts ran on).
+    for k in kube.iter().skip(mine.len()) {
+        let name = opts.allot_name(&k.name);
+        match crate::executor::inventory::pool_for(cluster, of, k.gpus, k.product.as_deref()) {
+            Ok(pool) => match cluster.add_node(pool, name.clone()) {
+                Ok(_) => {
+                    tracing::info!(cluster = %opts.cluster, node = %name, pool = %cluster.pool(pool).name, "MNT-5: a Node beyond the config's joins its pool")
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = %opts.cluster, node = %name, error = %e, "a Node beyond the config's is not used")
+                }
+            },
+            Err(why) => {
+                tracing::warn!(cluster = %opts.cluster, node = %name, %why, "a Node beyond the config's is not used")
+            }
+        }
     }
     Ok(())
 }

@@ -149,6 +149,8 @@ pub(super) struct Loop {
     nodes: HashSet<String>,
     health: HashMap<String, Health>,
     nodes_listed: bool,
+    /// Nodes of the selector without GPUs (logged once, not used).
+    gpuless: HashSet<String>,
     jobs: HashMap<String, Job>,
     jobs_listed: bool,
     pods: HashMap<String, Pod>,
@@ -206,6 +208,7 @@ impl Loop {
             front: None,
             health: HashMap::new(),
             nodes_listed: false,
+            gpuless: HashSet::new(),
             jobs: HashMap::new(),
             jobs_listed: false,
             pods: HashMap::new(),
@@ -467,7 +470,12 @@ impl Loop {
     fn on_node(&mut self, e: Event<Node>) {
         match e {
             Event::Init => {}
-            Event::InitApply(n) | Event::Apply(n) => self.node_health(&n.name_any(), health(&n)),
+            Event::InitApply(n) | Event::Apply(n) => {
+                if !self.nodes.contains(&n.name_any()) {
+                    self.appeared(&n);
+                }
+                self.node_health(&n.name_any(), health(&n))
+            }
             Event::Delete(n) => self.node_health(&n.name_any(), Health::Down),
             Event::InitDone => {
                 if !self.nodes_listed {
@@ -481,6 +489,24 @@ impl Loop {
                 }
             }
         }
+    }
+
+    /// MNT-5: a Node Allot did not know matches the node selector: it is
+    /// capacity added (the scheduler picks its pool), and followed as
+    /// Allot's from now on. A Node without GPUs is left alone.
+    fn appeared(&mut self, n: &Node) {
+        let k = kube_node(n, &self.opts);
+        if k.gpus == 0 {
+            if self.gpuless.insert(k.name.clone()) {
+                tracing::info!(cluster = %self.opts.cluster, node = %k.name, resource = %self.opts.gpu_resource, "a Node without GPUs is not used");
+            }
+            return;
+        }
+        tracing::info!(cluster = %self.opts.cluster, node = %k.name, gpus = k.gpus, "a Node appeared (MNT-5)");
+        self.nodes.insert(k.name.clone());
+        let node = self.opts.allot_name(&k.name);
+        let cluster = self.opts.cluster.clone();
+        let _ = self.events.send(ExecEvent::NodeAdded { cluster, node, gpus: k.gpus, product: k.product });
     }
 
     fn node_health(&mut self, name: &str, now: Health) {
