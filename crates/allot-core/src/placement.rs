@@ -46,6 +46,9 @@ pub struct FreeMap {
     pub usable: Vec<bool>,
     /// Free GPUs on usable nodes, per pool.
     pub pool_free: Vec<u32>,
+    /// K8S-11: GPUs set aside for work Allot does not manage, per pool
+    /// (kept by [`crate::State`]; read to say why a workload waits).
+    pub pool_outside: Vec<u32>,
 }
 
 impl FreeMap {
@@ -54,7 +57,7 @@ impl FreeMap {
         let free = cluster.nodes.iter().map(|n| full_mask(n.gpus)).collect();
         let usable = vec![true; cluster.nodes.len()];
         let pool_free = cluster.pools.iter().map(|p| p.nodes * p.gpus_per_node).collect();
-        FreeMap { free, usable, pool_free }
+        FreeMap { free, usable, pool_free, pool_outside: vec![0; cluster.pools.len()] }
     }
 
     /// MNT-5: node `n`, just added to the cluster (the last node), with all
@@ -72,6 +75,7 @@ impl FreeMap {
         self.free.clone_from(&other.free);
         self.usable.clone_from(&other.usable);
         self.pool_free.clone_from(&other.pool_free);
+        self.pool_outside.clone_from(&other.pool_outside);
     }
 
     pub fn free_on(&self, n: NodeId) -> u32 {
@@ -153,6 +157,8 @@ pub struct PlacementFailure {
     /// In a fleet of several clusters: the eligible cluster with the most
     /// free GPUs of those pools (FLEET-2), with its free and total GPUs.
     pub best_cluster: Option<(String, u32, u32)>,
+    /// GPUs of those pools held by work Allot does not manage (K8S-11).
+    pub held_outside: u32,
 }
 
 impl fmt::Display for PlacementFailure {
@@ -167,6 +173,9 @@ impl fmt::Display for PlacementFailure {
             "waiting for {shape}; {} free in the pools it may use, best rack has {}, best node has {}",
             self.free_in_pools, self.best_rack_free, self.best_node_free
         )?;
+        if self.held_outside > 0 {
+            write!(f, "; {} held by pods Allot does not manage (K8S-11)", self.held_outside)?;
+        }
         match &self.best_cluster {
             Some((name, free, total)) => {
                 write!(f, "; fits no eligible cluster now (FLEET-2), best is {name} with {free} of {total} GPUs free")
@@ -257,12 +266,14 @@ pub fn diagnose(
         best_rack_free: 0,
         best_node_free: 0,
         best_cluster: None,
+        held_outside: 0,
     };
     // Free and total GPUs per cluster, of the pools it may use.
     let mut per_cluster = vec![(0u32, 0u32); cluster.clusters.len()];
     for (pi, pool) in cluster.pools.iter().enumerate() {
         if pool.may_serve(spec.gpu_type, spec.clusters) && allowed(PoolId(pi as u32)) {
             fail.free_in_pools += free.pool_free[pi];
+            fail.held_outside += free.pool_outside[pi];
             let c = &mut per_cluster[pool.cluster.0 as usize];
             c.0 += free.pool_free[pi];
             c.1 += pool.nodes * pool.gpus_per_node;

@@ -549,6 +549,7 @@ impl State {
         let i = n.0 as usize;
         self.outside_wanted[i] = gpus;
         let before = Allocation { parts: vec![(n, std::mem::take(&mut self.outside[i]))] };
+        self.free.pool_outside[self.cluster.node(n).pool.0 as usize] -= before.gpus();
         self.free.give(&self.cluster, &before);
         self.set_aside(n)
     }
@@ -565,7 +566,9 @@ impl State {
             mask |= top;
             free &= !top;
         }
-        self.free.take(&self.cluster, &Allocation { parts: vec![(n, mask & !self.outside[i])] });
+        let newly = Allocation { parts: vec![(n, mask & !self.outside[i])] };
+        self.free.pool_outside[self.cluster.node(n).pool.0 as usize] += newly.gpus();
+        self.free.take(&self.cluster, &newly);
         self.outside[i] = mask;
         mask.count_ones()
     }
@@ -685,6 +688,14 @@ impl State {
                 self.cluster.pool_nodes(crate::cluster::PoolId(pi as u32)).map(|n| self.free.free_on(n)).sum();
             if want != self.free.pool_free[pi] {
                 return Err(format!("pool {} free count {} != {}", pi, self.free.pool_free[pi], want));
+            }
+            let outside: u32 = self
+                .cluster
+                .pool_nodes(crate::cluster::PoolId(pi as u32))
+                .map(|n| self.outside[n.0 as usize].count_ones())
+                .sum();
+            if self.free.pool_outside.get(pi) != Some(&outside) {
+                return Err(format!("pool {pi} outside count {:?} != {outside}", self.free.pool_outside.get(pi)));
             }
         }
         for a in self.accounts.ids() {

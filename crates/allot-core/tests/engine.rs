@@ -430,6 +430,8 @@ fn gpus_held_outside_allot_are_set_aside_as_they_are_free() {
     assert_eq!(r.engine.state.run(b).phase, Phase::Running);
     let c = r.submit("c", 4, 100, 0, 1001);
     assert!(changes(&r.pass(1001)).is_empty(), "1 free of 8");
+    let why = r.engine.explain(&*r.policy, c, 1001).to_string();
+    assert!(why.contains("; 6 held by pods Allot does not manage (K8S-11)"), "the reason says why: {why}");
     // The outside work ends: its GPUs are free again.
     assert_eq!(r.engine.hold_outside(NodeId(0), 0), 0);
     assert!(r.engine.dirty());

@@ -80,7 +80,13 @@ pub async fn recover(
     let outage_nodes = replay_node_events(&mut engine, store).await?;
 
     let live_rows = store.live_workloads().await?;
-    let mut offered = adoptable(&engine.state, store, &live_rows).await?;
+    // The attempts of every workload holding GPUs, read once for both
+    // the adoption and the closing of what is not adopted.
+    let mut holding = BTreeMap::new();
+    for row in live_rows.iter().filter(|r| r.phase().is_some_and(Phase::holds_gpus)) {
+        holding.insert(row.seq, store.attempts_of(row.seq).await?);
+    }
+    let mut offered = adoptable(&engine.state, &live_rows, &holding);
     let taken: BTreeSet<AttemptKey> = if offered.is_empty() {
         BTreeSet::new()
     } else {
@@ -91,7 +97,7 @@ pub async fn recover(
     offered.retain(|(key, _, _, _)| taken.contains(key));
     let adopting: BTreeMap<i64, (AttemptKey, allot_core::Allocation, Time)> =
         offered.into_iter().map(|(key, alloc, _, start)| (key.seq, (key, alloc, start))).collect();
-    let closed = close_open_attempts(store, exec, &live_rows, &adopting, cfg.contract.grace, now).await?;
+    let closed = close_open_attempts(store, exec, &live_rows, holding, &adopting, cfg.contract.grace, now).await?;
     let all_workloads = store.all_workloads().await?;
     let all_attempts = store.all_attempts().await?;
     replay_ledger(&mut engine.state, &all_workloads, &all_attempts, &taken);
@@ -244,18 +250,18 @@ async fn replay_node_events(engine: &mut Engine, store: &Store) -> Result<Vec<al
 /// `starting` or `running` and not signalled, as the workload's latest
 /// attempt, on nodes in service whose GPUs no other such attempt holds.
 /// Each with its allocation, its nodes' names and its start.
-async fn adoptable(
+fn adoptable(
     state: &State,
-    store: &Store,
     rows: &[WorkloadRow],
-) -> Result<Vec<(AttemptKey, allot_core::Allocation, Vec<String>, Time)>, StoreError> {
+    attempts: &BTreeMap<i64, Vec<AttemptRow>>,
+) -> Vec<(AttemptKey, allot_core::Allocation, Vec<String>, Time)> {
     let mut out = Vec::new();
     let mut held: BTreeMap<allot_core::NodeId, u64> = BTreeMap::new();
     for row in rows.iter().filter(|r| r.phase().is_some_and(Phase::holds_gpus) && !r.cancel_requested) {
         if spec_of(state, row).is_err() {
             continue;
         }
-        let list = store.attempts_of(row.seq).await?;
+        let Some(list) = attempts.get(&row.seq) else { continue };
         let Some(a) = list.iter().find(|a| a.attempt_state() != Some(AttemptState::Ended)) else { continue };
         let open = matches!(a.attempt_state(), Some(AttemptState::Starting | AttemptState::Running));
         if !open || a.signal_t.is_some() || a.attempt != list.len() as i64 {
@@ -281,7 +287,7 @@ async fn adoptable(
         let key = AttemptKey { seq: row.seq, attempt: a.attempt };
         out.push((key, alloc, parts.into_iter().map(|p| p.node).collect(), a.start_t.max(0) as Time));
     }
-    Ok(out)
+    out
 }
 
 /// Stops whatever survived of the previous server's attempts, then closes
@@ -290,6 +296,7 @@ async fn close_open_attempts(
     store: &Store,
     exec: &dyn Executor,
     rows: &[WorkloadRow],
+    mut attempts: BTreeMap<i64, Vec<AttemptRow>>,
     adopted: &BTreeMap<i64, (AttemptKey, allot_core::Allocation, Time)>,
     grace: Time,
     now: Time,
@@ -297,7 +304,7 @@ async fn close_open_attempts(
     let mut open = Vec::new();
     let mut ops = Vec::new();
     for row in rows.iter().filter(|r| r.phase().is_some_and(Phase::holds_gpus) && !adopted.contains_key(&r.seq)) {
-        let list = store.attempts_of(row.seq).await?;
+        let list = attempts.remove(&row.seq).unwrap_or_default();
         let kept: i64 = list.iter().filter_map(|a| a.kept_s).sum();
         match list.into_iter().find(|a| a.attempt_state() != Some(AttemptState::Ended)) {
             Some(a) => open.push((row.clone(), a, kept)),

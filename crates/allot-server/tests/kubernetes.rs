@@ -594,6 +594,11 @@ async fn kubernetes_gpus_held_outside_allot_are_not_allots() {
     until_state(&s, t, &small, "finished", 60).await;
     let v = workload(&s, t, &big).await;
     assert_eq!(v["workload"]["state"], "pending", "6 of the 8 GPUs are not Allot's: {v}");
+    let held = "6 held by pods Allot does not manage (K8S-11)";
+    assert!(v["why"].as_str().unwrap_or_default().contains(held), "{v}");
+    let reason =
+        until(30, || async { admin.get("big").await.ok().and_then(|j| annotation(&j, "allot.dev/reason")) }).await;
+    assert!(reason.contains(held), "the Job says why: {reason}");
     let after = pods.get("outsider").await.unwrap();
     assert_eq!(after.spec.as_ref().unwrap().node_name.as_deref(), Some(format!("{TEST}-1").as_str()));
     assert!(after.metadata.deletion_timestamp.is_none(), "the outsider is never touched");

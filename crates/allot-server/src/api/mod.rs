@@ -7,6 +7,7 @@ pub(crate) mod budgets;
 pub(crate) mod conditions;
 mod error;
 pub mod extract;
+pub(crate) mod image;
 pub mod kubernetes;
 pub mod limits;
 pub mod openapi;

@@ -121,7 +121,8 @@ pub async fn submit(
     Body(req): Body<SubmitRequest>,
 ) -> Result<Response, ApiError> {
     if req.image.is_some() {
-        return super::kubernetes::submit_image(&app, &who, req, key).await;
+        let row = super::image::submit(&app, &who, req, key).await?;
+        return Ok((StatusCode::CREATED, Json(workload_view(&row))).into_response());
     }
     let (inserted, row) = submit_as(&app, &who, req, key).await?;
     match inserted {
