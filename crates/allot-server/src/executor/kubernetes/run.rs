@@ -297,8 +297,11 @@ impl Loop {
                 self.ingest_all().await;
             }
             Command::Create { job, reply } => {
-                self.creating.push((*job, reply));
-                self.ingest_all().await;
+                if self.jobs_listed && self.pods_listed && self.front.is_some() {
+                    let _ = reply.send(self.create(*job).await);
+                } else {
+                    self.creating.push((*job, reply));
+                }
             }
             Command::Adopt(list) => {
                 self.adopting.extend(list.into_iter().map(|a| (a, None)));
