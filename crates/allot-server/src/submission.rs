@@ -179,7 +179,7 @@ impl Catalog {
         now: u64,
     ) -> Result<(NewWorkload, WorkloadSpec), FieldError> {
         if req.image.is_some() || req.namespace.is_some() {
-            return Err(bad("image", "K8S-12: a submission that names an image is made a Job (check_image)"));
+            return Err(bad("image", "K8S-12: a submission that names an image is checked as the Job it becomes"));
         }
         // The Kubernetes executor's submissions are its Jobs (K8S-1).
         self.check_with(req, who, now, who.token_id.starts_with("kubernetes:"))

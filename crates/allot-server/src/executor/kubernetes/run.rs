@@ -157,9 +157,10 @@ pub(super) struct Loop {
     pods_listed: bool,
     by_seq: HashMap<i64, String>,
     attempts: BTreeMap<AttemptKey, Attempt>,
-    /// The uids of the Jobs submitted by this process (each once: the
-    /// annotation that records it may come back after the next event).
-    submitted: HashSet<String>,
+    /// The uids of the Jobs submitted by this process, with their
+    /// workloads (each once: the annotation that records it may come back
+    /// after the next event).
+    submitted: HashMap<String, i64>,
     /// Jobs refused: key → (resource version refused, reason).
     refused: HashMap<String, (String, String)>,
     /// Launches waiting for the first listing of Jobs.
@@ -216,7 +217,7 @@ impl Loop {
             by_seq: HashMap::new(),
             attempts: BTreeMap::new(),
             refused: HashMap::new(),
-            submitted: HashSet::new(),
+            submitted: HashMap::new(),
             waiting: Vec::new(),
             creating: Vec::new(),
             survivors: None,
@@ -1022,8 +1023,8 @@ impl Loop {
         if let Some((_, why)) = self.refused.get(key).filter(|(v, _)| *v == version) {
             return Some(Err(why.clone()));
         }
-        if self.submitted.contains(&uid) {
-            return self.by_seq.iter().find(|(_, k)| k.as_str() == key).map(|(seq, _)| Ok(*seq));
+        if let Some(&seq) = self.submitted.get(&uid) {
+            return Some(Ok(seq));
         }
         let outcome = match job::read(j, &self.opts) {
             Ok(shape) => front.submit(shape.clone()).await.map_err(|why| (shape, why)),
@@ -1031,7 +1032,7 @@ impl Loop {
         };
         match outcome {
             Ok(seq) => {
-                self.submitted.insert(uid);
+                self.submitted.insert(uid, seq);
                 self.by_seq.insert(seq, key.to_string());
                 self.refused.remove(key);
                 if self.may_write("record the workload on its Job") {
