@@ -434,7 +434,11 @@ fn build_executors(
             ExecutorKind::Kubernetes => {
                 let mut k = p.kube.expect("a kubernetes plan has its options");
                 k.store = instance.to_string();
-                let exec = KubeExecutor::new(tx.clone(), k, cluster_nodes(), fence.clone())
+                let pools = Arc::new(cluster.clone());
+                let fits: crate::executor::kubernetes::Fits = Box::new(move |gpus, product| {
+                    crate::executor::inventory::pool_for(&pools, of, gpus, product).map(|_| ())
+                });
+                let exec = KubeExecutor::new(tx.clone(), k, cluster_nodes(), fits, fence.clone())
                     .map_err(|e| ServerError::Executor(e.to_string()))?;
                 let exec = Arc::new(exec);
                 kubes.push(exec.clone());

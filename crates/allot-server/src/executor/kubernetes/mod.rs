@@ -373,6 +373,11 @@ pub(crate) enum Command {
 /// workload id, or why not.
 pub(crate) type Created = oneshot::Sender<Result<(String, i64), String>>;
 
+/// MNT-5: whether a Node that appears, of so many GPUs of a product,
+/// fits a pool of the cluster (why not, if not): the one rule,
+/// [`crate::executor::inventory::pool_for`], on the config's pools.
+pub type Fits = Box<dyn Fn(u32, Option<&str>) -> Result<(), String> + Send + Sync>;
+
 /// Runs one Kubernetes cluster's workloads.
 pub struct KubeExecutor {
     commands: mpsc::UnboundedSender<Command>,
@@ -381,18 +386,20 @@ pub struct KubeExecutor {
 }
 
 impl KubeExecutor {
-    /// Starts the watchers of Nodes (Allot's `nodes` of this cluster),
-    /// Jobs and pods; must be called inside the runtime.
+    /// Starts the watchers of Nodes (Allot's `nodes` of this cluster, and
+    /// those that appear and `fits` a pool), Jobs and pods; must be called
+    /// inside the runtime.
     pub fn new(
         events: mpsc::UnboundedSender<ExecEvent>,
         opts: KubeOptions,
         nodes: Vec<String>,
+        fits: Fits,
         fence: Arc<crate::store::lease::Fence>,
     ) -> Result<KubeExecutor, KubeError> {
         let client = opts.client()?;
         let (commands, rx) = mpsc::unbounded_channel();
         let cluster = opts.cluster.clone();
-        tokio::spawn(run::Loop::start(client, opts.clone(), nodes, events, rx, fence));
+        tokio::spawn(run::Loop::start(client, opts.clone(), nodes, fits, events, rx, fence));
         Ok(KubeExecutor { commands, cluster, opts })
     }
 

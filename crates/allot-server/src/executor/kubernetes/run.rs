@@ -149,8 +149,11 @@ pub(super) struct Loop {
     nodes: HashSet<String>,
     health: HashMap<String, Health>,
     nodes_listed: bool,
-    /// Nodes of the selector without GPUs (logged once, not used).
-    gpuless: HashSet<String>,
+    /// MNT-5: whether a Node that appears fits a pool of this cluster.
+    fits: super::Fits,
+    /// Nodes of the selector Allot does not use: without GPUs, or fitting
+    /// no pool (logged once, never followed, so never reported).
+    unused: HashSet<String>,
     jobs: HashMap<String, Job>,
     jobs_listed: bool,
     pods: HashMap<String, Pod>,
@@ -191,6 +194,7 @@ impl Loop {
         client: Client,
         opts: KubeOptions,
         nodes: Vec<String>,
+        fits: super::Fits,
         events: mpsc::UnboundedSender<ExecEvent>,
         mut commands: mpsc::UnboundedReceiver<Command>,
         fence: Arc<Fence>,
@@ -209,7 +213,8 @@ impl Loop {
             front: None,
             health: HashMap::new(),
             nodes_listed: false,
-            gpuless: HashSet::new(),
+            fits,
+            unused: HashSet::new(),
             jobs: HashMap::new(),
             jobs_listed: false,
             pods: HashMap::new(),
@@ -496,17 +501,24 @@ impl Loop {
     }
 
     /// MNT-5: a Node Allot did not know matches the node selector: it is
-    /// capacity added (the scheduler picks its pool), and followed as
-    /// Allot's from now on. A Node without GPUs is left alone.
+    /// capacity added (the scheduler adds it to its pool), and followed as
+    /// Allot's from now on. A Node without GPUs, or fitting no pool, is
+    /// left alone: logged once, and none of its changes is reported.
     fn appeared(&mut self, n: &Node) {
         let k = kube_node(n, &self.opts);
-        if k.gpus == 0 {
-            if self.gpuless.insert(k.name.clone()) {
-                tracing::info!(cluster = %self.opts.cluster, node = %k.name, resource = %self.opts.gpu_resource, "a Node without GPUs is not used");
+        let unused = if k.gpus == 0 {
+            Some(format!("it has no {}", self.opts.gpu_resource))
+        } else {
+            (self.fits)(k.gpus, k.product.as_deref()).err()
+        };
+        if let Some(why) = unused {
+            if self.unused.insert(k.name.clone()) {
+                tracing::info!(cluster = %self.opts.cluster, node = %k.name, %why, "a Node that fits no pool is not used");
             }
             return;
         }
         tracing::info!(cluster = %self.opts.cluster, node = %k.name, gpus = k.gpus, "a Node appeared (MNT-5)");
+        self.unused.remove(&k.name);
         self.nodes.insert(k.name.clone());
         let node = self.opts.allot_name(&k.name);
         let cluster = self.opts.cluster.clone();
