@@ -57,7 +57,7 @@ fn two_for_bad_usage_and_bad_input() {
     }
     // A client config that does not parse.
     let mut c = Command::new(env!("CARGO_BIN_EXE_allot"));
-    c.args(["queue"]).env("HOME", &home).env("ALLOT_CLIENT_CONFIG", &bad_client).env_remove("ALLOT_SERVER");
+    c.args(["queue"]).env("HOME", &*home).env("ALLOT_CLIENT_CONFIG", &bad_client).env_remove("ALLOT_SERVER");
     let o = c.output().expect("run allot");
     assert_eq!(code(&o), Some(2), "bad client config: {}", stderr(&o));
     assert!(stderr(&o).contains("client.toml"), "{}", stderr(&o));

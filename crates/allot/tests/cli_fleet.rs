@@ -2,20 +2,16 @@
 //! scenario under the legacy baseline, split budgets and the fleet-wide
 //! ledger, with per-cluster measures in every output.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod cli_support;
+use cli_support::tmpdir;
+
 fn allot(args: &[&str], dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_allot")).args(args).current_dir(dir).output().expect("run allot")
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("allot-fleet-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
 }
 
 fn read(p: &Path) -> String {

@@ -1,21 +1,14 @@
 //! `allot sim` through the real binary: outputs on the shipped example and
 //! a clear error with a non-zero exit for every kind of bad input.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod cli_support;
+use cli_support::{repo, tmpdir};
 
 fn allot(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_allot")).args(args).current_dir(repo()).output().expect("run allot")
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("allot-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 const CONFIG: &str = r#"
@@ -212,14 +205,15 @@ fn budget_report_states_every_period() {
 }
 
 /// A directory `name` holding [`CONFIG`] and a trace of `body` (rows after
-/// the header): the directory and the two files' paths.
-fn inputs(name: &str, body: &str) -> (PathBuf, String, String) {
+/// the header): the directory (removed when dropped) and the two files'
+/// paths.
+fn inputs(name: &str, body: &str) -> (cli_support::TestDir, String, String) {
     let dir = tmpdir(name);
     let (cfg, trace) = (dir.join("c.toml"), dir.join("t.csv"));
     std::fs::write(&cfg, CONFIG).unwrap();
     std::fs::write(&trace, format!("{HEADER}{body}")).unwrap();
     let path = |p: &Path| p.to_str().unwrap().to_string();
-    (dir.clone(), path(&cfg), path(&trace))
+    (dir, path(&cfg), path(&trace))
 }
 
 /// Priority on a config without legacy pools refuses every workload
@@ -229,7 +223,7 @@ fn inputs(name: &str, body: &str) -> (PathBuf, String, String) {
 #[test]
 fn a_policy_that_rejects_the_trace_is_warned_about() {
     let body = "w1,0,org/x,u,batch,4,0,,3600,0,1,normal,false\nw2,10,org/x,u,batch,8,0,,3600,0,1,normal,false\n";
-    let (_, c, t) = inputs("warn", body);
+    let (_dir, c, t) = inputs("warn", body);
     let (c, t) = (c.as_str(), t.as_str());
     let out = allot(&["sim", "--config", c, "--trace", t, "--policy", "priority,fifo"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

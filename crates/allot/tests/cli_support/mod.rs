@@ -29,12 +29,37 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A fresh directory of this test process's own.
-pub fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("allot-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+/// A fresh directory of a test's own (`allot-cli-<name>-…` in the temp
+/// directory): removed when dropped, kept and named on stderr when the
+/// test panics (what it held is what went wrong).
+pub struct TestDir(Option<tempfile::TempDir>);
+
+pub fn tmpdir(name: &str) -> TestDir {
+    let d = tempfile::Builder::new().prefix(&format!("allot-cli-{name}-")).tempdir().expect("temp dir");
+    TestDir(Some(d))
+}
+
+impl std::ops::Deref for TestDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.as_ref().expect("not dropped").path()
+    }
+}
+
+impl AsRef<Path> for TestDir {
+    fn as_ref(&self) -> &Path {
+        self
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Some(d) = self.0.take()
+        {
+            eprintln!("kept for a look: {}", d.keep().display());
+        }
+    }
 }
 
 /// `allot` with `args` in the repository, HOME at `home`, the client's
@@ -98,7 +123,7 @@ pub fn spawn_serve(dir: &Path, db: &str, port: u16) -> Child {
 /// own, killed by its own handle when dropped.
 pub struct Server {
     child: Child,
-    pub dir: PathBuf,
+    pub dir: TestDir,
     pub db: String,
     pub port: u16,
     pub url: String,
