@@ -434,7 +434,7 @@ fn build_executors(
             ExecutorKind::Kubernetes => {
                 let mut k = p.kube.expect("a kubernetes plan has its options");
                 k.store = instance.to_string();
-                let pools = Arc::new(cluster.clone());
+                let pools = cluster.clone();
                 let fits: crate::executor::kubernetes::Fits = Box::new(move |gpus, product| {
                     crate::executor::inventory::pool_for(&pools, of, gpus, product).map(|_| ())
                 });
