@@ -160,8 +160,14 @@ SlurmdLogFile=$BASE/log/slurmd-%n.log
 SlurmdSpoolDir=$BASE/spool/%n
 SlurmctldDebug=info
 SlurmdDebug=info
-# No cgroups on a CI machine: plain process tracking.
-ProctrackType=proctrack/linuxproc
+# No cgroups on a CI machine: a step's processes are its process group.
+# (proctrack/linuxproc finds them by walking the process tree when it
+# signals: a task's child forked during the walk, or orphaned by its
+# parent's death, escaped the step's TERM and KILL and outlived its job,
+# which stayed COMPLETING: a gang member's failure under load was seen
+# only when the orphan ended. A signal to a process group reaches every
+# member, orphans included.)
+ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 # The fake nodes claim more than the machine has.
 SlurmdParameters=config_overrides
