@@ -59,9 +59,23 @@ pub fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-/// Parses JSON, naming the field of the first error.
+/// Parses one JSON value, naming the field of the first error; anything
+/// but white space after the value is refused (`{"a":1} xyz`, `{}{}`), so
+/// the body is read as exactly what was sent.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let de = &mut serde_json::Deserializer::from_slice(bytes);
+    let value = parse_value(de)?;
+    de.end().map_err(|e| {
+        ApiError::bad_request(format!(
+            "malformed json: trailing characters after the JSON value ({e}): send one JSON value"
+        ))
+    })?;
+    Ok(value)
+}
+
+fn parse_value<T: DeserializeOwned>(
+    de: &mut serde_json::Deserializer<serde_json::de::SliceRead<'_>>,
+) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
@@ -124,5 +138,33 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
             return Err(bad("must be visible ASCII"));
         }
         Ok(IdempotencyKey(Some(key.to_string())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct One {
+        #[allow(dead_code, reason = "read by the parser only")]
+        a: u32,
+    }
+
+    /// One JSON value and nothing after it but white space.
+    #[test]
+    fn trailing_characters_are_refused() {
+        for ok in [&b"{\"a\":1}"[..], b"{\"a\":1}  \r\n\t", b" {\"a\":1}\n"] {
+            assert!(parse_json::<One>(ok).is_ok(), "{}", String::from_utf8_lossy(ok));
+        }
+        for bad in [&b"{\"a\":1} xyz"[..], b"{\"a\":1}{}", b"{\"a\":1}\n{\"a\":2}", b"{\"a\":1},"] {
+            let e = parse_json::<One>(bad).expect_err(&String::from_utf8_lossy(bad));
+            assert_eq!(e.kind, ErrorKind::BadRequest);
+            assert!(e.error.starts_with("malformed json: trailing characters after the JSON value"), "{}", e.error);
+            assert_eq!(e.field, None);
+        }
+        let e = parse_json::<serde_json::Value>(b"{}{}").unwrap_err();
+        assert!(e.error.contains("trailing characters"), "{}", e.error);
     }
 }
