@@ -11,8 +11,10 @@
 //!
 //! An account the caller may not submit to is answered exactly like one
 //! that does not exist, so a submission never reveals which accounts exist
-//! outside the caller's grants. `env` may not set what steers the executor,
-//! the GPU assignment or the loader ([`denied_env`]).
+//! outside the caller's grants. `env` names are identifiers
+//! (`[A-Za-z_][A-Za-z0-9_]*`) and may not set what steers the executor,
+//! the GPU assignment or the loader ([`denied_env`]); no value, argument
+//! or working directory holds NUL.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -512,6 +514,18 @@ fn workdir_here(dir: &str) -> Result<(), FieldError> {
     }
 }
 
+/// A variable name as shells and `env` read it: `[A-Za-z_][A-Za-z0-9_]*`.
+/// Anything else may be read as something else by what the executor runs
+/// (`--chdir` is an option of the Slurm job's wrapper, `A=B` an assignment).
+fn is_env_name(k: &str) -> bool {
+    let mut chars = k.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `env`: at most [`MAX_ENV_VARS`] variables and [`MAX_TEXT_BYTES`] in
+/// all; each name an identifier ([`is_env_name`]) that steers nothing
+/// ([`denied_env`]), each value without NUL.
 fn check_env(env: &BTreeMap<String, String>) -> Result<(), FieldError> {
     if env.len() > MAX_ENV_VARS {
         return Err(bad("env", format!("at most {MAX_ENV_VARS} variables")));
@@ -520,10 +534,15 @@ fn check_env(env: &BTreeMap<String, String>) -> Result<(), FieldError> {
         return Err(bad("env", format!("at most {MAX_TEXT_BYTES} bytes in all")));
     }
     for (k, v) in env {
-        let field = format!("env.{k}");
-        if k.is_empty() || k.contains(['=', '\0']) {
-            return Err(bad(&field, "invalid variable name"));
+        if !is_env_name(k) {
+            return Err(bad(
+                &format!("env[{k:?}]"),
+                format!(
+                    "{k:?} is not a variable name: a letter or _, then letters, digits and _ ([A-Za-z_][A-Za-z0-9_]*)"
+                ),
+            ));
         }
+        let field = format!("env.{k}");
         if let Some(what) = denied_env(k) {
             return Err(bad(&field, format!("{k} may not be set by a submission: it steers {what}")));
         }
@@ -664,6 +683,26 @@ interactive_max_gpus = 2
         for k in ["PATH", "HOME", "OMP_NUM_THREADS", "NCCL_DEBUG", "PYTHONPATH", "MY_SLURMish", "sbatch_qos"] {
             assert!(c.check(&env(k), &admin(), 100).is_ok(), "{k} may be set");
         }
+    }
+
+    /// An env name is `[A-Za-z_][A-Za-z0-9_]*`: anything else could be
+    /// read as an option by what the executor runs (`--chdir` of the
+    /// Slurm job's wrapper). The field names the bad name, quoted.
+    #[test]
+    fn env_names_are_identifiers() {
+        let c = catalog();
+        for k in ["--chdir", "-x", "1ABC", "A-B", "A B", "A.B", "É", "A=B", "A\0B", "", "\x1b[2J"] {
+            let e = c.check(&env(k), &admin(), 100).expect_err(k);
+            assert_eq!(e.field, format!("env[{k:?}]"), "{k:?}");
+            assert!(e.message.contains("[A-Za-z_][A-Za-z0-9_]*"), "{k:?}: {}", e.message);
+        }
+        for k in ["_", "A", "a1", "_X_9", "OMP_NUM_THREADS"] {
+            assert!(c.check(&env(k), &admin(), 100).is_ok(), "{k} may be set");
+        }
+        let nul = SubmitRequest { env: [("A".to_string(), "x\0y".to_string())].into(), ..req() };
+        assert_eq!(c.check(&nul, &admin(), 100).unwrap_err().field, "env.A");
+        let nul = SubmitRequest { command: vec!["echo".into(), "x\0y".into()], ..req() };
+        assert_eq!(c.check(&nul, &admin(), 100).unwrap_err().field, "command");
     }
 
     #[test]
