@@ -8,10 +8,11 @@ use std::collections::BTreeMap;
 
 use allot_core::AccountField;
 use allot_server::client::columns::Col;
-use allot_server::client::{Client, render};
+use allot_server::client::{Client, render, terminal};
 use allot_server::views::{AccountChange, AccountDecl, AccountTreeImport, AccountView, SubmitRequest};
 use anyhow::{Context, Result};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 #[derive(clap::Args, Clone)]
 pub struct ClientOpts {
@@ -442,12 +443,18 @@ fn print_json<T: Serialize>(v: &T) -> Result<()> {
     Ok(())
 }
 
-/// Prints `v` as JSON, or the text rendering.
-pub(crate) fn output<T: Serialize>(json: bool, v: &T, text: impl FnOnce(&T) -> String) -> Result<()> {
+/// Prints `v` as JSON (exactly), or the text rendering with what users
+/// wrote escaped for a terminal (`client::terminal`): the one place text
+/// answers are printed.
+pub(crate) fn output<T: Serialize + DeserializeOwned>(
+    json: bool,
+    v: &T,
+    text: impl FnOnce(&T) -> String,
+) -> Result<()> {
     if json {
         print_json(v)
     } else {
-        print!("{}", text(v));
+        print!("{}", terminal::text(v, text));
         Ok(())
     }
 }
@@ -613,9 +620,9 @@ fn listing(
 /// One refresh of `allot queue --watch`: on a terminal the screen is
 /// redrawn in place; otherwise each table follows the last, after a line
 /// with the time.
-fn watch_frame<T: Serialize>(json: bool, v: &T, text: impl FnOnce(&T) -> String) -> Result<()> {
+fn watch_frame<T: Serialize + DeserializeOwned>(json: bool, v: &T, text: impl FnOnce(&T) -> String) -> Result<()> {
     use std::io::{IsTerminal, Write};
-    let body = if json { serde_json::to_string(v)? + "\n" } else { text(v) };
+    let body = if json { serde_json::to_string(v)? + "\n" } else { terminal::text(v, text) };
     let mut out = std::io::stdout().lock();
     if out.is_terminal() {
         write!(out, "\x1b[H\x1b[2J{body}")?;
@@ -662,8 +669,8 @@ async fn bulk(a: BulkArgs, action: &str) -> Result<()> {
     } else {
         for r in &results {
             match (&r.state, &r.error) {
-                (Some(s), _) => println!("{} {s}", r.id),
-                (None, Some(e)) => eprintln!("{}: {e}", r.id),
+                (Some(s), _) => println!("{}", terminal::line(&format!("{} {s}", r.id))),
+                (None, Some(e)) => eprintln!("{}", terminal::line(&format!("{}: {e}", r.id))),
                 (None, None) => {}
             }
         }
@@ -754,12 +761,7 @@ async fn set_account(a: SetArgs, field: AccountField) -> Result<()> {
 }
 
 fn print_account(json: bool, v: &AccountView) -> Result<()> {
-    if json {
-        print_json(v)
-    } else {
-        print!("{}", render::accounts(std::slice::from_ref(v)));
-        Ok(())
-    }
+    output(json, v, |v| render::accounts(std::slice::from_ref(v)))
 }
 
 /// One `PATCH` of an account, printed; `what` says it in the error.

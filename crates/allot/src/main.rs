@@ -80,7 +80,8 @@ fn main() -> std::process::ExitCode {
     let code = match result {
         Ok(()) => exit::Code::Ok,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // An error may quote what a server or a user wrote: escaped.
+            eprintln!("error: {}", allot_server::client::terminal::line(&format!("{e:#}")));
             exit::Code::of(&e)
         }
     };

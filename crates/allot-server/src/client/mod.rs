@@ -1,6 +1,7 @@
 //! The HTTP client behind `allot submit`, `queue`, `show`, `cancel`,
 //! `accounts`, `budget`, `share`, `nodes`, `node`, `token` and `audit`, and
-//! the plain-text rendering of their answers ([`render`]).
+//! the plain-text rendering of their answers ([`render`]), escaped for a
+//! terminal ([`terminal`]).
 //!
 //! The server URL and token come from the command line, then the
 //! environment (`ALLOT_SERVER`, `ALLOT_TOKEN`), then the client config file
@@ -20,6 +21,7 @@ pub mod columns;
 mod config;
 mod error;
 pub mod render;
+pub mod terminal;
 
 use reqwest::Method;
 use serde::Serialize;
