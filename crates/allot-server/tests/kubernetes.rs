@@ -155,6 +155,8 @@ job_selector = "allot.dev/managed=true,allot.dev/test={test}"
 {ns} = ["org/a"]
 [clusters.executor.users]
 alice = ["org/b"]
+[clusters.executor.images]
+{ns} = ["trainer:*"]
 
 [[accounts]]
 path = "org/a"
@@ -720,6 +722,9 @@ async fn kubernetes_submit_image_creates_a_managed_job() {
     let admin = p.jobs(&p.admin, &ns);
     let alice = p.jobs(&p.alice, &ns);
 
+    let not_allowed = format!(
+        "K8S-12: namespace {ns:?} of cluster k8s may not run image \"evil.example/miner:1\" (it takes only trainer:*)"
+    );
     let refusals = [
         (
             json!({"account": "org/a", "gpus": 8, "image": "trainer:1", "retries": 2}),
@@ -747,6 +752,7 @@ async fn kubernetes_submit_image_creates_a_managed_job() {
             "clusters",
             "K8S-12: an image runs as a Job of one Kubernetes cluster; elsewhere is not one",
         ),
+        (json!({"account": "org/a", "gpus": 8, "image": "evil.example/miner:1"}), "image", not_allowed.as_str()),
     ];
     for (body, field, want) in &refusals {
         let (code, v) = s.http("POST", "/v1/workloads", Some(t), Some(&body.to_string())).await;
@@ -803,6 +809,15 @@ async fn kubernetes_submit_image_creates_a_managed_job() {
     let limits = c.resources.clone().unwrap().limits.unwrap();
     assert_eq!(limits["nvidia.com/gpu"].0, "8");
     assert_eq!(pod.termination_grace_period_seconds, Some(GRACE_S), "the creation policy ran on it");
+    // Locked down: no service-account token, non-root, default seccomp, no
+    // capabilities, no privilege escalation.
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    let psc = pod.security_context.clone().unwrap();
+    assert_eq!(psc.run_as_non_root, Some(true));
+    assert_eq!(psc.seccomp_profile.unwrap().type_, "RuntimeDefault");
+    let csc = c.security_context.clone().unwrap();
+    assert_eq!(csc.allow_privilege_escalation, Some(false));
+    assert_eq!(csc.capabilities.unwrap().drop.unwrap(), ["ALL"]);
 
     // Allot runs it as any Job, its pod on the node of its allocation
     // (kwok completes a pod at once unless its annotations say otherwise).

@@ -98,6 +98,12 @@ pub struct ExecutorConfig {
     /// the Job's creator) may charge, in any namespace.
     #[serde(default)]
     pub users: std::collections::BTreeMap<String, Vec<String>>,
+    /// Kubernetes (K8S-12): the images the Jobs Allot makes of submissions
+    /// may run, per namespace of `namespaces`: an image as written, or a
+    /// prefix ending in `*` (`registry.example.org/team/*`); `["*"]`: any.
+    /// A namespace not listed takes no image submissions.
+    #[serde(default)]
+    pub images: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl ExecutorConfig {
@@ -114,6 +120,7 @@ impl ExecutorConfig {
             || self.scheduler_name.is_some()
             || !self.namespaces.is_empty()
             || !self.users.is_empty()
+            || !self.images.is_empty()
     }
 }
 
@@ -780,7 +787,7 @@ fn executor(ctx: &Ctx<'_>, at: &str, e: &Spanned<ExecutorConfig>) -> Result<Exec
     if v.kind != "kubernetes" && v.has_kubernetes_keys() {
         let msg = format!(
             "url, ca_file, token_file, node_selector, job_selector, gpu_resource, product_label, topology_label, scheduler_name, \
-             namespaces and users are for the kubernetes executor, not {:?}",
+             namespaces, users and images are for the kubernetes executor, not {:?}",
             v.kind
         );
         return Err(ctx.err(format!("{at}.executor"), Some(e.span()), msg));
@@ -810,8 +817,33 @@ fn executor(ctx: &Ctx<'_>, at: &str, e: &Spanned<ExecutorConfig>) -> Result<Exec
                 return Err(ctx.err(format!("{at}.executor.{ns}"), Some(e.span()), msg));
             }
         }
+        for (ns, patterns) in &v.images {
+            let key = format!("{at}.executor.images.{ns}");
+            if !v.namespaces.contains_key(ns) {
+                let msg = format!("{ns:?} is not a namespace of [clusters.executor.namespaces]");
+                return Err(ctx.err(key, Some(e.span()), msg));
+            }
+            if let Some(msg) = patterns.iter().find_map(|p| image_pattern_error(p)) {
+                return Err(ctx.err(key, Some(e.span()), msg));
+            }
+        }
     }
     Ok(v.clone())
+}
+
+/// What is wrong with an entry of `images`, if anything: it is an image
+/// reference (no white space or control character) with at most one `*`,
+/// only at its end.
+fn image_pattern_error(p: &str) -> Option<String> {
+    if p.is_empty() || p.len() > 1024 || p.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some(format!("{p:?} is not an image (e.g. \"registry.example.org/team/*\")"));
+    }
+    match p.find('*') {
+        Some(i) if i + 1 != p.len() => {
+            Some(format!("{p:?}: a * stands only at its end (a prefix such as \"registry.example.org/team/*\")"))
+        }
+        _ => None,
+    }
 }
 
 /// How the pool places `nodes = 0` workloads: `pack` (default) or `spread`.
@@ -1215,6 +1247,42 @@ mod tests {
         // The writer's TOML reads back as the same fleet.
         let again = parse_config(&cfg.text, "f.toml").unwrap();
         assert_eq!(again.cluster.pools.len(), 2);
+    }
+
+    /// K8S-12: the images a namespace's Jobs made from submissions may run;
+    /// each key a namespace of `namespaces`, each pattern an image or a
+    /// prefix ending in `*`.
+    #[test]
+    fn kubernetes_images_are_listed_per_namespace() {
+        let kube = |images: &str| {
+            FLEET.replace(
+                "kind = \"local\"",
+                &format!(
+                    "kind = \"kubernetes\"\nurl = \"https://k:6443\"\nca_file = \"/ca\"\ntoken_file = \"/t\"\n\
+                     [clusters.executor.namespaces]\nteam-a = [\"org/a\"]\nteam-b = [\"org/b\"]\n\
+                     [clusters.executor.images]\n{images}"
+                ),
+            )
+        };
+        let cfg = parse_config(
+            &kube("team-a = [\"registry.example.org/team/*\", \"busybox:1\"]\nteam-b = [\"*\"]"),
+            "k.toml",
+        )
+        .unwrap();
+        let e = cfg.executors[0].as_ref().unwrap();
+        assert_eq!(e.images["team-a"], ["registry.example.org/team/*", "busybox:1"]);
+        assert_eq!(e.images["team-b"], ["*"]);
+        let cases = [
+            ("team-c = [\"*\"]", "clusters[0].executor.images.team-c", "not a namespace of"),
+            ("team-a = [\"reg/*/x\"]", "clusters[0].executor.images.team-a", "only at its end"),
+            ("team-a = [\"\"]", "clusters[0].executor.images.team-a", "is not an image"),
+            ("team-a = [\"a b\"]", "clusters[0].executor.images.team-a", "is not an image"),
+        ];
+        for (images, key, msg) in cases {
+            let e = parse_config(&kube(images), "k.toml").unwrap_err();
+            assert_eq!(e.field.as_deref(), Some(key), "{images}: {e}");
+            assert!(e.to_string().contains(msg), "{images}: {e}");
+        }
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub(crate) async fn submit(
         format!("{}-{}", job::job_name_prefix(req.name.as_deref()), &h[..10])
     });
     let image = req.image.as_deref().unwrap_or_default();
+    opts.image_allowed(&namespace, image).map_err(|e| ApiError::field("image", e))?;
     let new = job::NewJob { req: &req, image, namespace, submitter: &who.name, name };
     let made = job::build(&new, opts).map_err(|e| ApiError::field("clusters", e))?;
     let (job_key, seq) = exec.create(made).await.map_err(|e| ApiError::new(ErrorKind::Unprocessable, e))?;

@@ -198,6 +198,7 @@ pub struct NewJob<'a> {
 pub fn build(new: &NewJob<'_>, opts: &KubeOptions) -> Result<Job, String> {
     use k8s_openapi::api::batch::v1::JobSpec;
     use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec, ResourceRequirements};
+    let (pod_security, container_security) = locked_down();
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -226,6 +227,7 @@ pub fn build(new: &NewJob<'_>, opts: &KubeOptions) -> Result<Job, String> {
         }),
         working_dir: req.workdir.clone(),
         resources: Some(ResourceRequirements { limits: Some(limits), ..Default::default() }),
+        security_context: Some(container_security),
         ..Default::default()
     };
     let generate_name = new.name.is_none().then(|| format!("{}-", job_name_prefix(req.name.as_deref())));
@@ -249,6 +251,8 @@ pub fn build(new: &NewJob<'_>, opts: &KubeOptions) -> Result<Job, String> {
                 spec: Some(PodSpec {
                     containers: vec![container],
                     restart_policy: Some("Never".into()),
+                    automount_service_account_token: Some(false),
+                    security_context: Some(pod_security),
                     ..Default::default()
                 }),
             },
@@ -256,6 +260,27 @@ pub fn build(new: &NewJob<'_>, opts: &KubeOptions) -> Result<Job, String> {
         }),
         status: None,
     })
+}
+
+/// K8S-12: the security contexts of a Job Allot makes of a submission, as
+/// Pod Security's `restricted` profile asks: the pod runs as a non-root
+/// user under the runtime's default seccomp profile; its container drops
+/// every capability and may not gain privileges. (The pod also mounts no
+/// service-account token: [`build`].) An image whose user is root fails
+/// to start, by design.
+fn locked_down() -> (k8s_openapi::api::core::v1::PodSecurityContext, k8s_openapi::api::core::v1::SecurityContext) {
+    use k8s_openapi::api::core::v1::{Capabilities, PodSecurityContext, SeccompProfile, SecurityContext};
+    let pod = PodSecurityContext {
+        run_as_non_root: Some(true),
+        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), localhost_profile: None }),
+        ..Default::default()
+    };
+    let container = SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), add: None }),
+        ..Default::default()
+    };
+    (pod, container)
 }
 
 /// A Job name's first part from a submission's name: lower-case letters,
@@ -343,6 +368,63 @@ mod tests {
         assert_eq!((shape.pods, shape.gpus_per_pod, shape.expected_s), (2, 8, Some(3600)), "read back as built");
         o.job_selector = "allot.dev/managed=true,tier in (a,b)".into();
         assert!(build(&new, &o).unwrap_err().contains("\"tier in (a,b)\" is not key=value"));
+    }
+
+    /// K8S-12: the pod of a Job Allot creates runs as a non-root user under
+    /// the runtime's default seccomp profile, its container with no
+    /// capabilities and no privilege escalation, and without the
+    /// namespace's service-account token.
+    #[test]
+    fn an_image_job_is_locked_down() {
+        let mut o = opts();
+        o.job_selector = "allot.dev/managed=true".into();
+        let req = crate::views::SubmitRequest {
+            account: "org/a".into(),
+            gpus: 1,
+            command: vec!["python".into()],
+            ..Default::default()
+        };
+        let new = NewJob { req: &req, image: "trainer:1", namespace: "team-a".into(), submitter: "carol", name: None };
+        let j = serde_json::to_value(build(&new, &o).unwrap()).unwrap();
+        let pod = &j["spec"]["template"]["spec"];
+        assert_eq!(pod["automountServiceAccountToken"], false, "{pod}");
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{pod}");
+        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault", "{pod}");
+        let c = &pod["containers"][0]["securityContext"];
+        assert_eq!(c["allowPrivilegeEscalation"], false, "{c}");
+        assert_eq!(c["capabilities"]["drop"], serde_json::json!(["ALL"]), "{c}");
+    }
+
+    /// K8S-12: a namespace runs only the images its list allows; without a
+    /// list, none.
+    #[test]
+    fn images_are_allowed_per_namespace() {
+        let mut o = opts();
+        o.cluster = "k8s".into();
+        o.namespaces.insert("open".into(), vec!["org/o".into()]);
+        o.images.insert("team-a".into(), vec!["registry.example.org/team/*".into(), "busybox:1.36".into()]);
+        o.images.insert("open".into(), vec!["*".into()]);
+        let cases = [
+            ("team-a", "registry.example.org/team/trainer:1", true),
+            ("team-a", "registry.example.org/team/sub/x@sha256:ab", true),
+            ("team-a", "busybox:1.36", true),
+            ("team-a", "busybox:1.37", false),
+            ("team-a", "registry.example.org/teamevil/x", false),
+            ("team-a", "evil.example/registry.example.org/team/x", false),
+            ("open", "anything:latest", true),
+            ("team-b", "busybox:1.36", false),
+        ];
+        for (ns, image, ok) in cases {
+            assert_eq!(o.image_allowed(ns, image).is_ok(), ok, "{ns} {image}");
+        }
+        let e = o.image_allowed("team-a", "evil:1").unwrap_err();
+        assert!(
+            e.contains("namespace \"team-a\" of cluster k8s may not run image \"evil:1\"")
+                && e.contains("only registry.example.org/team/*, busybox:1.36"),
+            "{e}"
+        );
+        let e = o.image_allowed("team-b", "busybox:1.36").unwrap_err();
+        assert!(e.contains("lists none for it"), "{e}");
     }
 
     #[test]

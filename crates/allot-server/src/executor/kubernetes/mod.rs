@@ -91,6 +91,8 @@ pub struct KubeOptions {
     pub namespaces: std::collections::BTreeMap<String, Vec<String>>,
     /// Accounts each user may charge.
     pub users: std::collections::BTreeMap<String, Vec<String>>,
+    /// K8S-12: the images each namespace's Jobs made of submissions may run.
+    pub images: std::collections::BTreeMap<String, Vec<String>>,
     /// The contract's grace (the creation policy sets it on every pod).
     pub grace: Duration,
 }
@@ -118,6 +120,7 @@ impl KubeOptions {
             scheduler_name: e.scheduler_name.clone().unwrap_or_else(|| "allot".into()),
             namespaces: e.namespaces.clone(),
             users: e.users.clone(),
+            images: e.images.clone(),
             grace,
         }
     }
@@ -203,6 +206,31 @@ impl KubeOptions {
                     self.cluster
                 )
             })
+    }
+
+    /// K8S-12: whether a Job Allot makes of a submission in `namespace` may
+    /// run `image`: an entry of the namespace's `images` is the image as
+    /// written, or a prefix of it ending in `*` (`*` alone: any image). A
+    /// namespace with no list takes no image submissions. `Err` names the
+    /// image, the namespace and what it takes.
+    pub fn image_allowed(&self, namespace: &str, image: &str) -> Result<(), String> {
+        let list = self.images.get(namespace).map(Vec::as_slice).unwrap_or_default();
+        let matches = |p: &String| match p.strip_suffix('*') {
+            Some(prefix) => image.starts_with(prefix),
+            None => p == image,
+        };
+        if list.iter().any(matches) {
+            return Ok(());
+        }
+        let takes = if list.is_empty() {
+            "no image: the cluster's [clusters.executor.images] lists none for it".to_string()
+        } else {
+            format!("only {}", list.join(", "))
+        };
+        Err(format!(
+            "K8S-12: namespace {namespace:?} of cluster {} may not run image {image:?} (it takes {takes})",
+            self.cluster
+        ))
     }
 
     /// The labels a Job must carry to be this server's: the equality
