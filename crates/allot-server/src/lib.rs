@@ -26,6 +26,7 @@ pub mod clock;
 pub mod dashboard;
 pub mod executor;
 pub mod export;
+pub mod headers;
 pub mod listener;
 pub mod metrics;
 pub mod recovery;

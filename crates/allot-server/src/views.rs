@@ -158,6 +158,8 @@ pub struct WorkloadView {
     #[schema(required = true)]
     pub clusters: Vec<String>,
     pub command: Vec<String>,
+    /// Its environment; the values are `(hidden)` except to its owner (the
+    /// token that submitted it) and admins.
     pub env: BTreeMap<String, String>,
     pub expected_duration_s: u64,
     pub checkpoint_interval_s: u64,

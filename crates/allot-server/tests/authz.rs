@@ -212,6 +212,51 @@ async fn authz(backend: Backend) {
     f.finish().await;
 }
 
+both_stores!(env_values_sqlite, env_values_postgres, env_values);
+
+/// A workload's env values (where API keys go) are shown to its owner (the
+/// token that submitted it) and to admins only; everyone else who sees the
+/// workload sees the names with the values masked, in the list, the
+/// detail and the answer to a cancel.
+async fn env_values(backend: Backend) {
+    let f = Fixture::new(backend, "authz-env").await;
+    let db = &f.db.url;
+    let mgr = token(db, "manager", "mgr", &["--scope", "org"]);
+    let res = token(db, "researcher", "res", &["--project", "org/a"]);
+    let res2 = token(db, "researcher", "res2", &["--project", "org/a"]);
+    let s = Server::start(&f.dir, db);
+    let admin = f.admin.as_str();
+    let secret = r#"{"account":"org/a","gpus":1,"command":["sleep","60"],"env":{"API_KEY":"s3cret","MODE":"x"}}"#;
+    let (st, mine) = s.http("POST", "/v1/workloads", Some(&res), Some(secret)).await;
+    assert_eq!(st, 201, "{mine}");
+    assert_eq!(mine["env"]["API_KEY"], "s3cret", "the owner's own submission: {mine}");
+    let id = mine["id"].as_str().unwrap().to_string();
+    let (_, by_admin) = s.http("POST", "/v1/workloads", Some(admin), Some(secret)).await;
+    let admins = by_admin["id"].as_str().unwrap().to_string();
+    let env_of = |t: &str, w: &str| {
+        let (s, t, w) = (&s, t.to_string(), w.to_string());
+        async move {
+            let (st, v) = s.http("GET", &format!("/v1/workloads/{w}"), Some(&t), None).await;
+            assert_eq!(st, 200, "{v}");
+            let (_, list) = s.http("GET", "/v1/workloads?state=pending,running", Some(&t), None).await;
+            let listed = list.as_array().unwrap().iter().find(|x| x["id"] == w.as_str()).unwrap()["env"].clone();
+            assert_eq!(listed, v["workload"]["env"], "the list shows what the detail shows");
+            (v["workload"]["env"]["API_KEY"].clone(), v["workload"]["env"]["MODE"].clone())
+        }
+    };
+    let shown = (Value::from("s3cret"), Value::from("x"));
+    let hidden = (Value::from("(hidden)"), Value::from("(hidden)"));
+    assert_eq!(env_of(&res, &id).await, shown, "the owner");
+    assert_eq!(env_of(admin, &id).await, shown, "an admin");
+    assert_eq!(env_of(&res2, &id).await, hidden, "another researcher of the project");
+    assert_eq!(env_of(&mgr, &id).await, hidden, "a manager of the account");
+    assert_eq!(env_of(&res, &admins).await, hidden, "a researcher, of an admin's workload");
+    let (st, v) = s.http("POST", &format!("/v1/workloads/{id}/cancel"), Some(&mgr), None).await;
+    assert_eq!((st, &v["env"]["API_KEY"]), (200, &Value::from("(hidden)")), "{v}");
+    drop(s);
+    f.finish().await;
+}
+
 /// `/v1/nodes` lists on each node only the workloads the caller may see.
 async fn nodes_show_visible_workloads(s: &Server, admin: &str, mgr: &str, res: &str, scrape: &str, ids: [&str; 3]) {
     let [w_admin, w_res, w_lab] = ids;

@@ -27,7 +27,26 @@ fn cluster_filter_of(c: &Cluster, id: ClusterId) -> ClusterFilter {
     ClusterFilter { name: c.cluster_name(id).to_string(), gpu_types }
 }
 
-pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
+/// What a workload's env value is shown as to whoever may not read it.
+pub const HIDDEN_ENV_VALUE: &str = "(hidden)";
+
+/// Whether `who` may read the env values of a workload submitted by the
+/// token `owner`: its owner (compared as [`Principal::can_cancel`] does for
+/// researchers) and admins. Env values are where people put API keys; the
+/// others who see the workload see the names only.
+fn may_read_env(who: &Principal, owner: Option<&str>) -> bool {
+    who.is_admin() || owner == Some(who.token_id.as_str())
+}
+
+/// The API's view of a workload as `who` may see it (the one place views
+/// are built: the list, the detail, a submission's and a cancel's answers,
+/// and through them the dashboard and the command line): env values are
+/// masked unless [`may_read_env`].
+pub fn workload_view(r: &WorkloadRow, who: &Principal) -> WorkloadView {
+    let mut env: std::collections::BTreeMap<String, String> = serde_json::from_str(&r.env).unwrap_or_default();
+    if !may_read_env(who, r.owner.as_deref()) {
+        env.values_mut().for_each(|v| *v = HIDDEN_ENV_VALUE.to_string());
+    }
     WorkloadView {
         id: r.seq.to_string(),
         name: r.name.clone(),
@@ -39,7 +58,7 @@ pub fn workload_view(r: &WorkloadRow) -> WorkloadView {
         gpu_type: r.gpu_type.clone(),
         clusters: r.clusters.as_deref().map_or_else(Vec::new, |c| c.split(',').map(String::from).collect()),
         command: serde_json::from_str(&r.command).unwrap_or_default(),
-        env: serde_json::from_str(&r.env).unwrap_or_default(),
+        env,
         expected_duration_s: r.work_s as u64,
         checkpoint_interval_s: r.checkpoint_s as u64,
         time_limit_s: r.time_limit_s.map(|l| l as u64),
@@ -122,7 +141,7 @@ pub async fn submit(
 ) -> Result<Response, ApiError> {
     if req.image.is_some() {
         let row = super::image::submit(&app, &who, req, key).await?;
-        return Ok((StatusCode::CREATED, Json(workload_view(&row))).into_response());
+        return Ok((StatusCode::CREATED, Json(workload_view(&row, &who))).into_response());
     }
     let (inserted, row) = submit_as(&app, &who, req, key).await?;
     match inserted {
@@ -132,13 +151,13 @@ pub async fn submit(
             if row.conditions.array_index.is_some() {
                 row.conditions.array_id = Some(seq);
             }
-            Ok((StatusCode::CREATED, Json(workload_view(&row))).into_response())
+            Ok((StatusCode::CREATED, Json(workload_view(&row, &who))).into_response())
         }
         Inserted::Replayed(seq) => {
             let stored =
                 app.store.workload(seq).await?.ok_or_else(|| ApiError::not_found(format!("no workload {seq}")))?;
             tracing::info!(workload = seq, principal = %who.name, "submission replayed for its idempotency key");
-            let mut r = (StatusCode::CREATED, Json(workload_view(&stored))).into_response();
+            let mut r = (StatusCode::CREATED, Json(workload_view(&stored, &who))).into_response();
             r.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
             Ok(r)
         }
@@ -322,7 +341,7 @@ pub async fn list(
     }
     let rows = app.store.workloads(&f).await?;
     let redact = |t: &str| who.redact(t, |p| app.catalog.account_exists(p));
-    let mut views: Vec<WorkloadView> = rows.iter().map(workload_view).collect();
+    let mut views: Vec<WorkloadView> = rows.iter().map(|r| workload_view(r, &who)).collect();
     // A pending workload's reason is the policy's explanation now (one
     // pass for the whole page), as `GET /v1/workloads/{id}` gives it.
     let seqs: Vec<i64> = rows.iter().filter(|r| r.state == Phase::Pending.as_str()).map(|r| r.seq).collect();
@@ -365,8 +384,11 @@ pub async fn show(
         let preempted = attempts.last().and_then(|a| a.signal_reason.clone());
         row.reason.clone().or(preempted)
     });
-    let mut detail =
-        WorkloadDetail { workload: workload_view(&row), attempts: attempts.iter().map(attempt_view).collect(), why };
+    let mut detail = WorkloadDetail {
+        workload: workload_view(&row, &who),
+        attempts: attempts.iter().map(attempt_view).collect(),
+        why,
+    };
     detail.redact(&|t: &str| who.redact(t, |p| app.catalog.account_exists(p)));
     Ok(Json(detail))
 }
@@ -382,7 +404,7 @@ pub async fn cancel(
     // An array's id names all its elements (12_0 is its first alone).
     if row.conditions.array_id == Some(row.seq) && !id.contains('_') {
         let req = super::conditions::BulkRequest { ids: vec![id], ..Default::default() };
-        let results = super::conditions::cancel_many(State(app.clone()), Auth(who), Body(req)).await?;
+        let results = super::conditions::cancel_many(State(app.clone()), Auth(who.clone()), Body(req)).await?;
         if let Some(e) = results.0.iter().find_map(|r| r.error.clone()).filter(|_| results.0.len() == 1) {
             return Err(ApiError::new(ErrorKind::Conflict, e));
         }
@@ -391,7 +413,7 @@ pub async fn cancel(
             .workload(row.seq)
             .await?
             .ok_or_else(|| ApiError::not_found(format!("no workload {}", row.seq)))?;
-        return Ok(Json(workload_view(&row)));
+        return Ok(Json(workload_view(&row, &who)));
     }
     if !who.can_cancel(&row.account, row.owner.as_deref()) {
         return Err(ApiError::forbidden(format!(
@@ -412,7 +434,7 @@ pub async fn cancel(
     let by = who.name.clone();
     ask(&app, |reply| Msg::Cancel { seq, by, reply }).await??;
     let row = app.store.workload(seq).await?.ok_or_else(|| ApiError::not_found(format!("no workload {seq}")))?;
-    Ok(Json(workload_view(&row)))
+    Ok(Json(workload_view(&row, &who)))
 }
 
 /// `POST /v1/workloads/{id}/checkpoint`: a running attempt reports a
@@ -445,6 +467,8 @@ impl IntoResponse for LogChunk {
     fn into_response(self) -> Response {
         let mut r = ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"))], self.bytes)
             .into_response();
+        // What a workload wrote: never run, sniffed, framed or cached as a page.
+        crate::headers::security_headers(r.headers_mut());
         r.headers_mut().insert("x-log-offset", HeaderValue::from(self.next));
         if self.done {
             r.headers_mut().insert("x-log-done", HeaderValue::from_static("true"));
@@ -519,4 +543,25 @@ async fn read_log(path: std::path::PathBuf, offset: u64, limit: u64, ended: bool
     })
     .await
     .map_err(|_| ApiError::unavailable())?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The raw log is what a workload wrote: served with the dashboard
+    /// pages' security headers, so a browser never runs or frames it.
+    #[test]
+    fn a_log_chunk_carries_the_pages_security_headers() {
+        let r = LogChunk { bytes: b"<script>alert(1)</script>".to_vec(), next: 25, done: true }.into_response();
+        let h = |name: &str| r.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+        assert_eq!(h("content-type"), "text/plain; charset=utf-8");
+        assert_eq!(h("x-content-type-options"), "nosniff");
+        assert_eq!(h("x-frame-options"), "DENY");
+        assert_eq!(h("referrer-policy"), "same-origin");
+        assert_eq!(h("cache-control"), "no-store");
+        let csp = h("content-security-policy");
+        assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert_eq!((h("x-log-offset").as_str(), h("x-log-done").as_str()), ("25", "true"));
+    }
 }

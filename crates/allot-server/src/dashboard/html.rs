@@ -39,23 +39,8 @@ pub fn html_response(m: Markup) -> Response {
     r
 }
 
-/// Headers of every dashboard answer: nothing from elsewhere, no framing,
-/// no caching of pages, no referrer sent to other sites.
-pub fn security_headers(h: &mut axum::http::HeaderMap) {
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
-             connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-        ),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    // Not `no-referrer`: with it, browsers send `Origin: null` on the
-    // dashboard's own form posts, which the origin check refuses.
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
-    h.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
-}
+/// Headers of every dashboard answer (shared with the API's raw log).
+pub use crate::headers::security_headers;
 
 /// A refusal as a bare page: its status, title and text.
 pub fn refusal(status: StatusCode, title: &str, text: &str) -> Response {
