@@ -213,3 +213,30 @@ async fn rules_and_documents_are_served() {
     drop(s);
     fx.finish().await;
 }
+
+/// Sign-in's `next=`: only a path of this site, also when a browser would
+/// drop a tab, CR or LF from it (`/\t/evil.example/` is `//evil.example/`
+/// to a browser); a control character in the query or the form field is
+/// never a 500.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_goes_back_only_to_a_path_of_this_site() {
+    let fx = Fixture::new(Backend::Sqlite, "dash-next").await;
+    let s = Server::start(&fx.dir, &fx.db.url);
+    let c = page_client();
+    let login = format!("{}/login", s.url);
+    for next in ["/\t/evil.example/", "/\r\n/evil.example/", "/\u{1}", "/a\\b", "/\u{7f}"] {
+        let form = [("token", fx.admin.as_str()), ("next", next)];
+        let a = page_request(&c, "POST", &login, None, Some(&form), &[]).await;
+        assert_eq!((a.status, a.location.as_deref()), (303, Some("/")), "next={next:?}: {a:?}");
+    }
+    let form = [("token", fx.admin.as_str()), ("next", "/workloads/é")];
+    let a = page_request(&c, "POST", &login, None, Some(&form), &[]).await;
+    assert_eq!((a.status, a.location.as_deref()), (303, Some("/workloads/%C3%A9")), "{a:?}");
+    for query in ["next=/%09/evil.example/", "next=/%0d%0a/evil.example/", "next=%01", "next=/%7F"] {
+        let a = page_request(&c, "GET", &format!("{login}?{query}"), None, None, &[]).await;
+        assert_eq!(a.status, 200, "{query}: {a:?}");
+        assert!(a.body.contains(r#"name="next" value="/""#), "{query}: {}", a.body);
+    }
+    drop(s);
+    fx.finish().await;
+}

@@ -224,14 +224,22 @@ pub fn urlencode(s: &str) -> String {
         .collect()
 }
 
-/// Where to go after sign-in: a path of this site only (never `//host`).
+/// Where to go after sign-in: a path of this site, else `/`.
+///
+/// Browsers drop tab, CR and LF from a URL and read `\` as `/`, so
+/// `/\t/evil.example/` is `//evil.example/` to them: another site. A path
+/// is kept only when it begins with exactly one `/` (also once those
+/// characters are dropped) and holds no control character and no
+/// backslash. What is kept is percent-encoded past ASCII, so it is always a
+/// valid `Location`.
 fn local_next(next: Option<&str>) -> String {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.starts_with("/\\") && !n.contains("://") => {
-            n.to_string()
-        }
-        _ => "/".to_string(),
+    let Some(n) = next else { return "/".to_string() };
+    let seen: String = n.chars().filter(|c| !matches!(c, '\t' | '\r' | '\n')).collect();
+    let local = n.starts_with('/') && !seen.starts_with("//") && !n.chars().any(|c| c.is_control() || c == '\\');
+    if !local {
+        return "/".to_string();
     }
+    n.bytes().map(|b| if b.is_ascii() { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
 }
 
 pub fn routes() -> Router<App> {
@@ -340,10 +348,34 @@ mod tests {
     #[test]
     fn next_is_a_local_path_only() {
         assert_eq!(local_next(Some("/workloads/7")), "/workloads/7");
-        for bad in ["//evil.example/", "https://evil.example/", "/\\evil", "workloads", ""] {
-            assert_eq!(local_next(Some(bad)), "/", "{bad}");
+        assert_eq!(local_next(Some("/queue?state=pending&x=1")), "/queue?state=pending&x=1");
+        let bad = [
+            "//evil.example/",
+            "https://evil.example/",
+            "/\\evil",
+            "workloads",
+            "",
+            // Browsers drop tab, CR and LF from a URL: these are `//evil.example/`.
+            "/\t/evil.example/",
+            "/\r/evil.example/",
+            "/\n/evil.example/",
+            "/\r\n/evil.example/",
+            // Any other control character, and a backslash anywhere.
+            "/workloads/\u{1}",
+            "/a\u{7f}b",
+            "/a\u{9b}b",
+            "/a\\b",
+        ];
+        for bad in bad {
+            assert_eq!(local_next(Some(bad)), "/", "{bad:?}");
         }
         assert_eq!(local_next(None), "/");
+        // What is kept is always a valid Location: other characters are
+        // percent-encoded.
+        assert_eq!(local_next(Some("/workloads/é")), "/workloads/%C3%A9");
+        for n in ["/workloads/é", "/a b", "/x?q=\"y\""] {
+            assert!(HeaderValue::from_str(&local_next(Some(n))).is_ok(), "{n:?}");
+        }
     }
 
     #[test]
