@@ -8,7 +8,8 @@
 //! * [`executor`]: the trait and the local process-group executor;
 //! * [`api`]: the JSON HTTP API under `/v1` with its OpenAPI document,
 //!   served by [`listener`] within its connection and time limits;
-//!   [`auth`]: bearer tokens and roles; [`metrics`]: Prometheus;
+//!   [`auth`]: bearer tokens and roles; [`signin`]: the limit, audit and
+//!   session bound of every sign-in; [`metrics`]: Prometheus;
 //! * [`export`]: the recorded history as a simulator trace; [`report`]:
 //!   budget statements from it;
 //! * [`client`]: the HTTP client behind the `allot` CLI commands;
@@ -34,6 +35,7 @@ pub mod report;
 pub mod scheduler;
 pub mod secret;
 pub mod server;
+pub mod signin;
 pub mod states;
 pub mod store;
 pub mod submission;

@@ -240,3 +240,67 @@ async fn sign_in_goes_back_only_to_a_path_of_this_site() {
     drop(s);
     fx.finish().await;
 }
+
+/// Sign-in (`crate::signin`): refused attempts are limited per source
+/// address (429 with Retry-After once its 10 are spent, another address
+/// unaffected), every attempt is in the audit log, and one token holds at
+/// most 16 sessions (the 17th ends the oldest).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_is_limited_audited_and_bounded() {
+    let fx = Fixture::new(Backend::Sqlite, "dash-signin").await;
+    let s = Server::start(&fx.dir, &fx.db.url);
+    let login = format!("{}/login", s.url);
+    // Another loopback address: a source of its own.
+    let other = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .expect("client");
+    for i in 0..10 {
+        let a = page_request(&other, "POST", &login, None, Some(&[("token", "allot_guess")]), &[]).await;
+        assert_eq!(a.status, 401, "attempt {i}: {a:?}");
+    }
+    let a = page_request(&other, "POST", &login, None, Some(&[("token", "allot_guess")]), &[]).await;
+    assert_eq!(a.status, 429, "the 11th refused attempt in a row: {a:?}");
+    let wait: u64 = a.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=6).contains(&wait), "Retry-After {wait}");
+    let a = page_request(&other, "POST", &login, None, Some(&[("token", fx.admin.as_str())]), &[]).await;
+    assert_eq!(a.status, 429, "limited: not even a good token is checked: {a:?}");
+
+    // Another source signs in; its sessions are bounded per token.
+    let c = page_client();
+    let mut cookies = Vec::new();
+    for _ in 0..17 {
+        let a = page_request(&c, "POST", &login, None, Some(&[("token", fx.admin.as_str())]), &[]).await;
+        assert_eq!(a.status, 303, "{a:?}");
+        cookies.push(a.set_cookies[0].split(';').next().unwrap().to_string());
+    }
+    let home = |cookie: String| {
+        let (c, url) = (&c, format!("{}/", s.url));
+        async move { page_request(c, "GET", &url, Some(&cookie), None, &[]).await.status }
+    };
+    assert_eq!(home(cookies[0].clone()).await, 303, "the oldest of 17 sessions is ended");
+    for cookie in &cookies[1..] {
+        assert_eq!(home(cookie.clone()).await, 200, "the 16 newest live");
+    }
+
+    // The audit log: who, how, from where, refused or not and why.
+    let (st, v) = s.http("GET", "/v1/audit?limit=100", Some(&fx.admin), None).await;
+    assert_eq!(st, 200, "{v}");
+    let signins: Vec<&serde_json::Value> = v.as_array().unwrap().iter().filter(|e| e["action"] == "signin").collect();
+    let from_other = |e: &&&serde_json::Value| e["principal"] == "unknown" && e["target"] == "127.0.0.2";
+    assert_eq!(signins.iter().filter(from_other).count(), 11, "each refused attempt; once limited, the first: {v}");
+    let limited: Vec<_> = signins.iter().filter(|e| e["after"]["refused"] == "too many attempts").collect();
+    assert_eq!(limited.len(), 1, "{v}");
+    let ok = signins.iter().filter(|e| e["principal"] == "root" && e["after"]["refused"].is_null()).count();
+    assert_eq!(ok, 17, "{v}");
+    let wrong = signins.iter().filter(|e| e["after"]["refused"] == "unknown or revoked token").collect::<Vec<_>>();
+    assert_eq!(wrong.len(), 10, "{v}");
+    let e = wrong[0];
+    assert_eq!(
+        (&e["principal"], &e["after"]["how"], &e["after"]["from"]),
+        (&"unknown".into(), &"token".into(), &"127.0.0.2".into())
+    );
+    drop(s);
+    fx.finish().await;
+}

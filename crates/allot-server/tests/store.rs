@@ -269,3 +269,50 @@ async fn cluster_filter(backend: Backend) {
     db.drop_db().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+both_stores!(sessions_bounded_sqlite, sessions_bounded_postgres, sessions_bounded);
+
+/// Dashboard sessions: a token keeps at most `keep` (its newest, also
+/// opened within one second), and expired ones are swept without a new
+/// sign-in; sign-in attempts are audit entries of their own.
+async fn sessions_bounded(backend: Backend) {
+    use allot_server::store::sessions::SessionRow;
+    let dir = temp_dir("store-sessions");
+    let db = TestDb::new(backend, &dir).await;
+    let store = Store::open(&db.url).await.expect("open");
+    let row = |i: usize, token: &str, t: i64| SessionRow {
+        hash: format!("s{i:02}"),
+        token_hash: token.into(),
+        csrf: "c".into(),
+        created_t: t * 1000,
+        expires_t: t + 100,
+    };
+    for i in 0..5 {
+        store.insert_session(&row(i, "tok", 1000 + i as i64), 16).await.unwrap();
+    }
+    // The same second: the one just opened is kept whatever its hash.
+    assert_eq!(store.insert_session(&row(99, "tok", 1004), 3).await.unwrap(), 3, "5 + 1, keep 3");
+    // Within a second (created_t is in milliseconds): the older goes.
+    let newer = SessionRow { created_t: 1_004_500, ..row(0, "tok", 1004) };
+    assert_eq!(store.insert_session(&newer, 3).await.unwrap(), 1);
+    let live = |h: &str| {
+        let (store, h) = (&store, h.to_string());
+        async move { store.session(&h, 1050).await.unwrap().is_some() }
+    };
+    assert!(live("s00").await && live("s99").await && live("s04").await, "the newest 3");
+    assert!(!live("s03").await && !live("s01").await);
+    store.insert_session(&row(50, "other", 1000), 3).await.unwrap();
+    assert!(live("s50").await, "another token's sessions are its own");
+    assert_eq!(store.sweep_sessions(1100).await.unwrap(), 1, "expired by 1100: s50 alone");
+    assert!(!live("s50").await && live("s00").await);
+    assert_eq!(store.sweep_sessions(2000).await.unwrap(), 3, "then the rest");
+
+    let after = serde_json::json!({"how": "token", "from": "192.0.2.1", "refused": "unknown or revoked token"});
+    store.insert_audit(1000, "unknown", "signin", "192.0.2.1", &after).await.unwrap();
+    let a = store.audit(10).await.unwrap();
+    assert_eq!((a[0].action.as_str(), a[0].target.as_str()), ("signin", "192.0.2.1"));
+    assert_eq!(serde_json::from_str::<serde_json::Value>(a[0].after.as_deref().unwrap()).unwrap(), after);
+    store.close().await;
+    db.drop_db().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

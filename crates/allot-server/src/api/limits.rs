@@ -38,11 +38,20 @@ pub struct Limits {
     pub request_timeout: Duration,
     pub max_in_flight: usize,
     in_flight: Arc<Semaphore>,
+    /// Sign-in attempts per source and the sweep of expired sessions
+    /// ([`crate::signin`]).
+    pub signin: crate::signin::Guard,
 }
 
 impl Limits {
     pub fn new(body_timeout: Duration, request_timeout: Duration, max_in_flight: usize) -> Limits {
-        Limits { body_timeout, request_timeout, max_in_flight, in_flight: Arc::new(Semaphore::new(max_in_flight)) }
+        Limits {
+            body_timeout,
+            request_timeout,
+            max_in_flight,
+            in_flight: Arc::new(Semaphore::new(max_in_flight)),
+            signin: crate::signin::Guard::default(),
+        }
     }
 }
 

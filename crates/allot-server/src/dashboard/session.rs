@@ -8,6 +8,12 @@
 //! ([`SESSION_TTL`]). Each request resolves the session to the token's
 //! principal again, so a revoked token signs its sessions out at once.
 //!
+//! Sign-in goes through [`crate::signin`]: refused attempts are limited
+//! per source address (429 with `Retry-After`), every attempt is audited,
+//! and one token holds at most [`crate::signin::MAX_SESSIONS`] sessions
+//! (the oldest ends). `next` is followed only to a path of this site
+//! ([`local_next`]).
+//!
 //! Changes are `POST` forms: [`Viewer::check_csrf`] compares the form's
 //! `csrf` field with the session's, and a request whose `Origin` (or
 //! `Sec-Fetch-Site`) says another site sent it is refused before anything
@@ -26,6 +32,7 @@ use serde::Deserialize;
 
 use crate::api::App;
 use crate::auth::{Principal, Role, hash_token, new_token};
+use crate::signin::{self, Attempt, How, Source};
 use crate::store::sessions::SessionRow;
 
 use super::html;
@@ -87,6 +94,13 @@ impl Viewer {
             tracing::warn!(error = %e, "dashboard: cannot read the session");
             html::refusal(StatusCode::SERVICE_UNAVAILABLE, "Unavailable", "The store cannot be read; retry shortly.")
         };
+        // Expired sessions go also while nobody signs in (cheap: at most
+        // every few minutes, signin::SWEEP_EVERY_S).
+        if app.limits.signin.sweep_due(now)
+            && let Err(e) = app.store.sweep_sessions(now).await
+        {
+            tracing::warn!(error = %e, "dashboard: cannot remove expired sessions");
+        }
         let Some(s) = app.store.session(&hash, now).await.map_err(unavailable)? else { return Ok(None) };
         let Some(who) = app.auth.principal_by_hash(s.token_hash).await.map_err(unavailable)? else {
             return Ok(None);
@@ -275,50 +289,81 @@ struct LoginForm {
     next: Option<String>,
 }
 
-async fn login(State(app): State<App>, headers: HeaderMap, Form(f): Form<LoginForm>) -> Response {
+/// `POST /login`: the token's principal gets a session, within the
+/// sign-in limit of its source, audited ([`crate::signin`]).
+async fn login(State(app): State<App>, source: Source, headers: HeaderMap, Form(f): Form<LoginForm>) -> Response {
     if let Err(r) = same_origin(&headers) {
         return r;
     }
+    let now = crate::clock::now() as i64;
+    let next = f.next.as_deref();
+    let attempt = |who: Option<&'static str>| Attempt { who, how: How::Token, source, refused: None };
+    let admitted = match app.limits.signin.admit(source) {
+        Ok(a) => a,
+        Err(limited) => {
+            if limited.first {
+                signin::audit(&app.store, now, &Attempt { refused: Some(signin::TOO_MANY), ..attempt(None) }).await;
+            }
+            let wait = limited.retry_after_s;
+            let text = format!("Too many sign-in attempts from this address: try again in {wait} s.");
+            let mut r = login_form(StatusCode::TOO_MANY_REQUESTS, next, Some(&text));
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(wait));
+            return r;
+        }
+    };
     let who = match app.auth.principal(f.token.trim()).await {
         Ok(Some(p)) => p,
         Ok(None) => {
-            return login_form(StatusCode::UNAUTHORIZED, f.next.as_deref(), Some("Unknown or revoked token."));
+            let why = "unknown or revoked token";
+            signin::audit(&app.store, now, &Attempt { refused: Some(why), ..attempt(None) }).await;
+            return login_form(StatusCode::UNAUTHORIZED, next, Some("Unknown or revoked token."));
         }
         Err(e) => {
             tracing::warn!(error = %e, "dashboard: cannot check a token");
-            return login_form(
-                StatusCode::SERVICE_UNAVAILABLE,
-                f.next.as_deref(),
-                Some("The store cannot be read; retry shortly."),
-            );
+            app.limits.signin.signed_in(admitted);
+            return login_form(StatusCode::SERVICE_UNAVAILABLE, next, Some("The store cannot be read; retry shortly."));
         }
     };
+    let audited = |refused: Option<&'static str>| {
+        let (app, name) = (app.clone(), who.name.clone());
+        async move { signin::audit(&app.store, now, &Attempt { who: Some(&name), refused, ..attempt(None) }).await }
+    };
     if who.role == Role::Metrics {
+        audited(Some("a metrics token may not sign in")).await;
         return login_form(
             StatusCode::FORBIDDEN,
-            f.next.as_deref(),
+            next,
             Some("A metrics token reads /metrics only; sign in with a researcher, manager or admin token."),
         );
     }
     let id = new_token();
-    let now = crate::clock::now() as i64;
     let row = SessionRow {
         hash: hash_token(&id),
         token_hash: hash_token(f.token.trim()),
         csrf: hash_token(&new_token()),
-        created_t: now,
+        created_t: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(now * 1000, |d| d.as_millis() as i64),
         expires_t: now + SESSION_TTL,
     };
-    if let Err(e) = app.store.insert_session(&row).await {
-        tracing::warn!(error = %e, "dashboard: cannot record a session");
-        return login_form(
-            StatusCode::SERVICE_UNAVAILABLE,
-            f.next.as_deref(),
-            Some("The store cannot be written; retry shortly."),
-        );
+    match app.store.insert_session(&row, signin::MAX_SESSIONS).await {
+        Ok(ended) if ended > 0 => {
+            tracing::info!(principal = %who.name, ended, "dashboard: the oldest sessions of the token ended");
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "dashboard: cannot record a session");
+            app.limits.signin.signed_in(admitted);
+            return login_form(
+                StatusCode::SERVICE_UNAVAILABLE,
+                next,
+                Some("The store cannot be written; retry shortly."),
+            );
+        }
     }
-    tracing::info!(principal = %who.name, "dashboard: signed in");
-    let mut r = Redirect::to(&local_next(f.next.as_deref())).into_response();
+    app.limits.signin.signed_in(admitted);
+    audited(None).await;
+    let mut r = Redirect::to(&local_next(next)).into_response();
     r.headers_mut().append(header::SET_COOKIE, set_cookie(COOKIE, &id, SESSION_TTL, over_tls(&headers)));
     r
 }

@@ -214,6 +214,31 @@ impl Store {
         tx.commit().await.ctx("commit the account change")
     }
 
+    /// Writes one audit entry of its own (a sign-in attempt: `after` says
+    /// how, from where and whether it was refused).
+    pub async fn insert_audit(
+        &self,
+        t: i64,
+        principal: &str,
+        action: &str,
+        target: &str,
+        after: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin_write("begin an audit entry").await?;
+        sqlx::query(
+            "INSERT INTO audit (t, principal, action, target, before_value, after_value) VALUES ($1, $2, $3, $4, NULL, $5)",
+        )
+        .bind(t)
+        .bind(principal)
+        .bind(action)
+        .bind(target)
+        .bind(after.to_string())
+        .execute(&mut *tx)
+        .await
+        .ctx("write the audit entry")?;
+        tx.commit().await.ctx("commit the audit entry")
+    }
+
     /// Audit entries, newest first.
     pub async fn audit(&self, limit: i64) -> Result<Vec<AuditRow>, StoreError> {
         let rows = sqlx::query(
