@@ -271,7 +271,7 @@ pub(crate) async fn serve(
         let (id, conn) = registry.open();
         let (registry, http, router, closing) = (registry.clone(), http.clone(), router.clone(), closing.clone());
         tokio::spawn(async move {
-            connection(TokioIo::new(stream), &conn, &registry, &http, router, closing).await;
+            connection(TokioIo::new(stream), peer, &conn, &registry, &http, router, closing).await;
             tracing::trace!(%peer, "connection closed");
             registry.close(id);
             drop(permit);
@@ -289,6 +289,7 @@ pub(crate) async fn serve(
 /// Serves one connection until it ends, is evicted or the server stops.
 async fn connection(
     io: TokioIo<tokio::net::TcpStream>,
+    peer: std::net::SocketAddr,
     conn: &Arc<Conn>,
     registry: &Arc<Registry>,
     http: &hyper::server::conn::http1::Builder,
@@ -297,7 +298,9 @@ async fn connection(
 ) {
     let inner = TowerToHyperService::new(router);
     let (c2, r2) = (conn.clone(), registry.clone());
-    let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+    let svc = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+        // Where the request came from (sign-ins are audited and limited by it).
+        req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
         let busy = Busy::enter(&c2, &r2);
         let fut = inner.call(req);
         async move {
