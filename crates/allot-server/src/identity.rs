@@ -262,7 +262,10 @@ mod tests {
         let none = principal_of(&user("eve", &["eve", "staff"]), &cfg);
         assert_eq!(none, None, "a person in no granted group has no principal");
         let r = principal_of(&user("alice", &["alice", "nlp"]), &cfg).unwrap();
-        assert_eq!((r.role, r.projects.as_slice(), r.scopes.len()), (Role::Researcher, &["org/nlp".to_string()][..], 0));
+        assert_eq!(
+            (r.role, r.projects.as_slice(), r.scopes.len()),
+            (Role::Researcher, &["org/nlp".to_string()][..], 0)
+        );
         assert_eq!((r.token_id.as_str(), r.unix_user.as_deref()), ("user:alice", Some("alice")));
         let m = principal_of(&user("carol", &["nlp", "vision-leads"]), &cfg).unwrap();
         assert_eq!(m.role, Role::Manager);

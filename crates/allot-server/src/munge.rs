@@ -35,7 +35,9 @@ pub enum MungeError {
     Refused(String),
     #[error("the munge credential was already used (a credential signs in once): get a new one")]
     Replayed,
-    #[error("the munge credential was made for another server (its payload is {0:?}); use `allot login` against this one")]
+    #[error(
+        "the munge credential was made for another server (its payload is {0:?}); use `allot login` against this one"
+    )]
     Audience(String),
     #[error("munge sign-in is not available on this server: {0}")]
     Unavailable(String),
@@ -109,9 +111,7 @@ pub async fn decode(credential: &str, socket: Option<&str>) -> Result<Credential
 
 /// `unmunge --numeric` metadata (`KEY: value` lines) and the payload.
 fn parse(meta: &str, payload: &str) -> Option<Credential> {
-    let field = |k: &str| {
-        meta.lines().find_map(|l| l.strip_prefix(k)?.strip_prefix(':').map(|v| v.trim().to_string()))
-    };
+    let field = |k: &str| meta.lines().find_map(|l| l.strip_prefix(k)?.strip_prefix(':').map(|v| v.trim().to_string()));
     Some(Credential {
         uid: field("UID")?.parse().ok()?,
         gid: field("GID")?.parse().ok()?,
@@ -153,9 +153,13 @@ mod tests {
 
     #[test]
     fn metadata_is_read() {
-        let meta = "UID:              2001\nGID:              2001\nENCODE_TIME:      1796000000\nTTL:              300\n";
+        let meta =
+            "UID:              2001\nGID:              2001\nENCODE_TIME:      1796000000\nTTL:              300\n";
         let c = parse(meta, "allot-login:x").unwrap();
-        assert_eq!((c.uid, c.gid, c.encode_t, c.ttl_s, c.payload.as_str()), (2001, 2001, 1796000000, 300, "allot-login:x"));
+        assert_eq!(
+            (c.uid, c.gid, c.encode_t, c.ttl_s, c.payload.as_str()),
+            (2001, 2001, 1796000000, 300, "allot-login:x")
+        );
         assert_eq!(parse("UID: x\n", ""), None);
     }
 

@@ -205,7 +205,9 @@ fn warn_run_policy(run: &crate::identity::RunPolicy) {
             "--single-user as root: every workload runs as root, whoever submitted it; any token that may submit \
              is a root shell on this host"
         ),
-        (true, _) => tracing::info!(user = %run.server_user, "--single-user: every workload runs as the server's own user"),
+        (true, _) => {
+            tracing::info!(user = %run.server_user, "--single-user: every workload runs as the server's own user")
+        }
         (false, 0) => tracing::info!(min_uid = run.min_uid, "workloads run as their submitters' Unix users (ID-1)"),
         (false, _) => tracing::warn!(
             user = %run.server_user,
@@ -234,8 +236,16 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let local = clusters_run_by(&plans, ExecutorKind::Local);
     let jobs_only = clusters_run_by(&plans, ExecutorKind::Kubernetes);
-    let (exec, exec_name, kubes) =
-        build_executors(&cfg.cluster, plans, devices, &instance, opts, ev_tx, store.fence.clone(), cfg.identity.min_uid)?;
+    let (exec, exec_name, kubes) = build_executors(
+        &cfg.cluster,
+        plans,
+        devices,
+        &instance,
+        opts,
+        ev_tx,
+        store.fence.clone(),
+        cfg.identity.min_uid,
+    )?;
     match cfg.telemetry.interval_s {
         Some(every) => exec.start_telemetry(std::time::Duration::from_secs(every)),
         None => tracing::info!("GPU telemetry is off ([telemetry] interval = \"off\")"),
@@ -357,11 +367,7 @@ fn executor_plans(cfg: &allot_trace::config::Config, opts: &ServeOptions) -> Res
                 ))),
                 None => Ok(Plan {
                     kind: opts.executor,
-                    slurm: SlurmOptions {
-                        cluster: named,
-                        min_uid: Some(cfg.identity.min_uid),
-                        ..opts.slurm.clone()
-                    },
+                    slurm: SlurmOptions { cluster: named, min_uid: Some(cfg.identity.min_uid), ..opts.slurm.clone() },
                     kube: None,
                 }),
                 Some(e) => {
@@ -477,8 +483,7 @@ fn build_executors(
                     let contain = crate::executor::cgroup::for_server(instance, opts.allow_uncontained)
                         .map_err(ServerError::Containment)?;
                     let devices = devices.take().unwrap_or_default();
-                    let exec =
-                        LocalExecutor::new(tx.clone(), instance, devices, contain).with_min_uid(min_uid);
+                    let exec = LocalExecutor::new(tx.clone(), instance, devices, contain).with_min_uid(min_uid);
                     local.insert(Arc::new(exec)).clone()
                 }
             },

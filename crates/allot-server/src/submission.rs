@@ -565,7 +565,14 @@ interactive_max_gpus = 2
     }
 
     fn admin() -> Principal {
-        Principal { name: "ann".into(), role: Role::Admin, scopes: vec![], projects: vec![], token_id: "t1".into(), unix_user: None }
+        Principal {
+            name: "ann".into(),
+            role: Role::Admin,
+            scopes: vec![],
+            projects: vec![],
+            token_id: "t1".into(),
+            unix_user: None,
+        }
     }
 
     fn researcher() -> Principal {

@@ -60,8 +60,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::cgroup::{AttemptGroup, Containment};
-use super::runas::{self, Identity};
 use super::inventory::DeviceMap;
+use super::runas::{self, Identity};
 use super::telemetry::{Held, sample_local};
 use super::{AttemptKey, BoxFuture, ExecEvent, Executor, ExitStatus, Launch, LaunchError, NodeGpus, Survivor};
 

@@ -49,7 +49,8 @@ impl Identity {
         let RunAs::User(name) = run_as else { return Ok(None) };
         let user = UnixUser::by_name(name)?.at_least(min_uid)?;
         let dir = workdir.unwrap_or(&user.home).as_os_str().as_bytes().to_vec();
-        let dir = CString::new(dir).map_err(|_| IdentityError::Lookup(name.clone(), "a NUL in its directory".into()))?;
+        let dir =
+            CString::new(dir).map_err(|_| IdentityError::Lookup(name.clone(), "a NUL in its directory".into()))?;
         Ok(Some(Identity { user, dir }))
     }
 
@@ -133,9 +134,8 @@ pub fn environment<'a>(
     user: Option<&UnixUser>,
     own: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| ALLOWED_ENV.contains(&k.as_str()) || k.starts_with("LC_"))
-        .collect();
+    let mut env: Vec<(String, String)> =
+        std::env::vars().filter(|(k, _)| ALLOWED_ENV.contains(&k.as_str()) || k.starts_with("LC_")).collect();
     let me;
     let user = match user {
         Some(u) => Some(u),
@@ -212,10 +212,7 @@ fn own_file(dir: &OwnedFd, name: &OsStr, owner: Option<&UnixUser>) -> io::Result
     give(&fd, owner, 0o600)?;
     // Back to blocking writes (the workload's output goes through it).
     let fl = nix::fcntl::fcntl(fd.as_fd(), nix::fcntl::FcntlArg::F_GETFL)?;
-    nix::fcntl::fcntl(
-        fd.as_fd(),
-        nix::fcntl::FcntlArg::F_SETFL(OFlag::from_bits_truncate(fl) & !OFlag::O_NONBLOCK),
-    )?;
+    nix::fcntl::fcntl(fd.as_fd(), nix::fcntl::FcntlArg::F_SETFL(OFlag::from_bits_truncate(fl) & !OFlag::O_NONBLOCK))?;
     Ok(std::fs::File::from(fd))
 }
 
@@ -285,9 +282,8 @@ pub fn write_in(dir: &Path, name: &str, body: &[u8]) -> io::Result<()> {
     }
     let mut f = std::fs::File::from(fd);
     let written = f.write_all(body).and_then(|()| f.sync_data());
-    let renamed = written.and_then(|()| {
-        nix::fcntl::renameat(dfd.as_fd(), tmp.as_str(), dfd.as_fd(), name).map_err(io::Error::from)
-    });
+    let renamed = written
+        .and_then(|()| nix::fcntl::renameat(dfd.as_fd(), tmp.as_str(), dfd.as_fd(), name).map_err(io::Error::from));
     if renamed.is_err() {
         let _ = nix::unistd::unlinkat(dfd.as_fd(), tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
     }

@@ -30,8 +30,8 @@ use sqlx::{Any, AnyPool, Executor};
 pub use lease::{Fence, LeaseConfig, LeaseHolder};
 
 pub use rows::{
-    AttemptRow, AuditRow, ClusterFilter, GpuSample, GpuSummary, NewWorkload, NodeEventRow, Op, OverrideRow,
-    LoginRow, RowConditions, TokenRow, WorkloadFilter, WorkloadRow,
+    AttemptRow, AuditRow, ClusterFilter, GpuSample, GpuSummary, LoginRow, NewWorkload, NodeEventRow, Op, OverrideRow,
+    RowConditions, TokenRow, WorkloadFilter, WorkloadRow,
 };
 pub use workloads::{Idempotency, Inserted};
 

@@ -99,17 +99,14 @@ pub(super) fn build_identity(
     let mut c = IdentityConfig::default();
     if let Some(raw) = raw {
         if let Some(v) = &raw.min_uid {
-            c.min_uid = u32::try_from(*v.get_ref())
-                .ok()
-                .filter(|&u| u > 0)
-                .ok_or_else(|| {
-                    let m = format!(
-                        "min_uid {} is not a uid from 1 to {} (root, uid 0, never runs workloads)",
-                        v.get_ref(),
-                        u32::MAX
-                    );
-                    ctx.err("identity.min_uid", Some(v.span()), m)
-                })?;
+            c.min_uid = u32::try_from(*v.get_ref()).ok().filter(|&u| u > 0).ok_or_else(|| {
+                let m = format!(
+                    "min_uid {} is not a uid from 1 to {} (root, uid 0, never runs workloads)",
+                    v.get_ref(),
+                    u32::MAX
+                );
+                ctx.err("identity.min_uid", Some(v.span()), m)
+            })?;
         }
         if let Some(t) = &raw.session_ttl {
             let s = t.get_ref().0;
@@ -171,7 +168,11 @@ pub(super) fn build_identity(
                 return Err(ctx.err(format!("grants[{i}].accounts[{j}]"), Some(a.span()), m));
             }
         }
-        c.grants.push(Grant { to, role: role.clone(), accounts: g.accounts.iter().map(|a| a.get_ref().clone()).collect() });
+        c.grants.push(Grant {
+            to,
+            role: role.clone(),
+            accounts: g.accounts.iter().map(|a| a.get_ref().clone()).collect(),
+        });
     }
     Ok(c)
 }
@@ -226,7 +227,11 @@ path = "org/vision"
             ("[[grants]]\ngroup = \"g\"\nuser = \"u\"\nrole = \"admin\"\n", "grants[0].user", "not both"),
             ("[[grants]]\ngroup = \"g\"\nrole = \"boss\"\n", "grants[0].role", "unknown role \"boss\""),
             ("[[grants]]\ngroup = \"g\"\nrole = \"researcher\"\n", "grants[0].accounts", "names the accounts"),
-            ("[[grants]]\ngroup = \"g\"\nrole = \"admin\"\naccounts = [\"org/nlp\"]\n", "grants[0].accounts", "every account"),
+            (
+                "[[grants]]\ngroup = \"g\"\nrole = \"admin\"\naccounts = [\"org/nlp\"]\n",
+                "grants[0].accounts",
+                "every account",
+            ),
             (
                 "[[grants]]\ngroup = \"g\"\nrole = \"manager\"\naccounts = [\"org/nlp\", \"org/x\"]\n",
                 "grants[0].accounts[1]",

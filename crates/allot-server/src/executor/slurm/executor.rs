@@ -10,9 +10,9 @@ use tokio::sync::mpsc;
 
 use super::health::{Watch, poll_nodes};
 use super::jobs::{POLL, Slot, Slots, live_store_jobs, owned_jobs, poll, scancel};
-use crate::identity::UnixUser;
 use super::launch::{exit_record, job_comment, job_name, sbatch_command, uniform, write_script};
 use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, Launch, LaunchError, Survivor};
+use crate::identity::UnixUser;
 
 /// `allot serve --executor slurm` options, or one cluster's
 /// `[clusters.executor]` in a fleet.

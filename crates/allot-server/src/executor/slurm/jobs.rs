@@ -189,12 +189,8 @@ async fn owned_jobs_of(
     users: Users,
     comment: &str,
 ) -> Result<Vec<(u64, String)>, SlurmError> {
-    let out = opts
-        .command("squeue")
-        .args(["--noheader", "--states=all", "--format=%A|%T|%U|%k"])
-        .args(filter)
-        .output()
-        .await;
+    let out =
+        opts.command("squeue").args(["--noheader", "--states=all", "--format=%A|%T|%U|%k"]).args(filter).output().await;
     let out = SlurmError::command("list this store's Slurm jobs", "squeue", out)?;
     let (mine, foreign) = split_owned(&String::from_utf8_lossy(&out.stdout), users, comment);
     for j in foreign {

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::SlurmOptions;
-use crate::identity::UnixUser;
 use super::error::{SlurmError, SlurmErrorKind};
 use crate::executor::{AttemptKey, Launch, LaunchError};
+use crate::identity::UnixUser;
 
 /// The `sbatch` command for an attempt (script already written), as
 /// `user` (ID-1: `--uid` and `--gid` of a root server; Slurm runs the job
