@@ -236,16 +236,8 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let local = clusters_run_by(&plans, ExecutorKind::Local);
     let jobs_only = clusters_run_by(&plans, ExecutorKind::Kubernetes);
-    let (exec, exec_name, kubes) = build_executors(
-        &cfg.cluster,
-        plans,
-        devices,
-        &instance,
-        opts,
-        ev_tx,
-        store.fence.clone(),
-        cfg.identity.min_uid,
-    )?;
+    let host = Host { instance: &instance, min_uid: cfg.identity.min_uid, fence: store.fence.clone() };
+    let (exec, exec_name, kubes) = build_executors(&cfg.cluster, plans, devices, &host, opts, ev_tx)?;
     match cfg.telemetry.interval_s {
         Some(every) => exec.start_telemetry(std::time::Duration::from_secs(every)),
         None => tracing::info!("GPU telemetry is off ([telemetry] interval = \"off\")"),
@@ -431,6 +423,14 @@ async fn prepare(
     Ok(devices)
 }
 
+/// What every executor of this server shares: the store's instance, the
+/// lowest uid a person's work may run as, and the store's lease fence.
+struct Host<'a> {
+    instance: &'a str,
+    min_uid: u32,
+    fence: Arc<crate::store::lease::Fence>,
+}
+
 /// The fleet's executor, how it is described in logs, and the Kubernetes
 /// clusters' executors (each is handed the API's front once it exists).
 type Executors = (Arc<dyn Executor>, String, Vec<Arc<KubeExecutor>>);
@@ -443,12 +443,11 @@ fn build_executors(
     cluster: &allot_core::Cluster,
     plans: Vec<Plan>,
     devices: DeviceMap,
-    instance: &str,
+    host: &Host<'_>,
     opts: &ServeOptions,
     events: mpsc::UnboundedSender<ExecEvent>,
-    fence: Arc<crate::store::lease::Fence>,
-    min_uid: u32,
 ) -> Result<Executors, ServerError> {
+    let (instance, min_uid, fence) = (host.instance, host.min_uid, &host.fence);
     let one = plans.len() == 1;
     let (tx, from_members) = if one {
         (events.clone(), None)
