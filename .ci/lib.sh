@@ -161,7 +161,7 @@ TOML
     || { cat "$dir/token.log" >&2; ci_die "allot token create failed"; }
   port=$(ci_free_ports 1)
   ALLOT_LOG=warn "$bin" serve --config "$dir/cluster.toml" --db "$db" --listen "127.0.0.1:$port" \
-    --executor none --data-dir "$dir/data" 2>"$dir/server.log" &
+    --executor none --single-user --data-dir "$dir/data" 2>"$dir/server.log" &
   CI_SERVE_PID=$!
   CI_SERVE_URL="http://127.0.0.1:$port"
   local _

@@ -28,7 +28,7 @@ grace = "1s"
 T
 tok=$("$BIN" token create --db "sqlite://$d/a.db" --role admin --name root 2>/dev/null)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-serve=("$BIN" serve --config "$d/c.toml" --db "sqlite://$d/a.db" --listen "127.0.0.1:$port" --data-dir "$d/data")
+serve=("$BIN" serve --config "$d/c.toml" --db "sqlite://$d/a.db" --listen "127.0.0.1:$port" --data-dir "$d/data" --single-user)
 if [ -n "${RUNAS:-}" ]; then
   chown -R "$RUNAS" "$d"
   setpriv --reuid="$RUNAS" --regid="$(id -g "$RUNAS")" --clear-groups "${serve[@]}" --allow-uncontained 2> "$d/log" &

@@ -186,7 +186,14 @@ async fn run_backend(label: &str, db: String, n: usize) {
     let d = dir(label);
     std::fs::write(d.join("cluster.toml"), config()).expect("config");
     let store = Store::open(&db).await.expect("open store");
-    let spec = TokenSpec { name: "bench".into(), role: Role::Admin, scope: None, projects: vec![] };
+    let spec = TokenSpec {
+        name: "bench".into(),
+        role: Role::Admin,
+        scope: None,
+        projects: vec![],
+        unix_user: None,
+        expires_in_s: None,
+    };
     let token = create_token(&store, &spec, "bench").await.expect("token");
     store.close().await;
     let opts = ServeOptions {
@@ -201,6 +208,7 @@ async fn run_backend(label: &str, db: String, n: usize) {
         standby: false,
         lease: Default::default(),
         allow_uncontained: false,
+        single_user: true,
         edge: Default::default(),
     };
     let running = allot_server::start(&opts).await.expect("start the server");

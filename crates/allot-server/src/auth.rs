@@ -20,12 +20,17 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use allot_trace::config::{Grantee, IdentityConfig};
+
+use crate::identity::UnixUser;
 
 use serde::{Deserialize, Serialize};
 
 pub use crate::secret::{hash_token, new_token, new_token_id};
-use crate::store::{Store, StoreError, TokenRow};
+use crate::store::{LoginRow, Store, StoreError, TokenRow};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -58,18 +63,24 @@ impl Role {
     }
 }
 
-/// Who is calling.
+/// Who is calling: a person (a Unix user signed in, whose `[[grants]]`
+/// made this) or a token (automation: a service principal).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Principal {
     pub name: String,
+    /// The highest of its roles (a person's grants may give several).
     pub role: Role,
-    /// The subtree a manager manages.
-    pub scope: Option<String>,
-    /// Projects granted to a researcher.
+    /// The subtrees it manages (a manager token has one).
+    pub scopes: Vec<String>,
+    /// Projects granted to it as a researcher.
     pub projects: Vec<String>,
-    /// The token's stable identity: what owns its workloads.
+    /// What owns its workloads: a token's stable id, or `user:<name>` for
+    /// a person (whichever session submitted them).
     #[serde(skip)]
     pub token_id: String,
+    /// The Unix user its workloads run as (a person's own, or the service
+    /// account a token was made for); `None`: a token with no Unix user.
+    pub unix_user: Option<String>,
 }
 
 /// Whether `path` is `root` or lies below it.
@@ -82,9 +93,7 @@ impl Principal {
     pub fn visible_roots(&self) -> Option<Vec<String>> {
         match self.role {
             Role::Admin => None,
-            Role::Manager => Some(self.scope.iter().cloned().collect()),
-            Role::Researcher => Some(self.projects.clone()),
-            Role::Metrics => Some(Vec::new()),
+            _ => Some(self.scopes.iter().chain(&self.projects).cloned().collect()),
         }
     }
 
@@ -93,17 +102,24 @@ impl Principal {
     }
 
     pub fn can_submit(&self, account: &str) -> bool {
-        self.can_see(account)
+        self.role != Role::Metrics && self.can_see(account)
     }
 
-    /// Cancel: admins anything, managers inside their subtree, researchers
-    /// the workloads their own token submitted (`owner`: its token id) in
-    /// projects they still see.
+    fn manages(&self, account: &str) -> bool {
+        self.scopes.iter().any(|s| within(account, s))
+    }
+
+    /// Cancel: admins anything, managers inside their subtrees, researchers
+    /// the workloads they own (`owner`: a token's id, or `user:<name>` for
+    /// a person) in projects they still see.
     pub fn can_cancel(&self, account: &str, owner: Option<&str>) -> bool {
         match self.role {
-            Role::Admin | Role::Manager => self.can_see(account),
-            Role::Researcher => owner == Some(self.token_id.as_str()) && self.can_see(account),
+            Role::Admin => true,
             Role::Metrics => false,
+            Role::Manager | Role::Researcher => {
+                self.manages(account)
+                    || (owner == Some(self.token_id.as_str()) && self.projects.iter().any(|p| within(account, p)))
+            }
         }
     }
 
@@ -113,11 +129,11 @@ impl Principal {
     }
 
     /// Budgets and shares: admins anywhere, managers strictly inside their
-    /// subtree.
+    /// subtrees.
     pub fn can_change(&self, account: &str) -> bool {
         match self.role {
             Role::Admin => true,
-            Role::Manager => self.scope.as_deref().is_some_and(|s| account != s && within(account, s)),
+            Role::Manager => self.scopes.iter().any(|s| account != s && within(account, s)),
             Role::Researcher | Role::Metrics => false,
         }
     }
@@ -174,6 +190,11 @@ pub struct TokenSpec {
     pub role: Role,
     pub scope: Option<String>,
     pub projects: Vec<String>,
+    /// The Unix user its workloads run as (a service account); `None`: a
+    /// token that cannot submit unless the server runs `--single-user`.
+    pub unix_user: Option<String>,
+    /// How long it lasts, seconds from its creation (`None`: until revoked).
+    pub expires_in_s: Option<u64>,
 }
 
 impl TokenSpec {
@@ -202,6 +223,18 @@ impl TokenSpec {
         if let Some((i, p)) = self.projects.iter().enumerate().find(|(i, p)| self.projects[..*i].contains(p)) {
             return Err(("projects", format!("account {p:?} is granted twice (projects[{i}])")));
         }
+        if let Some(u) = &self.unix_user {
+            match UnixUser::by_name(u) {
+                Ok(user) if user.uid == 0 => {
+                    return Err(("user", format!("{u:?} is root: no token runs workloads as root")));
+                }
+                Ok(_) => {}
+                Err(e) => return Err(("user", e.to_string())),
+            }
+        }
+        if self.expires_in_s == Some(0) {
+            return Err(("expires", "a token that expires at once is of no use: give a duration such as 90d".into()));
+        }
         Ok(())
     }
 }
@@ -209,14 +242,17 @@ impl TokenSpec {
 /// Creates a token; returns the token text (shown once).
 pub async fn create_token(store: &Store, spec: &TokenSpec, created_by: &str) -> Result<String, TokenError> {
     let token = new_token();
+    let now = crate::clock::now();
     let row = TokenRow {
         id: new_token_id(),
         name: spec.name.clone(),
         hash: hash_token(&token),
         role: spec.role.as_str().to_string(),
         scope: spec.scope.clone(),
-        created_t: crate::clock::now() as i64,
+        created_t: now as i64,
         created_by: created_by.to_string(),
+        unix_user: spec.unix_user.clone(),
+        expires_t: spec.expires_in_s.map(|s| (now + s) as i64),
     };
     if !store.insert_token(&row, &spec.projects).await? {
         return Err(TokenError::NameTaken(spec.name.clone()));
@@ -224,57 +260,242 @@ pub async fn create_token(store: &Store, spec: &TokenSpec, created_by: &str) -> 
     Ok(token)
 }
 
-/// Resolves bearer tokens, caching hits for a short while so every request
-/// does not read the store (revocations through the API clear the cache).
+/// Resolves bearer tokens and people's sessions, caching hits for a short
+/// while so every request does not read the store. Every cached principal
+/// carries the generation it was made in: a change of tokens, grants or
+/// the account tree ([`Authenticator::forget_all`]) is seen by the very
+/// next request.
 pub struct Authenticator {
     store: Store,
-    cache: Mutex<HashMap<String, (Principal, Instant)>>,
+    identity: IdentityConfig,
+    cache: Mutex<HashMap<String, Cached>>,
+    generation: AtomicU64,
+}
+
+struct Cached {
+    principal: Principal,
+    at: Instant,
+    generation: u64,
+    /// A session's or token's end (Unix seconds).
+    expires_t: Option<i64>,
 }
 
 const CACHE_TTL: Duration = Duration::from_secs(30);
 
+/// How many sessions a person may hold at once; opening one more ends the
+/// oldest.
+pub const MAX_SESSIONS_PER_PERSON: i64 = 32;
+
 impl Authenticator {
     pub fn new(store: Store) -> Authenticator {
-        Authenticator { store, cache: Mutex::new(HashMap::new()) }
+        Self::with_identity(store, IdentityConfig::default())
+    }
+
+    /// With `[identity]` and `[[grants]]`: people's sessions are resolved
+    /// through them.
+    pub fn with_identity(store: Store, identity: IdentityConfig) -> Authenticator {
+        Authenticator { store, identity, cache: Mutex::new(HashMap::new()), generation: AtomicU64::new(0) }
+    }
+
+    pub fn identity(&self) -> &IdentityConfig {
+        &self.identity
     }
 
     pub async fn principal(&self, token: &str) -> Result<Option<Principal>, StoreError> {
         self.principal_by_hash(hash_token(token)).await
     }
 
-    /// The principal of the token with this hash (a dashboard session
-    /// keeps only the hash of the token it was opened with).
+    /// The principal of the token or session with this hash (a dashboard
+    /// session keeps only the hash of the token it was opened with).
     pub async fn principal_by_hash(&self, hash: String) -> Result<Option<Principal>, StoreError> {
-        if let Some((p, at)) = self.cache.lock().expect("auth cache").get(&hash)
-            && at.elapsed() < CACHE_TTL
+        let now = crate::clock::now() as i64;
+        let generation = self.generation.load(Ordering::Acquire);
+        if let Some(c) = self.cache.lock().expect("auth cache").get(&hash)
+            && c.generation == generation
+            && c.at.elapsed() < CACHE_TTL
+            && c.expires_t.is_none_or(|e| now < e)
         {
-            return Ok(Some(p.clone()));
+            return Ok(Some(c.principal.clone()));
         }
-        let Some((row, projects)) = self.store.token_by_hash(&hash).await? else {
-            return Ok(None);
+        let found = match self.store.token_by_hash(&hash).await? {
+            Some((row, projects)) => {
+                if row.expires_t.is_some_and(|e| now >= e) {
+                    return Ok(None);
+                }
+                let Some(role) = Role::parse(&row.role) else { return Ok(None) };
+                let p = Principal {
+                    name: row.name,
+                    role,
+                    scopes: row.scope.into_iter().collect(),
+                    projects,
+                    token_id: row.id,
+                    unix_user: row.unix_user,
+                };
+                Some((p, row.expires_t))
+            }
+            None => match self.store.login_by_hash(&hash, now).await? {
+                Some(login) => self.person(&login.unix_user).map(|p| (p, Some(login.expires_t))),
+                None => None,
+            },
         };
-        let Some(role) = Role::parse(&row.role) else { return Ok(None) };
-        let p = Principal { name: row.name, role, scope: row.scope, projects, token_id: row.id };
-        self.cache.lock().expect("auth cache").insert(hash, (p.clone(), Instant::now()));
+        let Some((p, expires_t)) = found else { return Ok(None) };
+        let cached = Cached { principal: p.clone(), at: Instant::now(), generation, expires_t };
+        self.cache.lock().expect("auth cache").insert(hash, cached);
         Ok(Some(p))
     }
 
-    pub fn forget_all(&self) {
-        self.cache.lock().expect("auth cache").clear();
+    /// Person `name`'s principal now: their Unix user as NSS answers and
+    /// what `[[grants]]` give their groups (`None`: gone, or no grant).
+    pub fn person(&self, name: &str) -> Option<Principal> {
+        let user = UnixUser::by_name(name).ok()?;
+        principal_of(&user, &self.identity)
     }
+
+    /// Opens a session for person `user` (signed in by `method` from
+    /// `source`); returns its token (shown once) and its end.
+    pub async fn open_session(
+        &self,
+        user: &UnixUser,
+        method: &str,
+        source: &str,
+    ) -> Result<(String, i64), StoreError> {
+        let token = crate::secret::new_session_token();
+        let now = crate::clock::now() as i64;
+        let row = LoginRow {
+            id: new_token_id(),
+            hash: hash_token(&token),
+            unix_user: user.name.clone(),
+            method: method.to_string(),
+            source: source.to_string(),
+            created_t: now,
+            expires_t: now + self.identity.session_ttl_s as i64,
+        };
+        self.store.insert_login(&row, MAX_SESSIONS_PER_PERSON).await?;
+        Ok((token, row.expires_t))
+    }
+
+    /// Tokens, grants or accounts changed: no cached principal is used
+    /// again.
+    pub fn forget_all(&self) {
+        let mut cache = self.cache.lock().expect("auth cache");
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        cache.clear();
+    }
+}
+
+/// The principal of person `user` under `[[grants]]`, or `None` when no
+/// grant names them or one of their groups. Grants merge: any admin grant
+/// makes an admin; manager grants give their subtrees, researcher grants
+/// their projects (a person may manage one team and do research in
+/// another); the role shown is the highest. A person owns the workloads
+/// they submitted by any session (`user:<name>`).
+pub fn principal_of(user: &UnixUser, cfg: &IdentityConfig) -> Option<Principal> {
+    let mine = cfg.grants.iter().filter(|g| match &g.to {
+        Grantee::User(n) => *n == user.name,
+        Grantee::Group(n) => user.group_names.contains(n),
+    });
+    let (mut admin, mut metrics) = (false, false);
+    let (mut scopes, mut projects) = (Vec::<String>::new(), Vec::<String>::new());
+    let mut any = false;
+    for g in mine {
+        any = true;
+        match g.role.as_str() {
+            "admin" => admin = true,
+            "metrics" => metrics = true,
+            "manager" => scopes.extend(g.accounts.iter().filter(|a| !scopes.contains(a)).cloned().collect::<Vec<_>>()),
+            _ => projects.extend(g.accounts.iter().filter(|a| !projects.contains(a)).cloned().collect::<Vec<_>>()),
+        }
+    }
+    if !any {
+        return None;
+    }
+    let role = if admin {
+        Role::Admin
+    } else if !scopes.is_empty() {
+        Role::Manager
+    } else if !projects.is_empty() {
+        Role::Researcher
+    } else if metrics {
+        Role::Metrics
+    } else {
+        return None;
+    };
+    if admin {
+        (scopes, projects) = (Vec::new(), Vec::new());
+    }
+    Some(Principal {
+        name: user.name.clone(),
+        role,
+        scopes,
+        projects,
+        token_id: owner_of_person(&user.name),
+        unix_user: Some(user.name.clone()),
+    })
+}
+
+/// What owns a person's workloads, whichever session submitted them.
+pub fn owner_of_person(name: &str) -> String {
+    format!("user:{name}")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use allot_trace::config::Grant;
+
+    fn user(name: &str, groups: &[&str]) -> UnixUser {
+        UnixUser {
+            name: name.into(),
+            uid: 2000,
+            gid: 2000,
+            groups: vec![2000],
+            group_names: groups.iter().map(|g| g.to_string()).collect(),
+            home: "/home/x".into(),
+            shell: "/bin/sh".into(),
+        }
+    }
+
+    fn grant(to: Grantee, role: &str, accounts: &[&str]) -> Grant {
+        Grant { to, role: role.into(), accounts: accounts.iter().map(|a| a.to_string()).collect() }
+    }
+
+    #[test]
+    fn grants_merge_by_group_and_user() {
+        let cfg = IdentityConfig {
+            grants: vec![
+                grant(Grantee::Group("nlp".into()), "researcher", &["org/nlp"]),
+                grant(Grantee::Group("vision-leads".into()), "manager", &["org/vision"]),
+                grant(Grantee::User("ops".into()), "admin", &[]),
+                grant(Grantee::Group("mon".into()), "metrics", &[]),
+            ],
+            ..IdentityConfig::default()
+        };
+        let none = principal_of(&user("eve", &["eve", "staff"]), &cfg);
+        assert_eq!(none, None, "a person in no granted group has no principal");
+        let r = principal_of(&user("alice", &["alice", "nlp"]), &cfg).unwrap();
+        assert_eq!(
+            (r.role, r.projects.as_slice(), r.scopes.len()),
+            (Role::Researcher, &["org/nlp".to_string()][..], 0)
+        );
+        assert_eq!((r.token_id.as_str(), r.unix_user.as_deref()), ("user:alice", Some("alice")));
+        let m = principal_of(&user("carol", &["nlp", "vision-leads"]), &cfg).unwrap();
+        assert_eq!(m.role, Role::Manager);
+        assert!(m.can_see("org/nlp/x") && m.can_change("org/vision/y") && !m.can_change("org/nlp/x"));
+        let a = principal_of(&user("ops", &["ops"]), &cfg).unwrap();
+        assert!(a.is_admin());
+        let s = principal_of(&user("prom", &["mon"]), &cfg).unwrap();
+        assert_eq!(s.role, Role::Metrics);
+    }
+
 
     fn p(role: Role, scope: Option<&str>, projects: &[&str]) -> Principal {
         Principal {
             name: "u".into(),
             role,
-            scope: scope.map(str::to_string),
+            scopes: scope.map(str::to_string).into_iter().collect(),
             projects: projects.iter().map(|s| s.to_string()).collect(),
             token_id: "t1".into(),
+            unix_user: None,
         }
     }
 
@@ -337,6 +558,8 @@ mod tests {
             role,
             scope: scope.map(str::to_string),
             projects: projects.iter().map(|s| s.to_string()).collect(),
+            unix_user: None,
+            expires_in_s: None,
         };
         let cases = [
             ("researcher", spec(Role::Researcher, None, &["a", "b"]), None),

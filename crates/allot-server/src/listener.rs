@@ -300,6 +300,7 @@ async fn connection(
     let inner = TowerToHyperService::new(router);
     let (c2, r2) = (conn.clone(), registry.clone());
     let svc = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+        // Where the request came from (sign-ins are audited and limited by it).
         req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
         let busy = Busy::enter(&c2, &r2);
         let fut = inner.call(req);

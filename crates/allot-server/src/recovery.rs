@@ -139,6 +139,7 @@ pub async fn recover(
                     command: serde_json::from_str(&row.command).unwrap_or_default(),
                     env: serde_json::from_str(&row.env).unwrap_or_default(),
                     workdir: row.workdir.as_ref().map(std::path::PathBuf::from),
+                    run_as: crate::identity::RunAs::from_column(row.run_as.as_deref()),
                     after,
                 };
                 let retries = u32::try_from(row.retries.max(0)).unwrap_or(u32::MAX);
@@ -454,6 +455,7 @@ mod spec_of_tests {
 
     fn row() -> WorkloadRow {
         WorkloadRow {
+            run_as: None,
             seq: 7,
             owner: None,
             submit_t: 100,

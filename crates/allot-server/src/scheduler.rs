@@ -175,6 +175,8 @@ pub struct Live {
     pub env: BTreeMap<String, String>,
     /// Where its command starts; `None`: the server's working directory.
     pub workdir: Option<std::path::PathBuf>,
+    /// The Unix identity its processes run as.
+    pub run_as: crate::identity::RunAs,
     /// DEP-1: its dependencies by seq.
     pub after: Vec<LiveDep>,
 }

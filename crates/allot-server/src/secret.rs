@@ -12,6 +12,13 @@ pub fn new_token() -> String {
     format!("allot_{}", hex(&bytes))
 }
 
+/// A person's session token (`allot login`): `allot_s_` + 64 hex digits.
+pub fn new_session_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    format!("allot_s_{}", hex(&bytes))
+}
+
 /// A fresh random token id (32 hex digits), unrelated to the token's text.
 pub fn new_token_id() -> String {
     let mut bytes = [0u8; 16];

@@ -88,6 +88,10 @@ pub struct ServeOptions {
     /// Local executor: run without cgroups where none can be made
     /// (`--allow-uncontained`; see `executor::local`).
     pub allow_uncontained: bool,
+    /// Every workload runs as the server's own user, whoever submitted it
+    /// (`--single-user`: one person's machine, or a test); otherwise each
+    /// runs as its submitter's Unix user (ID-1).
+    pub single_user: bool,
     /// Connection, timeout and in-flight limits of the HTTP listener.
     pub edge: EdgeOptions,
 }
@@ -177,6 +181,43 @@ pub fn policy_kind(name: &str) -> Result<PolicyKind, ServerError> {
     })
 }
 
+/// The data directory, made if missing and absolute from then on (the
+/// paths workloads are given never depend on where they start), with its
+/// `logs` and `checkpoints` directories: mode 0711, so that a workload's
+/// user reaches its own directories inside but lists nobody's.
+fn data_dir(dir: &std::path::Path) -> Result<PathBuf, ServerError> {
+    use std::os::unix::fs::PermissionsExt;
+    let fail = |source| ServerError::DataDir { path: dir.to_path_buf(), source };
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let dir = std::path::absolute(dir).map_err(fail)?;
+    for d in [dir.clone(), dir.join("logs"), dir.join("checkpoints")] {
+        std::fs::create_dir_all(&d).map_err(fail)?;
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o711)).map_err(fail)?;
+    }
+    Ok(dir)
+}
+
+/// Says at start whose identity workloads run as, loudly when that is
+/// root's.
+fn warn_run_policy(run: &crate::identity::RunPolicy) {
+    match (run.single_user, run.server_uid) {
+        (true, 0) => tracing::warn!(
+            "--single-user as root: every workload runs as root, whoever submitted it; any token that may submit \
+             is a root shell on this host"
+        ),
+        (true, _) => {
+            tracing::info!(user = %run.server_user, "--single-user: every workload runs as the server's own user")
+        }
+        (false, 0) => tracing::info!(min_uid = run.min_uid, "workloads run as their submitters' Unix users (ID-1)"),
+        (false, _) => tracing::warn!(
+            user = %run.server_user,
+            "not root: only work submitted as {} can run (workloads run as their submitters' Unix users, ID-1); run \
+             as root, or with --single-user on a machine of one person",
+            run.server_user
+        ),
+    }
+}
+
 /// Loads, recovers and starts everything; returns once it listens.
 pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let mut cfg = allot_trace::config::load_config(&opts.config)?;
@@ -184,8 +225,10 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let max_connections = crate::listener::check(&opts.edge)?;
     let plans = executor_plans(&cfg, opts)?;
     let devices = prepare(&mut cfg.cluster, &plans, opts).await?;
-    std::fs::create_dir_all(&opts.data_dir)
-        .map_err(|source| ServerError::DataDir { path: opts.data_dir.clone(), source })?;
+    let data_dir = data_dir(&opts.data_dir)?;
+    let opts = &ServeOptions { data_dir, ..opts.clone() };
+    let run = crate::identity::RunPolicy::new(opts.single_user, cfg.identity.min_uid);
+    warn_run_policy(&run);
     // The lease first: a second server stops here, before anything is touched.
     let lock = lock_sqlite(opts).await?;
     let (store, instance) = crate::store::instance::open_for_serve(&opts.db, &opts.data_dir).await?;
@@ -193,8 +236,8 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let local = clusters_run_by(&plans, ExecutorKind::Local);
     let jobs_only = clusters_run_by(&plans, ExecutorKind::Kubernetes);
-    let (exec, exec_name, kubes) =
-        build_executors(&cfg.cluster, plans, devices, &instance, opts, ev_tx, store.fence.clone())?;
+    let host = Host { instance: &instance, min_uid: cfg.identity.min_uid, fence: store.fence.clone() };
+    let (exec, exec_name, kubes) = build_executors(&cfg.cluster, plans, devices, &host, opts, ev_tx)?;
     match cfg.telemetry.interval_s {
         Some(every) => exec.start_telemetry(std::time::Duration::from_secs(every)),
         None => tracing::info!("GPU telemetry is off ([telemetry] interval = \"off\")"),
@@ -236,12 +279,15 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let limits = Arc::new(Limits::new(opts.edge.body_timeout, opts.edge.request_timeout, opts.edge.max_in_flight));
     let app = Arc::new(AppState {
         store: store.clone(),
-        auth: Authenticator::new(store.clone()),
+        auth: Authenticator::with_identity(store.clone(), cfg.identity.clone()),
         catalog,
         tx,
         metrics,
         limits,
         kube: kubes.clone(),
+        run,
+        instance: instance.clone(),
+        seen: Default::default(),
     });
     for k in &kubes {
         k.serve(Arc::new(crate::api::kubernetes::ApiFront { app: app.clone(), cluster: k.cluster().to_string() }));
@@ -313,7 +359,7 @@ fn executor_plans(cfg: &allot_trace::config::Config, opts: &ServeOptions) -> Res
                 ))),
                 None => Ok(Plan {
                     kind: opts.executor,
-                    slurm: SlurmOptions { cluster: named, ..opts.slurm.clone() },
+                    slurm: SlurmOptions { cluster: named, min_uid: Some(cfg.identity.min_uid), ..opts.slurm.clone() },
                     kube: None,
                 }),
                 Some(e) => {
@@ -326,6 +372,7 @@ fn executor_plans(cfg: &allot_trace::config::Config, opts: &ServeOptions) -> Res
                         slurm_conf: e.slurm_conf.as_ref().map(PathBuf::from),
                         cluster: named,
                         outage_after: opts.slurm.outage_after,
+                        min_uid: Some(cfg.identity.min_uid),
                     };
                     let kube = (kind == ExecutorKind::Kubernetes)
                         .then(|| KubeOptions::from_config(name, fleet, e, Duration::from_secs(cfg.contract.grace)));
@@ -376,6 +423,14 @@ async fn prepare(
     Ok(devices)
 }
 
+/// What every executor of this server shares: the store's instance, the
+/// lowest uid a person's work may run as, and the store's lease fence.
+struct Host<'a> {
+    instance: &'a str,
+    min_uid: u32,
+    fence: Arc<crate::store::lease::Fence>,
+}
+
 /// The fleet's executor, how it is described in logs, and the Kubernetes
 /// clusters' executors (each is handed the API's front once it exists).
 type Executors = (Arc<dyn Executor>, String, Vec<Arc<KubeExecutor>>);
@@ -388,11 +443,11 @@ fn build_executors(
     cluster: &allot_core::Cluster,
     plans: Vec<Plan>,
     devices: DeviceMap,
-    instance: &str,
+    host: &Host<'_>,
     opts: &ServeOptions,
     events: mpsc::UnboundedSender<ExecEvent>,
-    fence: Arc<crate::store::lease::Fence>,
 ) -> Result<Executors, ServerError> {
+    let (instance, min_uid, fence) = (host.instance, host.min_uid, &host.fence);
     let one = plans.len() == 1;
     let (tx, from_members) = if one {
         (events.clone(), None)
@@ -427,7 +482,8 @@ fn build_executors(
                     let contain = crate::executor::cgroup::for_server(instance, opts.allow_uncontained)
                         .map_err(ServerError::Containment)?;
                     let devices = devices.take().unwrap_or_default();
-                    local.insert(Arc::new(LocalExecutor::new(tx.clone(), instance, devices, contain))).clone()
+                    let exec = LocalExecutor::new(tx.clone(), instance, devices, contain).with_min_uid(min_uid);
+                    local.insert(Arc::new(exec)).clone()
                 }
             },
             ExecutorKind::None => none.get_or_insert_with(|| Arc::new(NullExecutor::new(tx.clone()))).clone(),

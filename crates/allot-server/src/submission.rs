@@ -380,6 +380,7 @@ impl Catalog {
     fn row(&self, req: &SubmitRequest, spec: &WorkloadSpec, who: &Principal, clusters: Option<String>) -> NewWorkload {
         NewWorkload {
             owner: Some(who.token_id.clone()),
+            run_as: None,
             submit_t: spec.submit as i64,
             account: req.account.clone(),
             submitter: spec.user.clone(),
@@ -583,7 +584,14 @@ interactive_max_gpus = 2
     }
 
     fn admin() -> Principal {
-        Principal { name: "ann".into(), role: Role::Admin, scope: None, projects: vec![], token_id: "t1".into() }
+        Principal {
+            name: "ann".into(),
+            role: Role::Admin,
+            scopes: vec![],
+            projects: vec![],
+            token_id: "t1".into(),
+            unix_user: None,
+        }
     }
 
     fn researcher() -> Principal {

@@ -574,6 +574,14 @@ pub struct TokenRequest {
     pub scope: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub projects: Vec<String>,
+    /// The Unix user its workloads run as: the service account it acts
+    /// for (ID-1; a token without one cannot submit unless the server
+    /// runs `--single-user`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Seconds until it stops working (none: until revoked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in_s: Option<u64>,
 }
 
 /// A created token: the only time its text is shown.
@@ -595,6 +603,12 @@ pub struct TokenView {
     pub projects: Vec<String>,
     pub created_t: i64,
     pub created_by: String,
+    /// The Unix user its workloads run as.
+    #[schema(required = true)]
+    pub user: Option<String>,
+    /// When it stops working (Unix seconds); none: until revoked.
+    #[schema(required = true)]
+    pub expires_t: Option<i64>,
 }
 
 /// An audit entry.

@@ -173,6 +173,7 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
         hold: false,
     };
     let row = |submit_t| crate::store::NewWorkload {
+        run_as: None,
         owner: None,
         submit_t,
         account: "org/a".into(),
@@ -211,6 +212,7 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
             command: vec!["work".into()],
             env: Default::default(),
             workdir: None,
+            run_as: crate::identity::RunAs::Server,
             after: Vec::new(),
         };
         let msg = crate::scheduler::Msg::Submitted(Box::new(crate::scheduler::Submission {

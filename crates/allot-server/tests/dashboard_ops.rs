@@ -315,6 +315,7 @@ async fn admin_creates_a_token_that_works_until_revoked_and_others_are_refused()
 
 fn new_workload(account: &str, submit_t: i64) -> NewWorkload {
     NewWorkload {
+        run_as: None,
         owner: None,
         submit_t,
         account: account.into(),

@@ -375,6 +375,7 @@ async fn queue_groups_pages_and_names_what_starts_next() {
 
 fn new_workload(account: &str, class: &str, gpus: i64, submit_t: i64) -> NewWorkload {
     NewWorkload {
+        run_as: None,
         owner: None,
         submit_t,
         account: account.into(),

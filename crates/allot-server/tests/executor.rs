@@ -149,7 +149,7 @@ async fn the_hardware_inventory_refuses_to_start_without_a_driver_or_with_a_mult
         let cfg = f.dir.join("refuse.toml");
         std::fs::write(&cfg, config).unwrap();
         let out = Command::new(allot_bin())
-            .args(["serve", "--gpu-inventory", "hardware", "--listen", "127.0.0.1:0", "--config"])
+            .args(["serve", "--single-user", "--gpu-inventory", "hardware", "--listen", "127.0.0.1:0", "--config"])
             .arg(&cfg)
             .args(["--db", &f.db.url, "--data-dir"])
             .arg(f.dir.join("data"))
@@ -184,7 +184,7 @@ async fn a_server_that_cannot_make_cgroups_runs_uncontained_only_when_told() {
         let mut c = Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(allot_bin())
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--config"])
+            .args(["serve", "--single-user", "--listen", &format!("127.0.0.1:{port}"), "--config"])
             .arg(f.dir.join("cluster.toml"))
             .args(["--db", &f.db.url, "--data-dir"])
             .arg(f.dir.join("data"))

@@ -55,7 +55,7 @@ impl Proc {
         let log = dir.join(format!("{name}.log"));
         let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("log");
         let child = Command::new(allot_bin())
-            .args(["serve", "--config"])
+            .args(["serve", "--single-user", "--config"])
             .arg(&config)
             .args(["--db", db, "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
             .arg(dir.join("data"))
@@ -809,6 +809,7 @@ async fn writes_are_fenced(backend: Backend) {
     let me = LeaseHolder { host: "old-host".into(), pid: 1, listen: "127.0.0.1:1".into() };
     let first = old.try_acquire_lease(&me, &cfg, Takeover::IfExpired).await.unwrap().expect("free lease");
     let row = |n: i64| allot_server::store::NewWorkload {
+        run_as: None,
         owner: None,
         submit_t: n,
         account: "org/a".into(),

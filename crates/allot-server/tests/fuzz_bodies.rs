@@ -113,9 +113,10 @@ fn fuzzer() -> allot_server::auth::Principal {
     allot_server::auth::Principal {
         name: "fuzzer".into(),
         role: allot_server::auth::Role::Admin,
-        scope: None,
+        scopes: Vec::new(),
         projects: Vec::new(),
         token_id: "fuzzer".into(),
+        unix_user: None,
     }
 }
 

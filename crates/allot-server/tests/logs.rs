@@ -16,7 +16,16 @@ fn first_lines(name: &str, args: &[&str]) -> Vec<String> {
     let dir = temp_dir(name);
     std::fs::write(dir.join("cluster.toml"), CONFIG).expect("config");
     let mut child = Command::new(allot_bin())
-        .args(["serve", "--config", "cluster.toml", "--db", "sqlite://allot.db", "--listen", "127.0.0.1:0"])
+        .args([
+            "serve",
+            "--single-user",
+            "--config",
+            "cluster.toml",
+            "--db",
+            "sqlite://allot.db",
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .args(["--executor", "none"])
         .args(args)
         .current_dir(&dir)

@@ -13,6 +13,7 @@ both_stores!(store_roundtrip_sqlite, store_roundtrip_postgres, roundtrip);
 
 fn workload(account: &str) -> NewWorkload {
     NewWorkload {
+        run_as: None,
         owner: None,
         submit_t: 1000,
         account: account.into(),
@@ -173,6 +174,8 @@ async fn roundtrip(backend: Backend) {
     assert_eq!(store.node_events().await.unwrap()[0].kind, "drain");
 
     let token = TokenRow {
+        unix_user: None,
+        expires_t: None,
         id: "t1".into(),
         name: "ann".into(),
         hash: "h1".into(),

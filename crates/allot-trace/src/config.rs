@@ -25,7 +25,9 @@ use crate::duration::parse_duration;
 use crate::error::{FormatError, FormatKind};
 use crate::write::{ConfigOut, write_config_toml};
 
+mod identity;
 mod telemetry;
+pub use identity::{GRANT_ROLES, Grant, Grantee, IdentityConfig};
 pub use telemetry::TelemetryConfig;
 
 /// A loaded configuration.
@@ -43,6 +45,9 @@ pub struct Config {
     pub alerts: AlertsConfig,
     /// `[telemetry]`: how `allot serve` samples the GPUs of running attempts.
     pub telemetry: TelemetryConfig,
+    /// `[identity]` and `[[grants]]`: people as Unix users and what their
+    /// groups grant (docs/security.md).
+    pub identity: IdentityConfig,
     /// The file it was read from, as given.
     pub path: String,
     /// The raw TOML (reports print it).
@@ -179,7 +184,8 @@ fn build_config(ctx: &Ctx<'_>, raw: &RawConfig, text: String) -> Result<Config, 
     let contract = build_contract(ctx, &raw.contract)?;
     let alerts = build_alerts(ctx, raw.alerts.as_ref())?;
     let telemetry = telemetry::build_telemetry(ctx, raw.telemetry.as_ref())?;
-    Ok(Config { cluster, executors, accounts, contract, alerts, telemetry, path: ctx.file.to_string(), text })
+    let identity = identity::build_identity(ctx, raw.identity.as_ref(), &raw.grants, |p| accounts.get(p).is_some())?;
+    Ok(Config { cluster, executors, accounts, contract, alerts, telemetry, identity, path: ctx.file.to_string(), text })
 }
 
 /// The raw form of a configuration made in memory, as the TOML reader would
@@ -291,6 +297,8 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
         },
         alerts: None,
         telemetry: None,
+        identity: None,
+        grants: Vec::new(),
     }
 }
 
@@ -312,6 +320,9 @@ struct RawConfig {
     contract: RawContract,
     alerts: Option<RawAlerts>,
     telemetry: Option<telemetry::RawTelemetry>,
+    identity: Option<identity::RawIdentity>,
+    #[serde(default)]
+    grants: Vec<identity::RawGrant>,
 }
 
 #[derive(Deserialize)]

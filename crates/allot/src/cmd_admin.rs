@@ -54,6 +54,13 @@ pub struct TokenCreateArgs {
     /// An account granted to a researcher, with its subtree (repeatable).
     #[arg(long = "project", value_name = "PATH")]
     projects: Vec<String>,
+    /// The Unix user its workloads run as: the service account it acts for (a token without one cannot submit
+    /// unless the server runs --single-user; people sign in as themselves with `allot login`).
+    #[arg(long, value_name = "LOGIN")]
+    user: Option<String>,
+    /// It stops working after this long (e.g. 90d, 12h); default: until revoked.
+    #[arg(long, value_name = "DURATION", value_parser = parse_expiry)]
+    expires: Option<u64>,
     /// Write the token straight into this store (as given to `allot serve --db`, e.g. sqlite://allot.db)
     /// instead of asking the server: how the first admin token is made.
     #[arg(long, value_name = "URL", conflicts_with = "server")]
@@ -127,7 +134,19 @@ pub fn run_token(c: TokenCommand) -> Result<()> {
 }
 
 fn spec_of(a: &TokenCreateArgs) -> TokenSpec {
-    TokenSpec { name: a.name.clone(), role: a.role, scope: a.scope.clone(), projects: a.projects.clone() }
+    TokenSpec {
+        name: a.name.clone(),
+        role: a.role,
+        scope: a.scope.clone(),
+        projects: a.projects.clone(),
+        unix_user: a.user.clone(),
+        expires_in_s: a.expires,
+    }
+}
+
+/// `--expires`: a duration as the config writes them (`90d`, `12h`).
+fn parse_expiry(s: &str) -> Result<u64, String> {
+    allot_trace::duration::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// The option of a field of a token's spec, as the errors name it.
@@ -173,6 +192,8 @@ async fn create_through_server(a: TokenCreateArgs) -> Result<()> {
         role: spec.role.as_str().to_string(),
         scope: spec.scope,
         projects: spec.projects,
+        user: spec.unix_user,
+        expires_in_s: spec.expires_in_s,
     };
     let created = client(&a.opts)?
         .create_token(&req)

@@ -88,6 +88,12 @@ pub struct ServeArgs {
     /// its ALLOT_TAG environment variable, which it can drop.
     #[arg(long)]
     allow_uncontained: bool,
+    /// Run every workload as the server's own user, whoever submitted it: for a machine of one person, or a test.
+    /// Without it, each workload runs as its submitter's Unix user (a person signed in with `allot login`, or the
+    /// service account a token was made for), which needs a root server. As root, --single-user makes every token
+    /// that may submit a root shell.
+    #[arg(long)]
+    single_user: bool,
     /// Open client connections at most (default: the file descriptor limit less an eighth, at least 256, kept for
     /// the store, logs and workloads; at most 16384). Checked against RLIMIT_NOFILE at start.
     #[arg(long)]
@@ -119,6 +125,12 @@ pub enum LogFormat {
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
+    // Whatever the server makes (the SQLite store and its journal, logs,
+    // directories) is its own unless it says otherwise.
+    // SAFETY: umask has no memory-safety preconditions.
+    unsafe {
+        libc::umask(0o077);
+    }
     init_logs(a.log_format);
     let lease =
         LeaseConfig { duration: a.lease_duration, renew_deadline: a.lease_renew_deadline, retry: a.lease_retry };
@@ -140,6 +152,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         standby: a.standby,
         lease,
         allow_uncontained: a.allow_uncontained,
+        single_user: a.single_user,
         edge: EdgeOptions {
             max_connections: a.max_connections,
             header_timeout: a.header_timeout,

@@ -83,7 +83,7 @@ fn require_change(who: &Principal, path: &str) -> Result<(), ApiError> {
     }
     let why = match who.role {
         Role::Manager => {
-            format!("a manager of {:?} may change only accounts below it", who.scope.as_deref().unwrap_or(""))
+            format!("a manager of {} may change only accounts below it", who.scopes.join(", "))
         }
         _ => format!("a {} may not change accounts", who.role.as_str()),
     };
@@ -120,7 +120,13 @@ async fn edit(
     dry_run: bool,
 ) -> Result<AccountEdits, ApiError> {
     let by = who.name.clone();
-    Ok(ask(app, |reply| Msg::EditAccounts { edits, stop, dry_run, by, reply }).await??)
+    let done = ask(app, |reply| Msg::EditAccounts { edits, stop, dry_run, by, reply }).await??;
+    if !dry_run {
+        // A rename or a close changes what every grant covers: no request
+        // is answered from a principal cached before it.
+        app.auth.forget_all();
+    }
+    Ok(done)
 }
 
 /// `PATCH /v1/accounts/{path}`: budget, share, impact, users' shares,
@@ -295,6 +301,8 @@ pub async fn tokens(State(app): State<App>, Auth(who): Auth) -> Result<Json<Vec<
                 projects,
                 created_t: t.created_t,
                 created_by: t.created_by,
+                user: t.unix_user,
+                expires_t: t.expires_t,
             })
             .collect(),
     ))
@@ -310,7 +318,14 @@ pub async fn create_token(
     require_admin(&who, "create tokens")?;
     let role = Role::parse(&req.role)
         .ok_or_else(|| ApiError::field("role", format!("unknown role {:?} ({})", req.role, Role::names())))?;
-    let spec = TokenSpec { name: req.name, role, scope: req.scope, projects: req.projects };
+    let spec = TokenSpec {
+        name: req.name,
+        role,
+        scope: req.scope,
+        projects: req.projects,
+        unix_user: req.user,
+        expires_in_s: req.expires_in_s,
+    };
     let account =
         |p: &str| if app.catalog.account_exists(p) { Ok(()) } else { Err(app.catalog.unknown_account(&who, p)) };
     spec.check(account).map_err(|(f, m)| ApiError::field(f, m))?;

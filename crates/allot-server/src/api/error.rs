@@ -57,6 +57,8 @@ error_kinds! {
     UnsupportedMediaType = UNSUPPORTED_MEDIA_TYPE,
     /// An idempotency key reused with another request.
     Unprocessable = UNPROCESSABLE_ENTITY,
+    /// Too many sign-in attempts from the client's address (with `Retry-After`).
+    TooManyRequests = TOO_MANY_REQUESTS,
     /// The request head is over the limits.
     HeadersTooLarge = REQUEST_HEADER_FIELDS_TOO_LARGE,
     /// A fault of the server.
@@ -172,7 +174,7 @@ impl utoipa::IntoResponses for ApiErrors {
                 let mut resp = ResponseBuilder::new()
                     .description(status.canonical_reason().unwrap_or("error").to_lowercase())
                     .content("application/json", content);
-                if *k == ErrorKind::Unavailable {
+                if matches!(*k, ErrorKind::Unavailable | ErrorKind::TooManyRequests) {
                     resp = resp.header("Retry-After", HeaderBuilder::new().schema(string()).build());
                 }
                 if *k == ErrorKind::Unauthorized {

@@ -25,9 +25,10 @@ impl ApiFront {
         Principal {
             name: job.user.clone().unwrap_or_else(|| format!("kubernetes:{}", job.namespace)),
             role: Role::Researcher,
-            scope: None,
+            scopes: Vec::new(),
             projects: job.grants.clone(),
             token_id: format!("kubernetes:{}", self.cluster),
+            unix_user: None,
         }
     }
 }
@@ -54,6 +55,7 @@ impl Front for ApiFront {
         Box::pin(async move {
             let now = crate::clock::now() as i64;
             let row = NewWorkload {
+                run_as: None,
                 owner: Some(format!("kubernetes:{}", self.cluster)),
                 submit_t: now,
                 account: job.account.clone(),

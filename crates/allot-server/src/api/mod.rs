@@ -10,6 +10,7 @@ pub mod extract;
 pub(crate) mod image;
 pub mod kubernetes;
 pub mod limits;
+pub(crate) mod login;
 pub mod openapi;
 pub(crate) mod workloads;
 
@@ -50,6 +51,12 @@ pub struct AppState {
     /// The Kubernetes clusters' executors (K8S-12: a submission that names
     /// an image becomes a Job there).
     pub kube: Vec<Arc<crate::executor::kubernetes::KubeExecutor>>,
+    /// Whose Unix identity workloads run as (ID-1).
+    pub run: crate::identity::RunPolicy,
+    /// The store's instance id: what a munge credential must be made for.
+    pub instance: String,
+    /// munge credentials already taken (each signs in once).
+    pub seen: crate::munge::Seen,
 }
 
 pub type App = Arc<AppState>;
@@ -74,6 +81,10 @@ pub fn routes() -> Vec<Route> {
         route(Method::GET, "/v1/health", admin::health),
         route(Method::GET, "/v1/openapi.json", openapi::serve),
         route(Method::GET, "/v1/whoami", admin::whoami),
+        route(Method::GET, "/v1/login", login::info),
+        route(Method::POST, "/v1/login/munge", login::munge),
+        route(Method::GET, "/v1/sessions", login::sessions),
+        route(Method::DELETE, "/v1/sessions/{id}", login::end_session),
         route(Method::GET, "/v1/workloads", workloads::list),
         route(Method::POST, "/v1/workloads", workloads::submit),
         route(Method::POST, "/v1/workloads/cancel", conditions::cancel_many),

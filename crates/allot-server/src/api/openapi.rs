@@ -7,7 +7,7 @@ use axum::Json;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{admin, budgets, conditions, workloads};
+use super::{admin, budgets, conditions, login, workloads};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -20,6 +20,10 @@ use super::{admin, budgets, conditions, workloads};
         admin::health,
         serve,
         admin::whoami,
+        login::info,
+        login::munge,
+        login::sessions,
+        login::end_session,
         workloads::submit,
         workloads::list,
         workloads::show,
@@ -70,6 +74,10 @@ const OPERATIONS: &[(&str, &str, &str, &str)] = &[
     ("get", "/v1/health", "server", "health"),
     ("get", "/v1/openapi.json", "server", "openapi_document"),
     ("get", "/v1/whoami", "server", "whoami"),
+    ("get", "/v1/login", "sessions", "login_methods"),
+    ("post", "/v1/login/munge", "sessions", "login_munge"),
+    ("get", "/v1/sessions", "sessions", "list_sessions"),
+    ("delete", "/v1/sessions/{id}", "sessions", "end_session"),
     ("get", "/metrics", "server", "metrics"),
     ("post", "/v1/workloads", "workloads", "submit_workload"),
     ("get", "/v1/workloads", "workloads", "list_workloads"),

@@ -185,7 +185,12 @@ pub(crate) async fn submit_as(
 ) -> Result<(Inserted, NewWorkload), ApiError> {
     let now = crate::clock::now();
     // An account the caller may not submit to is answered as unknown (400).
-    let (row, spec) = app.catalog.check(&req, who, now).map_err(|e| ApiError::field(e.field, e.message))?;
+    let (mut row, spec) = app.catalog.check(&req, who, now).map_err(|e| ApiError::field(e.field, e.message))?;
+    // ID-1: it runs as its submitter's Unix user (the Kubernetes
+    // executor's Jobs run as their pods say).
+    if !who.token_id.starts_with("kubernetes:") {
+        row.run_as = app.run.run_as(&who.name, who.unix_user.as_deref()).map_err(ApiError::forbidden)?.user().map(str::to_string);
+    }
     let hold = req.hold.unwrap_or(false);
     let plan =
         super::conditions::plan(app, who, req.array.as_deref(), req.dependency.as_deref(), hold, row, spec).await?;
@@ -225,6 +230,7 @@ async fn commit(
                 command: req.command.clone(),
                 env: req.env.clone(),
                 workdir: workdir.clone(),
+                run_as: crate::identity::RunAs::from_column(row.run_as.as_deref()),
                 after: plan.after.clone(),
             };
             let msg = Msg::Submitted(Box::new(Submission { spec, live, retries: row.retries, accepted }));
@@ -241,6 +247,7 @@ fn new_row(seq: i64, row: NewWorkload) -> WorkloadRow {
     WorkloadRow {
         seq,
         owner: row.owner,
+        run_as: row.run_as,
         submit_t: row.submit_t,
         account: row.account,
         submitter: row.submitter,
@@ -519,14 +526,22 @@ pub async fn log(
 }
 
 /// Reads `limit` bytes of the log at `path` from `offset`; a log not yet
-/// written is empty.
+/// written is empty. The log lives in a directory of the workload's user:
+/// it is read only as a plain file, never through a link the workload put
+/// in its place (which would publish any file of the server's host).
 async fn read_log(path: std::path::PathBuf, offset: u64, limit: u64, ended: bool) -> Result<LogChunk, ApiError> {
     tokio::task::spawn_blocking(move || {
         use std::io::{Read, Seek, SeekFrom};
-        let mut f = match std::fs::File::open(&path) {
+        let mut f = match crate::executor::runas::open_for_reading(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(LogChunk { bytes: Vec::new(), next: offset, done: ended });
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) || e.kind() == std::io::ErrorKind::Other => {
+                return Err(ApiError::new(
+                    ErrorKind::Conflict,
+                    format!("the log was replaced by something other than a plain file ({e}): it is not served"),
+                ));
             }
             Err(e) => return Err(ApiError::new(ErrorKind::Unavailable, format!("cannot read the log: {e}"))),
         };

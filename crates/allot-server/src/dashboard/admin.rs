@@ -149,6 +149,8 @@ fn create_form(v: &Viewer) -> Markup {
             label for="token-projects" { "Projects (researchers)" }
             input #token-projects type="text" name="projects" placeholder="e.g. org/nlp/llm, org/nlp/mt" aria-describedby="token-projects-hint";
             p.hint #token-projects-hint { "Accounts separated by commas or spaces." }
+            label for="token-user" { "Unix user (service account its work runs as)" }
+            input #token-user type="text" name="user" placeholder="e.g. svc-eval";
             button type="submit" { "Create token" }
         }
     }
@@ -185,6 +187,9 @@ struct CreateForm {
     scope: String,
     #[serde(default)]
     projects: String,
+    /// The Unix user (service account) its workloads run as.
+    #[serde(default)]
+    user: String,
 }
 
 impl CreateForm {
@@ -192,7 +197,15 @@ impl CreateForm {
         let scope = Some(self.scope.trim().to_string()).filter(|s| !s.is_empty());
         let projects =
             self.projects.split([',', ' ', '\n', '\t']).filter(|p| !p.is_empty()).map(String::from).collect();
-        TokenRequest { name: self.name.trim().to_string(), role: self.role.trim().to_string(), scope, projects }
+        let user = Some(self.user.trim().to_string()).filter(|s| !s.is_empty());
+        TokenRequest {
+            name: self.name.trim().to_string(),
+            role: self.role.trim().to_string(),
+            scope,
+            projects,
+            user,
+            expires_in_s: None,
+        }
     }
 }
 
@@ -258,9 +271,11 @@ mod tests {
             role: "researcher".into(),
             scope: "  ".into(),
             projects: "org/a, org/b\nlab/x".into(),
+            user: " svc-a ".into(),
         };
         let r = f.request();
         assert_eq!((r.name.as_str(), r.role.as_str(), r.scope), ("ann", "researcher", None));
         assert_eq!(r.projects, ["org/a", "org/b", "lab/x"]);
+        assert_eq!(r.user.as_deref(), Some("svc-a"));
     }
 }

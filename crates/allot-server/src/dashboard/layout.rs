@@ -83,7 +83,7 @@ pub fn page(v: &Viewer, p: Page) -> Response {
                         }
                         div.who {
                             span { (v.who.name) " · " (v.who.role.as_str())
-                                @if let Some(s) = &v.who.scope { " of " code { (s) } } }
+                                @for (i, s) in v.who.scopes.iter().enumerate() { @if i == 0 { " of " } @else { ", " } code { (s) } } }
                             form method="post" action="/logout" {
                                 (csrf(v))
                                 button.link type="submit" { "Sign out" }

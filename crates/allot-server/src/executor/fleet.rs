@@ -233,6 +233,7 @@ mod tests {
 
     fn job(seq: i64, nodes: &[&str]) -> Launch {
         Launch {
+            run_as: crate::identity::RunAs::Server,
             key: AttemptKey { seq, attempt: 1 },
             workload_id: seq.to_string(),
             command: vec!["true".into()],

@@ -61,6 +61,7 @@ use tokio::task::JoinSet;
 
 use super::cgroup::{AttemptGroup, Containment};
 use super::inventory::DeviceMap;
+use super::runas::{self, Identity};
 use super::telemetry::{Held, sample_local};
 use super::{AttemptKey, BoxFuture, ExecEvent, Executor, ExitStatus, Launch, LaunchError, NodeGpus, Survivor};
 
@@ -87,6 +88,8 @@ pub struct LocalExecutor {
     devices: DeviceMap,
     /// `None`: uncontained (`--allow-uncontained`).
     contain: Option<Arc<Containment>>,
+    /// ID-1: workloads never run as a uid below this.
+    min_uid: u32,
 }
 
 impl LocalExecutor {
@@ -105,7 +108,14 @@ impl LocalExecutor {
             instance: instance.to_string(),
             devices,
             contain: contain.map(Arc::new),
+            min_uid: allot_trace::config::IdentityConfig::default().min_uid,
         }
+    }
+
+    /// Workloads never run as a uid below `min_uid` (`[identity] min_uid`).
+    pub fn with_min_uid(mut self, min_uid: u32) -> LocalExecutor {
+        self.min_uid = min_uid;
+        self
     }
 
     fn tag(&self, key: AttemptKey) -> String {
@@ -119,10 +129,11 @@ impl LocalExecutor {
         n.indices.iter().map(|&i| name(i)).collect::<Vec<_>>().join(",")
     }
 
-    /// The checkpoint directory and the log file, private to the server's
-    /// user (0700 directories, a 0600 file).
-    fn open_log(job: &Launch) -> Result<File, LaunchError> {
-        super::private_files(job).map_err(|e| {
+    /// The checkpoint directory and the log file, private to the user the
+    /// workload runs as (0700 directories, a 0600 file, made without
+    /// following anything the workload planted).
+    fn open_log(job: &Launch, ident: Option<&Identity>) -> Result<File, LaunchError> {
+        runas::private_files(&job.checkpoint_dir, &job.log_path, ident.map(|i| &i.user)).map_err(|e| {
             LaunchError::infrastructure(format!(
                 "cannot open {} (or make its directories): {e}",
                 job.log_path.display()
@@ -138,6 +149,7 @@ impl LocalExecutor {
         rank: usize,
         log: &File,
         group: Option<&Arc<AttemptGroup>>,
+        ident: Option<&Arc<Identity>>,
     ) -> Result<tokio::process::Child, LaunchError> {
         let program = job.command.first().ok_or_else(|| LaunchError::workload("empty command"))?;
         let reopen = || {
@@ -156,36 +168,56 @@ impl LocalExecutor {
                     p if p.is_relative() && program.contains('/') => tokio::process::Command::new(dir.join(p)),
                     _ => tokio::process::Command::new(program),
                 };
-                cmd.arg0(program).current_dir(dir);
+                cmd.arg0(program);
+                // As another user, the switch changes directory (as the
+                // user, after it); as itself, std does.
+                if ident.is_none() {
+                    cmd.current_dir(dir);
+                }
                 cmd
             }
             None => tokio::process::Command::new(program),
         };
-        for k in super::server_only_env(true) {
-            cmd.env_remove(k);
-        }
-        cmd.args(&job.command[1..])
-            .envs(&job.env)
-            .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-            .env("CUDA_VISIBLE_DEVICES", node.map(|n| self.visible(n)).unwrap_or_default())
-            .env("ALLOT_NODE", node.map_or("", |n| n.node.as_str()))
-            .env("ALLOT_NODE_RANK", rank.to_string())
-            .env("ALLOT_NUM_NODES", job.gpus.len().max(1).to_string())
-            .env("ALLOT_WORKLOAD_ID", &job.workload_id)
-            .env("ALLOT_CHECKPOINT_DIR", &job.checkpoint_dir)
-            .env("ALLOT_ATTEMPT", job.key.attempt.to_string())
-            .env("ALLOT_GPUS", all.join(";"))
-            .env("ALLOT_TAG", self.tag(job.key))
+        let (visible, rank_s, nodes_s) =
+            (node.map(|n| self.visible(n)).unwrap_or_default(), rank.to_string(), job.gpus.len().max(1).to_string());
+        let (attempt_s, gpus_s, tag) = (job.key.attempt.to_string(), all.join(";"), self.tag(job.key));
+        let checkpoint_dir = job.checkpoint_dir.display().to_string();
+        let ours = [
+            ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+            ("CUDA_VISIBLE_DEVICES", visible.as_str()),
+            ("ALLOT_NODE", node.map_or("", |n| n.node.as_str())),
+            ("ALLOT_NODE_RANK", &rank_s),
+            ("ALLOT_NUM_NODES", &nodes_s),
+            ("ALLOT_WORKLOAD_ID", &job.workload_id),
+            ("ALLOT_CHECKPOINT_DIR", &checkpoint_dir),
+            ("ALLOT_ATTEMPT", &attempt_s),
+            ("ALLOT_GPUS", &gpus_s),
+            ("ALLOT_TAG", &tag),
+        ];
+        let own = job.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain(ours);
+        cmd.env_clear()
+            .envs(runas::environment(ident.map(|i| &i.user), own))
+            .args(&job.command[1..])
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
             .process_group(0)
             .kill_on_drop(false);
-        if let Some(g) = group {
-            let g = g.clone();
-            // SAFETY: the hook only makes system calls (`AttemptGroup::join`).
+        let (g, id) = (group.cloned(), ident.cloned());
+        if g.is_some() || id.is_some() {
+            // SAFETY: the hook only makes system calls (`AttemptGroup::join`,
+            // `Identity::switch`): the cgroup is joined as root, then root
+            // is dropped for good.
             unsafe {
-                cmd.pre_exec(move || g.join(rank));
+                cmd.pre_exec(move || {
+                    if let Some(g) = &g {
+                        g.join(rank)?;
+                    }
+                    match &id {
+                        Some(id) => id.switch(),
+                        None => Ok(()),
+                    }
+                });
             }
         }
         let spawned = cmd.spawn().map_err(|e| spawn_error(program, &e));
@@ -198,13 +230,22 @@ impl LocalExecutor {
     /// Starts every node's process, or none: a failure kills (and reaps)
     /// those already started.
     fn spawn_all(&self, job: &Launch) -> Result<(Vec<tokio::process::Child>, Running), LaunchError> {
+        let node = job.gpus.first().map_or("this host", |n| n.node.as_str());
         if let Some(dir) = &job.workdir
             && let Some(why) = super::unusable_dir(dir)
         {
-            let node = job.gpus.first().map_or("this host", |n| n.node.as_str());
             return Err(LaunchError::workdir(dir, node, &why));
         }
-        let log = Self::open_log(job)?;
+        // ID-1: as its submitter's Unix user, resolved now (NSS).
+        let ident = Identity::resolve(&job.run_as, self.min_uid, job.workdir.as_deref())
+            .map_err(|e| LaunchError::workload(format!("cannot run as its user: {e}")))?
+            .map(Arc::new);
+        if let Some(id) = &ident
+            && let Some(why) = runas::cannot_enter(id.dir(), &id.user)
+        {
+            return Err(LaunchError::workdir(id.dir(), node, &why));
+        }
+        let log = Self::open_log(job, ident.as_deref())?;
         let group = match &self.contain {
             Some(c) => {
                 let mut own: Vec<Vec<u32>> = job.gpus.iter().map(|n| n.indices.clone()).collect();
@@ -221,7 +262,7 @@ impl LocalExecutor {
         };
         let mut children = Vec::with_capacity(job.gpus.len().max(1));
         for rank in 0..job.gpus.len().max(1) {
-            match self.spawn(job, rank, &log, group.as_ref()) {
+            match self.spawn(job, rank, &log, group.as_ref(), ident.as_ref()) {
                 Ok(c) => children.push(c),
                 Err(e) => {
                     abandon(children, group);

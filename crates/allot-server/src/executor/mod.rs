@@ -23,6 +23,7 @@ pub mod fleet;
 pub mod inventory;
 pub mod kubernetes;
 pub mod local;
+pub mod runas;
 pub mod slurm;
 pub mod telemetry;
 
@@ -35,19 +36,6 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 pub use telemetry::GpuSample;
-
-/// Makes `job`'s checkpoint directory and its log file's directory
-/// (0700) and the log file itself (0600, appended to): what is created for
-/// a workload is private to the server's user.
-pub(crate) fn private_files(job: &Launch) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let private = |dir: &std::path::Path| std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
-    private(&job.checkpoint_dir)?;
-    if let Some(dir) = job.log_path.parent() {
-        private(dir)?;
-    }
-    std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(&job.log_path)
-}
 
 /// The server's own environment variables a workload must not inherit: its
 /// `ALLOT_*` settings (an operator's `ALLOT_TOKEN` would hand every workload
@@ -111,6 +99,8 @@ pub struct Launch {
     /// as `./train.sh` is found there); `None`: the server's own working
     /// directory, as before workloads had one.
     pub workdir: Option<PathBuf>,
+    /// The Unix identity its processes run as (ID-1).
+    pub run_as: crate::identity::RunAs,
 }
 
 /// How a process ended.

@@ -134,6 +134,7 @@ impl Scheduler {
             checkpoint_dir,
             log_path,
             workdir: l.workdir.clone(),
+            run_as: l.run_as.clone(),
         });
     }
 

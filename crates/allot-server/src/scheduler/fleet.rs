@@ -175,8 +175,14 @@ share = 1
         let now = s.tick_now();
         s.node_action("a/gpu-1", allot_core::NodeEventKind::Drain, "operator", now).unwrap();
         let spec = batch("1", cfg.accounts.get("org/a").unwrap(), 2, 1, now);
-        let live =
-            Live { seq: 1, command: vec!["work".into()], env: BTreeMap::new(), workdir: None, after: Vec::new() };
+        let live = Live {
+            seq: 1,
+            command: vec!["work".into()],
+            env: BTreeMap::new(),
+            workdir: None,
+            run_as: crate::identity::RunAs::Server,
+            after: Vec::new(),
+        };
         let w = s.arrive(spec, live, 0, now);
         s.pass(now);
         // The commands the step allows (the store is not asked here).

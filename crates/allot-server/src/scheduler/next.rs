@@ -183,7 +183,14 @@ interactive_max_duration = "1h"
 "#;
 
     fn live(seq: i64) -> Live {
-        Live { seq, command: vec!["work".into()], env: BTreeMap::new(), workdir: None, after: Vec::new() }
+        Live {
+            seq,
+            command: vec!["work".into()],
+            env: BTreeMap::new(),
+            workdir: None,
+            run_as: crate::identity::RunAs::Server,
+            after: Vec::new(),
+        }
     }
 
     /// An interactive workload preempts the batch work filling the node

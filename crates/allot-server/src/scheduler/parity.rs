@@ -299,6 +299,7 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
                 command: vec!["work".into()],
                 env: BTreeMap::new(),
                 workdir: None,
+                run_as: crate::identity::RunAs::Server,
                 after: Vec::new(),
             };
             let msg = Msg::Submitted(Box::new(super::Submission { spec: spec.clone(), live, retries: 0, accepted }));
@@ -336,6 +337,7 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
 
 fn new_row(state: &State, spec: &WorkloadSpec) -> NewWorkload {
     NewWorkload {
+        run_as: None,
         owner: None,
         submit_t: spec.submit as i64,
         account: state.accounts.account(spec.account).path.clone(),

@@ -196,22 +196,28 @@ impl Scheduler {
     pub(crate) fn idle_warning(&mut self, w: WorkloadId, attempt: u32, reclaim_at: Option<Time>, now: Time) {
         let key = self.key(w, attempt);
         let id = self.engine.state.spec(w).id.clone();
-        let path = self.paths.checkpoint_dir(&id).join(IDLE_WARNING);
-        let written = match reclaim_at {
-            Some(at) => {
-                let reason = self.engine.state.run(w).last_reason.as_ref().map(ToString::to_string).unwrap_or_default();
-                let body = serde_json::json!({
-                    "workload": id, "attempt": attempt, "warned_t": now, "reclaim_t": at, "reason": reason,
-                });
-                std::fs::write(&path, format!("{body}\n"))
+        let dir = self.paths.checkpoint_dir(&id);
+        let body = reclaim_at.map(|at| {
+            let reason = self.engine.state.run(w).last_reason.as_ref().map(ToString::to_string).unwrap_or_default();
+            let body = serde_json::json!({
+                "workload": id, "attempt": attempt, "warned_t": now, "reclaim_t": at, "reason": reason,
+            });
+            format!("{body}\n")
+        });
+        // In the workload's own directory, which may hold links it
+        // planted: never written through one, and off the scheduler task.
+        let write = move || {
+            let written = match body {
+                Some(b) => crate::executor::runas::write_in(&dir, IDLE_WARNING, b.as_bytes()),
+                None => crate::executor::runas::remove_in(&dir, IDLE_WARNING),
+            };
+            if let Err(e) = written {
+                tracing::warn!(workload = key.seq, attempt = key.attempt, dir = %dir.display(), error = %e, "cannot write the idle warning file");
             }
-            None => std::fs::remove_file(&path).or_else(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => Ok(()),
-                _ => Err(e),
-            }),
         };
-        if let Err(e) = written {
-            tracing::warn!(workload = key.seq, attempt = key.attempt, path = %path.display(), error = %e, "cannot write the idle warning file");
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(write)),
+            Err(_) => write(),
         }
         let (t, reclaim_t) = match reclaim_at {
             Some(at) => (Some(now as i64), Some(at as i64)),

@@ -240,6 +240,7 @@ mod tests {
             command: vec!["work".into()],
             env: Default::default(),
             workdir: None,
+            run_as: crate::identity::RunAs::Server,
             after: Vec::new(),
         };
         s.arrive(spec, live, 0, now);

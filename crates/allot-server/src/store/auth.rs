@@ -3,7 +3,7 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::rows::{AuditRow, OverrideRow, TokenRow};
+use super::rows::{AuditRow, LoginRow, OverrideRow, TokenRow};
 use super::{Ctx, Store, StoreError};
 
 fn token_row(r: &AnyRow) -> Result<TokenRow, sqlx::Error> {
@@ -15,10 +15,110 @@ fn token_row(r: &AnyRow) -> Result<TokenRow, sqlx::Error> {
         scope: r.try_get("scope")?,
         created_t: r.try_get("created_t")?,
         created_by: r.try_get("created_by")?,
+        unix_user: r.try_get("unix_user")?,
+        expires_t: r.try_get("expires_t")?,
     })
 }
 
+const TOKEN_COLUMNS: &str = "id, name, hash, role, scope, created_t, created_by, unix_user, expires_t";
+
+fn login_row(r: &AnyRow) -> Result<LoginRow, sqlx::Error> {
+    Ok(LoginRow {
+        id: r.try_get("id")?,
+        hash: r.try_get("hash")?,
+        unix_user: r.try_get("unix_user")?,
+        method: r.try_get("method")?,
+        source: r.try_get("source")?,
+        created_t: r.try_get("created_t")?,
+        expires_t: r.try_get("expires_t")?,
+    })
+}
+
+const LOGIN_COLUMNS: &str = "id, hash, unix_user, method, source, created_t, expires_t";
+
 impl Store {
+    /// Records a person's new session and ends their oldest beyond `max`
+    /// live ones; expired sessions of everyone are removed on the way.
+    pub async fn insert_login(&self, l: &LoginRow, max: i64) -> Result<(), StoreError> {
+        let mut tx = self.begin_write("begin recording a session").await?;
+        sqlx::query("DELETE FROM logins WHERE expires_t <= $1")
+            .bind(l.created_t)
+            .execute(&mut *tx)
+            .await
+            .ctx("remove expired sessions")?;
+        sqlx::query(&format!("INSERT INTO logins ({LOGIN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"))
+            .bind(&l.id)
+            .bind(&l.hash)
+            .bind(&l.unix_user)
+            .bind(&l.method)
+            .bind(&l.source)
+            .bind(l.created_t)
+            .bind(l.expires_t)
+            .execute(&mut *tx)
+            .await
+            .ctx("record the session")?;
+        sqlx::query(
+            "DELETE FROM logins WHERE unix_user = $1 AND id NOT IN \
+             (SELECT id FROM logins WHERE unix_user = $1 ORDER BY created_t DESC, id DESC LIMIT $2)",
+        )
+        .bind(&l.unix_user)
+        .bind(max)
+        .execute(&mut *tx)
+        .await
+        .ctx("end the person's oldest sessions")?;
+        tx.commit().await.ctx("commit the session")
+    }
+
+    /// The live session with this hash (not expired by `now`).
+    pub async fn login_by_hash(&self, hash: &str, now: i64) -> Result<Option<LoginRow>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {LOGIN_COLUMNS} FROM logins WHERE hash = $1 AND expires_t > $2"))
+            .bind(hash)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await
+            .ctx("look up the session")?;
+        row.as_ref().map(login_row).transpose().ctx("decode the session")
+    }
+
+    /// Live sessions (of `user` only, when given), newest first.
+    pub async fn logins(&self, user: Option<&str>, now: i64) -> Result<Vec<LoginRow>, StoreError> {
+        let mine = if user.is_some() { " AND unix_user = $2" } else { "" };
+        let sql = format!("SELECT {LOGIN_COLUMNS} FROM logins WHERE expires_t > $1{mine} ORDER BY created_t DESC, id");
+        let mut q = sqlx::query(&sql).bind(now);
+        if let Some(u) = user {
+            q = q.bind(u);
+        }
+        let rows = q.fetch_all(&self.pool).await.ctx("list sessions")?;
+        rows.iter().map(login_row).collect::<Result<_, _>>().ctx("decode a session")
+    }
+
+    /// Ends the session `id` (of `user` only, when given), audited as
+    /// `by`'s; `Ok(false)` when there is none.
+    pub async fn delete_login(&self, id: &str, user: Option<&str>, by: &str, t: i64) -> Result<bool, StoreError> {
+        let mut tx = self.begin_write("begin ending a session").await?;
+        let mine = if user.is_some() { " AND unix_user = $2" } else { "" };
+        let sql = format!("DELETE FROM logins WHERE id = $1{mine}");
+        let mut q = sqlx::query(&sql).bind(id);
+        if let Some(u) = user {
+            q = q.bind(u);
+        }
+        let n = q.execute(&mut *tx).await.ctx("end the session")?.rows_affected();
+        if n > 0 {
+            sqlx::query(
+                "INSERT INTO audit (t, principal, action, target, before_value, after_value) VALUES ($1, $2, $3, $4, NULL, NULL)",
+            )
+            .bind(t)
+            .bind(by)
+            .bind("session.revoke")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .ctx("audit the session's end")?;
+        }
+        tx.commit().await.ctx("commit the session's end")?;
+        Ok(n > 0)
+    }
+
     /// Stores a token and its grants; `Ok(false)` when the name is taken.
     pub async fn insert_token(&self, t: &TokenRow, grants: &[String]) -> Result<bool, StoreError> {
         let mut tx = self.begin_write("begin creating a token").await?;
@@ -31,7 +131,8 @@ impl Store {
             return Ok(false);
         }
         sqlx::query(
-            "INSERT INTO tokens (id, name, hash, role, scope, created_t, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO tokens (id, name, hash, role, scope, created_t, created_by, unix_user, expires_t) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(&t.id)
         .bind(&t.name)
@@ -40,6 +141,8 @@ impl Store {
         .bind(&t.scope)
         .bind(t.created_t)
         .bind(&t.created_by)
+        .bind(&t.unix_user)
+        .bind(t.expires_t)
         .execute(&mut *tx)
         .await
         .ctx("insert the token")?;
@@ -58,7 +161,7 @@ impl Store {
         .bind(&t.created_by)
         .bind("token.create")
         .bind(&t.name)
-        .bind(serde_json::json!({"role": t.role, "scope": t.scope, "projects": grants}).to_string())
+        .bind(serde_json::json!({"role": t.role, "scope": t.scope, "projects": grants, "user": t.unix_user, "expires_t": t.expires_t}).to_string())
         .execute(&mut *tx)
         .await
         .ctx("audit the token")?;
@@ -68,7 +171,7 @@ impl Store {
 
     /// The token with this hash and its grants.
     pub async fn token_by_hash(&self, hash: &str) -> Result<Option<(TokenRow, Vec<String>)>, StoreError> {
-        let row = sqlx::query("SELECT id, name, hash, role, scope, created_t, created_by FROM tokens WHERE hash = $1")
+        let row = sqlx::query(&format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = $1"))
             .bind(hash)
             .fetch_optional(&self.pool)
             .await
@@ -85,7 +188,7 @@ impl Store {
 
     /// Every token with its grants, by name.
     pub async fn tokens(&self) -> Result<Vec<(TokenRow, Vec<String>)>, StoreError> {
-        let rows = sqlx::query("SELECT id, name, hash, role, scope, created_t, created_by FROM tokens ORDER BY name")
+        let rows = sqlx::query(&format!("SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY name"))
             .fetch_all(&self.pool)
             .await
             .ctx("list tokens")?;

@@ -30,7 +30,7 @@ use sqlx::{Any, AnyPool, Executor};
 pub use lease::{Fence, LeaseConfig, LeaseHolder};
 
 pub use rows::{
-    AttemptRow, AuditRow, ClusterFilter, GpuSample, GpuSummary, NewWorkload, NodeEventRow, Op, OverrideRow,
+    AttemptRow, AuditRow, ClusterFilter, GpuSample, GpuSummary, LoginRow, NewWorkload, NodeEventRow, Op, OverrideRow,
     RowConditions, TokenRow, WorkloadFilter, WorkloadRow,
 };
 pub use workloads::{Idempotency, Inserted};
@@ -156,6 +156,7 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (12, include_str!("migrations/sqlite/0012_contract_reports.sql")),
     (13, include_str!("migrations/sqlite/0013_dashboard.sql")),
     (14, include_str!("migrations/sqlite/0014_conditions.sql")),
+    (15, include_str!("migrations/sqlite/0015_identity.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
@@ -172,6 +173,7 @@ const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (12, include_str!("migrations/postgres/0012_contract_reports.sql")),
     (13, include_str!("migrations/postgres/0013_dashboard.sql")),
     (14, include_str!("migrations/postgres/0014_conditions.sql")),
+    (15, include_str!("migrations/postgres/0015_identity.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after

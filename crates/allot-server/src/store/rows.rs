@@ -5,8 +5,12 @@ use serde::{Deserialize, Serialize};
 /// A workload as submitted (before the store assigns its `seq`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewWorkload {
-    /// Id of the token that submitted it (what owns it; see `crate::auth`).
+    /// Id of the token that submitted it, or `user:<name>` for a person
+    /// (what owns it; see `crate::auth`).
     pub owner: Option<String>,
+    /// The Unix user it runs as; `None`: the server's own user
+    /// (`allot serve --single-user`).
+    pub run_as: Option<String>,
     pub submit_t: i64,
     pub account: String,
     pub submitter: String,
@@ -61,6 +65,8 @@ pub struct WorkloadRow {
     /// Id of the token that submitted it; `None` for workloads stored
     /// before tokens had ids whose submitter's token was gone by then.
     pub owner: Option<String>,
+    /// The Unix user it runs as; `None`: the server's own user.
+    pub run_as: Option<String>,
     pub submit_t: i64,
     pub account: String,
     pub submitter: String,
@@ -242,6 +248,27 @@ pub struct TokenRow {
     pub scope: Option<String>,
     pub created_t: i64,
     pub created_by: String,
+    /// The Unix user its workloads run as (a service account).
+    pub unix_user: Option<String>,
+    /// When it stops working (Unix seconds); `None`: until revoked.
+    pub expires_t: Option<i64>,
+}
+
+/// A person's session (`allot login`): the SHA-256 of its token, whose it
+/// is, how and from where it was opened, and its end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct LoginRow {
+    /// Stable identity (random): what revokes it.
+    pub id: String,
+    #[serde(skip)]
+    pub hash: String,
+    pub unix_user: String,
+    /// `munge`, …
+    pub method: String,
+    /// The client's address as the server saw it.
+    pub source: String,
+    pub created_t: i64,
+    pub expires_t: i64,
 }
 
 /// One audit log entry.

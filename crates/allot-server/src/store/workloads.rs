@@ -31,7 +31,8 @@ macro_rules! measured_util {
 const WORKLOAD_COLS: &str = concat!(
     "seq, owner, submit_t, account, submitter, class, gpus, nodes, gpu_type, clusters, work_s, checkpoint_s, util, \
      priority, preemptible, name, command, env, retries, time_limit_s, workdir, checkpoint_on_signal, failures, \
-     cancel_requested, state, reason, end_t, array_id, array_index, array_count, array_limit, depends_on, held, ",
+     cancel_requested, state, reason, end_t, array_id, array_index, array_count, array_limit, depends_on, held, \
+     run_as, ",
     last_cluster!(),
     " AS last_cluster, ",
     measured_util!(),
@@ -74,9 +75,9 @@ fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64,
     sqlx::query_scalar(
         "INSERT INTO workloads (submit_t, account, submitter, class, gpus, nodes, gpu_type, work_s, checkpoint_s, \
          util, priority, preemptible, name, command, env, retries, owner, state, clusters, time_limit_s, workdir, \
-         checkpoint_on_signal, array_id, array_index, array_count, array_limit, depends_on, held) \
+         checkpoint_on_signal, array_id, array_index, array_count, array_limit, depends_on, held, run_as) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, \
-         $23, $24, $25, $26, $27, $28) RETURNING seq",
+         $23, $24, $25, $26, $27, $28, $29) RETURNING seq",
     )
     .bind(w.submit_t)
     .bind(&w.account)
@@ -106,12 +107,14 @@ fn insert_query(w: &NewWorkload) -> sqlx::query::QueryScalar<'_, sqlx::Any, i64,
     .bind(w.conditions.array_limit)
     .bind(&w.conditions.depends_on)
     .bind(i64::from(w.conditions.held))
+    .bind(&w.run_as)
 }
 
 fn workload_row(r: &AnyRow) -> Result<WorkloadRow, sqlx::Error> {
     Ok(WorkloadRow {
         seq: r.try_get("seq")?,
         owner: r.try_get("owner")?,
+        run_as: r.try_get("run_as")?,
         submit_t: r.try_get("submit_t")?,
         account: r.try_get("account")?,
         submitter: r.try_get("submitter")?,

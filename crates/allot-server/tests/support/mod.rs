@@ -229,7 +229,7 @@ impl Server {
     fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("server.log")).expect("log");
         let child = Command::new(allot_bin())
-            .args(["serve", "--config"])
+            .args(["serve", "--single-user", "--config"])
             .arg(&self.config)
             .args(["--db", &self.db, "--listen", &format!("127.0.0.1:{}", self.port), "--data-dir"])
             .arg(self.dir.join("data"))

@@ -106,7 +106,7 @@ pub fn free_port() -> u16 {
 /// `allot serve --executor none` of `dir/c.toml` on `db`, at `port`.
 pub fn spawn_serve(dir: &Path, db: &str, port: u16) -> Child {
     Command::new(env!("CARGO_BIN_EXE_allot"))
-        .args(["serve", "--executor", "none", "--db", db, "--listen", &format!("127.0.0.1:{port}")])
+        .args(["serve", "--single-user", "--executor", "none", "--db", db, "--listen", &format!("127.0.0.1:{port}")])
         .arg("--config")
         .arg(dir.join("c.toml"))
         .arg("--data-dir")

@@ -12,6 +12,7 @@ use super::health::{Watch, poll_nodes};
 use super::jobs::{POLL, Slot, Slots, live_store_jobs, owned_jobs, poll, scancel};
 use super::launch::{exit_record, job_comment, job_name, sbatch_command, uniform, write_script};
 use crate::executor::{AttemptKey, BoxFuture, ExecEvent, Executor, Launch, LaunchError, Survivor};
+use crate::identity::UnixUser;
 
 /// `allot serve --executor slurm` options, or one cluster's
 /// `[clusters.executor]` in a fleet.
@@ -33,6 +34,9 @@ pub struct SlurmOptions {
     /// the cluster is taken out of service (FLEET-3); default
     /// [`DEFAULT_OUTAGE_AFTER`].
     pub outage_after: Option<Duration>,
+    /// ID-1: jobs never run as a uid below this (`[identity] min_uid`;
+    /// `None`: its default, 1000).
+    pub min_uid: Option<u32>,
 }
 
 /// How long a Slurm cluster may be unreachable before it is taken out of
@@ -164,7 +168,14 @@ impl Executor for SlurmExecutor {
         if job.command.is_empty() {
             return fail(LaunchError::workload("empty command"));
         }
-        let script = match write_script(&self.script_dir, &self.instance, &self.opts, &job) {
+        // ID-1: Slurm runs the job as its submitter's Unix user.
+        let min_uid = self.opts.min_uid.unwrap_or(allot_trace::config::IdentityConfig::default().min_uid);
+        let user = match job.run_as.user().map(|u| UnixUser::by_name(u).and_then(|u| u.at_least(min_uid))) {
+            None => None,
+            Some(Ok(u)) => Some(u),
+            Some(Err(e)) => return fail(LaunchError::workload(format!("cannot run as its user: {e}"))),
+        };
+        let script = match write_script(&self.script_dir, &self.instance, &self.opts, &job, user.as_ref()) {
             Ok(p) => p,
             Err(e) => return fail(LaunchError::infrastructure(crate::executor::with_sources(&e))),
         };
@@ -176,7 +187,7 @@ impl Executor for SlurmExecutor {
             ..Slot::default()
         };
         self.slots.lock().expect("slurm slots").insert(key, slot);
-        let mut cmd = sbatch_command(&self.instance, &self.opts, &job, &script);
+        let mut cmd = sbatch_command(&self.instance, &self.opts, &job, &script, user.as_ref());
         let (slots, events, workload) = (self.slots.clone(), self.events.clone(), job.workload_id.clone());
         let opts = self.opts.clone();
         tokio::spawn(async move {

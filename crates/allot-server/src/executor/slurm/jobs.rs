@@ -160,23 +160,59 @@ pub(super) async fn owned_jobs(
     uid: u32,
     comment: &str,
 ) -> Result<Vec<(u64, String)>, SlurmError> {
+    owned_jobs_of(opts, Some(filter), Users::Only(uid), comment).await
+}
+
+/// Whose jobs a server owns (with its store's comment).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Users {
+    /// Its own user's only.
+    Only(u32),
+    /// A root server's (ID-1): its own, and those it submitted for people,
+    /// who are at or above `min_uid`.
+    Any { min_uid: u32, server: u32 },
+}
+
+impl Users {
+    pub fn admits(self, uid: u32) -> bool {
+        match self {
+            Users::Only(u) => uid == u,
+            Users::Any { min_uid, server } => uid == server || uid >= min_uid,
+        }
+    }
+}
+
+/// [`owned_jobs`] of `users`; `filter`: `squeue`'s selection (`None`: all).
+async fn owned_jobs_of(
+    opts: &SlurmOptions,
+    filter: Option<&str>,
+    users: Users,
+    comment: &str,
+) -> Result<Vec<(u64, String)>, SlurmError> {
     let out =
-        opts.command("squeue").args(["--noheader", "--states=all", "--format=%A|%T|%U|%k", filter]).output().await;
+        opts.command("squeue").args(["--noheader", "--states=all", "--format=%A|%T|%U|%k"]).args(filter).output().await;
     let out = SlurmError::command("list this store's Slurm jobs", "squeue", out)?;
-    let (mine, foreign) = split_owned(&String::from_utf8_lossy(&out.stdout), uid, comment);
+    let (mine, foreign) = split_owned(&String::from_utf8_lossy(&out.stdout), users, comment);
     for j in foreign {
         tracing::info!(job = j.id, user = %j.user, comment = %j.comment, "this Slurm job (another user's or store's) is not its own: left alone");
     }
     Ok(mine)
 }
 
-/// The ids of this store's jobs still alive on the cluster: submitted by
-/// this server's user with the store's comment, not in a final state.
+/// The ids of this store's jobs still alive on the cluster: with the
+/// store's comment, not in a final state, run as this server's user or,
+/// submitted for people (ID-1), as any user at or above `min_uid`.
 pub(super) async fn live_store_jobs(opts: &SlurmOptions, instance: &str) -> Result<Vec<u64>, SlurmError> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
     let comment = super::launch::job_comment(instance);
-    let jobs = owned_jobs(opts, &format!("--user={uid}"), uid, &comment).await?;
+    let min_uid = opts.min_uid.unwrap_or(allot_trace::config::IdentityConfig::default().min_uid);
+    let (users, filter) = if uid == 0 {
+        (Users::Any { min_uid, server: uid }, None)
+    } else {
+        (Users::Only(uid), Some(format!("--user={uid}")))
+    };
+    let jobs = owned_jobs_of(opts, filter.as_deref(), users, &comment).await?;
     Ok(jobs.into_iter().filter(|(_, st)| !is_final(st)).map(|(id, _)| id).collect())
 }
 
@@ -190,13 +226,13 @@ pub struct ForeignJob {
 
 /// Splits `ID|STATE|UID|COMMENT` lines into this server's jobs `(id,
 /// state)` and the others.
-pub fn split_owned(text: &str, uid: u32, comment: &str) -> (Vec<(u64, String)>, Vec<ForeignJob>) {
+pub fn split_owned(text: &str, users: Users, comment: &str) -> (Vec<(u64, String)>, Vec<ForeignJob>) {
     let (mut mine, mut foreign) = (Vec::new(), Vec::new());
     for line in text.lines() {
         let mut f = line.trim().splitn(4, '|');
         let (Some(id), Some(state), Some(user), Some(c)) = (f.next(), f.next(), f.next(), f.next()) else { continue };
         let Ok(id) = id.parse::<u64>() else { continue };
-        if user.parse::<u32>() == Ok(uid) && c == comment {
+        if user.parse::<u32>().is_ok_and(|u| users.admits(u)) && c == comment {
             mine.push((id, state.to_string()));
         } else {
             foreign.push(ForeignJob { id, user: user.to_string(), comment: c.to_string() });
@@ -331,8 +367,14 @@ mod tests {
     fn only_jobs_of_this_user_and_store_are_its_own() {
         let text = "11|RUNNING|0|allot-store=s1\n12|RUNNING|1000|allot-store=s1\n13|PENDING|0|(null)\n\
                     14|RUNNING|0|allot-store=s2\njunk\n";
-        let (mine, foreign) = split_owned(text, 0, "allot-store=s1");
+        let (mine, foreign) = split_owned(text, Users::Only(0), "allot-store=s1");
         assert_eq!(mine, [(11, "RUNNING".to_string())]);
         assert_eq!(foreign.iter().map(|f| f.id).collect::<Vec<_>>(), [12, 13, 14]);
+        // ID-1: a root server's jobs run as the people it submitted for
+        // (uid 1000 and above), never as a system account.
+        let text = format!("{text}15|RUNNING|999|allot-store=s1\n");
+        let (mine, foreign) = split_owned(&text, Users::Any { min_uid: 1000, server: 0 }, "allot-store=s1");
+        assert_eq!(mine.iter().map(|m| m.0).collect::<Vec<_>>(), [11, 12]);
+        assert_eq!(foreign.iter().map(|f| f.id).collect::<Vec<_>>(), [13, 14, 15]);
     }
 }

@@ -8,13 +8,19 @@ use std::time::Duration;
 use super::SlurmOptions;
 use super::error::{SlurmError, SlurmErrorKind};
 use crate::executor::{AttemptKey, Launch, LaunchError};
+use crate::identity::UnixUser;
 
-/// The `sbatch` command for an attempt (script already written).
+/// The `sbatch` command for an attempt (script already written), as
+/// `user` (ID-1: `--uid` and `--gid` of a root server; Slurm runs the job
+/// as them) or as the server's own user. The job's environment is Slurm's
+/// own variables and a plain `PATH` only: never the server's (its secrets);
+/// the task's environment is set on its command line ([`task_env`]).
 pub(super) fn sbatch_command(
     instance: &str,
     opts: &SlurmOptions,
     job: &Launch,
     script: &Path,
+    user: Option<&UnixUser>,
 ) -> tokio::process::Command {
     let mut cmd = opts.command("sbatch");
     for k in crate::executor::server_only_env(false) {
@@ -25,7 +31,10 @@ pub(super) fn sbatch_command(
         .arg(format!("--comment={}", job_comment(instance)))
         .arg(format!("--output={}", job.log_path.display()))
         .arg("--open-mode=append")
-        .arg("--export=ALL");
+        .arg(format!("--export=PATH={}", crate::executor::runas::DEFAULT_PATH));
+    if let Some(u) = user {
+        cmd.arg(format!("--uid={}", u.uid)).arg(format!("--gid={}", u.gid));
+    }
     if let Some(dir) = &job.workdir {
         cmd.arg(format!("--chdir={}", dir.display()));
     }
@@ -57,9 +66,10 @@ pub(super) fn sbatch_command(
     cmd
 }
 
-/// What the task's command sees besides Slurm's own variables: the
-/// workload's `env`, then Allot's (which win).
-pub(super) fn task_env(instance: &str, job: &Launch) -> Vec<(String, String)> {
+/// What the task's command sees besides Slurm's own variables: its user's
+/// `HOME`, `USER`, `LOGNAME` and `SHELL`, the workload's `env`, then
+/// Allot's (which win).
+pub(super) fn task_env(instance: &str, job: &Launch, user: Option<&UnixUser>) -> Vec<(String, String)> {
     let all: Vec<String> = job.gpus.iter().map(|n| format!("{}:{}", n.node, n.indices.len())).collect();
     let allot = [
         ("ALLOT_WORKLOAD_ID", job.workload_id.clone()),
@@ -69,7 +79,22 @@ pub(super) fn task_env(instance: &str, job: &Launch) -> Vec<(String, String)> {
         ("ALLOT_GPUS", all.join(";")),
         ("ALLOT_TAG", format!("{}#{}.{}", instance, job.key.seq, job.key.attempt)),
     ];
-    let mut env: Vec<(String, String)> = job.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let me = if user.is_none() { UnixUser::current().ok() } else { None };
+    let mut env: Vec<(String, String)> = user
+        .or(me.as_ref())
+        .map(|u| {
+            vec![
+                ("HOME".to_string(), u.home.display().to_string()),
+                ("USER".to_string(), u.name.clone()),
+                ("LOGNAME".to_string(), u.name.clone()),
+                ("SHELL".to_string(), u.shell.display().to_string()),
+            ]
+        })
+        .unwrap_or_default();
+    for (k, v) in &job.env {
+        env.retain(|(e, _)| e != k);
+        env.push((k.clone(), v.clone()));
+    }
     env.retain(|(k, _)| !allot.iter().any(|(a, _)| a == k));
     env.extend(allot.into_iter().map(|(k, v)| (k.to_string(), v)));
     env
@@ -81,6 +106,7 @@ pub(super) fn write_script(
     instance: &str,
     opts: &SlurmOptions,
     job: &Launch,
+    user: Option<&UnixUser>,
 ) -> Result<PathBuf, SlurmError> {
     use std::os::unix::fs::DirBuilderExt;
     let fail = |what: &'static str, path: &Path| {
@@ -88,10 +114,13 @@ pub(super) fn write_script(
         move |source| SlurmError::new("write the attempt's batch script", SlurmErrorKind::Script { what, path, source })
     };
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(script_dir).map_err(fail("create", script_dir))?;
-    // Slurm appends to the log file it finds: created here, it is private.
-    crate::executor::private_files(job).map_err(fail("open (or make the directories of)", &job.log_path))?;
+    // Slurm appends to the log file it finds: created here, it is private
+    // to the job's user (who writes it, and its exit record beside it).
+    crate::executor::runas::private_files(&job.checkpoint_dir, &job.log_path, user)
+        .map_err(fail("open (or make the directories of)", &job.log_path))?;
     let path = script_dir.join(format!("{}.{}.sh", job.key.seq, job.key.attempt));
-    std::fs::write(&path, batch_script(job, &task_env(instance, job), opts.fence())).map_err(fail("write", &path))?;
+    std::fs::write(&path, batch_script(job, &task_env(instance, job, user), opts.fence()))
+        .map_err(fail("write", &path))?;
     Ok(path)
 }
 
@@ -251,6 +280,7 @@ mod tests {
     #[test]
     fn writes_a_script_that_quotes_the_command() {
         let job = Launch {
+            run_as: crate::identity::RunAs::Server,
             key: AttemptKey { seq: 3, attempt: 2 },
             workload_id: "3".into(),
             command: vec!["echo".into(), "it's $HOME".into()],
@@ -277,6 +307,7 @@ mod tests {
     fn the_workload_env_never_reaches_sbatch() {
         let env = [("SBATCH_QOS", "high"), ("SBATCH_EXCLUSIVE", "1"), ("SLURM_CONF", "/evil"), ("MY_VAR", "v")];
         let job = Launch {
+            run_as: crate::identity::RunAs::Server,
             key: AttemptKey { seq: 3, attempt: 1 },
             workload_id: "3".into(),
             command: vec!["train".into()],
@@ -286,14 +317,14 @@ mod tests {
             log_path: "/log".into(),
             workdir: None,
         };
-        let cmd = sbatch_command("store1", &SlurmOptions::default(), &job, Path::new("/scripts/3.1.sh"));
+        let cmd = sbatch_command("store1", &SlurmOptions::default(), &job, Path::new("/scripts/3.1.sh"), None);
         for (k, v) in cmd.as_std().get_envs() {
             let k = k.to_string_lossy();
             assert!(!env.iter().any(|(n, _)| *n == k) || v.is_none(), "the workload's {k} is in sbatch's environment");
         }
         let args: Vec<String> = cmd.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert!(args.contains(&"--comment=allot-store=store1".to_string()), "{args:?}");
-        let task = task_env("store1", &job);
+        let task = task_env("store1", &job, None);
         assert!(task.contains(&("MY_VAR".into(), "v".into())), "the command still gets its env: {task:?}");
         assert!(task.iter().any(|(k, v)| k == "ALLOT_TAG" && v == "store1#3.1"), "{task:?}");
         let script = batch_script(&job, &task, None);
@@ -307,6 +338,7 @@ mod tests {
     #[test]
     fn a_fleet_cluster_speaks_to_its_own_slurm() {
         let job = Launch {
+            run_as: crate::identity::RunAs::Server,
             key: AttemptKey { seq: 3, attempt: 1 },
             workload_id: "3".into(),
             command: vec!["train".into()],
@@ -325,7 +357,7 @@ mod tests {
             partition: Some("p".into()),
             ..SlurmOptions::default()
         };
-        let cmd = sbatch_command("s", &opts, &job, Path::new("/scripts/3.1.sh"));
+        let cmd = sbatch_command("s", &opts, &job, Path::new("/scripts/3.1.sh"), None);
         let args: Vec<String> = cmd.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert!(
             args.contains(&"--nodelist=node1".to_string()) && args.contains(&"--nodelist=node2".to_string()),
@@ -336,7 +368,7 @@ mod tests {
         assert_eq!(conf, Some(std::ffi::OsStr::new("/etc/b/slurm.conf")));
         let even =
             Launch { gpus: vec![job.gpus[0].clone(), NodeGpus { node: "b/node2".into(), indices: vec![0, 1] }], ..job };
-        let cmd = sbatch_command("s", &opts, &even, Path::new("/scripts/3.1.sh"));
+        let cmd = sbatch_command("s", &opts, &even, Path::new("/scripts/3.1.sh"), None);
         let args: Vec<String> = cmd.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert!(args.contains(&"--nodelist=node1,node2".to_string()), "{args:?}");
     }
@@ -409,6 +441,7 @@ mod tests {
         );
         exe(&proj.join("run.sh"), "#!/bin/sh\npwd -P > ran\n");
         let job = |workdir: &Path| Launch {
+            run_as: crate::identity::RunAs::Server,
             key: AttemptKey { seq: 1, attempt: 1 },
             workload_id: "1".into(),
             command: vec!["./run.sh".into()],
@@ -428,7 +461,7 @@ mod tests {
         };
         let opts = SlurmOptions { cluster: Some("b".into()), ..SlurmOptions::default() };
         let ok = job(&proj);
-        let args: Vec<String> = sbatch_command("s", &opts, &ok, Path::new("/j.sh"))
+        let args: Vec<String> = sbatch_command("s", &opts, &ok, Path::new("/j.sh"), None)
             .as_std()
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
@@ -484,6 +517,7 @@ mod tests {
         std::fs::set_permissions(&srun, std::fs::Permissions::from_mode(0o755)).unwrap();
         let run = |command: &str| {
             let job = Launch {
+                run_as: crate::identity::RunAs::Server,
                 key: AttemptKey { seq: 1, attempt: 1 },
                 workload_id: "1".into(),
                 command: vec!["sh".into(), "-c".into(), command.into()],
