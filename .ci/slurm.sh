@@ -41,12 +41,14 @@ CLUSTER_NAME=allot-test${INSTANCE:+-$INSTANCE}
 export SLURM_CONF=$BASE/etc/slurm.conf
 
 # What the tests read: SLURM_CONF for the default instance (as before),
-# ALLOT_TEST_SLURM_CONF[_B] and ALLOT_TEST_SLURM_PARTITION[_B] for every one.
+# ALLOT_TEST_SLURM_CONF[_B], ALLOT_TEST_SLURM_PARTITION[_B] and the private munged's socket
+# ALLOT_TEST_MUNGE_SOCKET[_B] for every one.
 print_env() {
   local suffix=${INSTANCE:+_$(echo "$INSTANCE" | tr a-z A-Z)}
   [ -z "$INSTANCE" ] && echo "export SLURM_CONF=$SLURM_CONF"
   echo "export ALLOT_TEST_SLURM_CONF$suffix=$SLURM_CONF"
   echo "export ALLOT_TEST_SLURM_PARTITION$suffix=$PARTITION"
+  echo "export ALLOT_TEST_MUNGE_SOCKET$suffix=$BASE/munge/run/munge.socket"
 }
 
 daemon_pidfiles() { echo "$BASE/run/slurmctld.pid"; ls "$BASE"/run/slurmd-*.pid 2>/dev/null || true; }

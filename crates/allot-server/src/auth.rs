@@ -352,13 +352,13 @@ impl Authenticator {
     }
 
     /// Opens a session for person `user` (signed in by `method` from
-    /// `source`); returns its token (shown once) and its end.
+    /// `source`); returns its id, its token (shown once) and its end.
     pub async fn open_session(
         &self,
         user: &UnixUser,
         method: &str,
         source: &str,
-    ) -> Result<(String, i64), StoreError> {
+    ) -> Result<(String, String, i64), StoreError> {
         let token = crate::secret::new_session_token();
         let now = crate::clock::now() as i64;
         let row = LoginRow {
@@ -371,7 +371,7 @@ impl Authenticator {
             expires_t: now + self.identity.session_ttl_s as i64,
         };
         self.store.insert_login(&row, MAX_SESSIONS_PER_PERSON).await?;
-        Ok((token, row.expires_t))
+        Ok((row.id, token, row.expires_t))
     }
 
     /// Tokens, grants or accounts changed: no cached principal is used
@@ -486,7 +486,6 @@ mod tests {
         let s = principal_of(&user("prom", &["mon"]), &cfg).unwrap();
         assert_eq!(s.role, Role::Metrics);
     }
-
 
     fn p(role: Role, scope: Option<&str>, projects: &[&str]) -> Principal {
         Principal {

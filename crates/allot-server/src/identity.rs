@@ -16,7 +16,6 @@ use std::path::PathBuf;
 
 use nix::unistd::{Gid, Group, Uid, User};
 
-
 /// A Unix user as NSS answers for it now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnixUser {
@@ -161,6 +160,11 @@ impl RunPolicy {
         };
         let u = UnixUser::by_name(user).map_err(|e| e.to_string())?;
         let u = u.at_least(self.min_uid).map_err(|e| e.to_string())?;
+        if self.server_uid != 0 && u.uid == self.server_uid {
+            // A server that is not root runs its own user's work as itself:
+            // no identity to switch to (and none it could switch to).
+            return Ok(RunAs::Server);
+        }
         if self.server_uid != 0 && u.uid != self.server_uid {
             return Err(format!(
                 "this server runs as {} (uid {}) and can start work only as itself, not as {}: run allot serve as \

@@ -584,6 +584,33 @@ pub struct TokenRequest {
     pub expires_in_s: Option<u64>,
 }
 
+/// How people sign in to this server.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LoginInfo {
+    /// `munge` when people may sign in with a munge credential.
+    pub methods: Vec<String>,
+    /// The payload a munge credential for this server carries.
+    pub munge_payload: String,
+}
+
+/// A munge credential (`munge -s PAYLOAD`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MungeLogin {
+    pub credential: String,
+}
+
+/// A session opened: its token is shown this once.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LoginCreated {
+    /// The session's id (`DELETE /v1/sessions/{id}` ends it).
+    pub id: String,
+    pub token: String,
+    pub user: String,
+    pub role: String,
+    pub expires_t: i64,
+}
+
 /// A created token: the only time its text is shown.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct TokenCreated {

@@ -362,7 +362,9 @@ async fn launch_failures_spend_no_retry_and_three_drain_the_node() {
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     let ck = s.dir.join("data/checkpoints/1");
     assert_eq!(mode(&ck), 0o700, "checkpoint directory");
-    assert_eq!(mode(&ck.join("..")), 0o700, "checkpoints directory");
+    // Its parent is only traversable: each workload's user reaches its own
+    // directory and lists no one else's (docs/security.md).
+    assert_eq!(mode(&ck.join("..")), 0o711, "checkpoints directory");
     assert_eq!(mode(&logs.join("attempt-4.log")), 0o600, "log file");
     drop(s);
     f.finish().await;

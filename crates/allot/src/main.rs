@@ -7,6 +7,7 @@ mod cmd_compare;
 mod cmd_db;
 mod cmd_help;
 mod cmd_kube;
+mod cmd_login;
 mod cmd_serve;
 mod cmd_sim;
 mod cmd_trace;
@@ -41,6 +42,11 @@ enum Command {
     /// Create a store explicitly (`allot serve` refuses to replace a missing or emptied one).
     #[command(subcommand)]
     Db(cmd_db::DbCommand),
+    /// Sign in as yourself: a munge credential proves your Unix user to the server, which opens a session
+    /// (kept readable by you only and used by later commands to that server).
+    Login(cmd_login::LoginArgs),
+    /// End the session `allot login` opened with this server, and forget it.
+    Logout(cmd_login::LogoutArgs),
     /// API tokens: list, create (through the server, or with --db straight into the store), revoke.
     #[command(subcommand)]
     Token(cmd_admin::TokenCommand),
@@ -61,6 +67,14 @@ enum Command {
     Man(cmd_help::ManArgs),
 }
 
+/// Runs a client command's future on a runtime of its own.
+fn block_on(f: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let rt =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("failed to start the runtime")?;
+    rt.block_on(f)
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -69,6 +83,8 @@ fn main() -> std::process::ExitCode {
         Command::Compare(a) => cmd_compare::run(a),
         Command::Serve(a) => cmd_serve::run(a),
         Command::Db(c) => cmd_db::run(c),
+        Command::Login(a) => block_on(cmd_login::login(a)),
+        Command::Logout(a) => block_on(cmd_login::logout(a)),
         Command::Token(c) => cmd_admin::run_token(c),
         Command::Audit(a) => cmd_admin::run_audit(a),
         Command::Client(c) => cmd_client::run(c),

@@ -174,8 +174,8 @@ fn a_live_server_s_refusals_name_the_fix() {
             args: vec!["queue"],
             env: vec![("ALLOT_SERVER", &bare)],
             stderr: format!(
-                "error: failed to list workloads: 401 Unauthorized: no token given: set ALLOT_TOKEN, or token = \
-                 \"…\" in {file}; {get_a_token}\n"
+                "error: failed to list workloads: 401 Unauthorized: no token given: sign in with `allot login`, or \
+                 set ALLOT_TOKEN, or token = \"…\" in {file} ({get_a_token})\n"
             ),
             code: 5,
         },

@@ -9,42 +9,16 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::{ApiError, ApiErrors, App, Auth, Body};
 use crate::identity::UnixUser;
 use crate::munge::MungeError;
 use crate::signin::{self, Attempt, How, Source};
 use crate::store::LoginRow;
-
-/// How people sign in to this server.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct LoginInfo {
-    /// `munge` when people may sign in with a munge credential.
-    pub methods: Vec<String>,
-    /// The payload a munge credential for this server carries.
-    pub munge_payload: String,
-}
-
-/// A munge credential (`munge -s PAYLOAD`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MungeLogin {
-    pub credential: String,
-}
-
-/// A session opened: its token is shown this once.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct LoginCreated {
-    pub token: String,
-    pub user: String,
-    pub role: String,
-    pub expires_t: i64,
-}
+use crate::views::{LoginCreated, LoginInfo, MungeLogin};
 
 /// `GET /v1/login`: how to sign in (no token needed).
-#[utoipa::path(get, path = "/v1/login", summary = "how people sign in", description = "No token needed.", responses((status = 200, description = "success", body = LoginInfo)))]
+#[utoipa::path(get, path = "/v1/login", summary = "how people sign in", description = "No token needed.", responses((status = 200, description = "success", body = LoginInfo), ApiErrors))]
 pub async fn info(State(app): State<App>) -> Json<LoginInfo> {
     let methods = if app.auth.identity().munge { vec!["munge".to_string()] } else { Vec::new() };
     Json(LoginInfo { methods, munge_payload: crate::munge::payload_for(&app.instance) })
@@ -81,11 +55,9 @@ async fn munge_admitted(
     req: MungeLogin,
     now: i64,
 ) -> Result<LoginCreated, ApiError> {
-    let refuse = |who: Option<String>, why: String| {
-        async move {
-            signin::audit(&app.store, now, &Attempt { who: who.as_deref(), refused: Some(&why), ..attempt }).await;
-            why
-        }
+    let refuse = |who: Option<String>, why: String| async move {
+        signin::audit(&app.store, now, &Attempt { who: who.as_deref(), refused: Some(&why), ..attempt }).await;
+        why
     };
     if !app.auth.identity().munge {
         let why = refuse(None, "munge sign-in is off on this server ([identity] munge = false)".into()).await;
@@ -120,11 +92,11 @@ async fn munge_admitted(
         );
         return Err(ApiError::forbidden(refuse(Some(user.name.clone()), why).await));
     };
-    let (token, expires_t) = app.auth.open_session(&user, "munge", &attempt.source.to_string()).await?;
+    let (id, token, expires_t) = app.auth.open_session(&user, "munge", &attempt.source.to_string()).await?;
     app.limits.signin.signed_in(admitted);
     signin::audit(&app.store, now, &Attempt { who: Some(&user.name), ..attempt }).await;
     tracing::info!(user = %user.name, uid = user.uid, role = who.role.as_str(), "signed in with munge");
-    Ok(LoginCreated { token, user: user.name, role: who.role.as_str().into(), expires_t })
+    Ok(LoginCreated { id, token, user: user.name, role: who.role.as_str().into(), expires_t })
 }
 
 /// `GET /v1/sessions`: the caller's own sessions (admins: everyone's).

@@ -189,7 +189,12 @@ pub(crate) async fn submit_as(
     // ID-1: it runs as its submitter's Unix user (the Kubernetes
     // executor's Jobs run as their pods say).
     if !who.token_id.starts_with("kubernetes:") {
-        row.run_as = app.run.run_as(&who.name, who.unix_user.as_deref()).map_err(ApiError::forbidden)?.user().map(str::to_string);
+        row.run_as = app
+            .run
+            .run_as(&who.name, who.unix_user.as_deref())
+            .map_err(ApiError::forbidden)?
+            .user()
+            .map(str::to_string);
     }
     let hold = req.hold.unwrap_or(false);
     let plan =

@@ -15,6 +15,9 @@ use super::ClientError;
 
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
 
+/// Finds the saved session of a server URL: its token and the file it is in.
+pub type SavedToken<'a> = &'a dyn Fn(&str) -> Result<Option<(String, PathBuf)>, ClientError>;
+
 /// The client config file.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,6 +58,8 @@ pub enum Origin {
     Env,
     /// The client config file at this path.
     File(PathBuf),
+    /// The session `allot login` saved in this file (a token only).
+    Session(PathBuf),
     /// Not given anywhere: the default server, or no token.
     Default,
 }
@@ -75,9 +80,16 @@ impl Setup {
         Setup { server: Origin::Flag, token: if token { Origin::Flag } else { Origin::Default }, file: None }
     }
 
-    /// Server and token from `server` (the command line), the environment,
-    /// the client config file and the default, in that order.
-    pub fn resolve(server: Option<&str>) -> Result<(String, Option<String>, Setup), ClientError> {
+    /// The server from `server` (the command line), the environment, the
+    /// client config file and the default, in that order; the token from
+    /// `ALLOT_TOKEN`, the session `saved(url)` finds for that server (the
+    /// one `allot login` saved, with its file: [`super::session`]), the
+    /// client config file, in that order. Without `saved`, no token (to
+    /// sign in).
+    pub fn resolve(
+        server: Option<&str>,
+        saved: Option<SavedToken<'_>>,
+    ) -> Result<(String, Option<String>, Setup), ClientError> {
         let file = ClientConfig::load()?;
         let path = ClientConfig::path();
         let in_file = || Origin::File(path.clone().unwrap_or_default());
@@ -88,10 +100,16 @@ impl Setup {
             (None, None, None) => (DEFAULT_SERVER.to_string(), Origin::Default),
         };
         let url = server_url(&url, &server)?;
-        let (token, from) = match (std::env::var("ALLOT_TOKEN").ok().filter(|t| !t.is_empty()), file.token) {
-            (Some(t), _) => (Some(t), Origin::Env),
-            (None, Some(t)) => (Some(t), in_file()),
-            (None, None) => (None, Origin::Default),
+        let Some(saved) = saved else {
+            return Ok((url, None, Setup { server, token: Origin::Default, file: path }));
+        };
+        let env = std::env::var("ALLOT_TOKEN").ok().filter(|t| !t.is_empty());
+        let session = if env.is_none() { saved(&url)? } else { None };
+        let (token, from) = match (env, session, file.token) {
+            (Some(t), _, _) => (Some(t), Origin::Env),
+            (None, Some((t, p)), _) => (Some(t), Origin::Session(p)),
+            (None, None, Some(t)) => (Some(t), in_file()),
+            (None, None, None) => (None, Origin::Default),
         };
         Ok((url, token, Setup { server, token: from, file: path }))
     }
@@ -116,7 +134,8 @@ impl Setup {
     /// The 401 answer when no token was sent.
     pub fn missing_token(&self) -> String {
         format!(
-            "no token given: set ALLOT_TOKEN, or token = \"…\" in {}; an admin creates one with `allot token create`",
+            "no token given: sign in with `allot login`, or set ALLOT_TOKEN, or token = \"…\" in {} (an admin \
+             creates one with `allot token create`)",
             self.file_text()
         )
     }
@@ -126,6 +145,12 @@ impl Setup {
         let from = match &self.token {
             Origin::Env => "ALLOT_TOKEN".to_string(),
             Origin::File(p) => format!("token in {}", p.display()),
+            Origin::Session(p) => {
+                return format!(
+                    "the session saved in {} was refused (ended or revoked): sign in again with `allot login`",
+                    p.display()
+                );
+            }
             Origin::Flag | Origin::Default => "the token given".to_string(),
         };
         format!("the token came from {from}: set a valid one there; an admin creates one with `allot token create`")
@@ -140,7 +165,7 @@ pub fn server_url(given: &str, origin: &Origin) -> Result<String, ClientError> {
         let at = match origin {
             Origin::Flag => format!("--server {given:?}"),
             Origin::Env => format!("ALLOT_SERVER={given:?}"),
-            Origin::File(p) => format!("server = {given:?} in {}", p.display()),
+            Origin::File(p) | Origin::Session(p) => format!("server = {given:?} in {}", p.display()),
             Origin::Default => format!("the default server {given:?}"),
         };
         ClientError::Config(format!("{at}: {why}; give the server as http://HOST:PORT"))
@@ -162,7 +187,7 @@ impl fmt::Display for Origin {
         match self {
             Origin::Flag => f.write_str("from --server"),
             Origin::Env => f.write_str("from ALLOT_SERVER"),
-            Origin::File(p) => write!(f, "from {}", p.display()),
+            Origin::File(p) | Origin::Session(p) => write!(f, "from {}", p.display()),
             Origin::Default => f.write_str("the default"),
         }
     }
@@ -218,8 +243,8 @@ mod tests {
         let s = Setup { server: Origin::Default, token: Origin::Default, file: file.clone() };
         assert_eq!(
             s.missing_token(),
-            "no token given: set ALLOT_TOKEN, or token = \"…\" in /h/.config/allot/client.toml; an admin creates \
-             one with `allot token create`"
+            "no token given: sign in with `allot login`, or set ALLOT_TOKEN, or token = \"…\" in \
+             /h/.config/allot/client.toml (an admin creates one with `allot token create`)"
         );
         let env = Setup { token: Origin::Env, ..s.clone() };
         assert!(env.rejected_token().starts_with("the token came from ALLOT_TOKEN: "), "{}", env.rejected_token());

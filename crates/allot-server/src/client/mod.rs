@@ -21,6 +21,7 @@ pub mod columns;
 mod config;
 mod error;
 pub mod render;
+pub mod session;
 pub mod terminal;
 
 use reqwest::Method;
@@ -28,8 +29,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::views::{
-    AccountChange, AccountDecl, AccountEdits, AccountTreeImport, AccountView, AuditView, ErrorBody, NodeView,
-    SubmitRequest, TokenCreated, TokenRequest, TokenView, WorkloadDetail, WorkloadView,
+    AccountChange, AccountDecl, AccountEdits, AccountTreeImport, AccountView, AuditView, ErrorBody, LoginCreated,
+    LoginInfo, MungeLogin, NodeView, SubmitRequest, TokenCreated, TokenRequest, TokenView, WorkloadDetail,
+    WorkloadView,
 };
 
 pub use config::{ClientConfig, DEFAULT_SERVER, Origin, Setup};
@@ -78,8 +80,20 @@ impl Client {
     /// the config file, else the default; the token from the environment,
     /// else the config file ([`Setup::resolve`]).
     pub fn from_env(server: Option<&str>) -> Result<Client, ClientError> {
-        let (url, token, setup) = Setup::resolve(server)?;
+        let saved = |url: &str| Ok(session::load(url)?.map(|(s, p)| (s.token, p)));
+        let (url, token, setup) = Setup::resolve(server, Some(&saved))?;
         Ok(Client::with_setup(&url, token, setup))
+    }
+
+    /// As [`Client::from_env`], sending no token (to sign in).
+    pub fn anonymous(server: Option<&str>) -> Result<Client, ClientError> {
+        let (url, _, setup) = Setup::resolve(server, None)?;
+        Ok(Client::with_setup(&url, None, setup))
+    }
+
+    /// This client with `token` instead of its own.
+    pub fn with_token(&self, token: String) -> Client {
+        Client { token: Some(token), setup: Setup { token: Origin::Flag, ..self.setup.clone() }, ..self.clone() }
     }
 
     /// The server's URL.
@@ -274,6 +288,21 @@ impl Client {
 
     pub async fn revoke_token(&self, name: &str) -> Result<(), ClientError> {
         self.call::<(), _>(Method::DELETE, &format!("/v1/tokens/{}", encode(name)), None).await
+    }
+
+    /// How people sign in to this server (`GET /v1/login`).
+    pub async fn login_info(&self) -> Result<LoginInfo, ClientError> {
+        self.get("/v1/login").await
+    }
+
+    /// Signs in with a munge credential (`POST /v1/login/munge`).
+    pub async fn login_munge(&self, credential: &str) -> Result<LoginCreated, ClientError> {
+        self.call(Method::POST, "/v1/login/munge", Some(&MungeLogin { credential: credential.to_string() })).await
+    }
+
+    /// Ends a session (`DELETE /v1/sessions/{id}`).
+    pub async fn end_session(&self, id: &str) -> Result<(), ClientError> {
+        self.call::<(), _>(Method::DELETE, &format!("/v1/sessions/{}", encode(id)), None).await
     }
 
     /// The audit log, newest first; `query` is e.g. `[("limit", "20")]`.

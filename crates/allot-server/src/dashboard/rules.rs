@@ -51,6 +51,7 @@ docs!(
     "reliability.md",
     "results.md",
     "rules.md",
+    "security.md",
     "server.md",
     "simulator.md",
     "style.md",

@@ -19,7 +19,7 @@ pub mod sessions;
 pub mod usage;
 mod workloads;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -214,6 +214,27 @@ pub fn normalize_url(url: &str) -> Result<(Backend, String), String> {
     Ok((Backend::Sqlite, format!("sqlite://{path}{mode}")))
 }
 
+/// Makes a SQLite store's files (the database, its `-wal` and `-shm`)
+/// readable by their owner only, whoever made them and with whatever
+/// umask: they hold every token's hash and everyone's commands and
+/// environments (docs/security.md).
+fn private_sqlite(db: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::PermissionsExt;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        let p = PathBuf::from(name);
+        let Ok(meta) = std::fs::symlink_metadata(&p) else { continue };
+        let mode = meta.permissions().mode();
+        if meta.is_file() && mode & 0o077 != 0 {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode & 0o700))
+                .map_err(|e| StoreError::new("make the store private", StoreFailure::Db(sqlx::Error::Io(e))))?;
+            tracing::info!(file = %p.display(), was = format!("{:o}", mode & 0o777), "the store's file is now readable by its owner only");
+        }
+    }
+    Ok(())
+}
+
 impl Store {
     /// Connects, creating a SQLite file if needed, and runs the migrations.
     pub async fn open(url: &str) -> Result<Store, StoreError> {
@@ -254,6 +275,9 @@ impl Store {
             .await
             .ctx("connect to the database")?;
         let sqlite_path = (backend == Backend::Sqlite).then(|| instance::sqlite_file(&url));
+        if let Some(p) = &sqlite_path {
+            private_sqlite(p)?;
+        }
         let store = Store { pool, backend, sqlite_path, fence: Arc::new(Fence::default()) };
         store.migrate().await?;
         Ok(store)

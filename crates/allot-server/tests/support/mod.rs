@@ -196,6 +196,10 @@ pub struct Server {
     /// More `allot serve` arguments and environment.
     args: Vec<String>,
     envs: Vec<(String, String)>,
+    /// A command `allot serve …` is run under (e.g. a private mount
+    /// namespace); with one, the server runs every workload as its
+    /// submitter (no `--single-user`).
+    prefix: Vec<String>,
 }
 
 impl Server {
@@ -221,6 +225,28 @@ impl Server {
             port,
             args: args.iter().map(|a| a.to_string()).collect(),
             envs: envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            prefix: Vec::new(),
+        };
+        s.spawn();
+        s
+    }
+
+    /// [`Server::start_with`] run as `prefix allot serve …`, every workload
+    /// as its submitter's Unix user (not `--single-user`).
+    pub fn start_multi_user(dir: &Path, db: &str, prefix: &[&str], args: &[&str], envs: &[(&str, &str)]) -> Server {
+        let config = dir.join("cluster.toml");
+        assert!(config.exists(), "a multi-user server's test writes its config with its [[grants]]");
+        let port = free_port();
+        let mut s = Server {
+            dir: dir.to_path_buf(),
+            db: db.to_string(),
+            url: format!("http://127.0.0.1:{port}"),
+            config,
+            child: None,
+            port,
+            args: args.iter().map(|a| a.to_string()).collect(),
+            envs: envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            prefix: prefix.iter().map(|a| a.to_string()).collect(),
         };
         s.spawn();
         s
@@ -228,8 +254,20 @@ impl Server {
 
     fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("server.log")).expect("log");
-        let child = Command::new(allot_bin())
-            .args(["serve", "--single-user", "--config"])
+        let mut cmd = match self.prefix.split_first() {
+            None => {
+                let mut c = Command::new(allot_bin());
+                c.args(["serve", "--single-user"]);
+                c
+            }
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(allot_bin()).arg("serve");
+                c
+            }
+        };
+        let child = cmd
+            .arg("--config")
             .arg(&self.config)
             .args(["--db", &self.db, "--listen", &format!("127.0.0.1:{}", self.port), "--data-dir"])
             .arg(self.dir.join("data"))

@@ -157,7 +157,10 @@ pub(super) fn build_identity(
                 return Err(ctx.err(key("accounts"), Some(g.role.span()), m));
             }
             (false, Some(a)) => {
-                let m = format!("an {role} grant covers every account: remove accounts");
+                let m = format!(
+                    "{} {role} grant covers every account: remove accounts",
+                    if role == "admin" { "an" } else { "a" }
+                );
                 return Err(ctx.err(key("accounts"), Some(a.span()), m));
             }
             _ => {}
@@ -240,7 +243,7 @@ path = "org/vision"
             ("[identity]\nmin_uid = 0\n", "identity.min_uid", "root, uid 0"),
             ("[identity]\nsession_ttl = \"10s\"\n", "identity.session_ttl", "outside 1m..30d"),
             ("[identity]\nmunge_socket = \"run/m\"\n", "identity.munge_socket", "absolute path"),
-            ("[identity]\nmungo = true\n", "identity", "unknown field"),
+            ("[identity]\nmungo = true\n", "identity.mungo", "unknown key `mungo`"),
         ];
         for (extra, key, what) in cases {
             let e = err(extra);

@@ -1,0 +1,129 @@
+//! `allot login` and `allot logout`: a person proves their Unix identity
+//! to a server with a munge credential and keeps the session it opens
+//! (`client::session`); later commands to that server use it
+//! (docs/security.md, *Signing in*).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use allot_server::client::{Client, ClientError, StatusCode, session};
+use anyhow::{Context, Result, bail};
+
+use crate::cmd_client::ClientOpts;
+
+#[derive(clap::Args)]
+pub struct LoginArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    /// The munge daemon's socket, when not munge's default (passed to `munge --socket`).
+    #[arg(long, value_name = "PATH")]
+    munge_socket: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct LogoutArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+}
+
+/// The munge command: `$ALLOT_MUNGE`, else `munge` on `PATH`.
+fn munge_program() -> String {
+    std::env::var("ALLOT_MUNGE").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "munge".to_string())
+}
+
+/// A munge credential carrying `payload`, made as the caller.
+async fn credential(payload: &str, socket: Option<&PathBuf>) -> Result<String> {
+    let program = munge_program();
+    let mut cmd = tokio::process::Command::new(&program);
+    cmd.arg("--string").arg(payload);
+    if let Some(s) = socket {
+        cmd.arg("--socket").arg(s);
+    }
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let out = match cmd.output().await {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "cannot sign in: {program:?} is not installed on this host (Debian and Ubuntu: the munge package); \
+             sign in from a host of the cluster, or ask an admin for a token"
+        ),
+        Err(e) => bail!("cannot sign in: cannot run {program:?}: {e}"),
+    };
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        bail!(
+            "cannot sign in: {program} failed ({}): {why}; is munged running on this host{}?",
+            out.status,
+            socket.map(|s| format!(" with its socket at {}", s.display())).unwrap_or_default()
+        );
+    }
+    let cred = String::from_utf8(out.stdout).context("munge wrote something that is not text")?;
+    Ok(cred.trim().to_string())
+}
+
+pub async fn login(a: LoginArgs) -> Result<()> {
+    let c = Client::anonymous(a.opts.server.as_deref())?;
+    let info = c.login_info().await.context("cannot sign in")?;
+    if !info.methods.iter().any(|m| m == "munge") {
+        bail!(
+            "{} does not take munge sign-in ([identity] munge = false in its config): ask its admin for a token",
+            c.base()
+        );
+    }
+    let cred = credential(&info.munge_payload, a.munge_socket.as_ref()).await?;
+    let created = c.login_munge(&cred).await.context("cannot sign in")?;
+    let saved = session::Saved {
+        server: c.base().to_string(),
+        id: created.id.clone(),
+        token: created.token.clone(),
+        user: created.user.clone(),
+        expires_t: created.expires_t,
+    };
+    let path = session::save(&saved)?;
+    if a.opts.json {
+        let shown = serde_json::json!({
+            "server": c.base(), "user": created.user, "role": created.role, "id": created.id,
+            "expires_t": created.expires_t, "saved": path,
+        });
+        println!("{}", serde_json::to_string_pretty(&shown)?);
+    } else {
+        println!(
+            "Signed in to {} as {} ({}) until {} UTC; the session is saved in {} (readable by you only).",
+            c.base(),
+            created.user,
+            created.role,
+            allot_core::calendar::format_instant(created.expires_t.max(0) as u64)
+                .trim_end_matches('Z')
+                .replacen('T', " ", 1),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+pub async fn logout(a: LogoutArgs) -> Result<()> {
+    let c = Client::anonymous(a.opts.server.as_deref())?;
+    let saved = match session::load(c.base()) {
+        Ok(Some((s, _))) => Some(s),
+        Ok(None) => None,
+        // An unsafe file is not sent anywhere; it is removed below.
+        Err(e) => {
+            eprintln!("warning: {e}");
+            None
+        }
+    };
+    if let Some(s) = &saved {
+        match c.with_token(s.token.clone()).end_session(&s.id).await {
+            Ok(()) => {}
+            // Already ended or expired on the server: nothing to end.
+            Err(ClientError::Api { status, .. })
+                if status == StatusCode::UNAUTHORIZED || status == StatusCode::NOT_FOUND => {}
+            Err(e) => return Err(e).context("cannot end the session on the server (the saved session is kept)"),
+        }
+    }
+    match (session::remove(c.base())?, saved) {
+        (_, Some(s)) => println!("Signed out of {} ({}).", c.base(), s.user),
+        (Some(p), None) => println!("Removed {}; there was no live session for {}.", p.display(), c.base()),
+        (None, None) => println!("Not signed in to {}.", c.base()),
+    }
+    Ok(())
+}
