@@ -16,9 +16,11 @@
 //! `/etc/shadow`, and cannot move itself out of its cgroup; its checkpoint
 //! directory and log are hers and private; a workdir she cannot enter
 //! fails the launch; a token with no Unix user cannot submit; alice cannot
-//! cancel bob's work; `allot login` as alice (munge) opens a session the
-//! next commands use, her work runs as her, a replayed credential and
-//! carol are refused, `allot logout` ends the session.
+//! cancel bob's work nor signal his processes; `allot login` as alice
+//! (munge) opens a session the next commands use, her work runs as her; a
+//! replayed, expired or foreign-realm credential, one made for another
+//! server, and carol (granted nothing) are refused, and audited;
+//! `allot logout` ends the session.
 
 mod support;
 
@@ -80,6 +82,7 @@ out="$ALLOT_CHECKPOINT_DIR/probe"
   if cat "$STORE" >/dev/null 2>&1; then echo "store=read"; else echo "store=denied"; fi
   if ls "$OTHER" >/dev/null 2>&1; then echo "other=read"; else echo "other=denied"; fi
   if cat /etc/shadow >/dev/null 2>&1; then echo "shadow=read"; else echo "shadow=denied"; fi
+  if kill -0 "$OTHER_PID" 2>/dev/null; then echo "signal=sent"; else echo "signal=denied"; fi
   if echo $$ > "$ROOT_CGROUP/cgroup.procs" 2>/dev/null; then echo "cgroup=left"; else echo "cgroup=stayed"; fi
   echo "own=$(stat -c %u:%a "$ALLOT_CHECKPOINT_DIR")"
 } > "$out.tmp"
@@ -88,7 +91,8 @@ mv "$out.tmp" "$out"
 
 /// Sleeps until cancelled, after saying it runs.
 const SLEEP_SH: &str = r#"#!/bin/sh
-echo started > "$ALLOT_CHECKPOINT_DIR/started"
+echo $$ > "$ALLOT_CHECKPOINT_DIR/started.tmp"
+mv "$ALLOT_CHECKPOINT_DIR/started.tmp" "$ALLOT_CHECKPOINT_DIR/started"
 exec sleep 1000
 "#;
 
@@ -265,8 +269,9 @@ async fn workloads_run_as_their_submitters_and_people_sign_in_with_munge() {
     assert_eq!(st, 201, "{v}");
     let bob_id = v["id"].as_str().unwrap().to_string();
     let bob_ck = data.join("checkpoints").join(&bob_id);
-    wait_file(&bob_ck.join("started"), 30, || s.log());
+    let bob_pid = wait_file(&bob_ck.join("started"), 30, || s.log()).trim().to_string();
     let env = serde_json::json!({
+        "OTHER_PID": bob_pid,
         "SERVER_PID": s.pid().to_string(),
         "STORE": store_file,
         "OTHER": bob_ck,
@@ -292,6 +297,7 @@ async fn workloads_run_as_their_submitters_and_people_sign_in_with_munge() {
         ("store", "denied"),
         ("other", "denied"),
         ("shadow", "denied"),
+        ("signal", "denied"),
         ("cgroup", "stayed"),
         ("own", &format!("{ALICE}:700")),
     ] {
@@ -394,9 +400,31 @@ async fn workloads_run_as_their_submitters_and_people_sign_in_with_munge() {
     let (st, v) =
         s.http("POST", "/v1/login/munge", None, Some(&serde_json::json!({"credential": other}).to_string())).await;
     assert_eq!(st, 401, "a credential for another server: {v}");
+    // An expired credential, and one of another munge realm (the second
+    // private cluster's munged, its own key).
+    let short = ok(
+        &run_in(&ns, Some(ALICE), &dir, &["munge", "--socket", &socket, "--ttl=1", "--string", &payload], &[]),
+        "a munge credential of 1 s",
+    );
+    std::thread::sleep(Duration::from_millis(2_500));
+    let (st, v) =
+        s.http("POST", "/v1/login/munge", None, Some(&serde_json::json!({"credential": short}).to_string())).await;
+    assert_eq!(st, 401, "an expired credential: {v}");
+    assert!(v["error"].as_str().unwrap().contains("expired"), "{v}");
+    let foreign_socket = std::env::var("ALLOT_TEST_MUNGE_SOCKET_B").expect(
+        "ALLOT_TEST_MUNGE_SOCKET_B is not set: the second private cluster (.ci/slurm.sh start b) has the other realm",
+    );
+    let foreign = ok(
+        &run_in(&ns, Some(ALICE), &dir, &["munge", "--socket", &foreign_socket, "--string", &payload], &[]),
+        "a credential of another realm",
+    );
+    let (st, v) =
+        s.http("POST", "/v1/login/munge", None, Some(&serde_json::json!({"credential": foreign}).to_string())).await;
+    assert_eq!(st, 401, "a credential of another munge key: {v}");
+    assert!(v["error"].as_str().unwrap().contains("another munge realm"), "{v}");
     let (_, audit) = s.http("GET", "/v1/audit?limit=50", Some(&admin), None).await;
     let signins = audit.as_array().unwrap().iter().filter(|e| e["action"] == "signin").count();
-    assert!(signins >= 4, "every sign-in attempt is audited: {audit}");
+    assert!(signins >= 6, "every sign-in attempt is audited: {audit}");
 
     // Signing out ends the session on the server.
     ok(&as_alice(&["logout"]), "allot logout as alice");

@@ -197,9 +197,11 @@ pub struct Server {
     args: Vec<String>,
     envs: Vec<(String, String)>,
     /// A command `allot serve …` is run under (e.g. a private mount
-    /// namespace); with one, the server runs every workload as its
-    /// submitter (no `--single-user`).
+    /// namespace).
     prefix: Vec<String>,
+    /// `--single-user`: every workload runs as the server's user (all
+    /// tests but those of identities).
+    single_user: bool,
 }
 
 impl Server {
@@ -226,6 +228,7 @@ impl Server {
             args: args.iter().map(|a| a.to_string()).collect(),
             envs: envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             prefix: Vec::new(),
+            single_user: true,
         };
         s.spawn();
         s
@@ -247,6 +250,7 @@ impl Server {
             args: args.iter().map(|a| a.to_string()).collect(),
             envs: envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             prefix: prefix.iter().map(|a| a.to_string()).collect(),
+            single_user: false,
         };
         s.spawn();
         s
@@ -255,17 +259,17 @@ impl Server {
     fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("server.log")).expect("log");
         let mut cmd = match self.prefix.split_first() {
-            None => {
-                let mut c = Command::new(allot_bin());
-                c.args(["serve", "--single-user"]);
-                c
-            }
+            None => Command::new(allot_bin()),
             Some((first, rest)) => {
                 let mut c = Command::new(first);
-                c.args(rest).arg(allot_bin()).arg("serve");
+                c.args(rest).arg(allot_bin());
                 c
             }
         };
+        cmd.arg("serve");
+        if self.single_user {
+            cmd.arg("--single-user");
+        }
         let child = cmd
             .arg("--config")
             .arg(&self.config)

@@ -266,12 +266,10 @@ impl Executor for SlurmExecutor {
         let names: Vec<String> = survivors.iter().map(|s| job_name(&self.instance, s.key)).collect();
         Box::pin(async move {
             let comment = job_comment(&self.instance);
-            // SAFETY: geteuid has no preconditions and cannot fail.
-            let uid = unsafe { libc::geteuid() };
             if !names.is_empty() {
                 // Jobs of the survivors' names that are not this store's
                 // are logged, and left alone.
-                let _ = owned_jobs(&self.opts, &format!("--name={}", names.join(",")), uid, &comment).await;
+                let _ = owned_jobs(&self.opts, &format!("--name={}", names.join(",")), &comment).await;
             }
             let live = || live_store_jobs(&self.opts, &self.instance);
             let found: Vec<u64> = match live().await {

@@ -152,15 +152,14 @@ pub async fn job_states(opts: &SlurmOptions, filter: &str) -> Result<Vec<(u64, S
     }
 }
 
-/// `(job id, state)` of the jobs `filter` selects that this server owns:
-/// submitted by `uid` with `comment`. Others are logged and left alone.
+/// `(job id, state)` of the jobs `filter` selects that this server owns
+/// ([`Users::of_server`], with `comment`). Others are logged and left alone.
 pub(super) async fn owned_jobs(
     opts: &SlurmOptions,
     filter: &str,
-    uid: u32,
     comment: &str,
 ) -> Result<Vec<(u64, String)>, SlurmError> {
-    owned_jobs_of(opts, Some(filter), Users::Only(uid), comment).await
+    owned_jobs_of(opts, Some(filter), Users::of_server(opts), comment).await
 }
 
 /// Whose jobs a server owns (with its store's comment).
@@ -174,6 +173,19 @@ pub enum Users {
 }
 
 impl Users {
+    /// This server's: a root server's own and its people's (ID-1), any
+    /// other server's own.
+    pub fn of_server(opts: &SlurmOptions) -> Users {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        if uid == 0 {
+            let min_uid = opts.min_uid.unwrap_or(allot_trace::config::IdentityConfig::default().min_uid);
+            Users::Any { min_uid, server: uid }
+        } else {
+            Users::Only(uid)
+        }
+    }
+
     pub fn admits(self, uid: u32) -> bool {
         match self {
             Users::Only(u) => uid == u,
@@ -203,14 +215,11 @@ async fn owned_jobs_of(
 /// store's comment, not in a final state, run as this server's user or,
 /// submitted for people (ID-1), as any user at or above `min_uid`.
 pub(super) async fn live_store_jobs(opts: &SlurmOptions, instance: &str) -> Result<Vec<u64>, SlurmError> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
     let comment = super::launch::job_comment(instance);
-    let min_uid = opts.min_uid.unwrap_or(allot_trace::config::IdentityConfig::default().min_uid);
-    let (users, filter) = if uid == 0 {
-        (Users::Any { min_uid, server: uid }, None)
-    } else {
-        (Users::Only(uid), Some(format!("--user={uid}")))
+    let users = Users::of_server(opts);
+    let filter = match users {
+        Users::Only(uid) => Some(format!("--user={uid}")),
+        Users::Any { .. } => None,
     };
     let jobs = owned_jobs_of(opts, filter.as_deref(), users, &comment).await?;
     Ok(jobs.into_iter().filter(|(_, st)| !is_final(st)).map(|(id, _)| id).collect())
