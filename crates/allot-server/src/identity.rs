@@ -5,7 +5,7 @@
 //!   needed: at sign-in, when a request's principal is built (briefly
 //!   cached) and when a workload is launched as them.
 //! * What they may do comes from `[[grants]]`: the grants that name the
-//!   user or one of their groups, merged ([`principal_of`]).
+//!   user or one of their groups, merged ([`crate::auth::principal_of`]).
 //! * Workloads run as the Unix user of whoever submitted them
 //!   ([`RunAs::User`]); only `allot serve --single-user` runs them as the
 //!   server's own user ([`RunAs::Server`]), and never a uid below
@@ -44,6 +44,8 @@ pub enum IdentityError {
          run as root or a system account"
     )]
     BelowMinimum { name: String, uid: u32, min: u32 },
+    #[error("{0}")]
+    NoOne(String),
 }
 
 impl UnixUser {
@@ -108,18 +110,30 @@ pub enum RunAs {
     Server,
     /// The Unix user of this name (resolved at launch).
     User(String),
+    /// No one this server may run it as: it was submitted to a
+    /// `--single-user` server (or before schema 15) and this one, root,
+    /// runs work only as its submitters. Its launch fails (ID-1).
+    Nobody,
 }
 
 impl RunAs {
-    /// From the store's `run_as` column (`NULL`: the server's own user).
-    pub fn from_column(v: Option<&str>) -> RunAs {
-        v.map_or(RunAs::Server, |u| RunAs::User(u.to_string()))
-    }
-
+    /// The user to store in the `run_as` column.
     pub fn user(&self) -> Option<&str> {
         match self {
-            RunAs::Server => None,
+            RunAs::Server | RunAs::Nobody => None,
             RunAs::User(u) => Some(u),
+        }
+    }
+
+    /// The user to launch as (`None`: the server's own), or why it cannot
+    /// be launched here.
+    pub fn launch_as(&self) -> Result<Option<&str>, String> {
+        match self {
+            RunAs::Server => Ok(None),
+            RunAs::User(u) => Ok(Some(u)),
+            RunAs::Nobody => Err("it was submitted to a server that ran every workload as itself (--single-user), \
+                 and this one, as root, runs work only as its submitters: cancel it and submit it again"
+                .to_string()),
         }
     }
 }
@@ -137,6 +151,17 @@ pub struct RunPolicy {
 }
 
 impl RunPolicy {
+    /// Whom a stored workload runs as, from its `run_as` column: a
+    /// workload stored without a user runs as the server only where the
+    /// server runs every workload as itself, or is not root.
+    pub fn stored(&self, column: Option<&str>) -> RunAs {
+        match column {
+            Some(u) => RunAs::User(u.to_string()),
+            None if self.single_user || self.server_uid != 0 => RunAs::Server,
+            None => RunAs::Nobody,
+        }
+    }
+
     pub fn new(single_user: bool, min_uid: u32) -> RunPolicy {
         let server_uid = Uid::effective().as_raw();
         let server_user = UnixUser::by_uid(server_uid).map(|u| u.name).unwrap_or_else(|_| format!("uid {server_uid}"));
@@ -179,6 +204,21 @@ impl RunPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_workload_stored_without_a_user_never_runs_as_a_root_server() {
+        let policy =
+            |single_user, server_uid| RunPolicy { single_user, server_uid, server_user: "s".into(), min_uid: 1000 };
+        let alice = RunAs::User("alice".into());
+        // Submitted under --single-user (or before schema 15), restarted:
+        assert_eq!(policy(true, 0).stored(None), RunAs::Server, "a single-user root server: as itself");
+        assert_eq!(policy(false, 1500).stored(None), RunAs::Server, "a server that is not root: as itself");
+        assert_eq!(policy(false, 0).stored(None), RunAs::Nobody, "a multi-user root server: no one");
+        assert!(RunAs::Nobody.launch_as().unwrap_err().contains("submit it again"));
+        assert_eq!(policy(false, 0).stored(Some("alice")), alice);
+        assert_eq!(alice.launch_as(), Ok(Some("alice")));
+        assert_eq!(RunAs::Nobody.user(), None);
+    }
 
     #[test]
     fn the_server_resolves_its_own_user() {

@@ -73,6 +73,7 @@ pub async fn recover(
     cfg: &allot_trace::config::Config,
     store: &Store,
     exec: &dyn Executor,
+    run: &crate::identity::RunPolicy,
     now: Time,
 ) -> Result<Recovered, RecoveryError> {
     let book = account_book(cfg, store, now).await?;
@@ -139,7 +140,7 @@ pub async fn recover(
                     command: serde_json::from_str(&row.command).unwrap_or_default(),
                     env: serde_json::from_str(&row.env).unwrap_or_default(),
                     workdir: row.workdir.as_ref().map(std::path::PathBuf::from),
-                    run_as: crate::identity::RunAs::from_column(row.run_as.as_deref()),
+                    run_as: run.stored(row.run_as.as_deref()),
                     after,
                 };
                 let retries = u32::try_from(row.retries.max(0)).unwrap_or(u32::MAX);

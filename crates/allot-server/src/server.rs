@@ -243,7 +243,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         None => tracing::info!("GPU telemetry is off ([telemetry] interval = \"off\")"),
     }
     let now = crate::clock::now();
-    let rec = recover(&cfg, &store, exec.as_ref(), now).await?;
+    let rec = recover(&cfg, &store, exec.as_ref(), &run, now).await?;
     let metrics = Arc::new(Metrics::new());
     metrics.restore(&rec.history.0, &rec.history.1);
     let template = allot_core::State::new(cfg.cluster.clone(), rec.book.tree().clone(), cfg.contract);

@@ -436,6 +436,28 @@ async fn workloads_run_as_their_submitters_and_people_sign_in_with_munge() {
     assert_eq!(st, 200);
     s.wait_for(&bob, &bob_id, 30, |v| state(v) == "cancelled").await;
     drop(s);
+
+    // Work stored by a --single-user server has no user: a root server
+    // that runs work as its submitters never runs it (as root).
+    let single = Server::start_with(&dir, &db.url, &[], &[]);
+    let marker = dir.join("ran-as-root");
+    let cmd = serde_json::json!(["/bin/sh", "-c", format!("id -u > {}", marker.display())]);
+    let (st, v) = submit_json(
+        &single,
+        &admin,
+        serde_json::json!({"account": "org/nlp", "gpus": 1, "command": cmd, "hold": true, "workdir": dir}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let held = v["id"].as_str().unwrap().to_string();
+    drop(single);
+    let s = Server::start_multi_user(&dir, &db.url, &prefix, &[], &[]);
+    let (st, v) = s.http("POST", &format!("/v1/workloads/{held}/release"), Some(&admin), None).await;
+    assert_eq!(st, 200, "{v}");
+    let end = s.wait_for(&admin, &held, 60, |v| state(v) == "failed").await;
+    assert!(end.to_string().contains("submit it again"), "the reason says what to do: {end}");
+    assert!(!marker.exists(), "work with no user ran on a multi-user server");
+    drop(s);
     remove_store_cgroups(&db.url).await;
     db.drop_db().await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -235,7 +235,7 @@ async fn commit(
                 command: req.command.clone(),
                 env: req.env.clone(),
                 workdir: workdir.clone(),
-                run_as: crate::identity::RunAs::from_column(row.run_as.as_deref()),
+                run_as: app.run.stored(row.run_as.as_deref()),
                 after: plan.after.clone(),
             };
             let msg = Msg::Submitted(Box::new(Submission { spec, live, retries: row.retries, accepted }));

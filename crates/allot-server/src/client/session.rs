@@ -36,7 +36,7 @@ pub fn dir() -> Option<PathBuf> {
     Some(config.parent().unwrap_or(Path::new(".")).join("sessions"))
 }
 
-/// The file of `server`'s session (a URL as [`super::config::server_url`]
+/// The file of `server`'s session (a URL as `config::server_url`
 /// makes it): its scheme, host, port and path, each character that is not
 /// a letter, digit, `.` or `-` made `_`.
 pub fn file_for(dir: &Path, server: &str) -> PathBuf {

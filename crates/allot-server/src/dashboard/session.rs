@@ -12,7 +12,7 @@
 //! per source address (429 with `Retry-After`), every attempt is audited,
 //! and one token holds at most [`crate::signin::MAX_SESSIONS`] sessions
 //! (the oldest ends). `next` is followed only to a path of this site
-//! ([`local_next`]).
+//! (`local_next`).
 //!
 //! Changes are `POST` forms: [`Viewer::check_csrf`] compares the form's
 //! `csrf` field with the session's, and a request whose `Origin` (or

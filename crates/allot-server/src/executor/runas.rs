@@ -46,7 +46,8 @@ pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 impl Identity {
     /// `run_as` resolved now: `None` for the server's own user.
     pub fn resolve(run_as: &RunAs, min_uid: u32, workdir: Option<&Path>) -> Result<Option<Identity>, IdentityError> {
-        let RunAs::User(name) = run_as else { return Ok(None) };
+        let Some(name) = run_as.launch_as().map_err(IdentityError::NoOne)? else { return Ok(None) };
+        let name = &name.to_string();
         let user = UnixUser::by_name(name)?.at_least(min_uid)?;
         let dir = workdir.unwrap_or(&user.home).as_os_str().as_bytes().to_vec();
         let dir =

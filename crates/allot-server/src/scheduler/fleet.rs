@@ -245,7 +245,10 @@ share = 1
         store.apply(&std::mem::take(&mut s.ops)).await.unwrap();
         drop(s);
 
-        let rec = crate::recovery::recover(&cfg, &store, &Unused, now + 60).await.unwrap();
+        let rec =
+            crate::recovery::recover(&cfg, &store, &Unused, &crate::identity::RunPolicy::new(true, 1000), now + 60)
+                .await
+                .unwrap();
         let names: Vec<&str> =
             rec.outage_nodes.iter().map(|&n| rec.engine.state.cluster.node(n).name.as_str()).collect();
         assert_eq!(names, ["a/gpu-0"], "only the node the outage failed");

@@ -170,7 +170,11 @@ impl Executor for SlurmExecutor {
         }
         // ID-1: Slurm runs the job as its submitter's Unix user.
         let min_uid = self.opts.min_uid.unwrap_or(allot_trace::config::IdentityConfig::default().min_uid);
-        let user = match job.run_as.user().map(|u| UnixUser::by_name(u).and_then(|u| u.at_least(min_uid))) {
+        let launch_as = match job.run_as.launch_as() {
+            Ok(u) => u,
+            Err(why) => return fail(LaunchError::workload(format!("cannot run as its user: {why}"))),
+        };
+        let user = match launch_as.map(|u| UnixUser::by_name(u).and_then(|u| u.at_least(min_uid))) {
             None => None,
             Some(Ok(u)) => Some(u),
             Some(Err(e)) => return fail(LaunchError::workload(format!("cannot run as its user: {e}"))),
