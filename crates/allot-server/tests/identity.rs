@@ -15,7 +15,9 @@
 //! server's `/proc/PID/environ`, the store, bob's checkpoints or
 //! `/etc/shadow`, and cannot move itself out of its cgroup; its checkpoint
 //! directory and log are hers and private; a workdir she cannot enter
-//! fails the launch; a token with no Unix user cannot submit; alice cannot
+//! fails the launch; a workload submitted from her own 0700 project
+//! directory resumes from its checkpoint after a preemption; a token with
+//! no Unix user cannot submit; alice cannot
 //! cancel bob's work nor signal his processes; `allot login` as alice
 //! (munge) opens a session the next commands use, her work runs as her; a
 //! replayed, expired or foreign-realm credential, one made for another
@@ -308,6 +310,57 @@ async fn workloads_run_as_their_submitters_and_people_sign_in_with_munge() {
     assert_eq!((meta.uid(), meta.mode() & 0o777), (ALICE, 0o600), "the log is alice's and private");
     let store_meta = std::fs::metadata(&store_file).unwrap();
     assert_eq!(store_meta.mode() & 0o077, 0, "the store is the server's only");
+
+    // Submitted from alice's project directory (hers, 0700: the server
+    // enters it as her), a workload resumes from its checkpoint after a
+    // preemption (the node drained, then back).
+    let proj = dir.join("home/alice/proj");
+    std::fs::create_dir(&proj).unwrap();
+    nix::unistd::chown(&proj, Some(ALICE.into()), Some(NLP.into())).unwrap();
+    std::fs::set_permissions(&proj, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let work = script(&dir, "work.sh", support::WORK_SH);
+    let (st, v) = submit_json(
+        &s,
+        &alice,
+        serde_json::json!({"account": "org/nlp", "gpus": 1, "command": [work, "5"], "workdir": proj}),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let wid = v["id"].as_str().unwrap().to_string();
+    let wck = data.join("checkpoints").join(&wid);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(wck.join("n")).ok().and_then(|n| n.trim().parse::<u32>().ok()).unwrap_or(0) < 2 {
+        assert!(Instant::now() < deadline, "no checkpoint of 2 s:\n{}", s.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = std::process::Command::new(allot_bin())
+        .args(["node", "drain", "gpu-0"])
+        .env("ALLOT_SERVER", &s.url)
+        .env("ALLOT_TOKEN", &admin)
+        .output()
+        .unwrap();
+    ok(&out, "allot node drain gpu-0");
+    wait_file(&wck.join("marker"), 30, || s.log());
+    s.wait_for(&alice, &wid, 30, |v| state(v) == "pending").await;
+    let out = std::process::Command::new(allot_bin())
+        .args(["node", "undrain", "gpu-0"])
+        .env("ALLOT_SERVER", &s.url)
+        .env("ALLOT_TOKEN", &admin)
+        .output()
+        .unwrap();
+    ok(&out, "allot node undrain gpu-0");
+    let done = s.wait_for(&alice, &wid, 60, |v| state(v) == "finished" || state(v) == "failed").await;
+    assert_eq!(state(&done), "finished", "{done}\n{}", s.log());
+    let second = std::fs::read_to_string(data.join("logs").join(&wid).join("attempt-2.log")).unwrap();
+    let resumed: u32 = second
+        .lines()
+        .find_map(|l| l.strip_prefix("rank 0 resumed from "))
+        .unwrap_or_else(|| panic!("the second attempt did not resume: {second}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(resumed >= 2, "resumed from {resumed}: {second}");
+    assert!(second.contains("rank 0 done 5"), "{second}");
 
     // A workdir alice cannot enter: the launch fails, nothing runs.
     let (st, v) = submit_json(
