@@ -277,6 +277,14 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     // scheduler ends when every API sender is gone).
     let app_tx = tx.downgrade();
     let limits = Arc::new(Limits::new(opts.edge.body_timeout, opts.edge.request_timeout, opts.edge.max_in_flight));
+    let socket_path = crate::peercred::socket_path(&opts.data_dir);
+    let login_socket = match crate::peercred::bind(&socket_path) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            tracing::warn!(path = %socket_path.display(), error = %e, "no login socket: people on this host sign in with munge");
+            None
+        }
+    };
     let app = Arc::new(AppState {
         store: store.clone(),
         auth: Authenticator::with_identity(store.clone(), cfg.identity.clone()),
@@ -288,7 +296,11 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         run,
         instance: instance.clone(),
         seen: Default::default(),
+        login_socket: login_socket.as_ref().map(|_| socket_path.clone()),
     });
+    if let Some(l) = login_socket {
+        tokio::spawn(crate::peercred::serve(app.clone(), l));
+    }
     for k in &kubes {
         k.serve(Arc::new(crate::api::kubernetes::ApiFront { app: app.clone(), cluster: k.cluster().to_string() }));
     }

@@ -57,6 +57,8 @@ pub enum How {
     Token,
     /// A munge credential.
     Munge,
+    /// The login socket's peer credentials (`SO_PEERCRED`).
+    PeerCred,
     /// An OpenID Connect identity provider.
     Oidc,
 }
@@ -66,6 +68,7 @@ impl How {
         match self {
             How::Token => "token",
             How::Munge => "munge",
+            How::PeerCred => "peercred",
             How::Oidc => "oidc",
         }
     }

@@ -591,6 +591,10 @@ pub struct LoginInfo {
     pub methods: Vec<String>,
     /// The payload a munge credential for this server carries.
     pub munge_payload: String,
+    /// The login socket on the server's host (`peercred`): connecting to
+    /// it signs in as the connecting Unix user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
 }
 
 /// A munge credential (`munge -s PAYLOAD`).

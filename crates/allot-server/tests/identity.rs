@@ -22,7 +22,9 @@
 //! (munge) opens a session the next commands use, her work runs as her; a
 //! replayed, expired or foreign-realm credential, one made for another
 //! server, and carol (granted nothing) are refused, and audited;
-//! `allot logout` ends the session.
+//! `allot logout` ends the session; on the server's host, `allot login`
+//! signs alice in through the login socket (`SO_PEERCRED`) and refuses
+//! carol.
 
 mod support;
 
@@ -403,7 +405,7 @@ async fn workloads_run_as_their_submitters_and_people_sign_in_with_munge() {
             ],
         )
     };
-    let said = ok(&as_alice(&["login", "--munge-socket", &socket]), "allot login as alice");
+    let said = ok(&as_alice(&["login", "--munge", "--munge-socket", &socket]), "allot login as alice (munge)");
     assert!(said.contains("as alice (researcher)"), "{said}");
     let sessions = dir.join("home/alice/.config/allot/sessions");
     let files: Vec<_> = std::fs::read_dir(&sessions).unwrap().flatten().collect();
@@ -484,6 +486,25 @@ async fn workloads_run_as_their_submitters_and_people_sign_in_with_munge() {
     assert_eq!(std::fs::read_dir(&sessions).unwrap().count(), 0, "the session file is gone");
     let out = as_alice(&["queue"]);
     assert!(!out.status.success(), "signed out, yet allowed");
+
+    // On the server's host, its login socket: the kernel says who calls.
+    let said = ok(&as_alice(&["login"]), "allot login as alice (login socket)");
+    assert!(said.contains("as alice (researcher)"), "{said}");
+    ok(&as_alice(&["queue"]), "allot queue as alice after signing in on the socket");
+    let carol_cfg = dir.join("home/carol/client.toml");
+    let out = run_in(
+        &ns,
+        Some(CAROL),
+        &dir,
+        &[&bin, "login"],
+        &[("ALLOT_SERVER", &s.url), ("ALLOT_CLIENT_CONFIG", &carol_cfg.display().to_string())],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("carol") && err.contains("[[grants]]"), "carol: {err}");
+    let (_, audit) = s.http("GET", "/v1/audit?limit=50", Some(&admin), None).await;
+    let by_socket = audit.as_array().unwrap().iter().filter(|e| e.to_string().contains("peercred")).count();
+    assert!(by_socket >= 2, "both socket sign-ins are audited: {audit}");
+    ok(&as_alice(&["logout"]), "allot logout as alice");
 
     let (st, _) = s.http("POST", &format!("/v1/workloads/{bob_id}/cancel"), Some(&bob), None).await;
     assert_eq!(st, 200);

@@ -1,5 +1,6 @@
 //! `allot login` and `allot logout`: a person proves their Unix identity
-//! to a server with a munge credential and keeps the session it opens
+//! to a server (on its own host through its login socket, elsewhere with a
+//! munge credential) and keeps the session it opens
 //! (`client::session`); later commands to that server use it
 //! (docs/security.md, *Signing in*).
 
@@ -7,6 +8,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 
 use allot_server::client::{Client, ClientError, StatusCode, session};
+use allot_server::views::LoginCreated;
 use anyhow::{Context, Result, bail};
 
 use crate::cmd_client::ClientOpts;
@@ -18,6 +20,9 @@ pub struct LoginArgs {
     /// The munge daemon's socket, when not munge's default (passed to `munge --socket`).
     #[arg(long, value_name = "PATH")]
     munge_socket: Option<PathBuf>,
+    /// Sign in with munge even on the server's own host (where its login socket is used by default).
+    #[arg(long)]
+    munge: bool,
 }
 
 #[derive(clap::Args)]
@@ -60,17 +65,44 @@ async fn credential(payload: &str, socket: Option<&PathBuf>) -> Result<String> {
     Ok(cred.trim().to_string())
 }
 
+/// Signs in on the server's own host: its login socket answers with a
+/// session of the connecting user (the kernel's peer credentials).
+async fn on_socket(socket: &std::path::Path) -> Result<LoginCreated> {
+    use tokio::io::AsyncReadExt;
+    let mut stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .with_context(|| format!("cannot sign in: cannot connect to the login socket {}", socket.display()))?;
+    let mut text = String::new();
+    tokio::time::timeout(std::time::Duration::from_secs(15), stream.read_to_string(&mut text))
+        .await
+        .with_context(|| format!("cannot sign in: {} did not answer within 15 s", socket.display()))?
+        .with_context(|| format!("cannot sign in: cannot read from {}", socket.display()))?;
+    let v: serde_json::Value = serde_json::from_str(text.trim())
+        .with_context(|| format!("cannot sign in: {} answered something that is not Allot's", socket.display()))?;
+    if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
+        bail!("cannot sign in: {e}");
+    }
+    serde_json::from_value(v).with_context(|| format!("cannot sign in: an unexpected answer from {}", socket.display()))
+}
+
 pub async fn login(a: LoginArgs) -> Result<()> {
     let c = Client::anonymous(a.opts.server.as_deref())?;
     let info = c.login_info().await.context("cannot sign in")?;
-    if !info.methods.iter().any(|m| m == "munge") {
-        bail!(
-            "{} does not take munge sign-in ([identity] munge = false in its config): ask its admin for a token",
-            c.base()
-        );
-    }
-    let cred = credential(&info.munge_payload, a.munge_socket.as_ref()).await?;
-    let created = c.login_munge(&cred).await.context("cannot sign in")?;
+    let local = info.socket.as_deref().map(PathBuf::from).filter(|p| !a.munge && p.exists());
+    let created = match local {
+        Some(socket) => on_socket(&socket).await?,
+        None => {
+            if !info.methods.iter().any(|m| m == "munge") {
+                bail!(
+                    "{} does not take munge sign-in ([identity] munge = false in its config): sign in on its \
+                     host, or ask its admin for a token",
+                    c.base()
+                );
+            }
+            let cred = credential(&info.munge_payload, a.munge_socket.as_ref()).await?;
+            c.login_munge(&cred).await.context("cannot sign in")?
+        }
+    };
     let saved = session::Saved {
         server: c.base().to_string(),
         id: created.id.clone(),

@@ -20,8 +20,15 @@ use crate::views::{LoginCreated, LoginInfo, MungeLogin};
 /// `GET /v1/login`: how to sign in (no token needed).
 #[utoipa::path(get, path = "/v1/login", summary = "how people sign in", description = "No token needed.", responses((status = 200, description = "success", body = LoginInfo), ApiErrors))]
 pub async fn info(State(app): State<App>) -> Json<LoginInfo> {
-    let methods = if app.auth.identity().munge { vec!["munge".to_string()] } else { Vec::new() };
-    Json(LoginInfo { methods, munge_payload: crate::munge::payload_for(&app.instance) })
+    let mut methods = Vec::new();
+    if app.auth.identity().munge {
+        methods.push("munge".to_string());
+    }
+    if app.login_socket.is_some() {
+        methods.push("peercred".to_string());
+    }
+    let socket = app.login_socket.as_ref().map(|p| p.display().to_string());
+    Json(LoginInfo { methods, munge_payload: crate::munge::payload_for(&app.instance), socket })
 }
 
 /// `POST /v1/login/munge`: a person's munge credential for a session.

@@ -57,6 +57,8 @@ pub struct AppState {
     pub instance: String,
     /// munge credentials already taken (each signs in once).
     pub seen: crate::munge::Seen,
+    /// The login socket people on this host sign in at, if it is served.
+    pub login_socket: Option<std::path::PathBuf>,
 }
 
 pub type App = Arc<AppState>;
