@@ -35,7 +35,8 @@ pub struct ServeArgs {
     /// Cluster, accounts and contract (TOML).
     #[arg(long)]
     config: PathBuf,
-    /// Store: sqlite://PATH (created with its tables if missing) or postgres://USER@HOST/DB.
+    /// Store: sqlite://PATH (created with its tables if missing) or postgres://USER@HOST/DB (its password in
+    /// PGPASSWORD or a .pgpass file, not here: `ps` shows the command line).
     #[arg(long, default_value = "sqlite://allot.db")]
     db: String,
     /// Address of the HTTP API.
@@ -124,6 +125,13 @@ pub enum LogFormat {
     Json,
 }
 
+/// Whether a store URL holds a password (`postgres://user:secret@host/db`).
+fn password_in_url(db: &str) -> bool {
+    let Some((_, rest)) = db.split_once("://") else { return false };
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    authority.rsplit_once('@').is_some_and(|(userinfo, _)| userinfo.contains(':'))
+}
+
 pub fn run(a: ServeArgs) -> Result<()> {
     // Whatever the server makes (the SQLite store and its journal, logs,
     // directories) is its own unless it says otherwise.
@@ -132,6 +140,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
         libc::umask(0o077);
     }
     init_logs(a.log_format);
+    if password_in_url(&a.db) {
+        eprintln!(
+            "warning: --db carries the store's password, which every user of this host sees in `ps`: give it in \
+             PGPASSWORD or a .pgpass file (PGPASSFILE) instead (docs/security.md)"
+        );
+    }
     let lease =
         LeaseConfig { duration: a.lease_duration, renew_deadline: a.lease_renew_deadline, retry: a.lease_retry };
     lease.check().map_err(anyhow::Error::msg)?;
@@ -178,4 +192,20 @@ pub(crate) fn init_logs(format: LogFormat) {
         LogFormat::Text => fmt.with_ansi(colour).try_init(),
         LogFormat::Json => fmt.json().flatten_event(true).try_init(),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_password_in_the_store_url_is_seen() {
+        for (url, has) in [
+            ("postgres://allot:secret@db:5432/allot", true),
+            ("postgres://allot@db/allot", false),
+            ("postgres://db/allot?user=a", false),
+            ("sqlite://allot.db", false),
+            ("sqlite:///tmp/a:b@c.db", false),
+        ] {
+            assert_eq!(super::password_in_url(url), has, "{url}");
+        }
+    }
 }
