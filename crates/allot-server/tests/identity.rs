@@ -504,6 +504,25 @@ async fn workloads_run_as_their_submitters_and_people_sign_in_with_munge() {
     let (_, audit) = s.http("GET", "/v1/audit?limit=50", Some(&admin), None).await;
     let by_socket = audit.as_array().unwrap().iter().filter(|e| e.to_string().contains("peercred")).count();
     assert!(by_socket >= 2, "both socket sign-ins are audited: {audit}");
+    // alice lists her own session; an admin lists everyone's and ends hers.
+    let mine: Value = serde_json::from_str(&ok(&as_alice(&["session", "list", "--json"]), "session list")).unwrap();
+    assert_eq!(mine.as_array().unwrap().len(), 1, "{mine}");
+    assert_eq!((mine[0]["unix_user"].as_str(), mine[0]["method"].as_str()), (Some("alice"), Some("peercred")));
+    let admin_cli = |args: &[&str]| {
+        std::process::Command::new(allot_bin())
+            .args(args)
+            .env("ALLOT_SERVER", &s.url)
+            .env("ALLOT_TOKEN", &admin)
+            .env("ALLOT_CLIENT_CONFIG", dir.join("no-client.toml"))
+            .output()
+            .unwrap()
+    };
+    let all = ok(&admin_cli(&["session", "list"]), "session list (admin)");
+    assert!(all.contains(mine[0]["id"].as_str().unwrap()), "{all}");
+    ok(&admin_cli(&["session", "end", mine[0]["id"].as_str().unwrap()]), "session end (admin)");
+    let out = as_alice(&["queue"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("allot login"), "an ended session still works: {err}");
     ok(&as_alice(&["logout"]), "allot logout as alice");
 
     let (st, _) = s.http("POST", &format!("/v1/workloads/{bob_id}/cancel"), Some(&bob), None).await;

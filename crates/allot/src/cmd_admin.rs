@@ -234,7 +234,7 @@ pub fn run_node(n: NodeCommand) -> Result<()> {
 }
 
 /// `YYYY-MM-DD HH:MM` (UTC) of Unix seconds.
-fn utc(t: i64) -> String {
+pub(crate) fn utc(t: i64) -> String {
     let iso = allot_core::calendar::format_instant(t.max(0) as u64);
     format!("{} {}", &iso[..10], &iso[11..16])
 }

@@ -25,6 +25,22 @@ pub struct LoginArgs {
     munge: bool,
 }
 
+#[derive(clap::Subcommand)]
+pub enum SessionCommand {
+    /// People's sessions (yours; admins: everyone's): id, user, how and from where opened, when it ends.
+    List(LogoutArgs),
+    /// End a session by its id (yours; admins: anyone's): it stops working at once.
+    End(SessionEndArgs),
+}
+
+#[derive(clap::Args)]
+pub struct SessionEndArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+    /// The session's id, as `allot session list` shows it.
+    id: String,
+}
+
 #[derive(clap::Args)]
 pub struct LogoutArgs {
     #[command(flatten)]
@@ -158,4 +174,35 @@ pub async fn logout(a: LogoutArgs) -> Result<()> {
         (None, None) => println!("Not signed in to {}.", c.base()),
     }
     Ok(())
+}
+
+pub async fn session(c: SessionCommand) -> Result<()> {
+    match c {
+        SessionCommand::List(a) => {
+            let list = crate::cmd_client::client(&a.opts)?.sessions().await.context("failed to list sessions")?;
+            crate::cmd_client::output(a.opts.json, &list, |l| {
+                let mut out = format!(
+                    "{:<34} {:<16} {:<9} {:<24} {:<16} {}\n",
+                    "ID", "USER", "HOW", "FROM", "OPENED (UTC)", "ENDS (UTC)"
+                );
+                for s in l {
+                    out.push_str(&format!(
+                        "{:<34} {:<16} {:<9} {:<24} {:<16} {}\n",
+                        s.id,
+                        s.unix_user,
+                        s.method,
+                        s.source,
+                        crate::cmd_admin::utc(s.created_t),
+                        crate::cmd_admin::utc(s.expires_t)
+                    ));
+                }
+                out
+            })
+        }
+        SessionCommand::End(a) => {
+            crate::cmd_client::client(&a.opts)?.end_session(&a.id).await.context("failed to end the session")?;
+            println!("Ended session {}.", a.id);
+            Ok(())
+        }
+    }
 }

@@ -47,6 +47,9 @@ enum Command {
     Login(cmd_login::LoginArgs),
     /// End the session `allot login` opened with this server, and forget it.
     Logout(cmd_login::LogoutArgs),
+    /// People's sessions: allot session list | end ID
+    #[command(subcommand)]
+    Session(cmd_login::SessionCommand),
     /// API tokens: list, create (through the server, or with --db straight into the store), revoke.
     #[command(subcommand)]
     Token(cmd_admin::TokenCommand),
@@ -85,6 +88,7 @@ fn main() -> std::process::ExitCode {
         Command::Db(c) => cmd_db::run(c),
         Command::Login(a) => block_on(cmd_login::login(a)),
         Command::Logout(a) => block_on(cmd_login::logout(a)),
+        Command::Session(c) => block_on(cmd_login::session(c)),
         Command::Token(c) => cmd_admin::run_token(c),
         Command::Audit(a) => cmd_admin::run_audit(a),
         Command::Client(c) => cmd_client::run(c),

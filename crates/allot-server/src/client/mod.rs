@@ -300,6 +300,11 @@ impl Client {
         self.call(Method::POST, "/v1/login/munge", Some(&MungeLogin { credential: credential.to_string() })).await
     }
 
+    /// People's sessions: the caller's own (admins: everyone's).
+    pub async fn sessions(&self) -> Result<Vec<crate::store::LoginRow>, ClientError> {
+        self.get("/v1/sessions").await
+    }
+
     /// Ends a session (`DELETE /v1/sessions/{id}`).
     pub async fn end_session(&self, id: &str) -> Result<(), ClientError> {
         self.call::<(), _>(Method::DELETE, &format!("/v1/sessions/{}", encode(id)), None).await
