@@ -80,6 +80,17 @@ fn block_on(f: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow:
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        // A reader that stops early (`allot … | head`) ends the command as
+        // it ends `cat`: SIGPIPE's default, not a panic on the next write.
+        // Not for `allot serve`: a child or a client closing a pipe must
+        // never end the server.
+        // SAFETY: signal has no memory-safety preconditions; nothing runs
+        // concurrently yet.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let result = match cli.command {
         Command::Sim(a) => cmd_sim::run(a),
         Command::Trace(c) => cmd_trace::run(c),

@@ -117,3 +117,26 @@ fn four_five_and_six_when_the_server_says_no() {
     assert_eq!(second.status.code(), Some(4), "{}", String::from_utf8_lossy(&second.stderr));
     assert!(String::from_utf8_lossy(&second.stderr).contains("another server is serving this store"));
 }
+
+/// A reader that stops early (`allot … | head`) ends the command quietly,
+/// as it ends `ls` or `cat`: killed by SIGPIPE, no panic, no backtrace.
+#[test]
+fn a_closed_pipe_ends_the_command_without_a_panic() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    for args in [&["completions", "bash"][..], &["man"][..]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_allot"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run allot");
+        let mut first = [0u8; 16];
+        child.stdout.as_mut().unwrap().read_exact(&mut first).expect("some output");
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "allot {args:?} | head panicked: {err}");
+        assert!(out.status.success() || out.status.signal() == Some(13), "allot {args:?}: {:?} {err}", out.status);
+    }
+}
