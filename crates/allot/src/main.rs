@@ -78,8 +78,27 @@ fn block_on(f: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow:
     rt.block_on(f)
 }
 
+/// Exits on a command line clap refused, saying what to do where the
+/// mistake is a common one: a program given to `allot submit` without `--`.
+fn usage_error(e: clap::Error) -> ! {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let submitting = std::env::args().nth(1).as_deref() == Some("submit");
+    if submitting
+        && e.kind() == ErrorKind::UnknownArgument
+        && let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg)
+        && !arg.starts_with('-')
+    {
+        eprint!("{}", e.render());
+        eprintln!(
+            "\ntip: put the program and its arguments after --, as in: allot submit --account PATH --gpus N -- {arg} …"
+        );
+        std::process::exit(exit::Code::Usage as i32);
+    }
+    e.exit()
+}
+
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| usage_error(e));
     if !matches!(cli.command, Command::Serve(_)) {
         // A reader that stops early (`allot … | head`) ends the command as
         // it ends `cat`: SIGPIPE's default, not a panic on the next write.

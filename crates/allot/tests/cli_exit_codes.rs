@@ -140,3 +140,19 @@ fn a_closed_pipe_ends_the_command_without_a_panic() {
         assert!(out.status.success() || out.status.signal() == Some(13), "allot {args:?}: {:?} {err}", out.status);
     }
 }
+
+/// A program given to `allot submit` without `--` is a usage error that
+/// says where the program goes (not only "unexpected argument").
+#[test]
+fn a_program_without_the_separator_is_told_where_it_goes() {
+    let home = tmpdir("separator");
+    let o = allot_in(&home, &["submit", "--account", "org/a", "--gpus", "1", "true"], None);
+    assert_eq!(code(&o), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "tip: put the program and its arguments after --, as in: allot submit --account PATH --gpus N -- true"
+        ),
+        "{}",
+        stderr(&o)
+    );
+}
