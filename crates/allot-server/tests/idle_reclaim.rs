@@ -47,7 +47,9 @@ async fn idle_reclaim(backend: Backend) {
     all_gpus(&gpus, 0);
     let v = s.wait_for(&f.admin, &id, 20, |v| attempt(v)["idle_warning_t"].is_i64()).await;
     let waited = idle_from.elapsed();
-    assert!(waited >= Duration::from_secs(3), "CON-9: not before 3 s of idle GPUs ({waited:?}): {v}");
+    // Samples are stamped in whole seconds: 3 s of them may be a little
+    // less of the wall clock, never a whole second less.
+    assert!(waited > Duration::from_secs(2), "CON-9: not before 3 s of idle GPUs ({waited:?}): {v}");
     assert!(waited < Duration::from_secs(8), "{waited:?}");
     let a = attempt(&v);
     assert_eq!(a["idle_reclaim_t"].as_i64(), Some(a["idle_warning_t"].as_i64().unwrap() + 3), "{v}");
