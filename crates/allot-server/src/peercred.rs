@@ -48,12 +48,14 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Answers every connection to `listener` until the task is dropped.
-pub async fn serve(app: App, listener: UnixListener) {
+/// Answers every connection to `listener` while the API's state lives.
+/// It holds that state only weakly: a server that shuts down drops its
+/// API, whose channel ends the scheduler; a login socket must not keep it.
+pub async fn serve(app: std::sync::Weak<crate::api::AppState>, listener: UnixListener) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                let app = app.clone();
+                let Some(app) = app.upgrade() else { return };
                 tokio::spawn(async move {
                     if tokio::time::timeout(TIMEOUT, answer(&app, stream)).await.is_err() {
                         tracing::warn!("a login-socket connection took longer than {TIMEOUT:?}: closed");

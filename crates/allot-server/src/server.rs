@@ -299,7 +299,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         login_socket: login_socket.as_ref().map(|_| socket_path.clone()),
     });
     if let Some(l) = login_socket {
-        tokio::spawn(crate::peercred::serve(app.clone(), l));
+        tokio::spawn(crate::peercred::serve(Arc::downgrade(&app), l));
     }
     for k in &kubes {
         k.serve(Arc::new(crate::api::kubernetes::ApiFront { app: app.clone(), cluster: k.cluster().to_string() }));
