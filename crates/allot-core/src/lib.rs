@@ -22,6 +22,7 @@ pub mod rule;
 pub mod state;
 pub mod statement;
 pub mod time;
+pub mod words;
 pub mod workload;
 
 pub use account::{Account, AccountId, AccountSpec, AccountTree, AccountTreeError};

@@ -37,6 +37,7 @@ use std::fmt;
 pub use crate::allocation::Allocation;
 use crate::cluster::{Cluster, ClusterId, Health, NodeId, Pool, PoolId, PoolPlacement};
 use crate::rule::Rule;
+use crate::words::count;
 use crate::workload::WorkloadSpec;
 
 /// Free GPUs per node, as a working copy a policy can consume during a pass.
@@ -164,9 +165,14 @@ pub struct PlacementFailure {
 impl fmt::Display for PlacementFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let shape = if self.nodes > 0 {
-            format!("{} GPUs on exactly {} nodes ({} each)", self.gpus, self.nodes, self.gpus / self.nodes)
+            format!(
+                "{} on exactly {} ({} each)",
+                count(self.gpus, "GPU"),
+                count(self.nodes, "node"),
+                self.gpus / self.nodes
+            )
         } else {
-            format!("{} GPUs", self.gpus)
+            count(self.gpus, "GPU")
         };
         write!(
             f,

@@ -81,7 +81,7 @@ fn explains_users_and_fifo_within_a_project() {
     assert_eq!(why.rule, Rule::FairUsers, "{why}");
     assert!(why.detail.contains("user u1 is behind user u2 (usage+held 4.0 vs 0.0 GPUs)"), "{why}");
     let why = p.explain(&state, u2b, 10);
-    assert!(why.detail.contains("1 earlier workloads of user u2 in org/p go first"), "{why}");
+    assert!(why.detail.contains("1 earlier workload of user u2 in org/p go first"), "{why}");
     let why = p.explain(&state, u2, 10);
     assert!(why.detail.starts_with("waiting for 8 GPUs"), "{why}");
 }

@@ -334,6 +334,11 @@ impl Authenticator {
                 Some((p, row.expires_t))
             }
             None => match self.store.login_by_hash(&hash, now).await? {
+                // Signed in by single sign-on: the groups its ID token gave.
+                Some(login) if login.groups.is_some() => {
+                    let groups = login.groups.as_deref().unwrap_or_default();
+                    principal_of(&login.unix_user, groups, &self.identity).map(|p| (p, Some(login.expires_t)))
+                }
                 Some(login) => self.person(&login.unix_user).map(|p| (p, Some(login.expires_t))),
                 None => None,
             },
@@ -348,14 +353,17 @@ impl Authenticator {
     /// what `[[grants]]` give their groups (`None`: gone, or no grant).
     pub fn person(&self, name: &str) -> Option<Principal> {
         let user = UnixUser::by_name(name).ok()?;
-        principal_of(&user, &self.identity)
+        principal_of(&user.name, &user.group_names, &self.identity)
     }
 
-    /// Opens a session for person `user` (signed in by `method` from
-    /// `source`); returns its id, its token (shown once) and its end.
+    /// Opens a session for the person whose Unix user is `name` (signed in
+    /// by `method` from `source`); `groups`: the group names single sign-on
+    /// gave, which then decide their grants instead of the host's Unix
+    /// groups. Returns its id, its token (shown once) and its end.
     pub async fn open_session(
         &self,
-        user: &UnixUser,
+        name: &str,
+        groups: Option<&[String]>,
         method: &str,
         source: &str,
     ) -> Result<(String, String, i64), StoreError> {
@@ -364,11 +372,12 @@ impl Authenticator {
         let row = LoginRow {
             id: new_token_id(),
             hash: hash_token(&token),
-            unix_user: user.name.clone(),
+            unix_user: name.to_string(),
             method: method.to_string(),
             source: source.to_string(),
             created_t: now,
             expires_t: now + self.identity.session_ttl_s as i64,
+            groups: groups.map(<[String]>::to_vec),
         };
         self.store.insert_login(&row, MAX_SESSIONS_PER_PERSON).await?;
         Ok((row.id, token, row.expires_t))
@@ -383,16 +392,18 @@ impl Authenticator {
     }
 }
 
-/// The principal of person `user` under `[[grants]]`, or `None` when no
-/// grant names them or one of their groups. Grants merge: any admin grant
+/// The principal of the person whose Unix user is `name`, in the groups
+/// named `groups` (the host's Unix groups, or those single sign-on gave),
+/// under `[[grants]]`, or `None` when no grant names them or one of their
+/// groups. Grants merge: any admin grant
 /// makes an admin; manager grants give their subtrees, researcher grants
 /// their projects (a person may manage one team and do research in
 /// another); the role shown is the highest. A person owns the workloads
 /// they submitted by any session (`user:<name>`).
-pub fn principal_of(user: &UnixUser, cfg: &IdentityConfig) -> Option<Principal> {
+pub fn principal_of(name: &str, groups: &[String], cfg: &IdentityConfig) -> Option<Principal> {
     let mine = cfg.grants.iter().filter(|g| match &g.to {
-        Grantee::User(n) => *n == user.name,
-        Grantee::Group(n) => user.group_names.contains(n),
+        Grantee::User(n) => n == name,
+        Grantee::Group(n) => groups.contains(n),
     });
     let (mut admin, mut metrics) = (false, false);
     let (mut scopes, mut projects) = (Vec::<String>::new(), Vec::<String>::new());
@@ -424,12 +435,12 @@ pub fn principal_of(user: &UnixUser, cfg: &IdentityConfig) -> Option<Principal> 
         (scopes, projects) = (Vec::new(), Vec::new());
     }
     Some(Principal {
-        name: user.name.clone(),
+        name: name.to_string(),
         role,
         scopes,
         projects,
-        token_id: owner_of_person(&user.name),
-        unix_user: Some(user.name.clone()),
+        token_id: owner_of_person(name),
+        unix_user: Some(name.to_string()),
     })
 }
 
@@ -443,16 +454,12 @@ mod tests {
     use super::*;
     use allot_trace::config::Grant;
 
-    fn user(name: &str, groups: &[&str]) -> UnixUser {
-        UnixUser {
-            name: name.into(),
-            uid: 2000,
-            gid: 2000,
-            groups: vec![2000],
-            group_names: groups.iter().map(|g| g.to_string()).collect(),
-            home: "/home/x".into(),
-            shell: "/bin/sh".into(),
-        }
+    fn user(name: &str, groups: &[&str]) -> (String, Vec<String>) {
+        (name.to_string(), groups.iter().map(|g| g.to_string()).collect())
+    }
+
+    fn principal_of(u: &(String, Vec<String>), cfg: &IdentityConfig) -> Option<Principal> {
+        super::principal_of(&u.0, &u.1, cfg)
     }
 
     fn grant(to: Grantee, role: &str, accounts: &[&str]) -> Grant {

@@ -168,6 +168,24 @@ impl RunPolicy {
         RunPolicy { single_user, server_uid, server_user, min_uid }
     }
 
+    /// ID-1: the Unix identity a Kubernetes pod of `who` runs as
+    /// (`runAsUser`, `runAsGroup`, `supplementalGroups`), or why it cannot
+    /// run: `None` on a `--single-user` server (the image's own non-root
+    /// user). The server does not switch users for a pod, so whether it is
+    /// root does not matter here; the submitter must have a Unix user on
+    /// this host (the same NSS the cluster's nodes and storage use) at or
+    /// above `min_uid`.
+    pub fn pod_user(&self, name: &str, unix_user: Option<&str>) -> Result<Option<UnixUser>, String> {
+        if self.single_user {
+            return Ok(None);
+        }
+        let Some(user) = unix_user else {
+            return Err(no_unix_user(name));
+        };
+        let u = UnixUser::by_name(user).map_err(|e| e.to_string())?;
+        Ok(Some(u.at_least(self.min_uid).map_err(|e| e.to_string())?))
+    }
+
     /// The identity `who`'s workloads run as, or why they cannot run here.
     /// `name` is the submitter as the API knows them, `unix_user` their
     /// Unix user if they have one.
@@ -176,12 +194,7 @@ impl RunPolicy {
             return Ok(RunAs::Server);
         }
         let Some(user) = unix_user else {
-            return Err(format!(
-                "{} has no Unix user, and this server runs every workload as its submitter's Unix user: sign in as \
-                 yourself (allot login), or have an admin create the token with --user LOGIN for the service \
-                 account it acts for",
-                name
-            ));
+            return Err(no_unix_user(name));
         };
         let u = UnixUser::by_name(user).map_err(|e| e.to_string())?;
         let u = u.at_least(self.min_uid).map_err(|e| e.to_string())?;
@@ -199,6 +212,14 @@ impl RunPolicy {
         }
         Ok(RunAs::User(u.name))
     }
+}
+
+fn no_unix_user(name: &str) -> String {
+    format!(
+        "{name} has no Unix user, and this server runs every workload as its submitter's Unix user: sign in as \
+         yourself (allot login), or have an admin create the token with --user LOGIN for the service account it \
+         acts for"
+    )
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ pub mod identity;
 pub mod listener;
 pub mod metrics;
 pub mod munge;
+pub mod oidc;
 pub mod peercred;
 pub mod recovery;
 pub mod report;

@@ -96,14 +96,14 @@ async fn sign_in(app: &App, uid: u32) -> Result<LoginCreated, String> {
         Ok(u) => u,
         Err(e) => return Err(refuse(Some(format!("uid {uid}")), e.to_string()).await),
     };
-    let Some(who) = crate::auth::principal_of(&user, app.auth.identity()) else {
+    let Some(who) = crate::auth::principal_of(&user.name, &user.group_names, app.auth.identity()) else {
         let why = format!(
             "{} (uid {}) is in no Unix user or group this server grants anything ([[grants]]): ask an admin",
             user.name, user.uid
         );
         return Err(refuse(Some(user.name.clone()), why).await);
     };
-    let (id, token, expires_t) = match app.auth.open_session(&user, "peercred", "local").await {
+    let (id, token, expires_t) = match app.auth.open_session(&user.name, None, "peercred", "local").await {
         Ok(s) => s,
         Err(e) => {
             tracing::error!(error = %e, "cannot open a session");

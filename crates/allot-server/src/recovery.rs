@@ -23,7 +23,7 @@
 //! 5. Pending workloads are resubmitted in (submit time, id) order with their
 //!    remaining work (expected duration − progress kept by past attempts).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use allot_core::engine::{Outcome, Past};
@@ -67,6 +67,8 @@ pub struct Recovered {
     /// Nodes out of service because their cluster was (FLEET-3): the last
     /// event of each is a failure recorded by a cluster outage.
     pub outage_nodes: Vec<allot_core::NodeId>,
+    /// Why each node out of service was taken out, as its operator said.
+    pub node_reasons: HashMap<allot_core::NodeId, String>,
 }
 
 pub async fn recover(
@@ -78,7 +80,7 @@ pub async fn recover(
 ) -> Result<Recovered, RecoveryError> {
     let book = account_book(cfg, store, now).await?;
     let mut engine = Engine::new(State::new(cfg.cluster.clone(), book.tree().clone(), cfg.contract));
-    let outage_nodes = replay_node_events(&mut engine, store).await?;
+    let (outage_nodes, node_reasons) = replay_node_events(&mut engine, store).await?;
 
     let live_rows = store.live_workloads().await?;
     // The attempts of every workload holding GPUs, read once for both
@@ -177,6 +179,7 @@ pub async fn recover(
         closed_attempts: closed,
         history: (all_workloads, all_attempts),
         outage_nodes,
+        node_reasons,
     })
 }
 
@@ -234,18 +237,25 @@ async fn account_book(
 
 /// The recorded node events, through the engine (no workload holds GPUs
 /// yet, so a drain is complete at once); returns the nodes whose last
-/// event is a failure by a cluster outage (FLEET-3).
-async fn replay_node_events(engine: &mut Engine, store: &Store) -> Result<Vec<allot_core::NodeId>, StoreError> {
+/// event is a failure by a cluster outage (FLEET-3), and why each node out
+/// of service was taken out, where that was said.
+async fn replay_node_events(engine: &mut Engine, store: &Store) -> Result<NodeHistory, StoreError> {
     let mut last: BTreeMap<allot_core::NodeId, bool> = BTreeMap::new();
+    let mut reasons = HashMap::new();
     for e in store.node_events().await? {
         let (Some(n), Some(kind)) = (engine.state.cluster.node_by_name(&e.node), NodeEventKind::parse(&e.kind)) else {
             continue;
         };
         engine.node_event(&NodeEvent { t: e.t.max(0) as Time, node: n, kind });
         last.insert(n, kind == NodeEventKind::Fail && crate::scheduler::by_outage(&e.principal));
+        crate::scheduler::note_node_reason(&mut reasons, n, kind, e.reason);
     }
-    Ok(last.into_iter().filter(|&(_, outage)| outage).map(|(n, _)| n).collect())
+    let outages = last.into_iter().filter(|&(_, outage)| outage).map(|(n, _)| n).collect();
+    Ok((outages, reasons))
 }
+
+/// The nodes out of service by a cluster outage, and the operators' reasons.
+type NodeHistory = (Vec<allot_core::NodeId>, HashMap<allot_core::NodeId, String>);
 
 /// The attempts an executor may adopt (K8S-10): of a workload holding GPUs
 /// with no cancel asked, whose spec the config still accepts, recorded as

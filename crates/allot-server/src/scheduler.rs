@@ -127,6 +127,8 @@ pub enum Msg {
         name: String,
         kind: NodeEventKind,
         by: String,
+        /// Why, as the operator said (`--reason`).
+        reason: Option<String>,
         reply: Reply<NodeView>,
     },
     /// CON-7: an attempt's checkpoint marker was touched at `at`.
@@ -283,6 +285,9 @@ pub struct Scheduler {
     /// The nodes each cluster's outage took out of service (FLEET-3), to
     /// return when it is back (FLEET-4).
     pub(crate) outages: HashMap<allot_core::cluster::ClusterId, Vec<allot_core::NodeId>>,
+    /// Why each node out of service (or draining) was taken out, as its
+    /// operator (or the executor that took it out) said.
+    pub(crate) node_reasons: HashMap<allot_core::NodeId, String>,
     /// While a cluster's outage is applied: the reason its decisions cite.
     pub(crate) cause: Option<allot_core::Reason>,
     /// Budget thresholds fired (each once per account, period, threshold),
@@ -303,6 +308,25 @@ pub struct Scheduler {
     /// The decision log, kept when a test asks for it.
     #[cfg(test)]
     pub(crate) decisions: Option<Vec<parity::Line>>,
+}
+
+/// Keeps why node `n` is out of service after an event of `kind`: a drain
+/// or failure sets it (or clears it, said without a reason); an undrain or
+/// repair clears it.
+pub(crate) fn note_node_reason(
+    reasons: &mut HashMap<allot_core::NodeId, String>,
+    n: allot_core::NodeId,
+    kind: NodeEventKind,
+    reason: Option<String>,
+) {
+    match (kind, reason) {
+        (NodeEventKind::Drain | NodeEventKind::Fail, Some(r)) => {
+            reasons.insert(n, r);
+        }
+        _ => {
+            reasons.remove(&n);
+        }
+    }
 }
 
 /// How often uncommitted writes (or commands held for the lease) are retried.
@@ -346,6 +370,7 @@ impl Scheduler {
             gauges_stale: false,
             outage: None,
             outages: HashMap::new(),
+            node_reasons: HashMap::new(),
             cause: None,
             alerts: Default::default(),
             unrecorded_events: Vec::new(),

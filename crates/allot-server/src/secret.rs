@@ -34,3 +34,9 @@ pub fn hash_token(token: &str) -> String {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// Whether `a` and `b` are equal, in time that depends on their lengths
+/// only (for secrets compared with what a client sent).
+pub fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

@@ -106,10 +106,12 @@ pub enum ServerError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Recovery(#[from] RecoveryError),
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {source}{}", listen_hint(source))]
     Listen { addr: SocketAddr, source: std::io::Error },
     #[error("cannot create the data directory {path}: {source}")]
     DataDir { path: PathBuf, source: std::io::Error },
+    #[error("single sign-on cannot be set up: {0}")]
+    Sso(String),
     #[error("the http server failed: {0}")]
     Http(std::io::Error),
     #[error("the scheduler task failed: {0}")]
@@ -157,6 +159,7 @@ impl Running {
         let _ = self.shutdown.send(());
         self.http.await.map_err(|e| ServerError::Scheduler(e.to_string()))?.map_err(ServerError::Http)?;
         self.scheduler.await.map_err(|e| ServerError::Scheduler(e.to_string()))??;
+        say_what_runs_on(&self.store).await;
         self.lease.abort();
         if let Err(e) = self.store.release_lease().await {
             tracing::warn!(error = %e, "could not release the lease; a standby takes over when it expires");
@@ -179,6 +182,21 @@ pub fn policy_kind(name: &str) -> Result<PolicyKind, ServerError> {
         let known: Vec<&str> = PolicyKind::ALL.iter().map(|k| k.as_str()).collect();
         ServerError::Policy(name.to_string(), known.join(", "))
     })
+}
+
+/// What to do when the listening address cannot be had.
+fn listen_hint(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            " (another process listens there: stop it, or give this server another address with --listen \
+             HOST:PORT)"
+        }
+        std::io::ErrorKind::PermissionDenied => " (ports below 1024 need root: choose another with --listen HOST:PORT)",
+        std::io::ErrorKind::AddrNotAvailable => {
+            " (no interface of this host has that address: choose one with --listen HOST:PORT)"
+        }
+        _ => "",
+    }
 }
 
 /// The data directory, made if missing and absolute from then on (the
@@ -223,6 +241,9 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let mut cfg = allot_trace::config::load_config(&opts.config)?;
     let kind = policy_kind(&opts.policy)?;
     let max_connections = crate::listener::check(&opts.edge)?;
+    // The address first: a port in use stops the server before it asks an
+    // executor anything or makes its data directory or store (bound again below, once recovered).
+    drop(std::net::TcpListener::bind(opts.listen).map_err(|source| ServerError::Listen { addr: opts.listen, source })?);
     let plans = executor_plans(&cfg, opts)?;
     let devices = prepare(&mut cfg.cluster, &plans, opts).await?;
     let data_dir = data_dir(&opts.data_dir)?;
@@ -262,6 +283,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     for (spec, live, retries, past) in rec.workloads {
         sched.restore(spec, live, retries, &past, now);
     }
+    sched.node_reasons = rec.node_reasons;
     sched.resume_after_outages(rec.outage_nodes, now);
     tracing::info!(
         policy = kind.as_str(),
@@ -285,6 +307,15 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
             None
         }
     };
+    let sso = match &cfg.identity.oidc {
+        Some(o) => Some(Arc::new(crate::oidc::Sso::new(o).map_err(ServerError::Sso)?)),
+        None => None,
+    };
+    if let Some(sso) = sso.clone() {
+        // At start, without holding it up: a provider down now is asked
+        // again at the first sign-in.
+        tokio::spawn(async move { sso.discover().await.map(|_| ()) });
+    }
     let app = Arc::new(AppState {
         store: store.clone(),
         auth: Authenticator::with_identity(store.clone(), cfg.identity.clone()),
@@ -297,6 +328,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         instance: instance.clone(),
         seen: Default::default(),
         login_socket: login_socket.as_ref().map(|_| socket_path.clone()),
+        sso,
     });
     if let Some(l) = login_socket {
         tokio::spawn(crate::peercred::serve(Arc::downgrade(&app), l));
@@ -635,6 +667,28 @@ fn gpu_inventory(cluster: &mut allot_core::Cluster, source: GpuInventory) -> Res
     }
 }
 
+/// Says, as a stopped server leaves them, how many workloads still run and
+/// what becomes of them (issue 30 #13: an operator is told on screen).
+async fn say_what_runs_on(store: &Store) {
+    let f = crate::store::WorkloadFilter {
+        states: vec!["running".into(), "stopping".into()],
+        limit: 100_000,
+        ..Default::default()
+    };
+    match store.workloads(&f).await {
+        Ok(left) if !left.is_empty() => tracing::warn!(
+            running = left.len(),
+            "stopped with {} running: they are left as they are (the local executor's processes and \
+             the Slurm and Kubernetes jobs keep running); the next allot serve on this store stops and requeues \
+             the local and Slurm ones (they resume from their last checkpoint) and adopts the Kubernetes ones. \
+             To end them instead, cancel them or drain their nodes before stopping the server",
+            allot_core::words::count(left.len() as u64, "workload")
+        ),
+        Ok(_) => tracing::info!("stopped; no workload was running"),
+        Err(e) => tracing::warn!(error = %e, "stopped; could not count the workloads still running"),
+    }
+}
+
 /// `allot serve`: runs until SIGINT or SIGTERM.
 pub async fn serve(opts: &ServeOptions) -> Result<(), ServerError> {
     let mut running = start(opts).await?;
@@ -645,6 +699,6 @@ pub async fn serve(opts: &ServeOptions) -> Result<(), ServerError> {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
-    tracing::info!("shutting down; running workloads are left to the next start");
+    tracing::info!("shutting down: no new requests; running workloads are left as they are");
     running.stop().await
 }

@@ -1,5 +1,5 @@
-//! Signing in, whatever the way (the dashboard's API token today; munge
-//! and OIDC later): the limit on attempts per source, the audit entry of
+//! Signing in, whatever the way (the dashboard's API token or single
+//! sign-on, munge, the login socket): the limit on attempts per source, the audit entry of
 //! every attempt, and the bound on one principal's sessions
 //! (docs/server.md, "Sign-in").
 //!
@@ -228,6 +228,12 @@ impl Guard {
     /// The attempt signed in: its source gets it back.
     pub fn signed_in(&self, a: Admitted) {
         self.limiter.lock().expect("sign-in limiter").give_back(a.key, self.now_ms());
+    }
+
+    /// An attempt of `source` begun in an earlier request (a single
+    /// sign-on's start, before the provider) signed in: it gets it back.
+    pub fn begun_attempt_signed_in(&self, source: Source) {
+        self.limiter.lock().expect("sign-in limiter").give_back(source.key(), self.now_ms());
     }
 
     /// Whether expired sessions are to be swept now (Unix seconds): true at

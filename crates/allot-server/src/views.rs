@@ -491,6 +491,11 @@ pub struct NodeView {
     pub free_gpus: u32,
     /// up | draining | drained | down
     pub health: String,
+    /// Why it is out of service (draining, drained or down), as its
+    /// operator said (`--reason`) or the executor that took it out; absent:
+    /// up, or not said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Ids of the workloads on it that the caller may see.
     pub workloads: Vec<String>,
     /// The account of each of `workloads` (server side only: what
@@ -702,6 +707,7 @@ mod node_tests {
             gpus: 8,
             free_gpus: 2,
             health: "up".into(),
+            reason: None,
             workloads: vec!["1".into(), "2".into(), "3".into()],
             workload_accounts: vec!["org/a".into(), "org/b".into(), "lab/x".into()],
             held: vec![

@@ -387,10 +387,17 @@ async fn bounded_reads(backend: Backend) {
             node: (*node).into(),
             kind: (*kind).into(),
             principal: "root".into(),
+            reason: None,
         })
         .collect();
     let (from, to) = (base + 20 * 86_400, base + 21 * 86_400);
-    ops.push(Op::NodeEvent { t: from + 100, node: "gpu-1".into(), kind: "undrain".into(), principal: "root".into() });
+    ops.push(Op::NodeEvent {
+        t: from + 100,
+        node: "gpu-1".into(),
+        kind: "undrain".into(),
+        principal: "root".into(),
+        reason: None,
+    });
     store.apply(&ops).await.unwrap();
     println!("{backend:?}: inserted {n} workloads and attempts in {:?}", t.elapsed());
 

@@ -836,6 +836,29 @@ async fn kubernetes_submit_image_creates_a_managed_job() {
     let made = alice.create(&PostParams::default(), &forged).await.unwrap();
     assert_eq!(annotation(&made, "allot.dev/user").as_deref(), Some("alice"));
 
+    // ID-1: on a server that runs work as its submitters, the pod runs as
+    // the submitter's Unix user and groups; a token of no Unix user
+    // submits nothing.
+    drop(s);
+    let s = Server::start_multi_user(&f.dir, &f.db.url, &[], &[], &[]);
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().expect("this host has a user nobody");
+    let req = r#"{"name":"nobody-svc","role":"researcher","projects":["org/a"],"user":"nobody"}"#;
+    let (code, v) = s.http("POST", "/v1/tokens", Some(t), Some(req)).await;
+    assert_eq!(code, 201, "{v}");
+    let as_nobody = v["token"].as_str().unwrap().to_string();
+    let body = json!({"account": "org/a", "gpus": 8, "image": "trainer:1", "name": "as nobody"}).to_string();
+    let (code, v) = s.http("POST", "/v1/workloads", Some(t), Some(&body)).await;
+    assert_eq!(code, 403, "no Unix user, no pod: {v}");
+    assert!(v["error"].as_str().unwrap().contains("has no Unix user"), "{v}");
+    let (code, v) = s.http("POST", "/v1/workloads", Some(&as_nobody), Some(&body)).await;
+    assert_eq!(code, 201, "{v}\n{}", s.log());
+    let (_, name) = v["name"].as_str().unwrap().split_once('/').unwrap();
+    let j = admin.get(name).await.unwrap();
+    let psc = j.spec.unwrap().template.spec.unwrap().security_context.unwrap();
+    assert_eq!(psc.run_as_user, Some(i64::from(nobody.uid.as_raw())), "{psc:?}");
+    assert_eq!(psc.run_as_group, Some(i64::from(nobody.gid.as_raw())), "{psc:?}");
+    assert_eq!(psc.run_as_non_root, Some(true));
+
     drop(s);
     teardown(&p, TEST, &ns).await;
     f.finish().await;

@@ -137,7 +137,13 @@ async fn roundtrip(backend: Backend) {
             Op::WorkloadState { seq: a, state: Phase::Pending, reason: "CON-3: test".into(), end_t: None },
             Op::Failures { seq: a, failures: 1 },
             Op::CancelRequested { seq: a },
-            Op::NodeEvent { t: 1030, node: "gpu-0".into(), kind: "drain".into(), principal: "root".into() },
+            Op::NodeEvent {
+                t: 1030,
+                node: "gpu-0".into(),
+                kind: "drain".into(),
+                principal: "root".into(),
+                reason: None,
+            },
         ])
         .await
         .unwrap();

@@ -27,7 +27,9 @@ use crate::write::{ConfigOut, write_config_toml};
 
 mod identity;
 mod telemetry;
-pub use identity::{GRANT_ROLES, Grant, Grantee, IdentityConfig};
+pub use identity::{
+    GRANT_ROLES, Grant, Grantee, IdentityConfig, OIDC_CALLBACK_PATH, OIDC_SECRET_ENV, OidcConfig, unix_name,
+};
 pub use telemetry::TelemetryConfig;
 
 /// A loaded configuration.

@@ -4,7 +4,6 @@
 //! which writes the token straight into the store: how the first admin
 //! token is made, before any server runs or any token exists.
 
-use std::fmt::Write;
 use std::path::PathBuf;
 
 use allot_core::AccountId;
@@ -106,6 +105,10 @@ pub struct NodeArgs {
     opts: ClientOpts,
     /// The node's name, as `allot nodes` lists it.
     name: String,
+    /// Why (as Slurm's `reason=`): shown by `allot nodes` while the node is out of service, and
+    /// kept in the audit log.
+    #[arg(long, short = 'r', value_name = "TEXT")]
+    reason: Option<String>,
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -226,11 +229,14 @@ pub fn run_node(n: NodeCommand) -> Result<()> {
     };
     let v = runtime()?.block_on(async {
         client(&a.opts)?
-            .node_action(&a.name, action)
+            .node_action(&a.name, action, a.reason.as_deref())
             .await
             .with_context(|| format!("failed to {action} node {}", a.name))
     })?;
-    output(a.opts.json, &v, |v| format!("{} {}\n", v.name, v.health))
+    output(a.opts.json, &v, |v| match &v.reason {
+        Some(r) => format!("{} {} ({r})\n", v.name, v.health),
+        None => format!("{} {}\n", v.name, v.health),
+    })
 }
 
 /// `YYYY-MM-DD HH:MM` (UTC) of Unix seconds.
@@ -241,31 +247,46 @@ pub(crate) fn utc(t: i64) -> String {
 
 /// `allot token list`: a row per token.
 fn tokens(list: &[TokenView]) -> String {
-    let mut out = format!("{:<20} {:<10} {:<30} {:<16} {}\n", "NAME", "ROLE", "SCOPE/PROJECTS", "CREATED (UTC)", "BY");
+    let mut rows = vec![["NAME", "ROLE", "SCOPE/PROJECTS", "CREATED (UTC)", "BY"].map(String::from).to_vec()];
     for t in list {
         let grants = t.scope.clone().unwrap_or_else(|| t.projects.join(","));
         let grants = if grants.is_empty() { "-".to_string() } else { grants };
-        let _ = writeln!(out, "{:<20} {:<10} {:<30} {:<16} {}", t.name, t.role, grants, utc(t.created_t), t.created_by);
+        rows.push(vec![t.name.clone(), t.role.clone(), grants, utc(t.created_t), t.created_by.clone()]);
     }
-    out
+    allot_server::client::render::aligned(&rows, &[])
 }
 
 /// `allot audit`: a row per entry, newest first, before → after.
 fn audit(list: &[AuditView]) -> String {
-    let value = |v: &Option<serde_json::Value>| v.as_ref().map_or("-".to_string(), |v| v.to_string());
-    let mut out =
-        format!("{:<16} {:<20} {:<16} {:<24} {}\n", "TIME (UTC)", "WHO", "ACTION", "TARGET", "BEFORE → AFTER");
+    let mut rows = vec![["TIME (UTC)", "WHO", "ACTION", "TARGET", "BEFORE → AFTER"].map(String::from).to_vec()];
     for e in list {
-        let _ = writeln!(
-            out,
-            "{:<16} {:<20} {:<16} {:<24} {} → {}",
-            utc(e.t),
-            e.principal,
-            e.action,
-            e.target,
-            value(&e.before),
-            value(&e.after)
-        );
+        let change = match (&e.before, &e.after) {
+            (None, None) => "-".to_string(),
+            (b, a) => format!("{} → {}", audit_value(b), audit_value(a)),
+        };
+        rows.push(vec![utc(e.t), e.principal.clone(), e.action.clone(), e.target.clone(), change]);
     }
-    out
+    allot_server::client::render::aligned(&rows, &[])
+}
+
+/// An audit entry's before or after as people read it: `key=value` pairs
+/// of an object (nulls left out), a plain string or number as itself.
+fn audit_value(v: &Option<serde_json::Value>) -> String {
+    use serde_json::Value;
+    match v {
+        None | Some(Value::Null) => "-".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Object(m)) => {
+            let pairs: Vec<String> = m
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| match v {
+                    Value::String(s) => format!("{k}={s}"),
+                    v => format!("{k}={v}"),
+                })
+                .collect();
+            if pairs.is_empty() { "-".into() } else { pairs.join(" ") }
+        }
+        Some(v) => v.to_string(),
+    }
 }

@@ -158,12 +158,12 @@ pub struct QueueArgs {
     /// Only this account's subtree (a path such as org/llm).
     #[arg(long, value_name = "PATH")]
     account: Option<String>,
-    /// States, comma-separated: pending, running, stopping, finished, failed, cancelled, rejected
-    /// (default: pending,running,stopping).
-    #[arg(long, value_name = "STATES")]
+    /// States, comma-separated: pending, held (pending and held), running, stopping, finished,
+    /// failed, cancelled, rejected (default: pending,running,stopping).
+    #[arg(long, short = 't', value_name = "STATES")]
     state: Option<String>,
-    /// Every state.
-    #[arg(long)]
+    /// Every state (instead of --state).
+    #[arg(long, conflicts_with = "state")]
     all: bool,
     /// Only the workloads this user (a token's name) submitted.
     #[arg(long, short = 'u', value_name = "NAME")]
@@ -205,8 +205,9 @@ pub struct BulkArgs {
     /// And every workload of this user (that you may change).
     #[arg(long, short = 'u')]
     user: Option<String>,
-    /// … in these states, comma-separated (default: pending,running,stopping).
-    #[arg(long, short = 't')]
+    /// … in these states, comma-separated: pending, held (pending and held), running, stopping
+    /// (default: pending,running,stopping).
+    #[arg(long, short = 't', value_name = "STATES")]
     state: Option<String>,
     /// … of this name.
     #[arg(long, short = 'n')]
@@ -685,7 +686,11 @@ async fn bulk(a: BulkArgs, action: &str) -> Result<()> {
             "hold" => "held",
             _ => "released",
         };
-        return Err(PartlyRefused(format!("{refused} of {} workloads could not be {done}", results.len())).into());
+        return Err(PartlyRefused(format!(
+            "{refused} of {} could not be {done}",
+            allot_core::words::count(results.len() as u64, "workload")
+        ))
+        .into());
     }
     Ok(())
 }

@@ -117,7 +117,8 @@ fn server(e: &ServerError) -> Code {
         | ServerError::Inventory(_)
         | ServerError::Edge(_)
         | ServerError::Containment(_)
-        | ServerError::Executor(_) => Code::Usage,
+        | ServerError::Executor(_)
+        | ServerError::Sso(_) => Code::Usage,
         ServerError::Store(s) => store(s),
         ServerError::Recovery(RecoveryError::Store(s)) => store(s),
         ServerError::Recovery(RecoveryError::Accounts(_)) => Code::Usage,

@@ -97,6 +97,24 @@ fn usage_error(e: clap::Error) -> ! {
     e.exit()
 }
 
+/// An error and its causes, `: `-separated, each said once: a cause that
+/// a message already quotes (`cannot listen on …: {source}`) is not said
+/// again.
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::try_parse().unwrap_or_else(|e| usage_error(e));
     if !matches!(cli.command, Command::Serve(_)) {
@@ -131,7 +149,7 @@ fn main() -> std::process::ExitCode {
         Ok(()) => exit::Code::Ok,
         Err(e) => {
             // An error may quote what a server or a user wrote: escaped.
-            eprintln!("error: {}", allot_server::client::terminal::line(&format!("{e:#}")));
+            eprintln!("error: {}", allot_server::client::terminal::line(&message(&e)));
             exit::Code::of(&e)
         }
     };

@@ -76,7 +76,64 @@ fn tokens_are_created_listed_and_revoked_through_the_server() {
     assert_eq!(code(&o), Some(0), "{}", stderr(&o));
     let text = stdout(&o);
     assert_eq!(text.lines().count(), 3, "a head and two entries: {text}");
-    assert!(text.lines().nth(1).unwrap().contains("root                 token.revoke     bob"), "{text}");
+    let newest: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(newest[2..6], ["root", "token.revoke", "bob", "-"], "{text}");
+}
+
+/// Issue 30, point 10: a drain takes a reason (as Slurm's `scontrol update
+/// … reason=`), which `allot nodes` shows, the audit log keeps with the
+/// health before and after, and a restart does not forget; the audit log
+/// and token list are aligned columns of words, not raw JSON.
+#[test]
+fn a_drain_has_a_reason_that_is_shown_audited_and_kept() {
+    let mut server = Server::start("admin-drain", CONFIG);
+    let admin = server.token(&["--role", "admin", "--name", "root"]);
+    let home = server.dir.to_path_buf();
+    let env: Vec<(&str, String)> = server.env(&admin).iter().map(|(k, v)| (*k, v.to_string())).collect();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+
+    let o = allot(&home, &["node", "drain", "a-0", "--reason", "fan noise on GPU 3"], &env);
+    assert_eq!((code(&o), stdout(&o).as_str()), (Some(0), "a-0 drained (fan noise on GPU 3)\n"), "{}", stderr(&o));
+    let table = |env: &[(&str, &str)]| {
+        let o = allot(&home, &["nodes"], env);
+        assert_eq!(code(&o), Some(0), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let t = table(&env);
+    let head = t.lines().next().unwrap();
+    assert!(head.ends_with("REASON"), "{t}");
+    let row = t.lines().find(|l| l.starts_with("a-0 ")).unwrap_or_else(|| panic!("{t}"));
+    assert!(row.ends_with("fan noise on GPU 3") && row.contains(" drained "), "{t}");
+    assert_eq!(row.find("fan"), head.find("REASON"), "the reason is under its head:\n{t}");
+    let other = t.lines().find(|l| l.starts_with("a-1 ")).unwrap();
+    assert!(other.ends_with(" -"), "a node with no reason shows -: {t}");
+
+    // The audit log: who drained what, health and reason before → after.
+    let entries = json(&allot(&home, &["audit", "--json", "--limit", "1"], &env));
+    let e = &entries[0];
+    assert_eq!(
+        (e["action"].as_str(), e["target"].as_str(), e["principal"].as_str()),
+        (Some("node.drain"), Some("a-0"), Some("root"))
+    );
+    let o = allot(&home, &["audit", "--limit", "1"], &env);
+    let text = stdout(&o);
+    assert!(!text.contains('{'), "words, not JSON: {text}");
+    assert!(text.contains("health=up → health=drained reason=fan noise on GPU 3"), "{text}");
+
+    // Kept across a crash and restart; undrain clears it.
+    server.restart();
+    let t = table(&env);
+    assert!(t.lines().any(|l| l.starts_with("a-0 ") && l.ends_with("fan noise on GPU 3")), "after a restart: {t}");
+    let o = allot(&home, &["node", "undrain", "a-0"], &env);
+    assert_eq!((code(&o), stdout(&o).as_str()), (Some(0), "a-0 up\n"), "{}", stderr(&o));
+    assert!(!table(&env).contains("REASON"), "no reason once undrained");
+
+    // A reason that is not one line of text is refused, naming it.
+    let o = allot(&home, &["node", "drain", "a-1", "--reason", "two\nlines"], &env);
+    assert_eq!(code(&o), Some(4), "{}", stderr(&o));
+    assert!(stderr(&o).contains("reason"), "{}", stderr(&o));
+    let o = allot(&home, &["node", "drain", "a-1", "--reason", &"x".repeat(300)], &env);
+    assert_eq!(code(&o), Some(4), "{}", stderr(&o));
 }
 
 #[test]

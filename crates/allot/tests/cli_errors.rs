@@ -308,3 +308,51 @@ fn a_live_server_s_refusals_name_the_fix() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the account as JSON");
     assert_eq!(v["budget_gpu_hours"], 10.0, "{v}");
 }
+
+/// `allot serve`'s own output, which must end (a failed start) within 30 s.
+fn serve_fails(dir: &Path, db: &str, port: u16) -> String {
+    let mut child = cli_support::spawn_serve(dir, db, port);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("allot serve --db {db} did not stop");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// Issue 30 #12: a port in use is said once, with the option that changes
+/// it, before anything is made; a second store pointed at the data
+/// directory of another is told so (once), with a directory of its own
+/// to use instead of the other's.
+#[test]
+fn first_run_errors_say_their_cause_once_and_name_the_fix() {
+    let dir = tmpdir("first-run");
+    std::fs::write(dir.join("c.toml"), CONFIG).unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let db = format!("sqlite://{}", dir.join("a.db").display());
+    let err = serve_fails(&dir, &db, port);
+    assert_eq!(err.matches("in use").count(), 1, "the cause once: {err}");
+    assert!(err.contains(&format!("cannot listen on 127.0.0.1:{port}")), "{err}");
+    assert!(err.contains("another process listens there: stop it, or give this server another address with --listen"));
+    assert!(!dir.join("a.db").exists(), "no store made before the port was had");
+    assert!(!dir.join("data").exists(), "no data directory made before the port was had");
+    drop(taken);
+
+    // Store a, served once in `data`; store b started beside it with the same data directory.
+    let init = allot(&dir, &["db", "init", "--db", &db, "--data-dir", &dir.join("data").display().to_string()], &[]);
+    assert_eq!(code(&init), Some(0), "{}", stderr(&init));
+    let b = format!("sqlite://{}", dir.join("b.db").display());
+    let err = serve_fails(&dir, &b, free_port());
+    let a_file = dir.join("a.db").display().to_string();
+    assert_eq!(err.matches("belongs to another store").count(), 1, "said once: {err}");
+    assert!(err.contains(&format!("belongs to another store, {a_file}")), "{err}");
+    assert!(err.contains(&format!("say {}", dir.join("b-data").display())), "its own directory: {err}");
+    assert!(err.contains(&format!("or serve that store with --db sqlite:{a_file}")), "{err}");
+    assert!(!dir.join("b.db").exists(), "store b was not made");
+}

@@ -8,6 +8,7 @@ use crate::decision::{Action, Decision};
 use crate::placement::{find, place};
 use crate::rule::{Reason, Rule};
 use crate::state::State;
+use crate::words::count;
 use crate::workload::{WorkloadId, WorkloadSpec};
 
 use super::{FailCache, Policy};
@@ -35,7 +36,7 @@ impl Fifo {
         if ahead > 0 {
             return Reason::new(
                 Rule::FifoOrder,
-                format!("{ahead} workloads ahead in submit order; the head blocks the queue"),
+                format!("{} ahead in submit order; the head blocks the queue", count(ahead as u64, "workload")),
             );
         }
         match place(&state.cluster, &state.free, state.spec(w), &|_| true) {

@@ -274,17 +274,44 @@ pub async fn nodes(
 }
 
 /// `POST /v1/nodes/{name}/{drain|undrain|fail|repair}` (admins).
-#[utoipa::path(post, path = "/v1/nodes/{name}/{action}", summary = "drain (preempt under the contract, then out of service), undrain, fail, repair", description = "Roles: admin.", security(("bearer" = [])), params(("name" = String, Path, description = "the node"), ("action" = String, Path, description = "drain, undrain, fail or repair")), responses((status = 200, description = "success", body = NodeView), ApiErrors))]
+#[utoipa::path(post, path = "/v1/nodes/{name}/{action}", summary = "drain (preempt under the contract, then out of service), undrain, fail, repair", description = "Roles: admin.", security(("bearer" = [])), params(("name" = String, Path, description = "the node"), ("action" = String, Path, description = "drain, undrain, fail or repair"), ("reason" = Option<String>, Query, description = "why (drain, fail): one line, at most 256 bytes; shown with the node and kept in the audit log")), responses((status = 200, description = "success", body = NodeView), ApiErrors))]
 pub async fn node_action(
     State(app): State<App>,
     Auth(who): Auth,
     Path((name, action)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<NodeView>, ApiError> {
     let kind = NodeEventKind::parse(&action)
         .ok_or_else(|| ApiError::not_found(format!("unknown node action {action:?} (drain, undrain, fail, repair)")))?;
     require_admin(&who, "drain, undrain, fail or repair nodes")?;
+    let mut reason = None;
+    for (k, v) in q {
+        match k.as_str() {
+            "reason" => reason = Some(node_reason(&v)?),
+            other => return Err(ApiError::field(other, "unknown query parameter (use reason)")),
+        }
+    }
     let by = who.name.clone();
-    Ok(Json(ask(&app, |reply| Msg::Node { name, kind, by, reply }).await??))
+    Ok(Json(ask(&app, |reply| Msg::Node { name, kind, by, reason, reply }).await??))
+}
+
+/// The most a node action's reason may hold.
+const MAX_NODE_REASON: usize = 256;
+
+/// A node action's `reason`: one line of printable text, at most
+/// [`MAX_NODE_REASON`] bytes; empty is none.
+fn node_reason(v: &str) -> Result<String, ApiError> {
+    let v = v.trim();
+    if v.is_empty() {
+        return Err(ApiError::field("reason", "say why, or leave reason out"));
+    }
+    if v.len() > MAX_NODE_REASON {
+        return Err(ApiError::field("reason", format!("at most {MAX_NODE_REASON} bytes, got {}", v.len())));
+    }
+    if v.chars().any(char::is_control) {
+        return Err(ApiError::field("reason", "one line of text, without control characters"));
+    }
+    Ok(v.to_string())
 }
 
 /// `GET /v1/tokens` (admins): names, roles and scopes, never secrets.

@@ -11,7 +11,7 @@ use super::extract::Path;
 use super::{ApiError, ApiErrors, App, Auth, Body, ask};
 use crate::auth::Principal;
 use crate::scheduler::{LiveDep, Msg};
-use crate::states::parse_phase;
+use crate::states::{PHASES, parse_phase};
 use crate::store::{NewWorkload, WorkloadFilter, WorkloadRow};
 pub use crate::views::{BulkRequest, BulkResult};
 
@@ -138,6 +138,21 @@ pub(crate) fn stored_dependencies(depends_on: Option<&str>, states: &dyn Fn(i64)
         .collect()
 }
 
+/// A `state` filter (`GET /v1/workloads`, the bulk requests): states,
+/// comma-separated, each a phase or `held` (pending and held, HOLD-1, as
+/// the CLI shows them).
+pub(super) fn states(v: &str) -> Result<Vec<String>, ApiError> {
+    let mut out = Vec::new();
+    for s in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if parse_phase(s).is_none() && s != crate::store::HELD {
+            let known: Vec<&str> = PHASES.iter().map(|p| p.as_str()).chain([crate::store::HELD]).collect();
+            return Err(ApiError::field("state", format!("unknown state {s:?} (use {})", known.join(", "))));
+        }
+        out.push(s.to_string());
+    }
+    Ok(out)
+}
+
 /// The workloads a bulk request names that the caller may change, not
 /// ended; the others are reported with why.
 async fn bulk_targets(
@@ -158,13 +173,7 @@ async fn bulk_targets(
         }
     }
     if filtered {
-        let states: Vec<String> = match &req.state {
-            Some(s) => s.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
-            None => ["pending", "running", "stopping"].map(String::from).to_vec(),
-        };
-        if let Some(bad) = states.iter().find(|s| parse_phase(s).is_none()) {
-            return Err(ApiError::field("state", format!("unknown state {bad:?}")));
-        }
+        let states = states(req.state.as_deref().unwrap_or("pending,running,stopping"))?;
         let f = WorkloadFilter {
             visible: who.visible_roots(),
             account: req.account.clone(),

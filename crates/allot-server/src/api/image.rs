@@ -34,7 +34,9 @@ pub(crate) async fn submit(
     });
     let image = req.image.as_deref().unwrap_or_default();
     opts.image_allowed(&namespace, image).map_err(|e| ApiError::field("image", e))?;
-    let new = job::NewJob { req: &req, image, namespace, submitter: &who.name, name };
+    // ID-1: the pod runs as its submitter's Unix user (resolved now).
+    let run_as = app.run.pod_user(&who.name, who.unix_user.as_deref()).map_err(ApiError::forbidden)?;
+    let new = job::NewJob { req: &req, image, namespace, submitter: &who.name, name, run_as: run_as.as_ref() };
     let made = job::build(&new, opts).map_err(|e| ApiError::field("clusters", e))?;
     let (job_key, seq) = exec.create(made).await.map_err(|e| ApiError::new(ErrorKind::Unprocessable, e))?;
     let row = app.store.workload(seq).await?.ok_or_else(|| ApiError::not_found(format!("no workload {seq}")))?;

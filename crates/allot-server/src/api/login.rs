@@ -92,14 +92,14 @@ async fn munge_admitted(
         Ok(u) => u,
         Err(e) => return Err(ApiError::unauthorized(refuse(uid, e.to_string()).await)),
     };
-    let Some(who) = crate::auth::principal_of(&user, app.auth.identity()) else {
+    let Some(who) = crate::auth::principal_of(&user.name, &user.group_names, app.auth.identity()) else {
         let why = format!(
             "{} (uid {}) is in no Unix user or group this server grants anything ([[grants]]): ask an admin",
             user.name, user.uid
         );
         return Err(ApiError::forbidden(refuse(Some(user.name.clone()), why).await));
     };
-    let (id, token, expires_t) = app.auth.open_session(&user, "munge", &attempt.source.to_string()).await?;
+    let (id, token, expires_t) = app.auth.open_session(&user.name, None, "munge", &attempt.source.to_string()).await?;
     app.limits.signin.signed_in(admitted);
     signin::audit(&app.store, now, &Attempt { who: Some(&user.name), ..attempt }).await;
     tracing::info!(user = %user.name, uid = user.uid, role = who.role.as_str(), "signed in with munge");

@@ -59,6 +59,8 @@ pub struct AppState {
     pub seen: crate::munge::Seen,
     /// The login socket people on this host sign in at, if it is served.
     pub login_socket: Option<std::path::PathBuf>,
+    /// Single sign-on for the dashboard (`[identity.oidc]`), if configured.
+    pub sso: Option<Arc<crate::oidc::Sso>>,
 }
 
 pub type App = Arc<AppState>;

@@ -14,7 +14,6 @@ use super::extract::{IdempotencyKey, Path};
 use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask, cluster_filter};
 use crate::auth::Principal;
 use crate::scheduler::{Live, Msg, Submission};
-use crate::states::{PHASES, parse_phase};
 use crate::store::{AttemptRow, ClusterFilter, Idempotency, Inserted, NewWorkload, WorkloadFilter, WorkloadRow};
 use crate::views::{AttemptTelemetry, AttemptView, NodeGpusView, SubmitRequest, WorkloadDetail, WorkloadView};
 
@@ -90,7 +89,8 @@ pub fn workload_view(r: &WorkloadRow, who: &Principal) -> WorkloadView {
             limit: r.conditions.array_limit.map(|l| l as u32),
         }),
         dependency: r.conditions.depends_on.clone(),
-        held: r.conditions.held,
+        // An ended workload is no longer held, whatever it was when it ended.
+        held: r.conditions.held && !r.is_terminal(),
         attempts: r.attempts.max(0) as u32,
         gpu_hours: r.ended_gpu_s.max(0) as f64 / 3600.0,
         first_start_t: r.first_start_t,
@@ -316,18 +316,7 @@ pub async fn list(
                     f.clusters = Some(ids.map(|i| cluster_filter_of(c, i)).collect());
                 }
             }
-            "state" => {
-                for s in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    if parse_phase(s).is_none() {
-                        let known: Vec<&str> = PHASES.iter().map(|p| p.as_str()).collect();
-                        return Err(ApiError::field(
-                            "state",
-                            format!("unknown state {s:?} (use {})", known.join(", ")),
-                        ));
-                    }
-                    f.states.push(s.to_string());
-                }
-            }
+            "state" => f.states = super::conditions::states(v)?,
             "before" => {
                 f.before = Some(
                     v.parse::<i64>()

@@ -116,6 +116,23 @@ pub const HISTORY: &[Col] = &[
     Col::Reason,
 ];
 
+/// Seconds `w`'s attempts have held GPUs at `now`: its ended attempts'
+/// (GPU-hours over GPUs) and, running, the current one's.
+fn ran_s(w: &WorkloadView, now: i64) -> i64 {
+    let ended = (w.gpu_hours * 3600.0 / f64::from(w.gpus.max(1))).round() as i64;
+    let current = match w.state.as_str() {
+        "running" | "stopping" => w.started_t.map_or(0, |s| (now - s).max(0)),
+        _ => 0,
+    };
+    ended + current
+}
+
+/// Seconds `w` has waited at `now` (or waited, ended): its life so far less
+/// what it ran.
+fn waited_s(w: &WorkloadView, now: i64) -> i64 {
+    (w.end_t.unwrap_or(now) - w.submit_t - ran_s(w, now)).max(0)
+}
+
 impl Col {
     fn spec(self) -> (&'static str, &'static str, usize, bool) {
         let (_, name, head, width, right) = COLUMNS.iter().find(|c| c.0 == self).copied().expect("every column listed");
@@ -138,6 +155,12 @@ impl Col {
     }
 
     /// The cell of workload `w` at `now` (Unix seconds).
+    ///
+    /// RAN and WAITED are `sacct`'s sense over every attempt: RAN the
+    /// seconds its attempts held GPUs (not the span from the first start
+    /// to the end, which counts the waits between attempts), WAITED the
+    /// rest of its life so far (the first wait and each wait after a
+    /// requeue or preemption).
     fn cell(self, w: &WorkloadView, now: i64) -> String {
         let holding = w.state == "running" || w.state == "stopping";
         let elapsed = w.started_t.filter(|_| holding).map(|s| now - s);
@@ -150,11 +173,8 @@ impl Col {
             Col::Class => w.class.clone(),
             Col::Gpus => w.gpus.to_string(),
             Col::State => {
-                if w.held {
-                    "held".into()
-                } else {
-                    w.state.clone()
-                }
+                // `held` is a pending workload's (HOLD-1), as `--state held` selects.
+                if w.held && w.state == "pending" { "held".into() } else { w.state.clone() }
             }
             Col::Cluster => w.cluster.clone().unwrap_or_else(dash),
             Col::Nodes if holding && !w.on_nodes.is_empty() => w.on_nodes.join(","),
@@ -167,8 +187,8 @@ impl Col {
             },
             Col::Age => age(now, w.submit_t),
             Col::Submitted => utc(w.submit_t),
-            Col::Waited => w.first_start_t.map_or_else(dash, |s| clock(s - w.submit_t)),
-            Col::Ran => w.first_start_t.zip(w.end_t).map_or_else(dash, |(s, e)| clock(e - s)),
+            Col::Waited => clock(waited_s(w, now)),
+            Col::Ran => w.first_start_t.map_or_else(dash, |_| clock(ran_s(w, now))),
             Col::Attempts => w.attempts.to_string(),
             Col::GpuHours => format!("{:.2}", w.gpu_hours),
             Col::Util => w.measured_util.map_or_else(dash, |u| format!("{:.0}%", u * 100.0)),

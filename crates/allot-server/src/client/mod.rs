@@ -273,8 +273,10 @@ impl Client {
         self.get(&with_query("/v1/nodes", query)).await
     }
 
-    pub async fn node_action(&self, name: &str, action: &str) -> Result<NodeView, ClientError> {
-        self.call::<(), _>(Method::POST, &format!("/v1/nodes/{}/{action}", encode(name)), None).await
+    /// Drains, undrains, fails or repairs a node, saying why (`reason`).
+    pub async fn node_action(&self, name: &str, action: &str, reason: Option<&str>) -> Result<NodeView, ClientError> {
+        let why = reason.map(|r| format!("?reason={}", encode(r))).unwrap_or_default();
+        self.call::<(), _>(Method::POST, &format!("/v1/nodes/{}/{action}{why}", encode(name)), None).await
     }
 
     pub async fn create_token(&self, req: &TokenRequest) -> Result<TokenCreated, ClientError> {

@@ -36,7 +36,11 @@ pub fn show(d: &WorkloadDetail) -> String {
     let _ = writeln!(out, "workload {}{}", w.id, w.name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default());
     let _ = writeln!(out, "  state      {}", w.state);
     let _ = writeln!(out, "  account    {}  user {}  class {}", w.account, w.user, w.class);
-    let shape = if w.nodes > 0 { format!("{} on {} nodes", w.gpus, w.nodes) } else { w.gpus.to_string() };
+    let shape = if w.nodes > 0 {
+        format!("{} on {}", w.gpus, allot_core::words::count(w.nodes, "node"))
+    } else {
+        w.gpus.to_string()
+    };
     let _ = writeln!(out, "  gpus       {shape}{}", w.gpu_type.as_ref().map(|t| format!(" × {t}")).unwrap_or_default());
     if !w.clusters.is_empty() {
         let _ = writeln!(out, "  may run on {}", w.clusters.join(", "));
@@ -208,24 +212,67 @@ fn runs_out(a: &AccountView) -> String {
 /// `allot nodes`; with CLUSTER in a fleet.
 pub fn nodes(list: &[NodeView]) -> String {
     let clusters = cluster_cells(list.iter().map(|n| n.cluster.as_deref()));
-    let head = if clusters.is_some() { format!("{:<12} ", "CLUSTER") } else { String::new() };
-    let mut out = format!(
-        "{head}{:<16} {:<10} {:<8} {:>5} {:>5}  {:<9} {}\n",
-        "NODE", "POOL", "GPU", "GPUS", "FREE", "HEALTH", "WORKLOADS"
-    );
+    let reasons = list.iter().any(|n| n.reason.is_some());
+    let mut head: Vec<&str> = Vec::new();
+    if clusters.is_some() {
+        head.push("CLUSTER");
+    }
+    head.extend(["NODE", "POOL", "GPU", "GPUS", "FREE", "HEALTH", "WORKLOADS"]);
+    if reasons {
+        head.push("REASON");
+    }
+    let mut rows = vec![head.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
     for (i, n) in list.iter().enumerate() {
-        let cluster = clusters.as_ref().map_or("", |c| c[i].as_str());
-        let _ = writeln!(
-            out,
-            "{cluster}{:<16} {:<10} {:<8} {:>5} {:>5}  {:<9} {}",
-            n.name,
-            n.pool,
-            n.gpu_type,
-            n.gpus,
-            n.free_gpus,
-            n.health,
-            n.workloads.join(",")
-        );
+        let mut row = Vec::new();
+        if let Some(c) = &clusters {
+            row.push(c[i].clone());
+        }
+        let workloads = if n.workloads.is_empty() { "-".to_string() } else { n.workloads.join(",") };
+        row.extend([
+            n.name.clone(),
+            n.pool.clone(),
+            n.gpu_type.clone(),
+            n.gpus.to_string(),
+            n.free_gpus.to_string(),
+            n.health.clone(),
+            workloads,
+        ]);
+        if reasons {
+            row.push(n.reason.clone().unwrap_or_else(|| "-".into()));
+        }
+        rows.push(row);
+    }
+    let numeric: Vec<bool> = head.iter().map(|h| matches!(*h, "GPUS" | "FREE")).collect();
+    aligned(&rows, &numeric)
+}
+
+/// Rows as columns as wide as their widest cell (two spaces between),
+/// numbers (`right`) aligned right; the last column is not padded.
+pub fn aligned(rows: &[Vec<String>], right: &[bool]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> =
+        (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c > 0 {
+                line.push_str("  ");
+            }
+            let pad = width[c].saturating_sub(cell.chars().count());
+            let last = c + 1 == r.len();
+            if right.get(c).copied().unwrap_or(false) {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                if !last {
+                    line.push_str(&" ".repeat(pad));
+                }
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
     }
     out
 }
@@ -246,6 +293,7 @@ mod tests {
             gpus: 2,
             free_gpus: 2,
             health: "up".into(),
+            reason: None,
             workloads: vec![],
             workload_accounts: vec![],
             held: vec![],
@@ -266,6 +314,39 @@ mod tests {
         let q = queue(&[w("1", Some("c2")), w("2", None)], 0, false);
         let rows: Vec<Vec<&str>> = q.lines().map(|l| l.split_whitespace().collect()).collect();
         assert_eq!((rows[0][7], rows[1][7], rows[2][7]), ("CLUSTER", "c2", "-"), "{q}");
+    }
+
+    /// Issue 30 #1, #2: an ended workload is shown in its ended state even
+    /// if it was held; RAN is the time its attempts held GPUs and WAITED
+    /// the rest of its life, the wait after a requeue included (as
+    /// `sacct`'s Elapsed and wait are read).
+    #[test]
+    fn history_counts_running_and_waiting_over_every_attempt() {
+        // Submitted at 0; ran 10..70 and, requeued, 130..191 on 2 GPUs.
+        let requeued = WorkloadView {
+            gpus: 2,
+            state: "finished".into(),
+            submit_t: 0,
+            first_start_t: Some(10),
+            started_t: Some(130),
+            end_t: Some(191),
+            attempts: 2,
+            gpu_hours: 2.0 * 121.0 / 3600.0,
+            ..view("7", None)
+        };
+        let cancelled_held = WorkloadView { state: "cancelled".into(), held: true, end_t: Some(40), ..view("8", None) };
+        let h = history(&[requeued, cancelled_held], 1000, false);
+        let rows: Vec<Vec<&str>> = h.lines().map(|l| l.split_whitespace().collect()).collect();
+        let col = |name: &str| rows[0].iter().position(|c| *c == name).unwrap_or_else(|| panic!("{name} in {h}"));
+        assert_eq!(rows[1][col("RAN")], "00:02:01", "{h}");
+        assert_eq!(rows[1][col("WAITED")], "00:01:10", "{h}");
+        assert_eq!(rows[2][col("STATE")], "cancelled", "{h}");
+        assert_eq!((rows[2][col("RAN")], rows[2][col("WAITED")]), ("-", "00:00:40"), "{h}");
+        // Running: its current attempt counts as it runs.
+        let running =
+            WorkloadView { state: "running".into(), first_start_t: Some(10), started_t: Some(10), ..view("9", None) };
+        let q = crate::client::columns::table(&[running], 100, &[Col::Ran, Col::Waited], false);
+        assert!(q.lines().nth(1).unwrap().split_whitespace().eq(["00:01:30", "00:00:10"]), "{q}");
     }
 
     /// A pending batch workload of one GPU.

@@ -244,7 +244,7 @@ async fn show(State(app): State<App>, v: Viewer, Path(path): Path<String>) -> Re
             dt { "Fair share" } dd { (standing(a.fair_share)) }
             dt { "Share" } dd { (num(a.share)) " (entitled to " (layout::pct(a.entitled_share)) " of the cluster)" }
             dt { "Impact" } dd { (num(a.impact)) }
-            dt { "Work" } dd { (a.pending) " pending, " (a.running) " running, " (a.allocated_gpus) " GPUs held" }
+            dt { "Work" } dd { (a.pending) " pending, " (a.running) " running, " (allot_core::words::count(a.allocated_gpus, "GPU")) " held" }
         }
         h2 { "Burn-down this period" }
         (burn_down_section(&a, &spans, now))

@@ -151,7 +151,7 @@ fn cluster_cards(list: &[&NodeView]) -> Markup {
     }
     html! {
         div.cards {
-            div.card { div.k { "GPUs" } div.v { (n[0]) } div.k { (list.len()) " nodes" } }
+            div.card { div.k { "GPUs" } div.v { (n[0]) } div.k { (allot_core::words::count(list.len() as u64, "node")) } }
             div.card { div.k { "Free" } div.v { (n[1]) } }
             div.card { div.k { "Held" } div.v { (n[2]) } div.k { (n[3]) " idle-looking" } }
             div.card { div.k { "Out of service" } div.v { (n[4]) } }
@@ -167,10 +167,11 @@ fn node_row(v: &Viewer, n: &NodeView, operator: bool) -> Markup {
             div.node-head {
                 strong { (n.name) } " " (state(&n.health))
                 div.muted { "pool " (n.pool) " · " (n.gpu_type) " · rack " (n.rack) }
+                @if let Some(r) = &n.reason { div.muted.reason { "reason: " (r) } }
                 div.muted {
                     @match n.health.as_str() {
-                        "down" | "drained" => { (n.gpus) " GPUs out of service" },
-                        _ => { (n.free_gpus) " of " (n.gpus) " GPUs free" },
+                        "down" | "drained" => { (allot_core::words::count(n.gpus, "GPU")) " out of service" },
+                        _ => { (n.free_gpus) " of " (allot_core::words::count(n.gpus, "GPU")) " free" },
                     }
                 }
                 @if operator { (actions(v, n, running)) }
@@ -234,6 +235,10 @@ fn actions(v: &Viewer, n: &NodeView, running: usize) -> Markup {
             (csrf(v))
             input type="hidden" name="node" value=(n.name);
             input type="hidden" name="action" value=(action);
+            @if action == "drain" {
+                input type="text" name="reason" maxlength="256" placeholder="reason (optional)"
+                    aria-label={ "Why drain " (n.name) };
+            }
             button.secondary type="submit" aria-label={ (label) " " (n.name) } { (label) }
         }
     }
@@ -247,6 +252,9 @@ struct NodeForm {
     node: String,
     #[serde(default)]
     action: String,
+    /// Why (drain, fail): kept with the node and in the audit log.
+    #[serde(default)]
+    reason: Option<String>,
 }
 
 /// `POST /fleet/node`: a node action through the API (admins; anyone
@@ -256,7 +264,10 @@ async fn act(State(app): State<App>, v: Viewer, Form(f): Form<NodeForm>) -> Resp
         return r;
     }
     let to = format!("/fleet#node-{}", super::session::urlencode(&f.node));
-    match admin::node_action(State(app), Auth(v.who.clone()), Path((f.node.clone(), f.action.clone()))).await {
+    let reason = f.reason.iter().filter(|r| !r.trim().is_empty()).map(|r| ("reason".to_string(), r.clone())).collect();
+    match admin::node_action(State(app), Auth(v.who.clone()), Path((f.node.clone(), f.action.clone())), Query(reason))
+        .await
+    {
         Ok(Json(n)) => {
             let text = match f.action.as_str() {
                 "drain" if !n.workloads.is_empty() => format!(
@@ -288,6 +299,7 @@ mod tests {
             gpus: 4,
             free_gpus: 4 - held.iter().map(|h| h.gpus).sum::<u32>(),
             health: health.into(),
+            reason: None,
             workloads: vec![],
             workload_accounts: vec![],
             held,

@@ -28,6 +28,7 @@ pub mod layout;
 pub mod queue;
 pub mod rules;
 pub mod session;
+pub mod sso;
 pub mod work;
 
 use axum::Router;
@@ -43,6 +44,7 @@ pub use session::Viewer;
 pub fn routes() -> Router<App> {
     Router::new()
         .merge(session::routes())
+        .merge(sso::routes())
         .merge(assets::routes())
         .merge(work::routes())
         .merge(budgets::routes())

@@ -159,7 +159,7 @@ fn same_origin(headers: &HeaderMap) -> Result<(), Response> {
 }
 
 /// Whether the request reached the proxy in front of Allot over TLS.
-fn over_tls(headers: &HeaderMap) -> bool {
+pub(super) fn over_tls(headers: &HeaderMap) -> bool {
     let forwarded_https = headers
         .get("x-forwarded-proto")
         .and_then(|v| v.to_str().ok())
@@ -184,10 +184,24 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 /// A `Set-Cookie` value with the dashboard's attributes.
-fn set_cookie(name: &str, value: &str, max_age: i64, secure: bool) -> HeaderValue {
+pub(super) fn set_cookie(name: &str, value: &str, max_age: i64, secure: bool) -> HeaderValue {
+    set_cookie_with(name, value, max_age, secure, "Strict", "/")
+}
+
+/// A `Set-Cookie` value, `HttpOnly`, with this `SameSite` and `Path`.
+pub(super) fn set_cookie_with(
+    name: &str,
+    value: &str,
+    max_age: i64,
+    secure: bool,
+    same_site: &str,
+    path: &str,
+) -> HeaderValue {
     let secure = if secure { "; Secure" } else { "" };
-    HeaderValue::from_str(&format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"))
-        .expect("a cookie of visible ASCII")
+    HeaderValue::from_str(&format!(
+        "{name}={value}; Path={path}; HttpOnly; SameSite={same_site}; Max-Age={max_age}{secure}"
+    ))
+    .expect("a cookie of visible ASCII")
 }
 
 /// A redirect after a change (303), with `flash` for the next page.
@@ -246,7 +260,7 @@ pub fn urlencode(s: &str) -> String {
 /// characters are dropped) and holds no control character and no
 /// backslash. What is kept is percent-encoded past ASCII, so it is always a
 /// valid `Location`.
-fn local_next(next: Option<&str>) -> String {
+pub(super) fn local_next(next: Option<&str>) -> String {
     let Some(n) = next else { return "/".to_string() };
     let seen: String = n.chars().filter(|c| !matches!(c, '\t' | '\r' | '\n')).collect();
     let local = n.starts_with('/') && !seen.starts_with("//") && !n.chars().any(|c| c.is_control() || c == '\\');
@@ -260,15 +274,22 @@ pub fn routes() -> Router<App> {
     Router::new().route("/login", get(login_page).post(login)).route("/logout", post(logout))
 }
 
-async fn login_page(Query(q): Query<HashMap<String, String>>) -> Response {
-    login_form(StatusCode::OK, q.get("next").map(String::as_str), None)
+async fn login_page(State(app): State<App>, Query(q): Query<HashMap<String, String>>) -> Response {
+    login_form(&app, StatusCode::OK, q.get("next").map(String::as_str), None)
 }
 
-fn login_form(status: StatusCode, next: Option<&str>, error: Option<&str>) -> Response {
+/// The sign-in page: a "Sign in with SSO" link when single sign-on is set
+/// up (`[identity.oidc]`), and the form to paste an API token.
+pub(super) fn login_form(app: &App, status: StatusCode, next: Option<&str>, error: Option<&str>) -> Response {
     let next = local_next(next);
+    let sso = app.sso.is_some().then(|| format!("/login/oidc?next={}", urlencode(&next)));
     let body = html! {
         h1 { "Sign in to Allot" }
         @if let Some(e) = error { p.flash.error role="alert" { (e) } }
+        @if let Some(href) = &sso {
+            p.sso { a.button #sso href=(href) { "Sign in with SSO" } }
+            p.hint { "Or with an API token:" }
+        }
         form.login method="post" action="/login" {
             input type="hidden" name="next" value=(next);
             label for="token" { "API token" }
@@ -306,7 +327,7 @@ async fn login(State(app): State<App>, source: Source, headers: HeaderMap, Form(
             }
             let wait = limited.retry_after_s;
             let text = format!("Too many sign-in attempts from this address: try again in {wait} s.");
-            let mut r = login_form(StatusCode::TOO_MANY_REQUESTS, next, Some(&text));
+            let mut r = login_form(&app, StatusCode::TOO_MANY_REQUESTS, next, Some(&text));
             r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(wait));
             return r;
         }
@@ -316,12 +337,17 @@ async fn login(State(app): State<App>, source: Source, headers: HeaderMap, Form(
         Ok(None) => {
             let why = "unknown or revoked token";
             signin::audit(&app.store, now, &Attempt { refused: Some(why), ..attempt(None) }).await;
-            return login_form(StatusCode::UNAUTHORIZED, next, Some("Unknown or revoked token."));
+            return login_form(&app, StatusCode::UNAUTHORIZED, next, Some("Unknown or revoked token."));
         }
         Err(e) => {
             tracing::warn!(error = %e, "dashboard: cannot check a token");
             app.limits.signin.signed_in(admitted);
-            return login_form(StatusCode::SERVICE_UNAVAILABLE, next, Some("The store cannot be read; retry shortly."));
+            return login_form(
+                &app,
+                StatusCode::SERVICE_UNAVAILABLE,
+                next,
+                Some("The store cannot be read; retry shortly."),
+            );
         }
     };
     let audited = |refused: Option<&'static str>| {
@@ -331,6 +357,7 @@ async fn login(State(app): State<App>, source: Source, headers: HeaderMap, Form(
     if who.role == Role::Metrics {
         audited(Some("a metrics token may not sign in")).await;
         return login_form(
+            &app,
             StatusCode::FORBIDDEN,
             next,
             Some("A metrics token reads /metrics only; sign in with a researcher, manager or admin token."),
@@ -355,6 +382,7 @@ async fn login(State(app): State<App>, source: Source, headers: HeaderMap, Form(
             tracing::warn!(error = %e, "dashboard: cannot record a session");
             app.limits.signin.signed_in(admitted);
             return login_form(
+                &app,
                 StatusCode::SERVICE_UNAVAILABLE,
                 next,
                 Some("The store cannot be written; retry shortly."),

@@ -154,7 +154,7 @@ fn elapsed(w: &WorkloadView, now: i64) -> Markup {
 pub fn workload_table(rows: &[WorkloadView], now: i64) -> Markup {
     html! {
         div.table-wrap { table {
-            caption.muted { (rows.len()) " workloads, newest first" }
+            caption.muted { (allot_core::words::count(rows.len() as u64, "workload")) ", newest first" }
             thead { tr {
                 th scope="col" { "Id" } th scope="col" { "Name" } th scope="col" { "Account" } th scope="col" { "User" }
                 th scope="col" { "Class" } th scope="col" { "State" } th.num scope="col" { "GPUs" }
@@ -214,7 +214,7 @@ async fn show(State(app): State<App>, v: Viewer, Path(id): Path<String>) -> Resp
             dt { "Account" } dd { code { (w.account) } }
             dt { "User" } dd { (w.user) }
             dt { "Class" } dd { (w.class) }
-            dt { "Shape" } dd { (w.gpus) " GPUs" @if w.nodes > 0 { " on " (w.nodes) " nodes" } @if let Some(t) = &w.gpu_type { " of " (t) } }
+            dt { "Shape" } dd { (allot_core::words::count(w.gpus, "GPU")) @if w.nodes > 0 { " on " (allot_core::words::count(w.nodes, "node")) } @if let Some(t) = &w.gpu_type { " of " (t) } }
             @if !w.clusters.is_empty() { dt { "May run on" } dd { (w.clusters.join(", ")) } }
             dt { "Submitted" } dd { (when(w.submit_t)) " (" (elapsed(w, now)) ")" }
             @if let Some(e) = w.end_t { dt { "Ended" } dd { (when(e)) } }

@@ -64,7 +64,9 @@ impl Scheduler {
                         node: name,
                         kind: kind.as_str().into(),
                         principal: by,
+                        reason: Some(cause.to_string()),
                     });
+                    crate::scheduler::note_node_reason(&mut self.node_reasons, *node, *kind, Some(cause.to_string()));
                 }
             }
         }
@@ -274,7 +276,7 @@ impl Scheduler {
                 }
             }
             ExecEvent::Node { node, kind, by } => {
-                if let Err(e) = self.node_action(&node, kind, &by, now) {
+                if let Err(e) = self.node_action(&node, kind, &by, None, now) {
                     tracing::warn!(node, error = ?e, "cannot apply the engine's node state");
                 }
             }

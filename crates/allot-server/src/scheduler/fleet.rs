@@ -27,7 +27,8 @@ impl Scheduler {
         self.cause = Some(reason);
         for &n in &nodes {
             let name = self.engine.state.cluster.node(n).name.clone();
-            if let Err(e) = self.node_action(&name, NodeEventKind::Fail, &by, now) {
+            let why = Some(format!("cluster {cluster} is out of service: {why}"));
+            if let Err(e) = self.node_action(&name, NodeEventKind::Fail, &by, why, now) {
                 tracing::warn!(node = name, error = ?e, "cannot take the node out of service");
             }
         }
@@ -106,7 +107,7 @@ impl Scheduler {
                 continue;
             }
             let name = self.engine.state.cluster.node(n).name.clone();
-            if let Err(e) = self.node_action(&name, NodeEventKind::Repair, &by, now) {
+            if let Err(e) = self.node_action(&name, NodeEventKind::Repair, &by, None, now) {
                 tracing::warn!(node = name, error = ?e, "cannot return the node to service");
             }
         }
@@ -173,7 +174,7 @@ share = 1
         let state = State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
         let mut s = scheduler(Engine::new(state), store, &dir);
         let now = s.tick_now();
-        s.node_action("a/gpu-1", allot_core::NodeEventKind::Drain, "operator", now).unwrap();
+        s.node_action("a/gpu-1", allot_core::NodeEventKind::Drain, "operator", None, now).unwrap();
         let spec = batch("1", cfg.accounts.get("org/a").unwrap(), 2, 1, now);
         let live = Live {
             seq: 1,
@@ -239,8 +240,9 @@ share = 1
         let state = State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
         let mut s = scheduler(Engine::new(state), store.clone(), &dir);
         let now = s.tick_now();
-        s.node_action("a/gpu-1", allot_core::NodeEventKind::Drain, "operator", now).unwrap();
-        s.node_action("b/gpu-0", allot_core::NodeEventKind::Fail, "operator: FLEET-3 is not my name", now).unwrap();
+        s.node_action("a/gpu-1", allot_core::NodeEventKind::Drain, "operator", None, now).unwrap();
+        s.node_action("b/gpu-0", allot_core::NodeEventKind::Fail, "operator: FLEET-3 is not my name", None, now)
+            .unwrap();
         s.exec_event(ExecEvent::ClusterDown { cluster: "a".into(), reason: "Slurm has not answered for 30 s".into() });
         store.apply(&std::mem::take(&mut s.ops)).await.unwrap();
         drop(s);

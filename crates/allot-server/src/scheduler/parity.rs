@@ -274,7 +274,10 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
             let e = events.next().expect("peeked");
             let name = s.sched.engine.state.cluster.node(e.node).name.clone();
             let (reply, rx) = oneshot::channel();
-            s.sched.handle(Msg::Node { name, kind: e.kind, by: "operator".into(), reply }).await.expect("node");
+            s.sched
+                .handle(Msg::Node { name, kind: e.kind, by: "operator".into(), reason: None, reply })
+                .await
+                .expect("node");
             rx.await.expect("answer").expect("node action");
             s.play(t).await;
         }

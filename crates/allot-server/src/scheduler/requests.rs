@@ -90,12 +90,12 @@ impl Scheduler {
                 };
                 let _ = reply.send(r);
             }
-            Msg::Node { name, kind, by, reply } => {
+            Msg::Node { name, kind, by, reason, reply } => {
                 if let Some(busy) = self.unavailable() {
                     let _ = reply.send(Err(busy));
                     return Ok(());
                 }
-                let r = self.node_action(&name, kind, &by, now);
+                let r = self.node_action(&name, kind, &by, reason, now);
                 let _ = reply.send(self.committed(r).await?);
             }
             Msg::MarkerTouched { key, at } => {
@@ -284,6 +284,7 @@ impl Scheduler {
             gpus: node.gpus,
             free_gpus: st.free.free[n.0 as usize].count_ones(),
             health: health.into(),
+            reason: (health != "up").then(|| self.node_reasons.get(&n).cloned()).flatten(),
             workloads: on.iter().map(|w| st.spec(*w).id.clone()).collect(),
             workload_accounts: on.iter().map(|w| self.account_of(*w).to_string()).collect(),
             held,
@@ -418,6 +419,7 @@ impl Scheduler {
         name: &str,
         kind: NodeEventKind,
         by: &str,
+        reason: Option<String>,
         now: Time,
     ) -> Result<NodeView, Refusal> {
         let Some(n) = self.engine.state.cluster.node_by_name(name) else {
@@ -425,15 +427,36 @@ impl Scheduler {
             let known = allot_trace::choices::list(name, &known);
             return Err(Refusal::NotFound(format!("unknown node {name:?} (nodes: {known})")));
         };
+        let before = self.node_view(n, now);
         self.ops.push(Op::NodeEvent {
             t: now as i64,
             node: name.into(),
             kind: kind.as_str().into(),
             principal: by.into(),
+            reason: reason.clone(),
         });
-        tracing::info!(node = name, principal = by, "node {}", kind.as_str());
+        tracing::info!(
+            node = name,
+            principal = by,
+            reason = reason.as_deref().unwrap_or("-"),
+            "node {}",
+            kind.as_str()
+        );
         self.engine.node_event(&NodeEvent { t: now, node: n, kind });
+        crate::scheduler::note_node_reason(&mut self.node_reasons, n, kind, reason);
         self.apply(now);
-        Ok(self.node_view(n, now))
+        let after = self.node_view(n, now);
+        // MNT-1: every operator's node action is in the audit log, with
+        // the node's health before and after and the reason given.
+        let state = |v: &NodeView| serde_json::json!({ "health": v.health, "reason": v.reason }).to_string();
+        self.ops.push(Op::Audit {
+            t: now as i64,
+            principal: by.into(),
+            action: format!("node.{}", kind.as_str()),
+            target: name.into(),
+            before: Some(state(&before)),
+            after: Some(state(&after)),
+        });
+        Ok(after)
     }
 }

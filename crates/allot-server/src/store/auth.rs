@@ -31,10 +31,15 @@ fn login_row(r: &AnyRow) -> Result<LoginRow, sqlx::Error> {
         source: r.try_get("source")?,
         created_t: r.try_get("created_t")?,
         expires_t: r.try_get("expires_t")?,
+        groups: r
+            .try_get::<Option<String>, _>("groups")?
+            .map(|g| serde_json::from_str(&g))
+            .transpose()
+            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
     })
 }
 
-const LOGIN_COLUMNS: &str = "id, hash, unix_user, method, source, created_t, expires_t";
+const LOGIN_COLUMNS: &str = "id, hash, unix_user, method, source, created_t, expires_t, groups";
 
 impl Store {
     /// Records a person's new session and ends their oldest beyond `max`
@@ -46,7 +51,7 @@ impl Store {
             .execute(&mut *tx)
             .await
             .ctx("remove expired sessions")?;
-        sqlx::query(&format!("INSERT INTO logins ({LOGIN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"))
+        sqlx::query(&format!("INSERT INTO logins ({LOGIN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"))
             .bind(&l.id)
             .bind(&l.hash)
             .bind(&l.unix_user)
@@ -54,6 +59,7 @@ impl Store {
             .bind(&l.source)
             .bind(l.created_t)
             .bind(l.expires_t)
+            .bind(l.groups.as_ref().map(|g| serde_json::to_string(g).expect("names serialize")))
             .execute(&mut *tx)
             .await
             .ctx("record the session")?;

@@ -150,7 +150,7 @@ impl Store {
         let workloads = rows.iter().map(decode).collect::<Result<_, _>>().ctx("decode workloads")?;
 
         let rows = sqlx::query(
-            "SELECT seq, t, node, kind, principal FROM node_events \
+            "SELECT seq, t, node, kind, principal, reason FROM node_events \
              WHERE (t >= $1 AND t < $2) \
              OR seq IN (SELECT MAX(seq) FROM node_events WHERE t < $1 GROUP BY node) \
              OR seq IN (SELECT MAX(seq) FROM node_events WHERE t < $1 AND kind IN ('fail', 'repair') GROUP BY node) \

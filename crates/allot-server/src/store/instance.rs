@@ -33,18 +33,29 @@ fn lost(msg: String) -> StoreError {
     StoreError::new("open the store", StoreFailure::Lost(msg))
 }
 
+/// The record: the store's id on its first line and, for a SQLite store,
+/// its database file (absolute) on the second (records written before have
+/// the id only).
 fn read_record(data_dir: &Path) -> Option<String> {
-    std::fs::read_to_string(data_dir.join(RECORD)).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+    let text = std::fs::read_to_string(data_dir.join(RECORD)).ok()?;
+    Some(text.lines().next()?.trim().to_string()).filter(|s| !s.is_empty())
 }
 
-fn write_record(data_dir: &Path, id: &str) -> Result<(), StoreError> {
+/// The SQLite database file the record names, if it names one.
+fn recorded_file(data_dir: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(data_dir.join(RECORD)).ok()?;
+    text.lines().nth(1).map(str::trim).filter(|l| !l.is_empty()).map(PathBuf::from)
+}
+
+fn write_record(data_dir: &Path, id: &str, file: Option<&Path>) -> Result<(), StoreError> {
     let path = data_dir.join(RECORD);
     let tmp = data_dir.join(format!("{RECORD}.tmp"));
     let io = |e: std::io::Error| {
         StoreError::new(&format!("record the store id in {}", path.display()), StoreFailure::Db(sqlx::Error::Io(e)))
     };
     std::fs::create_dir_all(data_dir).map_err(io)?;
-    std::fs::write(&tmp, format!("{id}\n")).map_err(io)?;
+    let file = file.and_then(|f| std::path::absolute(f).ok()).map(|f| format!("{}\n", f.display()));
+    std::fs::write(&tmp, format!("{id}\n{}", file.unwrap_or_default())).map_err(io)?;
     std::fs::rename(&tmp, &path).map_err(io)
 }
 
@@ -93,18 +104,35 @@ pub async fn open_for_serve(url: &str, data_dir: &Path) -> Result<(Store, String
         let file = sqlite_file(&normal);
         if !file.exists() {
             if let Some(id) = &remembered {
-                return Err(lost(format!(
-                    "the database file {} does not exist, but the data directory {} belongs to store {id}: the \
-                     file was deleted or moved. Restore it (or a `.rescued-*` copy beside it), or create a new \
-                     empty store with {init}",
-                    file.display(),
-                    data_dir.display()
-                )));
+                let theirs = recorded_file(data_dir);
+                let mine = std::path::absolute(&file).ok();
+                let other = theirs.filter(|t| t.exists() && mine.as_ref() != Some(t));
+                return Err(lost(match other {
+                    Some(t) => format!(
+                        "the data directory {} belongs to another store, {} (store {id}): a new store needs a data \
+                         directory of its own. Start it with --data-dir and a new directory (say {}), or serve \
+                         that store with --db sqlite:{}",
+                        data_dir.display(),
+                        t.display(),
+                        own_dir_for(&file).display(),
+                        t.display()
+                    ),
+                    None => format!(
+                        "the database file {} does not exist, but the data directory {} belongs to store {id}: the \
+                         file was deleted or moved, or the data directory is another store's. Restore the file (or \
+                         a `.rescued-*` copy beside it); or start a new store with a data directory of its own, \
+                         --data-dir and a new directory (say {})",
+                        file.display(),
+                        data_dir.display(),
+                        own_dir_for(&file).display()
+                    ),
+                }));
             }
             tracing::info!(file = %file.display(), "no database file and no record of one: creating a new store");
             set_aside_orphans(&file);
         }
     }
+    let sqlite_path = (backend == Backend::Sqlite).then(|| sqlite_file(&normal));
     let store = Store::connect(url, true).await?;
     match (store.stored_instance().await?, remembered) {
         (Some(have), Some(want)) if have != want => Err(lost(format!(
@@ -123,10 +151,17 @@ pub async fn open_for_serve(url: &str, data_dir: &Path) -> Result<(Store, String
                 Some(id) => id,
                 None => store.instance_id().await?,
             };
-            write_record(data_dir, &id)?;
+            write_record(data_dir, &id, sqlite_path.as_deref())?;
             Ok((store, id))
         }
     }
+}
+
+/// A data directory of its own for the store of database file `file`:
+/// `<file's stem>-data` beside it.
+fn own_dir_for(file: &Path) -> PathBuf {
+    let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
+    file.with_file_name(format!("{stem}-data"))
 }
 
 /// `allot db init`: creates the store if it does not exist (schema and
@@ -144,7 +179,11 @@ pub async fn init(url: &str, data_dir: &Path) -> Result<(String, Option<String>)
     store.close().await;
     let id = id?;
     let before = read_record(data_dir).filter(|b| *b != id);
-    write_record(data_dir, &id)?;
+    let file = match normalize_url(url) {
+        Ok((Backend::Sqlite, normal)) => Some(sqlite_file(&normal)),
+        _ => None,
+    };
+    write_record(data_dir, &id, file.as_deref())?;
     Ok((id, before))
 }
 

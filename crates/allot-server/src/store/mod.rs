@@ -33,7 +33,7 @@ pub use rows::{
     AttemptRow, AuditRow, ClusterFilter, GpuSample, GpuSummary, LoginRow, NewWorkload, NodeEventRow, Op, OverrideRow,
     RowConditions, TokenRow, WorkloadFilter, WorkloadRow,
 };
-pub use workloads::{Idempotency, Inserted};
+pub use workloads::{HELD, Idempotency, Inserted};
 
 /// Which database a store talks to.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -157,6 +157,8 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (13, include_str!("migrations/sqlite/0013_dashboard.sql")),
     (14, include_str!("migrations/sqlite/0014_conditions.sql")),
     (15, include_str!("migrations/sqlite/0015_identity.sql")),
+    (16, include_str!("migrations/sqlite/0016_login_groups.sql")),
+    (17, include_str!("migrations/sqlite/0017_node_reason.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
@@ -174,6 +176,8 @@ const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (13, include_str!("migrations/postgres/0013_dashboard.sql")),
     (14, include_str!("migrations/postgres/0014_conditions.sql")),
     (15, include_str!("migrations/postgres/0015_identity.sql")),
+    (16, include_str!("migrations/postgres/0016_login_groups.sql")),
+    (17, include_str!("migrations/postgres/0017_node_reason.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after

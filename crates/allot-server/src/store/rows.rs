@@ -226,6 +226,8 @@ pub struct NodeEventRow {
     /// fail | repair | drain | undrain
     pub kind: String,
     pub principal: String,
+    /// Why, as the operator said (`--reason`); `None`: not said.
+    pub reason: Option<String>,
 }
 
 /// A budget or share set through the API, applied over the config.
@@ -269,6 +271,10 @@ pub struct LoginRow {
     pub source: String,
     pub created_t: i64,
     pub expires_t: i64,
+    /// The group names single sign-on's ID token gave (its grants come
+    /// from them); `None`: the Unix user's groups on this host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<String>>,
 }
 
 /// One audit log entry.
@@ -290,6 +296,8 @@ pub struct WorkloadFilter {
     pub visible: Option<Vec<String>>,
     /// Only this account's subtree.
     pub account: Option<String>,
+    /// Only these states (phases, and `held`: pending and held, HOLD-1);
+    /// empty: every state.
     pub states: Vec<String>,
     pub submitter: Option<String>,
     pub class: Option<String>,
@@ -381,6 +389,18 @@ pub enum Op {
         node: String,
         kind: String,
         principal: String,
+        /// Why, as the operator said; `None`: not said.
+        reason: Option<String>,
+    },
+    /// An entry of the audit log, committed with the change it records.
+    Audit {
+        t: i64,
+        principal: String,
+        action: String,
+        target: String,
+        /// JSON, or `None`.
+        before: Option<String>,
+        after: Option<String>,
     },
     /// The attempt's GPU telemetry as it now stands (replaces the last).
     AttemptTelemetry {

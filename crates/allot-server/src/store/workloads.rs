@@ -202,7 +202,7 @@ fn gpu_summary(r: &AnyRow) -> Result<Option<GpuSummary>, sqlx::Error> {
     }))
 }
 
-/// A row of `node_events` (its columns `seq, t, node, kind, principal`).
+/// A row of `node_events` (its columns `seq, t, node, kind, principal, reason`).
 pub(super) fn node_event_row(r: &AnyRow) -> Result<NodeEventRow, sqlx::Error> {
     Ok(NodeEventRow {
         seq: r.try_get("seq")?,
@@ -210,6 +210,7 @@ pub(super) fn node_event_row(r: &AnyRow) -> Result<NodeEventRow, sqlx::Error> {
         node: r.try_get("node")?,
         kind: r.try_get("kind")?,
         principal: r.try_get("principal")?,
+        reason: r.try_get("reason")?,
     })
 }
 
@@ -232,6 +233,10 @@ pub(super) fn subtree(binds: &mut Vec<String>, column: &str, path: &str) -> Stri
 /// class, clusters (pending workloads eligible for one of them, FLEET-1;
 /// the others by their last attempt's cluster) and `before`. `None`:
 /// nothing can match. The listing and the queue's counts both read it.
+/// The state a [`WorkloadFilter`] may name besides the phases: pending and
+/// held (HOLD-1).
+pub const HELD: &str = "held";
+
 pub(super) fn conditions(f: &WorkloadFilter, binds: &mut Vec<String>) -> Option<String> {
     let mut sql = "1 = 1".to_string();
     if let Some(v) = &f.visible {
@@ -246,12 +251,21 @@ pub(super) fn conditions(f: &WorkloadFilter, binds: &mut Vec<String>) -> Option<
         sql.push_str(&format!(" AND {part}"));
     }
     if !f.states.is_empty() {
+        // `held` (HOLD-1) is the pending workloads that are held, as the
+        // CLI's STATE column shows them.
         let mut ph = Vec::new();
-        for s in &f.states {
+        for s in f.states.iter().filter(|s| *s != HELD) {
             binds.push(s.clone());
             ph.push(format!("${}", binds.len()));
         }
-        sql.push_str(&format!(" AND state IN ({})", ph.join(", ")));
+        let mut any = Vec::new();
+        if !ph.is_empty() {
+            any.push(format!("state IN ({})", ph.join(", ")));
+        }
+        if f.states.iter().any(|s| s == HELD) {
+            any.push("(state = 'pending' AND held <> 0)".to_string());
+        }
+        sql.push_str(&format!(" AND ({})", any.join(" OR ")));
     }
     if let Some(array) = f.array {
         sql.push_str(&format!(" AND array_id = {array}"));
@@ -509,7 +523,7 @@ impl Store {
     }
 
     pub async fn node_events(&self) -> Result<Vec<NodeEventRow>, StoreError> {
-        let rows = sqlx::query("SELECT seq, t, node, kind, principal FROM node_events ORDER BY seq")
+        let rows = sqlx::query("SELECT seq, t, node, kind, principal, reason FROM node_events ORDER BY seq")
             .fetch_all(&self.pool)
             .await
             .ctx("read node events")?;
@@ -628,12 +642,22 @@ fn op_query(op: &Op) -> Query<'_> {
         .bind(p.t)
         .bind(p.util)
         .bind(p.mem_mib),
-        Op::NodeEvent { t, node, kind, principal } => {
-            sqlx::query("INSERT INTO node_events (t, node, kind, principal) VALUES ($1, $2, $3, $4)")
-                .bind(*t)
-                .bind(node)
-                .bind(kind)
-                .bind(principal)
-        }
+        Op::NodeEvent { t, node, kind, principal, reason } => sqlx::query(
+            "INSERT INTO node_events (t, node, kind, principal, reason) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(*t)
+        .bind(node)
+        .bind(kind)
+        .bind(principal)
+        .bind(reason.clone()),
+        Op::Audit { t, principal, action, target, before, after } => sqlx::query(
+            "INSERT INTO audit (t, principal, action, target, before_value, after_value) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(*t)
+        .bind(principal)
+        .bind(action)
+        .bind(target)
+        .bind(before.clone())
+        .bind(after.clone()),
     }
 }

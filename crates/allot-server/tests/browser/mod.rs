@@ -9,6 +9,8 @@
 //! directory. A missing chromedriver or Chromium fails the test with how
 //! to install them; it never skips.
 
+#![allow(dead_code, reason = "each browser test uses a part of the browser module")]
+
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

@@ -181,7 +181,8 @@ async fn admin_sql(url: &str, sql: &str) {
     let _ = c.close().await;
 }
 
-fn free_port() -> u16 {
+/// A loopback port free now.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
@@ -213,11 +214,16 @@ impl Server {
 
     /// [`Server::start`] with more `allot serve` arguments and environment.
     pub fn start_with(dir: &Path, db: &str, args: &[&str], envs: &[(&str, &str)]) -> Server {
+        Server::start_at(dir, db, free_port(), args, envs)
+    }
+
+    /// [`Server::start_with`] on `port` (a config that names the server's
+    /// own URL needs it first).
+    pub fn start_at(dir: &Path, db: &str, port: u16, args: &[&str], envs: &[(&str, &str)]) -> Server {
         let config = dir.join("cluster.toml");
         if !config.exists() {
             std::fs::write(&config, CONFIG).expect("write config");
         }
-        let port = free_port();
         let mut s = Server {
             dir: dir.to_path_buf(),
             db: db.to_string(),

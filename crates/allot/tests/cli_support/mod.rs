@@ -148,6 +148,20 @@ impl Server {
         Server { child, url: format!("http://127.0.0.1:{port}"), dir, db, port }
     }
 
+    /// Kills the server (SIGKILL, as a crash) and starts it again on the
+    /// same store, data directory and port.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn_serve(&self.dir, &self.db, self.port);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(self.child.try_wait().expect("the server's status").is_none(), "allot serve exited on restart");
+            assert!(Instant::now() < deadline, "allot serve did not listen again within 60 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The environment of a client of this server with `token`.
     pub fn env<'a>(&'a self, token: &'a str) -> [(&'static str, &'a str); 2] {
         [("ALLOT_SERVER", self.url.as_str()), ("ALLOT_TOKEN", token)]

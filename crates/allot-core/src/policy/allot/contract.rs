@@ -5,6 +5,7 @@ use crate::Time;
 use crate::account::AccountId;
 use crate::rule::{Reason, Rule};
 use crate::state::State;
+use crate::words::count;
 use crate::workload::{Class, Phase, WorkloadSpec};
 
 use super::budget;
@@ -67,9 +68,9 @@ pub(crate) fn admit(state: &State, spec: &WorkloadSpec) -> Result<(), Reason> {
     }
     if spec.gpus == 0 || !state.cluster.fits_anywhere(spec.gpus, spec.nodes, spec.gpu_type, spec.clusters) {
         let (rule, shape) = if spec.nodes > 0 {
-            (Rule::PlaceNodes, format!("{} GPUs on exactly {} nodes", spec.gpus, spec.nodes))
+            (Rule::PlaceNodes, format!("{} on exactly {}", count(spec.gpus, "GPU"), count(spec.nodes, "node")))
         } else {
-            (Rule::PlaceGang, format!("{} GPUs", spec.gpus))
+            (Rule::PlaceGang, count(spec.gpus, "GPU"))
         };
         return Err(Reason::new(rule, format!("{shape} never fit in any one pool of the cluster")));
     }

@@ -15,6 +15,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use crate::Time;
 use crate::rule::{Reason, Rule};
 use crate::state::State;
+use crate::words::count;
 use crate::workload::{Class, Phase, WorkloadId};
 
 use super::budget::{self, Budgets};
@@ -175,8 +176,8 @@ impl Explainer {
             return Reason::new(
                 Rule::FairUsers,
                 format!(
-                    "{} earlier workloads of user {} in {} go first; {capacity}",
-                    st.earlier,
+                    "{} of user {} in {} go first; {capacity}",
+                    count(st.earlier as u64, "earlier workload"),
                     spec.user,
                     fs.name(state, st.slot)
                 ),

@@ -295,7 +295,7 @@ mod tests {
     }
 
     fn event(seq: i64, t: i64, node: &str, kind: &str) -> NodeEventRow {
-        NodeEventRow { seq, t: T0 + t, node: node.into(), kind: kind.into(), principal: "root".into() }
+        NodeEventRow { seq, t: T0 + t, node: node.into(), kind: kind.into(), principal: "root".into(), reason: None }
     }
 
     fn nodes(n: usize, gpus: u32) -> Vec<NodeCap> {

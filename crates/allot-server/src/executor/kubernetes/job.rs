@@ -187,6 +187,10 @@ pub struct NewJob<'a> {
     pub submitter: &'a str,
     /// The Job's name; `None`: generated from the submission's name.
     pub name: Option<String>,
+    /// ID-1: the submitter's Unix identity, which the pod runs as (its
+    /// uid, primary gid and other groups); `None` on a `--single-user`
+    /// server: the image's own non-root user.
+    pub run_as: Option<&'a crate::identity::UnixUser>,
 }
 
 /// The managed Job of a submission that names an image (K8S-12): labelled
@@ -198,7 +202,13 @@ pub struct NewJob<'a> {
 pub fn build(new: &NewJob<'_>, opts: &KubeOptions) -> Result<Job, String> {
     use k8s_openapi::api::batch::v1::JobSpec;
     use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec, ResourceRequirements};
-    let (pod_security, container_security) = locked_down();
+    let (mut pod_security, container_security) = locked_down();
+    if let Some(u) = new.run_as {
+        pod_security.run_as_user = Some(i64::from(u.uid));
+        pod_security.run_as_group = Some(i64::from(u.gid));
+        let others: Vec<i64> = u.groups.iter().filter(|&&g| g != u.gid).map(|&g| i64::from(g)).collect();
+        pod_security.supplemental_groups = (!others.is_empty()).then_some(others);
+    }
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -356,7 +366,14 @@ mod tests {
             name: Some("My Run: 7B!".into()),
             ..Default::default()
         };
-        let new = NewJob { req: &req, image: "trainer:1", namespace: "team-a".into(), submitter: "carol", name: None };
+        let new = NewJob {
+            req: &req,
+            image: "trainer:1",
+            namespace: "team-a".into(),
+            submitter: "carol",
+            name: None,
+            run_as: None,
+        };
         let j = build(&new, &o).unwrap();
         assert_eq!(j.metadata.generate_name.as_deref(), Some("my-run-7b-"));
         let labels = j.metadata.labels.clone().unwrap();
@@ -384,7 +401,14 @@ mod tests {
             command: vec!["python".into()],
             ..Default::default()
         };
-        let new = NewJob { req: &req, image: "trainer:1", namespace: "team-a".into(), submitter: "carol", name: None };
+        let new = NewJob {
+            req: &req,
+            image: "trainer:1",
+            namespace: "team-a".into(),
+            submitter: "carol",
+            name: None,
+            run_as: None,
+        };
         let j = serde_json::to_value(build(&new, &o).unwrap()).unwrap();
         let pod = &j["spec"]["template"]["spec"];
         assert_eq!(pod["automountServiceAccountToken"], false, "{pod}");
@@ -393,6 +417,25 @@ mod tests {
         let c = &pod["containers"][0]["securityContext"];
         assert_eq!(c["allowPrivilegeEscalation"], false, "{c}");
         assert_eq!(c["capabilities"]["drop"], serde_json::json!(["ALL"]), "{c}");
+        assert!(pod["securityContext"].get("runAsUser").is_none(), "single-user: the image's own user: {pod}");
+
+        // ID-1: on a multi-user server the pod runs as its submitter.
+        let carol = crate::identity::UnixUser {
+            name: "carol".into(),
+            uid: 61003,
+            gid: 61003,
+            groups: vec![61003, 61011, 61012],
+            group_names: vec!["carol".into(), "nlp".into(), "vision".into()],
+            home: "/home/carol".into(),
+            shell: "/bin/sh".into(),
+        };
+        let new = NewJob { run_as: Some(&carol), ..new };
+        let j = serde_json::to_value(build(&new, &o).unwrap()).unwrap();
+        let psc = &j["spec"]["template"]["spec"]["securityContext"];
+        assert_eq!(psc["runAsUser"], 61003, "{psc}");
+        assert_eq!(psc["runAsGroup"], 61003, "{psc}");
+        assert_eq!(psc["supplementalGroups"], serde_json::json!([61011, 61012]), "{psc}");
+        assert_eq!(psc["runAsNonRoot"], true, "{psc}");
     }
 
     /// K8S-12: a namespace runs only the images its list allows; without a

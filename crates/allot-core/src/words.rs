@@ -1,0 +1,43 @@
+//! Counts in words, as people write them: `1 GPU`, `2 GPUs`, `1 node`.
+
+/// `n` and the noun, its plural unless `n` is 1: `count(1, "node")` is
+/// `1 node`, `count(3, "GPU")` is `3 GPUs`. Nouns ending in `s`, `x`,
+/// `ch` or `sh` take `es`; a consonant and `y`, `ies`.
+pub fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {}", plural(noun)) }
+}
+
+/// The plural of an English noun by the regular rules.
+pub fn plural(noun: &str) -> String {
+    let consonant_y = noun.ends_with('y') && !noun[..noun.len() - 1].ends_with(['a', 'e', 'i', 'o', 'u']);
+    if consonant_y {
+        format!("{}ies", &noun[..noun.len() - 1])
+    } else if noun.ends_with(['s', 'x']) || noun.ends_with("ch") || noun.ends_with("sh") {
+        format!("{noun}es")
+    } else {
+        format!("{noun}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_is_singular_and_every_other_count_plural() {
+        let cases = [
+            (0, "GPU", "0 GPUs"),
+            (1, "GPU", "1 GPU"),
+            (2, "node", "2 nodes"),
+            (1, "workload", "1 workload"),
+            (7, "workload", "7 workloads"),
+            (2, "class", "2 classes"),
+            (3, "policy", "3 policies"),
+            (2, "day", "2 days"),
+        ];
+        for (n, noun, want) in cases {
+            assert_eq!(count(n as u64, noun), want);
+        }
+    }
+}
