@@ -3,6 +3,7 @@
 
 mod allot_support;
 
+use allot_core::cluster::{Health, NodeId};
 use allot_core::policy::AllotPolicy;
 use allot_core::{Class, Policy, Rule, WorkloadId};
 use allot_support::{charge, pass, sub, sub_int, sub_wl};
@@ -81,9 +82,39 @@ fn explains_users_and_fifo_within_a_project() {
     assert_eq!(why.rule, Rule::FairUsers, "{why}");
     assert!(why.detail.contains("user u1 is behind user u2 (usage+held 4.0 vs 0.0 GPUs)"), "{why}");
     let why = p.explain(&state, u2b, 10);
-    assert!(why.detail.contains("1 earlier workload of user u2 in org/p go first"), "{why}");
+    assert!(why.detail.contains("1 earlier workload of user u2 in org/p goes first"), "{why}");
     let why = p.explain(&state, u2, 10);
     assert!(why.detail.starts_with("waiting for 8 GPUs"), "{why}");
+}
+
+/// Issue 30, point 4: with every node it may use drained or down, a
+/// waiting workload is told so (PLACE-6), not that better-ranked work took
+/// the GPUs; with one back in service, it is placement's again.
+#[test]
+fn with_its_nodes_out_of_service_a_workload_is_told_so() {
+    let mut state = StateBuilder::new().pool("p", "H100", 3, 8).account("org/a").account("org/b").build();
+    state.set_health(NodeId(0), Health::Drained);
+    state.set_health(NodeId(1), Health::Down);
+    state.set_health(NodeId(2), Health::Draining);
+    let mut p = AllotPolicy::new();
+    let w = sub(&mut state, "w", "org/a", 4, 10);
+    sub(&mut state, "x", "org/b", 8, 11);
+    pass(&mut p, &mut state, 20);
+    let why = p.explain(&state, w, 21);
+    assert_eq!(why.rule, Rule::PlaceHealthy, "{why}");
+    assert!(
+        why.detail.contains("out of service (1 draining, 1 drained, 1 down; none is in service, it needs 4 GPUs)"),
+        "{why}"
+    );
+    assert!(!why.detail.contains("better-ranked"), "{why}");
+    state.set_health(NodeId(0), Health::Up);
+    let w16 = sub(&mut state, "w16", "org/a", 16, 30);
+    pass(&mut p, &mut state, 40);
+    let why = p.explain(&state, w16, 41);
+    assert_eq!(why.rule, Rule::PlaceHealthy, "16 GPUs on one 8-GPU node in service: {why}");
+    assert!(why.detail.contains("those in service have 8 GPUs in all, it needs 16 GPUs"), "{why}");
+    let why = p.explain(&state, w, 41);
+    assert_ne!(why.rule, Rule::PlaceHealthy, "one node in service can hold it: {why}");
 }
 
 #[test]

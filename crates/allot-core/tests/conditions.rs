@@ -201,6 +201,39 @@ fn a_dependency_on_a_workload_already_ended_is_decided_at_arrival() {
     assert!(cancels(&effects).is_empty(), "the cancel was recorded at arrival");
 }
 
+/// Issue 30, point 5: a dependency on an array waits for each element,
+/// and its reason names the array once, by the id people gave it, with
+/// its elements' phases, never the elements' internal ids.
+#[test]
+fn a_dependency_on_an_array_names_the_array_once() {
+    let mut r = Run::new(2, PolicyKind::Allot);
+    let ids: Vec<WorkloadId> = (0..4)
+        .map(|i| {
+            let spec = r.wl(&format!("{}", 3 + i), |w| w.array(3, i, 4, Some(2)), 0);
+            r.arrive(spec, 0)
+        })
+        .collect();
+    let spec = r.wl(
+        "9",
+        |mut w| {
+            for e in &ids {
+                w = w.after(DepKind::AfterOk, *e);
+            }
+            w
+        },
+        0,
+    );
+    let after = r.arrive(spec, 0);
+    r.pass(0);
+    let why = r.why(after, 0);
+    assert_eq!(why.rule, Rule::DepWait);
+    assert_eq!(why.detail, "waits for afterok:3 (array of 4: 2 running, 2 pending)");
+    r.exit(ids[0], 0, 10);
+    r.pass(10);
+    let why = r.why(after, 10);
+    assert_eq!(why.detail, "waits for afterok:3 (array of 4: 1 finished, 2 running, 1 pending)", "{why}");
+}
+
 #[test]
 fn an_array_limit_caps_what_runs_and_admits_the_lowest_index_next() {
     for kind in POLICIES {

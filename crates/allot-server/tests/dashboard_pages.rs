@@ -554,3 +554,28 @@ async fn pending_groups(backend: Backend) {
     db.drop_db().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 30, point 5: an array's elements are `ID_INDEX` on the pages, as
+/// in the CLI, and a workload without a name shows its program.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn array_elements_are_named_as_the_cli_names_them() {
+    let f = Fixture::new(Backend::Sqlite, "dash-array").await;
+    let s = Server::start(&f.dir, &f.db.url);
+    let body = r#"{"account":"org/a","gpus":1,"command":["sleep","30"],"array":"0-3%1"}"#;
+    let (status, v) = s.http("POST", "/v1/workloads", Some(&f.admin), Some(body)).await;
+    assert_eq!(status, 201, "{v}");
+    let id = v["id"].as_str().expect("an id").to_string();
+    let mut b = Browser::sign_in(&s, &f.admin).await;
+    let page = b.page("/").await;
+    for i in 0..4 {
+        assert!(page.contains(&format!(">{id}_{i}</a>")), "element {i} as {id}_{i}: {page}");
+    }
+    assert!(page.contains("<td>sleep</td>"), "the program for a name: {page}");
+    let second = id.parse::<u64>().expect("a number") + 1;
+    let page = b.page(&format!("/workloads/{second}")).await;
+    assert!(page.contains(&format!("Workload {id}_1 · sleep")), "{page}");
+    for i in 0..4 {
+        let (status, _) = s.http("POST", &format!("/v1/workloads/{id}_{i}/cancel"), Some(&f.admin), None).await;
+        assert!(status < 300, "cancel {id}_{i}: {status}");
+    }
+}

@@ -409,12 +409,7 @@ async fn kubernetes_gang_admission_guards_and_reasons() {
         ("unknown", job(TEST, "unknown", Some("org/a/nope"), 1, 8, 5), &alice, "unknown account \"org/a/nope\""),
         ("not-mine", job(TEST, "not-mine", Some("org/b"), 1, 8, 5), &admin, "K8S-2: namespace"),
         ("no-gpus", job(TEST, "no-gpus", Some("org/a"), 1, 0, 5), &alice, "K8S-1: the Job requests no GPUs"),
-        (
-            "too-big",
-            job(TEST, "too-big", Some("org/a"), 1, 9, 5),
-            &alice,
-            "larger than any pool: asks 1 nodes × 9 GPUs",
-        ),
+        ("too-big", job(TEST, "too-big", Some("org/a"), 1, 9, 5), &alice, "larger than any pool: asks 1 node × 9 GPUs"),
     ];
     for (name, j, api, _) in &refusals {
         api.create(&PostParams::default(), j).await.unwrap_or_else(|e| panic!("{name}: {e}"));

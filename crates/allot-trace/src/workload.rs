@@ -292,9 +292,10 @@ impl<'a> Validator<'a> {
 /// Why a shape (`gpus` over `nodes`, optionally of one GPU type) fits in no
 /// pool of `c` (of the clusters it may use), with the numbers.
 pub fn too_large(c: &Cluster, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>, clusters: ClusterSet) -> String {
+    use allot_core::words::count;
     let ask = match gpus.checked_div(nodes) {
-        None => format!("{gpus} GPUs"),
-        Some(per_node) => format!("{nodes} nodes × {per_node} GPUs"),
+        None => count(gpus, "GPU"),
+        Some(per_node) => format!("{} × {}", count(nodes, "node"), count(per_node, "GPU")),
     };
     let mut of_type = gpu.map(|g| format!(" of type {}", c.gpu_types[g.0 as usize].name)).unwrap_or_default();
     if !clusters.is_any() {
@@ -320,6 +321,19 @@ pub fn too_large(c: &Cluster, gpus: u32, nodes: u32, gpu: Option<GpuTypeId>, clu
             p.nodes,
             p.gpus_per_node
         ),
+        // No pool of that type where it may run: say what is there, not
+        // that it is too large (issue 30, point 6).
+        None if gpu.is_some() => {
+            let mut there: Vec<&str> = c
+                .pools
+                .iter()
+                .filter(|p| p.may_serve(None, clusters))
+                .map(|p| c.gpu_types[p.gpu.0 as usize].name.as_str())
+                .collect();
+            there.sort_unstable();
+            there.dedup();
+            format!("no pool{of_type}; the GPU types there are {} (asks {ask})", there.join(", "))
+        }
         None => format!("larger than any pool: asks {ask}{of_type}"),
     }
 }
@@ -386,7 +400,7 @@ mod tests {
                 RawWorkload { gpus: 12, ..raw() },
                 Some((Field::Gpus, "asks 12 GPUs, the largest pool a has 2 nodes × 4 GPUs")),
             ),
-            ("gang too wide", RawWorkload { gpus: 3, nodes: 3, ..raw() }, Some((Field::Gpus, "asks 3 nodes × 1 GPUs"))),
+            ("gang too wide", RawWorkload { gpus: 3, nodes: 3, ..raw() }, Some((Field::Gpus, "asks 3 nodes × 1 GPU"))),
         ];
         for (name, r, want) in cases {
             match (v.check(&r), want) {
@@ -398,6 +412,23 @@ mod tests {
                 (got, want) => panic!("case {name}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    /// Issue 30, point 6: a GPU type that exists, but not on the cluster
+    /// named, is said to be missing there, not "larger than any pool".
+    #[test]
+    fn a_gpu_type_missing_where_it_may_run_is_named() {
+        let fleet = "name = \"f\"\n[[clusters]]\nname = \"here\"\n[[clusters.pools]]\nname = \"h\"\ngpu = \"H100\"\n\
+                     nodes = 1\ngpus_per_node = 8\n[[clusters]]\nname = \"there\"\n[[clusters.pools]]\nname = \"a\"\n\
+                     gpu = \"A100\"\nnodes = 1\ngpus_per_node = 8\n[[accounts]]\npath = \"org/x\"\n";
+        let cfg = crate::config::parse_config(fleet, "f.toml").unwrap();
+        let v = Validator::for_config(&cfg);
+        let r = RawWorkload { gpus: 2, gpu_type: Some("A100"), clusters: Some("here"), ..raw() };
+        let e = v.check(&r).unwrap_err().to_string();
+        assert!(e.contains("no pool of type A100 on cluster here; the GPU types there are H100 (asks 2 GPUs)"), "{e}");
+        assert!(!e.contains("larger than"), "{e}");
+        let r = RawWorkload { gpus: 2, gpu_type: Some("A100"), clusters: Some("there"), ..raw() };
+        assert!(v.check(&r).is_ok());
     }
 
     #[test]

@@ -356,3 +356,30 @@ fn first_run_errors_say_their_cause_once_and_name_the_fix() {
     assert!(err.contains(&format!("or serve that store with --db sqlite:{a_file}")), "{err}");
     assert!(!dir.join("b.db").exists(), "store b was not made");
 }
+
+/// Issue 30, point 13: a server stopped with work running says so on
+/// screen, how many, and what its next start does with them.
+#[test]
+fn a_stopped_server_says_what_it_leaves_running() {
+    let server = Server::start("stop-running", CONFIG);
+    let token = server.token(&["--role", "admin", "--name", "root"]);
+    let env = server.env(&token);
+    for _ in 0..2 {
+        let o = allot(&server.dir, &["submit", "--account", "lab/alice", "--gpus", "1", "--", "sleep", "600"], &env);
+        assert_eq!(code(&o), Some(0), "{}", stderr(&o));
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let o = allot(&server.dir, &["queue", "--state", "running", "--json"], &env);
+        let running: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        if running.as_array().is_some_and(|a| a.len() == 2) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "two workloads did not start: {running}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let err = server.stop();
+    assert!(err.contains("stopped with 2 workloads running"), "{err}");
+    assert!(err.contains("the next allot serve on this store stops and requeues"), "{err}");
+    assert!(err.contains("cancel them or drain their nodes"), "{err}");
+}

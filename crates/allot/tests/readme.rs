@@ -89,7 +89,12 @@ fn steps() -> BTreeMap<&'static str, Step> {
         // The comment's promise: attempt 1 was stopped by INT-1.
         (
             "allot show 1",
-            Step { before: "wait_for 60 sh -c 'allot show 1 | grep -q INT-1'", says: &["INT-1"], ..AS_WRITTEN },
+            // "attempt 1 stopped": once 2 runs (grace is 5 s).
+            Step {
+                before: "wait_for 60 sh -c 'allot queue --all | grep -Eq \"^ *2 .* running \"'",
+                says: &["INT-1"],
+                ..AS_WRITTEN
+            },
         ),
         ("allot queue --all", Step { says: &[" pending ", " running "], ..AS_WRITTEN }),
         // Attempt 2 starts when 2 ends (30 s) and resumes from the

@@ -24,6 +24,11 @@ pub fn display_id(w: &WorkloadView) -> String {
     w.array.as_ref().map_or_else(|| w.id.clone(), |a| a.element.clone())
 }
 
+/// A workload's name as listings show it: the one given, or its program.
+pub fn shown_name(w: &WorkloadView) -> String {
+    w.name.clone().unwrap_or_else(|| w.command.first().cloned().unwrap_or_default())
+}
+
 /// A duration in seconds as `[D-]HH:MM:SS`, as Slurm writes it.
 pub fn clock(s: i64) -> String {
     let s = s.max(0);
@@ -167,7 +172,7 @@ impl Col {
         let dash = || "-".to_string();
         match self {
             Col::Id => display_id(w),
-            Col::Name => w.name.clone().unwrap_or_else(|| w.command.first().cloned().unwrap_or_default()),
+            Col::Name => shown_name(w),
             Col::Account => w.account.clone(),
             Col::User => w.user.clone(),
             Col::Class => w.class.clone(),

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use crate::api::extract::Path;
 use crate::api::{App, Auth, workloads};
 use crate::auth::Role;
+use crate::client::columns::{display_id, shown_name};
 use crate::views::{AttemptView, WorkloadDetail, WorkloadView};
 
 use super::layout::{self, Nav, Page, csrf, dur, reason, state, when};
@@ -163,8 +164,8 @@ pub fn workload_table(rows: &[WorkloadView], now: i64) -> Markup {
             tbody {
                 @for w in rows {
                     tr {
-                        td { a href={ "/workloads/" (w.id) } { (w.id) } }
-                        td { (w.name.as_deref().unwrap_or("")) }
+                        td { a href={ "/workloads/" (w.id) } { (display_id(w)) } }
+                        td { (shown_name(w)) }
                         td { code { (w.account) } }
                         td { (w.user) }
                         td { (w.class) }
@@ -206,9 +207,9 @@ async fn show(State(app): State<App>, v: Viewer, Path(id): Path<String>) -> Resp
     let can_cancel = !is_ended(&w.state)
         && !w.cancel_requested
         && (v.who.can_cancel(&w.account, None) || (v.who.role == Role::Researcher && w.user == v.who.name));
-    let title = format!("Workload {}", w.id);
+    let title = format!("Workload {}", display_id(w));
     let body = html! {
-        h1 { "Workload " (w.id) @if let Some(n) = &w.name { " · " (n) } " " (state(&w.state)) }
+        h1 { "Workload " (display_id(w)) " · " (shown_name(w)) " " (state(&w.state)) }
         @if let Some(why) = &d.why { p.reason { strong { "Why: " } (reason(why)) } }
         dl.facts {
             dt { "Account" } dd { code { (w.account) } }

@@ -162,6 +162,25 @@ impl Server {
         }
     }
 
+    /// Stops the server as an operator does (SIGTERM to its PID) and
+    /// returns what it wrote on stderr.
+    pub fn stop(mut self) -> String {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
+        // SAFETY: kill(2) on the PID of a child this handle still owns (not
+        // yet waited for, so not reused).
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "SIGTERM to allot serve");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait().expect("the server's status").is_none() {
+            assert!(Instant::now() < deadline, "allot serve still runs 30 s after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            std::io::Read::read_to_string(&mut e, &mut err).expect("the server's stderr");
+        }
+        err
+    }
+
     /// The environment of a client of this server with `token`.
     pub fn env<'a>(&'a self, token: &'a str) -> [(&'static str, &'a str); 2] {
         [("ALLOT_SERVER", self.url.as_str()), ("ALLOT_TOKEN", token)]

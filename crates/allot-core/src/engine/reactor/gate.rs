@@ -133,19 +133,40 @@ impl Engine {
         if waits.held {
             return Reason::new(Rule::Hold, "held; it waits until released");
         }
-        let open: Vec<String> = self
-            .state
-            .spec(w)
-            .after
-            .iter()
-            .filter_map(|d| match d.on {
-                DepTarget::Workload(o) if !self.state.run(o).phase.is_terminal() => Some(format!(
-                    "{}:{} ({})",
-                    d.kind.as_str(),
-                    self.state.spec(o).id,
-                    self.state.run(o).phase.as_str()
-                )),
-                _ => None,
+        // An array named in a dependency is one condition per element:
+        // said once, by the array's id as people know it, with how many of
+        // its elements are in which phase (issue 30, point 5).
+        let mut open: Vec<(String, Option<u32>, Vec<(Phase, u32)>)> = Vec::new();
+        for d in &self.state.spec(w).after {
+            let DepTarget::Workload(o) = d.on else { continue };
+            let target = self.state.spec(o);
+            let (name, array) = match &target.array {
+                Some(part) => (format!("{}:{}", d.kind.as_str(), part.array), Some(part.count)),
+                None => (format!("{}:{}", d.kind.as_str(), target.id), None),
+            };
+            let i = open.iter().position(|(n, _, _)| *n == name).unwrap_or_else(|| {
+                open.push((name, array, Vec::new()));
+                open.len() - 1
+            });
+            let phase = self.state.run(o).phase;
+            let counts = &mut open[i].2;
+            match counts.iter_mut().find(|(p, _)| *p == phase) {
+                Some((_, k)) => *k += 1,
+                None => counts.push((phase, 1)),
+            }
+        }
+        let open: Vec<String> = open
+            .into_iter()
+            .filter(|(_, _, counts)| counts.iter().any(|(p, _)| !p.is_terminal()))
+            .map(|(name, array, counts)| {
+                let phases: Vec<String> = match array {
+                    Some(_) => counts.iter().map(|(p, k)| format!("{k} {}", p.as_str())).collect(),
+                    None => counts.iter().map(|(p, _)| p.as_str().to_string()).collect(),
+                };
+                match array {
+                    Some(n) => format!("{name} (array of {n}: {})", phases.join(", ")),
+                    None => format!("{name} ({})", phases.join(", ")),
+                }
             })
             .collect();
         Reason::new(Rule::DepWait, format!("waits for {}", open.join(", ")))

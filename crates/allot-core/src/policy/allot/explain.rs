@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crate::Time;
+use crate::cluster::Health;
 use crate::rule::{Reason, Rule};
 use crate::state::State;
 use crate::words::count;
@@ -113,6 +114,11 @@ impl Explainer {
         let Some(outcome) = self.outcomes.get(&w) else {
             return Reason::new(Rule::FairShare, "not considered by the scheduler");
         };
+        if matches!(outcome, Outcome::Blocked(..) | Outcome::NotReached(_))
+            && let Some(r) = out_of_service(state, w)
+        {
+            return r;
+        }
         match outcome {
             Outcome::Blocked(tier, fail) => {
                 let capacity = fail.as_ref().map_or_else(|| "does not fit now".to_string(), |f| f.to_string());
@@ -176,15 +182,59 @@ impl Explainer {
             return Reason::new(
                 Rule::FairUsers,
                 format!(
-                    "{} of user {} in {} go first; {capacity}",
+                    "{} of user {} in {} {}; {capacity}",
                     count(st.earlier as u64, "earlier workload"),
                     spec.user,
-                    fs.name(state, st.slot)
+                    fs.name(state, st.slot),
+                    if st.earlier == 1 { "goes first" } else { "go first" }
                 ),
             );
         }
         Reason::new(rule, format!("{capacity}; {}", preemption_note(state, w, now)))
     }
+}
+
+/// PLACE-6: the nodes a waiting workload may run on are drained or down,
+/// so that, not better-ranked work, is what it waits for: `None` while
+/// nodes in service could hold it.
+fn out_of_service(state: &State, w: WorkloadId) -> Option<Reason> {
+    let spec = state.spec(w);
+    let (mut in_service, mut out) = (0u32, [0u32; 3]);
+    for (i, n) in state.cluster.nodes.iter().enumerate() {
+        if !state.cluster.pool(n.pool).may_serve(spec.gpu_type, spec.clusters) {
+            continue;
+        }
+        match state.health[i] {
+            Health::Up => in_service += n.gpus,
+            Health::Draining => out[0] += 1,
+            Health::Drained => out[1] += 1,
+            Health::Down => out[2] += 1,
+        }
+    }
+    if in_service >= spec.gpus || out.iter().all(|&k| k == 0) {
+        return None;
+    }
+    let what: Vec<String> = out
+        .iter()
+        .zip(["draining", "drained", "down"])
+        .filter(|(k, _)| **k > 0)
+        .map(|(k, word)| format!("{k} {word}"))
+        .collect();
+    let up = if in_service == 0 {
+        "none is in service".to_string()
+    } else {
+        format!("those in service have {} in all", count(in_service, "GPU"))
+    };
+    Reason::new(
+        Rule::PlaceHealthy,
+        format!(
+            "the nodes it may run on are out of service ({}; {up}, it needs {}): it waits until an operator \
+             undrains or repairs them",
+            what.join(", "),
+            count(spec.gpus, "GPU")
+        ),
+    )
+    .into()
 }
 
 /// What the pass does for a waiting workload that it starts, holds GPUs
