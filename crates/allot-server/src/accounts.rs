@@ -94,7 +94,7 @@ fn view(
     state: &State,
     id: AccountId,
     now: Time,
-    standing: Option<(f64, bool)>,
+    standing: Option<allot_core::policy::Standing>,
     pending: &[u64],
     running: &[u64],
 ) -> AccountView {
@@ -117,8 +117,10 @@ fn view(
         charged_gpu_hours: u.charged_gpu_s as f64 / 3600.0,
         allocated_gpus: u.alloc_gpus,
         entitled_share: state.accounts.static_share(id),
-        fair_share: standing.map(|(fs, _)| fs),
-        over_budget: standing.map(|(_, over)| over),
+        fair_share: standing.map(|s| s.value),
+        entitled_now: standing.map(|s| s.entitled),
+        using_share: standing.map(|s| s.using()),
+        over_budget: standing.map(|s| s.over_budget),
         pending: pending[id.0 as usize],
         running: running[id.0 as usize],
         period_start_t: p.period_start as i64,
@@ -175,8 +177,40 @@ mod tests {
         for v in views(&state, now, true) {
             assert_eq!(v.fair_share, policy.fair_share_value(&state, &v.path, now), "{}", v.path);
             assert_eq!(v.over_budget, policy.over_budget(&state, &v.path, now), "{}", v.path);
+            assert_eq!(v.entitled_now, policy.entitlement(&state, &v.path, now), "{}", v.path);
         }
         let a = views(&state, now, true).into_iter().find(|v| v.path == "org/a").unwrap();
         assert_eq!(a.over_budget, Some(true), "18 NGH used of 1");
+    }
+
+    /// Issue 30, point 3: an account holding half the GPUs, alone with
+    /// work among three equal accounts, reads as using 50 % and entitled to
+    /// all of it now (a third when all have work), not "0.50 · below share"
+    /// beside "entitled 33.3 %".
+    #[test]
+    fn standing_is_one_notion_in_words() {
+        let mut state = allot_testkit::StateBuilder::new()
+            .pool("p", "H100", 1, 8)
+            .account("org/a")
+            .account("org/b")
+            .account("org/c")
+            .build();
+        // org/a holds 4 of the 8 GPUs.
+        let w = allot_testkit::Wl::new("w").account("org/a").gpus(4).work(100_000).build(&state);
+        let w = state.submit(w);
+        let d = allot_core::Policy::schedule(&mut AllotPolicy::new(), &state, 0);
+        for allot_core::Decision { action, reason } in d {
+            if let allot_core::Action::Start { workload, alloc } = action {
+                state.start(workload, alloc, 0, reason);
+            }
+        }
+        assert!(state.run(w).phase.holds_gpus());
+        let a = views(&state, 0, true).into_iter().find(|v| v.path == "org/a").unwrap();
+        assert!((a.entitled_share - 1.0 / 3.0).abs() < 1e-9);
+        let words = a.standing_words().expect("the allot policy's standing");
+        assert!(
+            words.starts_with("recent use and GPUs held come to 25 % of the GPUs, entitled to 100 % now (33 % when all have work): below its share"),
+            "{words}"
+        );
     }
 }

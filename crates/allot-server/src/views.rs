@@ -382,6 +382,15 @@ pub struct AccountView {
     /// FS-1 (decayed usage + allocation) / entitlement; 1 = at fair share.
     #[schema(required = true)]
     pub fair_share: Option<f64>,
+    /// FS-1: the fraction of the cluster it is entitled to now, its share
+    /// among siblings with work (0 without work); `entitled_share` is the
+    /// same when every account has work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entitled_now: Option<f64>,
+    /// FS-1: the fraction of the cluster its recent use and GPUs held
+    /// stand for (`fair_share` × `entitled_now`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub using_share: Option<f64>,
     #[schema(required = true)]
     pub over_budget: Option<bool>,
     pub pending: u64,
@@ -406,6 +415,42 @@ pub struct AccountView {
     #[schema(required = true)]
     pub closed: bool,
 }
+
+impl AccountView {
+    /// Its fair-share standing in words (FS-1): what it uses, what it is
+    /// entitled to now, and what that means for its waiting work. `None`
+    /// where the policy has no fair share.
+    pub fn standing_words(&self) -> Option<String> {
+        let (value, entitled, using) = (self.fair_share?, self.entitled_now?, self.using_share?);
+        let pct = |x: f64| format!("{:.0} %", x * 100.0);
+        if !value.is_finite() || entitled <= 0.0 {
+            return Some(format!(
+                "no work now, so no entitlement (its part goes to accounts with work; {} when all have work)",
+                pct(self.entitled_share)
+            ));
+        }
+        let verdict = if value > 1.0 + AT_SHARE {
+            "above its share, so its waiting work ranks behind work of accounts below theirs"
+        } else if value < 1.0 - AT_SHARE {
+            "below its share, so its waiting work ranks ahead of work of accounts above theirs"
+        } else {
+            "at its share"
+        };
+        let all = if (entitled - self.entitled_share).abs() > 0.005 {
+            format!(" ({} when all have work)", pct(self.entitled_share))
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "recent use and GPUs held come to {} of the GPUs, entitled to {} now{all}: {verdict}",
+            pct(using),
+            pct(entitled)
+        ))
+    }
+}
+
+/// How close to 1 a fair-share value counts as at its share.
+pub const AT_SHARE: f64 = 0.02;
 
 fn one() -> f64 {
     1.0

@@ -12,7 +12,7 @@ mod interface;
 mod kind;
 mod priority;
 
-pub use allot::AllotPolicy;
+pub use allot::{AllotPolicy, Standing};
 pub(crate) use fail_cache::FailCache;
 pub use fifo::Fifo;
 pub use interface::Policy;

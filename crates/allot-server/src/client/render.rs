@@ -157,8 +157,19 @@ fn bar(used: f64, budget: f64, width: usize) -> String {
 /// before the period renews at this period's burn, when (UTC).
 pub fn accounts(list: &[AccountView]) -> String {
     let mut out = format!(
-        "{:<32} {:>7} {:>10} {:>10} {:>10} {:<22} {:>6} {:>6} {:>5} {:>5}  {}\n",
-        "ACCOUNT", "SHARE", "BUDGET", "USED", "REMAINING", "", "FAIR", "GPUS", "PEND", "RUN", "RUNS OUT (UTC)"
+        "{:<32} {:>7} {:>10} {:>10} {:>10} {:<22} {:>6} {:>8} {:>6} {:>5} {:>5}  {}\n",
+        "ACCOUNT",
+        "SHARE",
+        "BUDGET",
+        "USED",
+        "REMAINING",
+        "",
+        "USING",
+        "ENTITLED",
+        "GPUS",
+        "PEND",
+        "RUN",
+        "RUNS OUT (UTC)"
     );
     let min_depth = list.iter().map(|a| a.depth).min().unwrap_or(1);
     for a in list {
@@ -169,14 +180,17 @@ pub fn accounts(list: &[AccountView]) -> String {
         let budget = a.budget_gpu_hours.map(|b| b + a.carried_gpu_hours);
         let _ = writeln!(
             out,
-            "{:<32} {:>7.2} {:>10} {:>10} {:>10} {:<22} {:>6} {:>6} {:>5} {:>5}  {}",
+            "{:<32} {:>7.2} {:>10} {:>10} {:>10} {:<22} {:>6} {:>8} {:>6} {:>5} {:>5}  {}",
             cut(&name, 32),
             a.share,
             num(budget),
             ngh(a.used_gpu_hours),
             num(a.remaining_gpu_hours),
             budget.map(|b| bar(a.used_gpu_hours, b, 20)).unwrap_or_default(),
-            a.fair_share.map(|f| format!("{f:.2}")).unwrap_or_else(|| "-".into()),
+            // FS-1 in one notion: the part of the GPUs its use stands for
+            // beside what it is entitled to now (issue 30, point 3).
+            pct(a.using_share.filter(|_| a.entitled_now.is_some_and(|e| e > 0.0))),
+            pct(a.entitled_now),
             a.allocated_gpus,
             a.pending,
             a.running,
@@ -184,6 +198,11 @@ pub fn accounts(list: &[AccountView]) -> String {
         );
     }
     out
+}
+
+/// A fraction as a whole percentage, `-` when absent.
+fn pct(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".into(), |x| format!("{:.0}%", x * 100.0))
 }
 
 /// NGH with significant digits, and a signed remainder once over.

@@ -29,9 +29,6 @@ use super::session::{Flash, Viewer, after_change, urlencode};
 /// Most points of a burn-down curve (the store's spans are sampled beyond).
 const CURVE_POINTS: usize = 200;
 
-/// Within this of 1, fair share reads "at share".
-const AT_SHARE: f64 = 0.02;
-
 pub fn routes() -> Router<App> {
     Router::new().route("/budgets", get(tree)).route("/budgets/{*path}", get(show).post(change))
 }
@@ -143,16 +140,16 @@ fn exhaustion(a: &AccountView) -> Markup {
     }
 }
 
-/// FS-1 standing in words (1 = at its share). Without work waiting or
-/// running an account is entitled to nothing (its part flows to those with
-/// demand), so it has no standing to speak of.
-fn standing(fs: Option<f64>) -> Markup {
-    match fs {
-        None => html! { span.muted { "—" } },
-        Some(x) if !x.is_finite() => html! { span.muted { "no work now, no entitlement" } },
-        Some(x) if x > 1.0 + AT_SHARE => html! { (format!("{x:.2}")) " · above share" },
-        Some(x) if x < 1.0 - AT_SHARE => html! { (format!("{x:.2}")) " · below share" },
-        Some(x) => html! { (format!("{x:.2}")) " · at share" },
+/// FS-1 standing in words: what the account uses, what it is entitled to
+/// now and what that means for its waiting work (issue 30, point 3: one
+/// notion, not a ratio beside a static percentage), the ratio on hover.
+fn standing(a: &AccountView) -> Markup {
+    match (a.standing_words(), a.fair_share) {
+        (Some(words), Some(v)) if v.is_finite() => {
+            html! { span title={ "usage/entitlement " (format!("{v:.2}")) " (FS-1; 1 is at its share)" } { (words) } }
+        }
+        (Some(words), _) => html! { span.muted { (words) } },
+        (None, _) => html! { span.muted { "—" } },
     }
 }
 
@@ -195,16 +192,16 @@ fn use_table(list: &[AccountView], v: &Viewer) -> Markup {
 fn standing_table(list: &[AccountView]) -> Markup {
     html! {
         div.table-wrap { table.standing {
-            caption.muted { "Fair share (FS-1): decayed use and GPUs held over entitlement; 1 is at share, and work above its share ranks behind work below it." }
+            caption.muted { "Fair share (FS-1): an account's recent use and GPUs held against what it is entitled to now (its share among accounts with work); work of accounts below their share ranks ahead." }
             thead { tr {
-                th scope="col" { "Account" } th scope="col" { "Fair share" } th.num scope="col" { "Share" }
-                th.num scope="col" { "Entitled" } th.num scope="col" { "Impact" } th.num scope="col" { "Pending" }
+                th scope="col" { "Account" } th scope="col" { "Standing" } th.num scope="col" { "Share" }
+                th.num scope="col" { "Entitled when all have work" } th.num scope="col" { "Impact" } th.num scope="col" { "Pending" }
                 th.num scope="col" { "Running" } th.num scope="col" { "GPUs held" }
             } }
             tbody { @for a in list {
                 tr {
                     (account_cell(a))
-                    td { (standing(a.fair_share)) @if a.over_budget == Some(true) { " · over budget (BUD-1)" } }
+                    td { (standing(a)) @if a.over_budget == Some(true) { " · over budget (BUD-1)" } }
                     td.num { (num(a.share)) @if !a.explicit_share { span.muted { " (default)" } } }
                     td.num { (layout::pct(a.entitled_share)) }
                     td.num { (num(a.impact)) }
@@ -241,8 +238,8 @@ async fn show(State(app): State<App>, v: Viewer, Path(path): Path<String>) -> Re
             dt { "Used of budget" } dd { (bar(&a)) }
             dt { "Burn rate" } dd { (ngh(a.burn_gpu_hours_per_hour)) " NGH per hour" }
             dt { "Runs out" } dd data-exhaustion=[a.projected_exhaustion_t] { (exhaustion(&a)) }
-            dt { "Fair share" } dd { (standing(a.fair_share)) }
-            dt { "Share" } dd { (num(a.share)) " (entitled to " (layout::pct(a.entitled_share)) " of the cluster)" }
+            dt { "Fair share" } dd { (standing(&a)) }
+            dt { "Share" } dd { (num(a.share)) " (entitled to " (layout::pct(a.entitled_share)) " of the cluster when every account has work)" }
             dt { "Impact" } dd { (num(a.impact)) }
             dt { "Work" } dd { (a.pending) " pending, " (a.running) " running, " (allot_core::words::count(a.allocated_gpus, "GPU")) " held" }
         }
@@ -580,6 +577,8 @@ mod tests {
             allocated_gpus: 2,
             entitled_share: 0.5,
             fair_share: Some(1.3),
+            entitled_now: Some(0.5),
+            using_share: Some(0.65),
             over_budget: Some(false),
             pending: 1,
             running: 1,
@@ -672,9 +671,21 @@ mod tests {
         let mut b = view();
         b.projected_exhaustion_t = Some(5000);
         assert!(exhaustion(&b).into_string().contains("after the period renews"));
-        assert_eq!(standing(Some(1.3)).into_string(), "1.30 · above share");
-        assert_eq!(standing(Some(0.4)).into_string(), "0.40 · below share");
-        assert_eq!(standing(Some(1.01)).into_string(), "1.01 · at share");
-        assert!(standing(Some(f64::INFINITY)).into_string().contains("no work now"));
+        // Issue 30, point 3: one notion in words, the ratio on hover.
+        let words = |fs: f64, now: f64, using: f64| {
+            let mut a = view();
+            (a.fair_share, a.entitled_now, a.using_share) = (Some(fs), Some(now), Some(using));
+            standing(&a).into_string()
+        };
+        let w = words(1.3, 0.5, 0.65);
+        assert!(w.contains("recent use and GPUs held come to 65 % of the GPUs, entitled to 50 % now: above its share, so its waiting work ranks behind"), "{w}");
+        assert!(w.contains("usage/entitlement 1.30"), "{w}");
+        let w = words(0.5, 1.0, 0.5);
+        assert!(
+            w.contains("recent use and GPUs held come to 50 % of the GPUs, entitled to 100 % now (50 % when all have work): below its share, so its waiting work ranks ahead"),
+            "{w}"
+        );
+        assert!(words(1.01, 0.5, 0.505).contains(": at its share"));
+        assert!(words(f64::INFINITY, 0.0, 0.0).contains("no work now, so no entitlement"));
     }
 }

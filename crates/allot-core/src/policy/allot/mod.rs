@@ -31,4 +31,4 @@ mod swap;
 mod victim;
 mod waiting;
 
-pub use policy::AllotPolicy;
+pub use policy::{AllotPolicy, Standing};

@@ -76,14 +76,19 @@ impl AllotPolicy {
         Some(super::fairshare::FairShare::new(state, now).entitlement(a.0))
     }
 
-    /// [`AllotPolicy::fair_share_value`] and [`AllotPolicy::over_budget`]
-    /// of every account at `now`, by account id: the fair-share tree and the
-    /// budgets built once for all of them (a view of the whole tree).
-    pub fn standings(&self, state: &State, now: Time) -> Vec<(f64, bool)> {
+    /// [`AllotPolicy::fair_share_value`], [`AllotPolicy::entitlement`] and
+    /// [`AllotPolicy::over_budget`] of every account at `now`, by account
+    /// id: the fair-share tree and the budgets built once for all of them
+    /// (a view of the whole tree).
+    pub fn standings(&self, state: &State, now: Time) -> Vec<Standing> {
         let fs = super::fairshare::FairShare::new(state, now);
         let budgets = super::budget::Budgets::new(state, now);
         (0..state.accounts.len())
-            .map(|i| (fs.value(i as u32), budgets.over(crate::account::AccountId(i as u32))))
+            .map(|i| Standing {
+                value: fs.value(i as u32),
+                entitled: fs.entitlement(i as u32),
+                over_budget: budgets.over(crate::account::AccountId(i as u32)),
+            })
             .collect()
     }
 
@@ -91,6 +96,27 @@ impl AllotPolicy {
     pub fn over_budget(&self, state: &State, path: &str, now: Time) -> Option<bool> {
         let a = state.accounts.get(path)?;
         Some(super::budget::Budgets::new(state, now).over(a))
+    }
+}
+
+/// An account's FS-1 standing at one instant.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Standing {
+    /// Usage over entitlement (1 = at its fair share; infinite without an
+    /// entitlement, that is without work).
+    pub value: f64,
+    /// Its entitled fraction of the cluster now: its share of its parent's
+    /// among siblings with work (0 without work).
+    pub entitled: f64,
+    /// Over budget (BUD-1).
+    pub over_budget: bool,
+}
+
+impl Standing {
+    /// The fraction of the GPUs its use stands for in `value`: recent use
+    /// and GPUs held, as FS-1 counts them.
+    pub fn using(&self) -> f64 {
+        if self.value.is_finite() { self.value * self.entitled } else { 0.0 }
     }
 }
 
