@@ -436,7 +436,13 @@ async fn a_manager_changes_a_budget_and_sees_it_move(b: &Browser, manager: &str)
     type_token_and_enter(b, manager).await;
     b.until("signed in as the manager", 10, async || (b.here().await == "/budgets/org/a").then_some(())).await;
     save_budget(b, "1").await;
-    let bar = b.text(".budget-bar .bar-text").await;
+    // The page refreshes its <main> every few seconds: wait for the bar
+    // rather than catch it between two refreshes.
+    let bar = b
+        .until("the budget bar", 10, async || {
+            b.client.find(fantoccini::Locator::Css(".budget-bar .bar-text")).await.ok()?.text().await.ok()
+        })
+        .await;
     assert!(bar.contains("of 1 NGH"), "the bar follows the budget: {bar}");
     let exhaustion = async || -> Option<i64> {
         let dd = b.client.find(fantoccini::Locator::Css("dd[data-exhaustion]")).await.ok()?;
@@ -444,7 +450,13 @@ async fn a_manager_changes_a_budget_and_sees_it_move(b: &Browser, manager: &str)
     };
     let small = exhaustion().await.expect("a projected exhaustion at the burn rate of org/a's work");
     save_budget(b, "500").await;
-    let bar = b.text(".budget-bar .bar-text").await;
+    // The page refreshes its <main> every few seconds: wait for the bar
+    // rather than catch it between two refreshes.
+    let bar = b
+        .until("the budget bar", 10, async || {
+            b.client.find(fantoccini::Locator::Css(".budget-bar .bar-text")).await.ok()?.text().await.ok()
+        })
+        .await;
     assert!(bar.contains("of 500 NGH"), "the bar follows the budget: {bar}");
     let large = exhaustion().await.expect("a projected exhaustion at the burn rate of org/a's work");
     assert!(small < large, "a larger budget runs out later: {small} then {large}");
