@@ -102,9 +102,9 @@ pub enum AccountTreeError {
     BadPath(String),
     /// A path of valid segments past a bound (its length, a segment's, its
     /// depth); the path is shown cut to its first 64 characters.
-    #[error("invalid account path {}: {why}", shown(path))]
+    #[error("invalid account path {}: {why}", shown(.path))]
     PathTooLong { path: String, why: String },
-    #[error("account {}: {count} users in {field}, at most {MAX_USERS}", shown(path))]
+    #[error("account {}: {count} users in {field}, at most {}", shown(.path), MAX_USERS)]
     TooManyUsers { path: String, field: &'static str, count: usize },
     #[error("account {0:?} is declared twice")]
     Duplicate(String),

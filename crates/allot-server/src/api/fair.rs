@@ -26,7 +26,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use governor::clock::{Clock, DefaultClock};
+use governor::clock::Clock;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use super::{ApiError, App, ErrorKind, bearer};
@@ -36,7 +36,6 @@ use crate::auth::{Principal, Role};
 pub struct Fair {
     config: ApiConfig,
     rate: DefaultKeyedRateLimiter<String>,
-    clock: DefaultClock,
     in_flight: Arc<Mutex<HashMap<String, u32>>>,
 }
 
@@ -87,7 +86,6 @@ impl Fair {
         Fair {
             config,
             rate: RateLimiter::keyed(quota),
-            clock: DefaultClock::default(),
             in_flight: Arc::new(Mutex::new(HashMap::new())),
         }
     }
@@ -112,7 +110,7 @@ impl Fair {
         }
         let slot = Slot { who: who.to_string(), in_flight: self.in_flight.clone() };
         if let Err(not_until) = self.rate.check_key(&who.to_string()) {
-            let wait = not_until.wait_time_from(self.clock.now());
+            let wait = not_until.wait_time_from(self.rate.clock().now());
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0 || wait == Duration::ZERO);
             return Err(Refused {
                 message: format!(
