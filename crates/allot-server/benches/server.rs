@@ -25,7 +25,8 @@
 //! once) and the same researcher's tight loop of `GET /v1/workloads`
 //! (eight at once). It prints the honest submissions' p50 and p99 latency
 //! in both phases and what became of the attackers' requests
-//! (`ALLOT_BENCH_ATTACK_S` seconds a phase, default 15).
+//! (`ALLOT_BENCH_ATTACK_S` seconds a phase, default 15;
+//! `ALLOT_BENCH_ATTACKS=patch,deps,loop` chooses the attacks).
 //!
 //! `cargo bench -p allot-server --bench server`
 
@@ -499,8 +500,10 @@ async fn attack() {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let tally = Arc::new(Tally::default());
     let mut attackers = Vec::new();
+    let which = std::env::var("ALLOT_BENCH_ATTACKS").unwrap_or_else(|_| "patch,deps,loop".into());
+    let on = |a: &str| which.split(',').any(|w| w.trim() == a);
     // 15: a manager's PATCH of 1,000 users' shares, again and again.
-    {
+    if on("patch") {
         let (client, url, t, stop, tally) = (client.clone(), url.clone(), manager.clone(), stop.clone(), tally.clone());
         attackers.push(tokio::spawn(async move {
             let mut round = 0;
@@ -518,7 +521,7 @@ async fn attack() {
         }));
     }
     // 16: six at once, each naming the array 300 times.
-    for _ in 0..6 {
+    for _ in 0..if on("deps") { 6 } else { 0 } {
         let (client, url, t, stop, tally) = (client.clone(), url.clone(), mallory.clone(), stop.clone(), tally.clone());
         let mut req = request(1);
         req.account = "org/llm/pretrain".into();
@@ -535,7 +538,7 @@ async fn attack() {
         }));
     }
     // 18: the same principal's tight loop, eight at once.
-    for _ in 0..8 {
+    for _ in 0..if on("loop") { 8 } else { 0 } {
         let (client, url, t, stop, tally) = (client.clone(), url.clone(), mallory.clone(), stop.clone(), tally.clone());
         attackers.push(tokio::spawn(async move {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
