@@ -83,11 +83,7 @@ impl Fair {
     pub fn new(config: ApiConfig) -> Fair {
         let nz = |v: u32| NonZeroU32::new(v).unwrap_or(NonZeroU32::MIN);
         let quota = Quota::per_second(nz(config.requests_per_second)).allow_burst(nz(config.burst));
-        Fair {
-            config,
-            rate: RateLimiter::keyed(quota),
-            in_flight: Arc::new(Mutex::new(HashMap::new())),
-        }
+        Fair { config, rate: RateLimiter::keyed(quota), in_flight: Arc::new(Mutex::new(HashMap::new())) }
     }
 
     /// A place for one request of `who`, or why not. The in-flight count

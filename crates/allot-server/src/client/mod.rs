@@ -483,10 +483,7 @@ mod tests {
         assert!(nodes.is_empty());
         // Refused every time: the last refusal is the answer.
         let e = client.nodes(&[]).await.unwrap_err();
-        assert!(
-            matches!(&e, ClientError::Api { status, .. } if *status == StatusCode::TOO_MANY_REQUESTS),
-            "{e}"
-        );
+        assert!(matches!(&e, ClientError::Api { status, .. } if *status == StatusCode::TOO_MANY_REQUESTS), "{e}");
         let heads = server.await.expect("server");
         assert_eq!(heads.len(), refusals + 1 + 1 + RETRIES_429 as usize, "3 tries, then 1 + {RETRIES_429}");
     }
