@@ -51,6 +51,9 @@ pub enum HoldRefused {
     NotHeld,
 }
 
+/// Open dependencies a DEP-1 reason names; the others are counted.
+const REASON_DEPS: usize = 8;
+
 impl Engine {
     /// A parked workload just submitted (or restored): its conditions are
     /// taken in; it is queued if they are met, cancelled if a dependency
@@ -128,27 +131,31 @@ impl Engine {
         self.state.runs[w.0 as usize].last_reason = Some(reason);
     }
 
-    /// HOLD-1 or DEP-1: what a parked workload waits for.
+    /// HOLD-1 or DEP-1: what a parked workload waits for. The first
+    /// [`REASON_DEPS`] open dependencies are named and the others counted,
+    /// so that a reason (asked for by every listing of pending work, in the
+    /// scheduler task) costs a count, not a text, per dependency.
     fn wait_reason(&self, w: WorkloadId, waits: &Waits) -> Reason {
         if waits.held {
             return Reason::new(Rule::Hold, "held; it waits until released");
         }
-        let open: Vec<String> = self
-            .state
-            .spec(w)
-            .after
-            .iter()
-            .filter_map(|d| match d.on {
-                DepTarget::Workload(o) if !self.state.run(o).phase.is_terminal() => Some(format!(
-                    "{}:{} ({})",
-                    d.kind.as_str(),
-                    self.state.spec(o).id,
-                    self.state.run(o).phase.as_str()
-                )),
-                _ => None,
+        let mut open = self.state.spec(w).after.iter().filter_map(|d| match d.on {
+            DepTarget::Workload(o) if !self.state.run(o).phase.is_terminal() => Some((d.kind, o)),
+            _ => None,
+        });
+        let named: Vec<String> = open
+            .by_ref()
+            .take(REASON_DEPS)
+            .map(|(kind, o)| {
+                format!("{}:{} ({})", kind.as_str(), self.state.spec(o).id, self.state.run(o).phase.as_str())
             })
             .collect();
-        Reason::new(Rule::DepWait, format!("waits for {}", open.join(", ")))
+        let more = open.count();
+        let text = match more {
+            0 => format!("waits for {}", named.join(", ")),
+            n => format!("waits for {} and {n} more", named.join(", ")),
+        };
+        Reason::new(Rule::DepWait, text)
     }
 
     /// A workload ended for good: its array place is freed, and the
