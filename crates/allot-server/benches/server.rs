@@ -23,7 +23,8 @@
 //! `PATCH` of 1,000 users' shares in a loop, a researcher's submissions
 //! naming one 10,000-element array 300 times (`afterok:A:0A:00A…`, six at
 //! once) and the same researcher's tight loop of `GET /v1/workloads`
-//! (eight at once). It prints the honest submissions' p50 and p99 latency
+//! (eight at once, waiting as a 429's `Retry-After` says, as `allot`
+//! does; the other attackers send again at once). It prints the honest submissions' p50 and p99 latency
 //! in both phases and what became of the attackers' requests
 //! (`ALLOT_BENCH_ATTACK_S` seconds a phase, default 15;
 //! `ALLOT_BENCH_ATTACKS=patch,deps,loop` chooses the attacks).
@@ -543,7 +544,13 @@ async fn attack() {
         attackers.push(tokio::spawn(async move {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let r = client.get(format!("{url}/v1/workloads?limit=200")).bearer_auth(&t).send().await;
-                tally.add("GET loop", r.map_or(0, |r| r.status().as_u16()));
+                let status = r.as_ref().map_or(0, |r| r.status().as_u16());
+                tally.add("GET loop", status);
+                // As `allot` does (API-1): wait as the 429 says.
+                if status == 429 {
+                    let after = r.ok().and_then(|r| r.headers().get("retry-after")?.to_str().ok()?.parse().ok());
+                    tokio::time::sleep(Duration::from_secs(after.unwrap_or(1))).await;
+                }
             }
         }));
     }

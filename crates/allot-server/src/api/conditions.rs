@@ -115,10 +115,9 @@ async fn dependencies(app: &App, who: &Principal, text: &str) -> Result<(Vec<Liv
             continue;
         }
         if !found.contains_key(&key) {
-            let rows = targets(app, who, &key.text(&id)).await.map_err(|_| {
+            let rows = dep_targets(app, who, &key.text(&id)).await.map_err(|_| {
                 bad(format!("no workload {id} (a dependency names a workload, 12_3 or an array you can see)"))
             })?;
-            let rows = rows.iter().map(|r| (r.seq, parse_phase(&r.state).unwrap_or(Phase::Pending))).collect();
             found.insert(key.clone(), rows);
         }
         for &(seq, phase) in &found[&key] {
@@ -143,6 +142,20 @@ async fn dependencies(app: &App, who: &Principal, text: &str) -> Result<(Vec<Liv
     let seqs: Vec<(DepKind, String)> = after.iter().map(|d| (d.kind, d.seq.to_string())).collect();
     let stored = format_dependencies(seqs.iter().map(|(k, s)| (*k, s.as_str())));
     Ok((after, Some(stored)))
+}
+
+/// The workloads a dependency's id names, as [`targets`] finds them, by
+/// seq and state only: an array's elements are read as (seq, state), and
+/// seen as its first element is (they share its account).
+async fn dep_targets(app: &App, who: &Principal, id: &str) -> Result<Vec<(i64, Phase)>, ApiError> {
+    let seq = seq_of(app, id).await?;
+    let row = app.store.workload(seq).await?.filter(|r| who.can_see(&r.account));
+    let row = row.ok_or_else(|| ApiError::not_found(format!("no workload {id}")))?;
+    let phase = |s: &str| parse_phase(s).unwrap_or(Phase::Pending);
+    if id.contains('_') || row.conditions.array_id != Some(row.seq) {
+        return Ok(vec![(row.seq, phase(&row.state))]);
+    }
+    Ok(app.store.array_states(row.seq).await?.into_iter().map(|(s, st)| (s, phase(&st))).collect())
 }
 
 /// A dependency's id as a number (`12`, `012`) or an array's element
