@@ -470,7 +470,7 @@ mod tests {
     fn paths_are_bounded() {
         let seg = "s".repeat(MAX_SEGMENT_CHARS);
         let deep = vec!["a"; MAX_DEPTH].join("/");
-        let long = vec![seg.as_str(); 4].join("/");
+        let long = [seg.as_str(); 4].join("/");
         for ok in [seg.as_str(), deep.as_str(), "org/a-1/b_2.c"] {
             assert_eq!(check_path(ok), Ok(()), "{ok}");
         }

@@ -146,7 +146,8 @@ async fn account_paths_are_bounded_everywhere() {
     let s = Server::start(&f.dir, &f.db.url);
     let admin = f.admin.as_str();
     let deep = format!("org/{}", vec!["l"; 16].join("/"));
-    let long = format!("org/{}", vec!["s".repeat(60); 5].join("/"));
+    let long =
+        format!("org/{}", ["s".repeat(60), "s".repeat(60), "s".repeat(60), "s".repeat(60), "s".repeat(60)].join("/"));
     let wide = format!("org/{}", "a".repeat(65));
     let huge = format!("org/{}", "x".repeat(200_000));
     let cases = [
