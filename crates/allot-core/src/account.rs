@@ -13,6 +13,15 @@ use std::collections::BTreeMap;
 
 use crate::cluster::PoolId;
 
+/// Longest account path, in characters.
+pub const MAX_PATH_CHARS: usize = 256;
+/// Longest segment of an account path, in characters.
+pub const MAX_SEGMENT_CHARS: usize = 64;
+/// Most segments of an account path (levels of the tree).
+pub const MAX_DEPTH: usize = 16;
+/// Most named users of one account, in `users` and in `user_budgets` each.
+pub const MAX_USERS: usize = 1_000;
+
 /// Index of an account in [`AccountTree::accounts`]; 0 is the virtual root.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AccountId(pub u32);
@@ -91,6 +100,12 @@ pub enum AccountTreeError {
     Empty,
     #[error("invalid account path {0:?}: use non-empty segments of letters, digits, '-', '_', '.' separated by '/'")]
     BadPath(String),
+    /// A path of valid segments past a bound (its length, a segment's, its
+    /// depth); the path is shown cut to its first 64 characters.
+    #[error("invalid account path {}: {why}", shown(.path))]
+    PathTooLong { path: String, why: String },
+    #[error("account {}: {count} users in {field}, at most {}", shown(.path), MAX_USERS)]
+    TooManyUsers { path: String, field: &'static str, count: usize },
     #[error("account {0:?} is declared twice")]
     Duplicate(String),
     #[error("account {path:?}: {field} must be a finite number > 0 (got {value})")]
@@ -114,6 +129,46 @@ pub struct AccountTree {
     by_path: BTreeMap<String, AccountId>,
     /// The declared specs it was built from, in path order.
     declared: Vec<AccountSpec>,
+}
+
+/// A path as an error shows it: quoted, cut to its first 64 characters.
+fn shown(path: &str) -> String {
+    let n = path.chars().count();
+    if n <= 64 {
+        format!("{path:?}")
+    } else {
+        let head: String = path.chars().take(64).collect();
+        format!("{head:?}… ({n} characters)")
+    }
+}
+
+/// Whether `path` may name an account: non-empty segments of letters,
+/// digits, `-`, `_`, `.` separated by `/`, at most [`MAX_PATH_CHARS`]
+/// characters, [`MAX_SEGMENT_CHARS`] per segment and [`MAX_DEPTH`]
+/// segments. The one check of every way an account comes to be (a config,
+/// the API, the command line, a stored tree, a change file): each builds its
+/// tree through [`AccountTree::build_ordered`], which calls it.
+pub fn check_path(path: &str) -> Result<(), AccountTreeError> {
+    let too_long = |why: String| Err(AccountTreeError::PathTooLong { path: path.to_string(), why });
+    let chars = path.chars().count();
+    if chars > MAX_PATH_CHARS {
+        return too_long(format!("{chars} characters, at most {MAX_PATH_CHARS}"));
+    }
+    let depth = path.split('/').count();
+    if depth > MAX_DEPTH {
+        return too_long(format!("{depth} levels, at most {MAX_DEPTH}"));
+    }
+    if !path.split('/').all(valid_segment) {
+        return Err(AccountTreeError::BadPath(path.to_string()));
+    }
+    if let Some(seg) = path.split('/').find(|s| s.chars().count() > MAX_SEGMENT_CHARS) {
+        return too_long(format!(
+            "segment {} has {} characters, at most {MAX_SEGMENT_CHARS}",
+            shown(seg),
+            seg.chars().count()
+        ));
+    }
+    Ok(())
 }
 
 fn valid_segment(s: &str) -> bool {
@@ -169,9 +224,7 @@ impl AccountTree {
         let mut tree = AccountTree { accounts: vec![root], by_path: BTreeMap::new(), declared: Vec::new() };
         tree.by_path.insert(String::new(), AccountId::ROOT);
         for (i, p) in order.iter().enumerate() {
-            if !p.split('/').all(valid_segment) {
-                return Err(AccountTreeError::BadPath(p.clone()));
-            }
+            check_path(p)?;
             if tree.ensure(p).0 as usize != i + 1 {
                 return Err(AccountTreeError::BadOrder(p.clone()));
             }
@@ -180,8 +233,11 @@ impl AccountTree {
         sorted.sort_by(|a, b| a.path.cmp(&b.path));
         tree.declared = sorted.iter().map(|s| (*s).clone()).collect();
         for s in sorted {
-            if !s.path.split('/').all(valid_segment) {
-                return Err(AccountTreeError::BadPath(s.path.clone()));
+            check_path(&s.path)?;
+            for (field, table) in [("users", &s.users), ("user_budgets", &s.user_budgets)] {
+                if table.len() > MAX_USERS {
+                    return Err(AccountTreeError::TooManyUsers { path: s.path.clone(), field, count: table.len() });
+                }
             }
             for (field, v) in [("share", s.share), ("budget_gpu_hours", s.budget_gpu_hours), ("impact", s.impact)] {
                 if let Some(v) = v
@@ -406,6 +462,47 @@ mod tests {
         c.budget_gpu_hours = Some(300.0);
         let t = AccountTree::build(&[c, spec("y/d")]).unwrap();
         assert!((t.static_share(t.get("y/c").unwrap()) - 0.5).abs() < 1e-12);
+    }
+
+    /// Paths are bounded in length, segment and depth, checked in one
+    /// place; the error names the bound and shows the path cut short.
+    #[test]
+    fn paths_are_bounded() {
+        let seg = "s".repeat(MAX_SEGMENT_CHARS);
+        let deep = vec!["a"; MAX_DEPTH].join("/");
+        let long = [seg.as_str(); 4].join("/");
+        for ok in [seg.as_str(), deep.as_str(), "org/a-1/b_2.c"] {
+            assert_eq!(check_path(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(long.len(), 4 * MAX_SEGMENT_CHARS + 3, "a 259-character path of valid segments");
+        let huge = "x".repeat(200_000);
+        let cases = [
+            (format!("{deep}/a"), "17 levels, at most 16"),
+            (format!("org/{seg}s"), "has 65 characters, at most 64"),
+            (long, "259 characters, at most 256"),
+            (huge, "200000 characters, at most 256"),
+        ];
+        for (path, says) in cases {
+            let e = check_path(&path).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains(says), "{msg}");
+            assert!(msg.len() < 300, "the path is cut short: {msg}");
+            assert!(matches!(AccountTree::build(&[spec(&path)]), Err(AccountTreeError::PathTooLong { .. })));
+        }
+        assert!(matches!(check_path("a//b"), Err(AccountTreeError::BadPath(_))));
+    }
+
+    #[test]
+    fn users_per_account_are_bounded() {
+        let mut a = spec("org/a");
+        a.users = (0..MAX_USERS).map(|i| (format!("u{i}"), 1.0)).collect();
+        assert!(AccountTree::build(std::slice::from_ref(&a)).is_ok(), "1,000 users");
+        a.users.insert("one-more".into(), 1.0);
+        let e = AccountTree::build(std::slice::from_ref(&a)).unwrap_err();
+        assert_eq!(e.to_string(), "account \"org/a\": 1001 users in users, at most 1000");
+        let mut b = spec("org/b");
+        b.user_budgets = (0..=MAX_USERS).map(|i| (format!("u{i}"), 1.0)).collect();
+        assert!(matches!(AccountTree::build(&[b]), Err(AccountTreeError::TooManyUsers { field: "user_budgets", .. })));
     }
 
     #[test]

@@ -150,6 +150,7 @@ impl EditError {
         match self {
             EditError::BadRename { .. } => "to",
             EditError::Tree(AccountTreeError::BadNumber { field, .. }) => field,
+            EditError::Tree(AccountTreeError::TooManyUsers { field, .. }) => field,
             EditError::Tree(AccountTreeError::BadUser { .. } | AccountTreeError::BadUserShare { .. }) => "users",
             EditError::Tree(AccountTreeError::BadBudgetUser { .. } | AccountTreeError::BadUserBudget { .. }) => {
                 "user_budgets"
@@ -320,6 +321,63 @@ impl AccountBook {
         Ok(AccountBook { seed, specs, tree })
     }
 
+    /// The book after every edit of `edits` in order, or the first refusal
+    /// (`self` is unchanged either way): as [`AccountBook::apply`] one by
+    /// one, but a value edit (a budget, share or impact, a user's share or
+    /// budget) of a declared account changes the declaration in place and
+    /// the tree is resolved again once, before the next edit that reads it
+    /// (a create, close, reopen, rename, import) and at the end. So a
+    /// change of N users' shares costs one resolution of the tree, not N.
+    pub fn apply_all(&self, edits: &[AccountEdit]) -> Result<AccountBook, EditError> {
+        let mut book = self.clone();
+        let mut stale = false;
+        for e in edits {
+            if book.set_in_place(e) {
+                stale = true;
+                continue;
+            }
+            if stale {
+                book.resolve()?;
+                stale = false;
+            }
+            book = book.apply(e)?;
+        }
+        if stale {
+            book.resolve()?;
+        }
+        Ok(book)
+    }
+
+    /// A value edit of a declared account, made on the declaration alone
+    /// (the tree is then stale); false for any other edit.
+    fn set_in_place(&mut self, edit: &AccountEdit) -> bool {
+        let path = edit.path();
+        let seed = self.seed.get(path);
+        let Some(spec) = self.specs.get_mut(path) else { return false };
+        match edit {
+            AccountEdit::Set { field, value, .. } => {
+                field.set(spec, value.or_else(|| seed.and_then(|s| field.get(s))));
+            }
+            AccountEdit::SetUser { user, share, .. } => {
+                let v = share.or_else(|| seed.and_then(|s| s.users.get(user).copied()));
+                set_user(&mut spec.users, user, v);
+            }
+            AccountEdit::SetUserBudget { user, budget_gpu_hours, .. } => {
+                let v = budget_gpu_hours.or_else(|| seed.and_then(|s| s.user_budgets.get(user).copied()));
+                set_user(&mut spec.user_budgets, user, v);
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Resolves the tree again from the declarations, ids kept.
+    fn resolve(&mut self) -> Result<(), EditError> {
+        let list: Vec<AccountSpec> = self.specs.values().cloned().collect();
+        self.tree = AccountTree::build_ordered(&self.tree.paths_in_id_order(), &list)?;
+        Ok(())
+    }
+
     /// The edits that turn this book's accounts into `want` (an import):
     /// creations, replacements of accounts whose declaration differs, and
     /// closings of open accounts that `want` does not list. Renames cannot
@@ -449,6 +507,35 @@ mod tests {
         let implied =
             b.apply(&AccountEdit::Close { path: "org".into() }).expect("an implied account is declared by its edit");
         assert!(implied.spec("org").is_some_and(|s| s.closed));
+    }
+
+    /// A batch gives the book one by one would, with one resolution of
+    /// the tree for a run of value edits; a refusal anywhere changes nothing.
+    #[test]
+    fn apply_all_is_apply_one_by_one() {
+        let b = book();
+        let mut edits: Vec<AccountEdit> = (0..50)
+            .map(|i| AccountEdit::SetUser { path: "org/a".into(), user: format!("u{i}"), share: Some(1.0 + i as f64) })
+            .collect();
+        edits.push(AccountEdit::SetUser { path: "org/a".into(), user: "alice".into(), share: None });
+        edits.push(AccountEdit::SetUserBudget { path: "org/a".into(), user: "u1".into(), budget_gpu_hours: Some(2.0) });
+        edits.push(AccountEdit::Set { path: "org/b/x".into(), field: AccountField::Share, value: Some(3.0) });
+        edits.push(AccountEdit::Rename { path: "org/b".into(), to: "org/bee".into() });
+        edits.push(AccountEdit::Set { path: "org/bee/x".into(), field: AccountField::Impact, value: Some(2.0) });
+        edits.push(AccountEdit::Close { path: "org".into() });
+        let mut one_by_one = b.clone();
+        for e in &edits {
+            one_by_one = one_by_one.apply(e).unwrap_or_else(|err| panic!("{e:?}: {err}"));
+        }
+        assert_eq!(b.apply_all(&edits).unwrap(), one_by_one);
+        let mut bad = edits.clone();
+        bad.insert(3, AccountEdit::SetUser { path: "org/a".into(), user: "no one".into(), share: Some(1.0) });
+        assert!(b.apply_all(&bad).unwrap_err().to_string().contains("invalid user name"));
+        let too_many: Vec<AccountEdit> = (0..=crate::account::MAX_USERS)
+            .map(|i| AccountEdit::SetUser { path: "org/c".into(), user: format!("u{i}"), share: Some(1.0) })
+            .collect();
+        let e = b.apply_all(&too_many).unwrap_err();
+        assert_eq!((e.field(), e.to_string().contains("at most 1000")), ("users", true), "{e}");
     }
 
     #[test]

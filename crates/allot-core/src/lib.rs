@@ -25,7 +25,7 @@ pub mod time;
 pub mod words;
 pub mod workload;
 
-pub use account::{Account, AccountId, AccountSpec, AccountTree, AccountTreeError};
+pub use account::{Account, AccountId, AccountSpec, AccountTree, AccountTreeError, check_path};
 pub use allocation::Allocation;
 pub use book::{AccountBook, AccountEdit, AccountField, EditError};
 pub use cluster::{AddNodeError, Cluster, GpuType, GpuTypeId, Health, Node, NodeId, Pool, PoolId, PoolSpec};

@@ -17,6 +17,18 @@
 //! 1,024 GPUs as clusters of 512, 384 and 128, every third workload pinned
 //! to one of them.
 //!
+//! With `ALLOT_BENCH_ATTACK=1`, only this (issue 30, points 15–18; SQLite):
+//! 16 honest researchers (a principal each) submit 10 workloads a second
+//! each, first alone, then beside one principal's attacks: a manager's
+//! `PATCH` of 1,000 users' shares in a loop, a researcher's submissions
+//! naming one 10,000-element array 300 times (`afterok:A:0A:00A…`, six at
+//! once) and the same researcher's tight loop of `GET /v1/workloads`
+//! (eight at once, waiting as a 429's `Retry-After` says, as `allot`
+//! does; the other attackers send again at once). It prints the honest submissions' p50 and p99 latency
+//! in both phases and what became of the attackers' requests
+//! (`ALLOT_BENCH_ATTACK_S` seconds a phase, default 15;
+//! `ALLOT_BENCH_ATTACKS=patch,deps,loop` chooses the attacks).
+//!
 //! `cargo bench -p allot-server --bench server`
 
 use std::path::PathBuf;
@@ -362,7 +374,210 @@ fn core_pass(n: usize) {
     );
 }
 
+/// A token of `role` named `name` (a principal of its own).
+async fn token_of(store: &Store, name: &str, role: Role, scope: Option<&str>, projects: &[&str]) -> String {
+    let spec = TokenSpec {
+        name: name.into(),
+        role,
+        scope: scope.map(str::to_string),
+        projects: projects.iter().map(|p| p.to_string()).collect(),
+        unix_user: None,
+        expires_in_s: None,
+    };
+    create_token(store, &spec, "bench").await.expect("token")
+}
+
+/// Statuses of the attackers' requests, by kind.
+#[derive(Default)]
+struct Tally(std::sync::Mutex<std::collections::BTreeMap<(&'static str, u16), u64>>);
+
+impl Tally {
+    fn add(&self, kind: &'static str, status: u16) {
+        *self.0.lock().unwrap().entry((kind, status)).or_default() += 1;
+    }
+
+    fn print(&self) {
+        for ((kind, status), n) in self.0.lock().unwrap().iter() {
+            println!("attack:   {kind}: {n} answered {status}");
+        }
+    }
+}
+
+/// Honest submissions for `secs`: 16 principals, one every 100 ms each;
+/// returns their latencies, sorted.
+async fn honest(url: &str, tokens: &[String], secs: u64) -> Vec<Duration> {
+    let client = reqwest::Client::new();
+    let until = Instant::now() + Duration::from_secs(secs);
+    let mut tasks = Vec::new();
+    for (k, t) in tokens.iter().enumerate() {
+        let (client, url, t) = (client.clone(), url.to_string(), t.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut i = k;
+            while Instant::now() < until {
+                tick.tick().await;
+                let mut req = request(i);
+                req.account = "org/rl/sim".into();
+                let t0 = Instant::now();
+                let r = client.post(format!("{url}/v1/workloads")).bearer_auth(&t).json(&req).send().await;
+                let status = r.expect("submit").status().as_u16();
+                out.push(t0.elapsed());
+                assert_eq!(status, 201, "an honest submission");
+                i += 16;
+            }
+            out
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("honest client"));
+    }
+    all.sort();
+    all
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+/// Issue 30, points 15–18: honest submissions' latency alone and beside
+/// one principal's attacks (see the module docs).
+async fn attack() {
+    let secs: u64 = std::env::var("ALLOT_BENCH_ATTACK_S").ok().and_then(|v| v.parse().ok()).unwrap_or(15);
+    let d = dir("attack");
+    std::fs::write(d.join("cluster.toml"), CONFIG).expect("config");
+    let db = format!("sqlite://{}", d.join("bench.db").display());
+    let store = Store::open(&db).await.expect("open store");
+    let admin = token_of(&store, "bench", Role::Admin, None, &[]).await;
+    let mut tokens = Vec::new();
+    for k in 0..16 {
+        tokens.push(token_of(&store, &format!("honest{k}"), Role::Researcher, None, &["org/rl/sim"]).await);
+    }
+    let manager = token_of(&store, "manager", Role::Manager, Some("org"), &[]).await;
+    let mallory = token_of(&store, "mallory", Role::Researcher, None, &["org/llm/pretrain"]).await;
+    store.close().await;
+    let opts = ServeOptions {
+        config: d.join("cluster.toml"),
+        db,
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        executor: ExecutorKind::None,
+        policy: "allot".into(),
+        data_dir: d.join("data"),
+        gpu_inventory: GpuInventory::Config,
+        slurm: Default::default(),
+        standby: false,
+        lease: Default::default(),
+        allow_uncontained: false,
+        single_user: true,
+        edge: Default::default(),
+    };
+    let running = allot_server::start(&opts).await.expect("start the server");
+    let url = format!("http://{}", running.addr);
+    let client = reqwest::Client::new();
+    // The array the aliases name: 10,000 elements, held.
+    let mut arr = request(0);
+    arr.account = "org/llm/pretrain".into();
+    arr.array = Some("0-9999".into());
+    arr.hold = Some(true);
+    let r = client.post(format!("{url}/v1/workloads")).bearer_auth(&admin).json(&arr).send().await.expect("array");
+    assert_eq!(r.status().as_u16(), 201, "the array");
+    let v: serde_json::Value = r.json().await.expect("json");
+    let a = v["id"].as_str().expect("id").split('_').next().expect("array id").to_string();
+    let aliases: Vec<String> = (0..300).map(|z| format!("{}{a}", "0".repeat(z % 12))).collect();
+    let dependency = format!("afterok:{}", aliases.join(":"));
+
+    let alone = honest(&url, &tokens, secs).await;
+    println!(
+        "attack: honest submissions alone ({} in {secs} s, 16 principals at 10/s): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        alone.len(),
+        percentile(&alone, 0.5),
+        percentile(&alone, 0.99),
+        percentile(&alone, 1.0)
+    );
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tally = Arc::new(Tally::default());
+    let mut attackers = Vec::new();
+    let which = std::env::var("ALLOT_BENCH_ATTACKS").unwrap_or_else(|_| "patch,deps,loop".into());
+    let on = |a: &str| which.split(',').any(|w| w.trim() == a);
+    // 15: a manager's PATCH of 1,000 users' shares, again and again.
+    if on("patch") {
+        let (client, url, t, stop, tally) = (client.clone(), url.clone(), manager.clone(), stop.clone(), tally.clone());
+        attackers.push(tokio::spawn(async move {
+            let mut round = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                round += 1;
+                let users: serde_json::Map<String, serde_json::Value> =
+                    (0..1000).map(|i| (format!("u{i}"), serde_json::json!(1 + (i + round) % 5))).collect();
+                let body = serde_json::json!({ "users": users });
+                let r = client.patch(format!("{url}/v1/accounts/org/vision/det")).bearer_auth(&t).json(&body).send();
+                match r.await {
+                    Ok(r) => tally.add("PATCH 1,000 users", r.status().as_u16()),
+                    Err(_) => tally.add("PATCH 1,000 users", 0),
+                }
+            }
+        }));
+    }
+    // 16: six at once, each naming the array 300 times.
+    for _ in 0..if on("deps") { 6 } else { 0 } {
+        let (client, url, t, stop, tally) = (client.clone(), url.clone(), mallory.clone(), stop.clone(), tally.clone());
+        let mut req = request(1);
+        req.account = "org/llm/pretrain".into();
+        req.dependency = Some(dependency.clone());
+        attackers.push(tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = client.post(format!("{url}/v1/workloads")).bearer_auth(&t).json(&req).send().await;
+                let status = r.map_or(0, |r| r.status().as_u16());
+                tally.add("dependency aliases", status);
+                if status == 429 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }));
+    }
+    // 18: the same principal's tight loop, eight at once.
+    for _ in 0..if on("loop") { 8 } else { 0 } {
+        let (client, url, t, stop, tally) = (client.clone(), url.clone(), mallory.clone(), stop.clone(), tally.clone());
+        attackers.push(tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = client.get(format!("{url}/v1/workloads?limit=200")).bearer_auth(&t).send().await;
+                let status = r.as_ref().map_or(0, |r| r.status().as_u16());
+                tally.add("GET loop", status);
+                // As `allot` does (API-1): wait as the 429 says.
+                if status == 429 {
+                    let after = r.ok().and_then(|r| r.headers().get("retry-after")?.to_str().ok()?.parse().ok());
+                    tokio::time::sleep(Duration::from_secs(after.unwrap_or(1))).await;
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let beside = honest(&url, &tokens, secs).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    println!(
+        "attack: honest submissions beside the attacks ({} in {secs} s): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        beside.len(),
+        percentile(&beside, 0.5),
+        percentile(&beside, 0.99),
+        percentile(&beside, 1.0)
+    );
+    tally.print();
+    for a in attackers {
+        let _ = tokio::time::timeout(Duration::from_secs(120), a).await;
+    }
+    running.stop().await.expect("stop");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 fn main() {
+    if std::env::var("ALLOT_BENCH_ATTACK").is_ok_and(|v| v == "1") {
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+        rt.block_on(attack());
+        return;
+    }
     let n: usize = std::env::var("ALLOT_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     core_pass(n);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");

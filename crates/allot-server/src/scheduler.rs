@@ -504,7 +504,9 @@ impl Scheduler {
             }
             self.step().await?;
         }
-        self.flush().await.map(drop)
+        self.flush().await?;
+        self.exec.shutdown();
+        Ok(())
     }
 
     /// Timers, one pass if due, then the commit and the executor commands.

@@ -298,7 +298,9 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     // Weak: the watcher must not keep the scheduler's channel open (the
     // scheduler ends when every API sender is gone).
     let app_tx = tx.downgrade();
-    let limits = Arc::new(Limits::new(opts.edge.body_timeout, opts.edge.request_timeout, opts.edge.max_in_flight));
+    let limits = Arc::new(
+        Limits::new(opts.edge.body_timeout, opts.edge.request_timeout, opts.edge.max_in_flight).with_api(cfg.api),
+    );
     let socket_path = crate::peercred::socket_path(&opts.data_dir);
     let login_socket = match crate::peercred::bind(&socket_path) {
         Ok(l) => Some(l),

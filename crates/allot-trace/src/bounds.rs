@@ -62,6 +62,12 @@ pub const GPU_WEIGHT: FloatBound = FloatBound { min: 1e-3, max: 1e3 };
 pub const CARRY_OVER: FloatBound = FloatBound { min: 0.0, max: 1.0 };
 /// A workload's mean GPU utilisation.
 pub const UTIL: FloatBound = FloatBound { min: 0.0, max: 1.0 };
+/// `[api] requests_per_second`: one principal's sustained rate (API-1).
+pub const API_RATE: IntBound = IntBound { min: 1, max: 100_000 };
+/// `[api] burst`: one principal's requests above the rate at once (API-1).
+pub const API_BURST: IntBound = IntBound { min: 1, max: 100_000 };
+/// `[api] max_in_flight`: one principal's requests in progress (API-1).
+pub const API_IN_FLIGHT: IntBound = IntBound { min: 1, max: 10_000 };
 /// `[telemetry] idle_threshold`: a GPU utilization (0..1).
 pub const IDLE_THRESHOLD: FloatBound = FloatBound { min: 0.0, max: 1.0 };
 

@@ -9,8 +9,12 @@ use allot_core::DepKind;
 pub const MAX_ARRAY_ELEMENTS: usize = 10_000;
 /// Largest array index.
 pub const MAX_ARRAY_INDEX: u32 = 1_000_000;
-/// Most dependencies of one workload.
+/// Most dependencies of one workload, as named (after duplicates are
+/// removed).
 pub const MAX_DEPENDENCIES: usize = 1_000;
+/// Most workloads the dependencies of one workload name once the arrays
+/// they name are expanded into their elements.
+pub const MAX_DEPENDENCY_TARGETS: usize = MAX_ARRAY_ELEMENTS;
 
 /// An array as asked for: its indices, in ascending order, and at most how
 /// many elements may be queued or running at once (ARR-1).
@@ -30,9 +34,11 @@ fn bad(m: impl Into<String>) -> ConditionError {
 }
 
 /// Parses `afterok:ID[:ID…]`, several joined by commas (all must hold):
-/// the kind and the ids it names, in order, duplicates removed.
+/// the kind and the ids it names, in order, duplicates removed (by a set:
+/// a text naming one id many times costs its length, not its square).
 pub fn parse_dependencies(s: &str) -> Result<Vec<(DepKind, String)>, ConditionError> {
     let mut out: Vec<(DepKind, String)> = Vec::new();
+    let mut seen: std::collections::HashSet<(DepKind, &str)> = std::collections::HashSet::new();
     for part in s.split(',').map(str::trim) {
         if part.is_empty() {
             return Err(bad(format!("empty dependency in {s:?} (write afterok:ID[:ID…], joined by commas)")));
@@ -47,13 +53,13 @@ pub fn parse_dependencies(s: &str) -> Result<Vec<(DepKind, String)>, ConditionEr
             return Err(bad(format!("{part:?} names no workload (write {}:ID[:ID…])", kind.as_str())));
         }
         for id in ids {
-            if !out.iter().any(|(k, i)| *k == kind && i == id) {
+            if seen.insert((kind, id)) {
                 out.push((kind, id.to_string()));
+                if out.len() > MAX_DEPENDENCIES {
+                    return Err(bad(format!("more than {MAX_DEPENDENCIES} dependencies, at most {MAX_DEPENDENCIES}")));
+                }
             }
         }
-    }
-    if out.len() > MAX_DEPENDENCIES {
-        return Err(bad(format!("{} dependencies, at most {MAX_DEPENDENCIES}", out.len())));
     }
     Ok(out)
 }

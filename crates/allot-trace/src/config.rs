@@ -25,8 +25,10 @@ use crate::duration::parse_duration;
 use crate::error::{FormatError, FormatKind};
 use crate::write::{ConfigOut, write_config_toml};
 
+mod api;
 mod identity;
 mod telemetry;
+pub use api::ApiConfig;
 pub use identity::{
     GRANT_ROLES, Grant, Grantee, IdentityConfig, OIDC_CALLBACK_PATH, OIDC_SECRET_ENV, OidcConfig, unix_name,
 };
@@ -47,6 +49,8 @@ pub struct Config {
     pub alerts: AlertsConfig,
     /// `[telemetry]`: how `allot serve` samples the GPUs of running attempts.
     pub telemetry: TelemetryConfig,
+    /// `[api]`: each principal's fair share of `allot serve`'s API (API-1).
+    pub api: ApiConfig,
     /// `[identity]` and `[[grants]]`: people as Unix users and what their
     /// groups grant (docs/security.md).
     pub identity: IdentityConfig,
@@ -186,8 +190,10 @@ fn build_config(ctx: &Ctx<'_>, raw: &RawConfig, text: String) -> Result<Config, 
     let contract = build_contract(ctx, &raw.contract)?;
     let alerts = build_alerts(ctx, raw.alerts.as_ref())?;
     let telemetry = telemetry::build_telemetry(ctx, raw.telemetry.as_ref())?;
+    let api = api::build_api(ctx, raw.api.as_ref())?;
     let identity = identity::build_identity(ctx, raw.identity.as_ref(), &raw.grants, |p| accounts.get(p).is_some())?;
-    Ok(Config { cluster, executors, accounts, contract, alerts, telemetry, identity, path: ctx.file.to_string(), text })
+    let path = ctx.file.to_string();
+    Ok(Config { cluster, executors, accounts, contract, alerts, telemetry, api, identity, path, text })
 }
 
 /// The raw form of a configuration made in memory, as the TOML reader would
@@ -299,6 +305,7 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
         },
         alerts: None,
         telemetry: None,
+        api: None,
         identity: None,
         grants: Vec::new(),
     }
@@ -322,6 +329,7 @@ struct RawConfig {
     contract: RawContract,
     alerts: Option<RawAlerts>,
     telemetry: Option<telemetry::RawTelemetry>,
+    api: Option<api::RawApi>,
     identity: Option<identity::RawIdentity>,
     #[serde(default)]
     grants: Vec<identity::RawGrant>,
@@ -984,7 +992,7 @@ fn account_error(ctx: &Ctx<'_>, raw: &[RawAccount], e: AccountTreeError) -> Form
     let find = |path: &str| raw.iter().position(|a| a.path.get_ref() == path);
     let (key, span, message) = match &e {
         AccountTreeError::Empty => ("accounts".to_string(), None, "at least one account is required".to_string()),
-        AccountTreeError::BadPath(p) => {
+        AccountTreeError::BadPath(p) | AccountTreeError::PathTooLong { path: p, .. } => {
             let i = find(p).unwrap_or(0);
             (format!("accounts[{i}].path"), raw.get(i).map(|a| a.path.span()), e.to_string())
         }
@@ -1018,6 +1026,10 @@ fn account_error(ctx: &Ctx<'_>, raw: &[RawAccount], e: AccountTreeError) -> Form
         AccountTreeError::BadOrder(p) => {
             let i = find(p).unwrap_or(0);
             (format!("accounts[{i}].path"), raw.get(i).map(|a| a.path.span()), e.to_string())
+        }
+        AccountTreeError::TooManyUsers { path, field, .. } => {
+            let i = find(path).unwrap_or(0);
+            (format!("accounts[{i}].{field}"), raw.get(i).map(|a| a.path.span()), e.to_string())
         }
         AccountTreeError::BadBudgetUser { path, user } | AccountTreeError::BadUserBudget { path, user, .. } => {
             let i = find(path).unwrap_or(0);

@@ -28,7 +28,7 @@ use std::path::Path;
 use allot_core::{ArrayPart, DepTarget, Dependency, Time, WorkloadId, WorkloadSpec};
 
 use crate::bounds;
-use crate::conditions::{MAX_ARRAY_INDEX, parse_dependencies};
+use crate::conditions::{MAX_ARRAY_INDEX, MAX_DEPENDENCY_TARGETS, parse_dependencies};
 use crate::config::Config;
 use crate::error::{FormatError, FormatKind, from_csv, quoted};
 use crate::lines::{LineIndex, csv_reader, record_line};
@@ -409,6 +409,9 @@ impl<'a> TraceCtx<'a> {
         self.rows += 1;
         if let Some(text) = after {
             let deps = parse_dependencies(text).map_err(|e| self.err(line, Col::After, e))?;
+            // An array named twice, or with one of its elements, is
+            // waited for once: a set, and a bound on the expanded size.
+            let mut seen = std::collections::HashSet::new();
             for (kind, id) in deps {
                 let targets: Vec<u32> = match (self.index_of.get(&id), self.arrays.get(&id)) {
                     (Some(&(i, _)), _) if i != me => vec![i],
@@ -425,7 +428,15 @@ impl<'a> TraceCtx<'a> {
                             format!("{} is submitted at {submit} s, after this row ({} s)", quoted(&id), spec.submit);
                         return Err(self.err(line, Col::After, m));
                     }
-                    spec.after.push(Dependency { kind, on: DepTarget::Workload(WorkloadId(i)) });
+                    if seen.insert((kind, i)) {
+                        spec.after.push(Dependency { kind, on: DepTarget::Workload(WorkloadId(i)) });
+                    }
+                    if spec.after.len() > MAX_DEPENDENCY_TARGETS {
+                        let m = format!(
+                            "the dependencies name more than {MAX_DEPENDENCY_TARGETS} workloads once arrays are expanded"
+                        );
+                        return Err(self.err(line, Col::After, m));
+                    }
                 }
             }
         }

@@ -23,6 +23,7 @@ use crate::views::{
     AccountChange, AccountDecl, AccountEdits, AccountTreeImport, AccountView, AuditView, NodeView, TokenCreated,
     TokenRequest, TokenView,
 };
+use allot_core::account::MAX_USERS;
 use allot_core::{AccountEdit, AccountField};
 
 #[utoipa::path(get, path = "/v1/health", summary = "liveness", responses((status = 200, description = "ok", body = Object), ApiErrors))]
@@ -99,7 +100,29 @@ fn check_number(field: &str, bound: bounds::FloatBound, v: Option<f64>) -> Resul
 }
 
 /// The bounds of a declaration's numbers.
+/// An account path as every way of making one checks it
+/// ([`allot_core::check_path`]), as a 400 naming `field`.
+fn check_path(field: &str, path: &str) -> Result<(), ApiError> {
+    allot_core::check_path(path).map_err(|e| ApiError::field(field, e.to_string()))
+}
+
+/// At most [`MAX_USERS`] users in one table of a request (`users`,
+/// `user_budgets`): the bound of an account's tables, so that one request
+/// cannot hold the scheduler task (issue 30, point 15).
+fn check_users<V>(field: &str, table: &std::collections::BTreeMap<String, V>) -> Result<(), ApiError> {
+    if table.len() > MAX_USERS {
+        return Err(ApiError::field(
+            field,
+            format!("{} users in {field}, at most {MAX_USERS} per request and per account", table.len()),
+        ));
+    }
+    Ok(())
+}
+
 fn check_decl(d: &AccountDecl) -> Result<(), ApiError> {
+    check_path("path", &d.path)?;
+    check_users("users", &d.users)?;
+    check_users("user_budgets", &d.user_budgets)?;
     check_number("budget_gpu_hours", bounds::BUDGET_GPU_HOURS, d.budget_gpu_hours)?;
     check_number("share", bounds::SHARE, d.share)?;
     check_number("impact", bounds::IMPACT, d.impact)?;
@@ -140,6 +163,8 @@ pub async fn change_account(
 ) -> Result<Json<AccountView>, ApiError> {
     visible_account(&app, &who, &path)?;
     require_change(&who, &path)?;
+    check_users("users", &change.users)?;
+    check_users("user_budgets", &change.user_budgets)?;
     let mut edits = Vec::new();
     for (field, v) in [
         (AccountField::Budget, change.budget_gpu_hours),
@@ -174,6 +199,7 @@ pub async fn change_account(
     }
     let mut now_at = path.clone();
     if let Some(to) = &change.rename_to {
+        check_path("rename_to", to)?;
         require_change(&who, to)?;
         edits.push(AccountEdit::Rename { path: path.clone(), to: to.clone() });
         now_at = to.clone();

@@ -3,7 +3,9 @@
 //! release and cancel of several workloads at once; ids as `12` or `12_3`.
 
 use allot_core::{ArrayPart, DepKind, Phase, WorkloadSpec};
-use allot_trace::conditions::{format_dependencies, parse_array, parse_dependencies};
+use std::collections::{HashMap, HashSet};
+
+use allot_trace::conditions::{MAX_DEPENDENCY_TARGETS, format_dependencies, parse_array, parse_dependencies};
 use axum::Json;
 use axum::extract::State;
 
@@ -95,33 +97,97 @@ pub(crate) async fn plan(
 }
 
 /// DEP-1: the dependencies of `text`, by seq with their states now, and
-/// as stored (`afterok:12:13,afterany:9`).
+/// as stored (`afterok:12:13,afterany:9`). Ids are taken as numbers, so
+/// `26`, `026` and `0026` are one id, looked up once; each workload is
+/// waited for once per kind (a set); and the arrays named may expand to at
+/// most [`MAX_DEPENDENCY_TARGETS`] workloads in all: the work of a request
+/// is bounded by what it names, not by how often (issue 30, point 16).
 async fn dependencies(app: &App, who: &Principal, text: &str) -> Result<(Vec<LiveDep>, Option<String>), ApiError> {
     let bad = |m: String| ApiError::field("dependency", m);
     let parsed = parse_dependencies(text).map_err(|e| bad(e.to_string()))?;
+    let mut named: HashSet<(DepKind, DepId)> = HashSet::new();
+    let mut found: HashMap<DepId, Vec<(i64, Phase)>> = HashMap::new();
+    let mut seen: HashSet<(DepKind, i64)> = HashSet::new();
     let mut after: Vec<LiveDep> = Vec::new();
     for (kind, id) in parsed {
-        let rows = targets(app, who, &id).await.map_err(|_| {
-            bad(format!("no workload {id} (a dependency names a workload, 12_3 or an array you can see)"))
-        })?;
-        for r in rows {
-            let phase = parse_phase(&r.state).unwrap_or(Phase::Pending);
+        let key = DepId::parse(&id);
+        if !named.insert((kind, key.clone())) {
+            continue;
+        }
+        if !found.contains_key(&key) {
+            let rows = dep_targets(app, who, &key.text(&id)).await.map_err(|_| {
+                bad(format!("no workload {id} (a dependency names a workload, 12_3 or an array you can see)"))
+            })?;
+            found.insert(key.clone(), rows);
+        }
+        for &(seq, phase) in &found[&key] {
             if kind.satisfied_by(phase) == Some(false) {
                 return Err(bad(format!(
-                    "{}:{id} can never be satisfied: workload {} ended {} (DEP-2)",
+                    "{}:{id} can never be satisfied: workload {seq} ended {} (DEP-2)",
                     kind.as_str(),
-                    r.seq,
                     phase.as_str()
                 )));
             }
-            if !after.iter().any(|d| d.kind == kind && d.seq == r.seq) {
-                after.push(LiveDep { kind, seq: r.seq, phase });
+            if seen.insert((kind, seq)) {
+                after.push(LiveDep { kind, seq, phase });
             }
+        }
+        if after.len() > MAX_DEPENDENCY_TARGETS {
+            return Err(bad(format!(
+                "the dependencies name more than {MAX_DEPENDENCY_TARGETS} workloads once arrays are expanded into \
+                 their elements; at most {MAX_DEPENDENCY_TARGETS}"
+            )));
         }
     }
     let seqs: Vec<(DepKind, String)> = after.iter().map(|d| (d.kind, d.seq.to_string())).collect();
     let stored = format_dependencies(seqs.iter().map(|(k, s)| (*k, s.as_str())));
     Ok((after, Some(stored)))
+}
+
+/// The workloads a dependency's id names, as [`targets`] finds them, by
+/// seq and state only: an array's elements are read as (seq, state), and
+/// seen as its first element is (they share its account).
+async fn dep_targets(app: &App, who: &Principal, id: &str) -> Result<Vec<(i64, Phase)>, ApiError> {
+    let seq = seq_of(app, id).await?;
+    let row = app.store.workload(seq).await?.filter(|r| who.can_see(&r.account));
+    let row = row.ok_or_else(|| ApiError::not_found(format!("no workload {id}")))?;
+    let phase = |s: &str| parse_phase(s).unwrap_or(Phase::Pending);
+    if id.contains('_') || row.conditions.array_id != Some(row.seq) {
+        return Ok(vec![(row.seq, phase(&row.state))]);
+    }
+    Ok(app.store.array_states(row.seq).await?.into_iter().map(|(s, st)| (s, phase(&st))).collect())
+}
+
+/// A dependency's id as a number (`12`, `012`) or an array's element
+/// (`12_3`), so that the ways of writing one id are one; any other text as
+/// it is (it names no workload, and is refused as such).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum DepId {
+    Seq(i64),
+    Element(i64, i64),
+    Other(String),
+}
+
+impl DepId {
+    fn parse(id: &str) -> DepId {
+        let num = |s: &str| s.parse::<i64>().ok().filter(|_| s.bytes().all(|b| b.is_ascii_digit()));
+        match id.split_once('_') {
+            None => num(id).map_or_else(|| DepId::Other(id.to_string()), DepId::Seq),
+            Some((a, i)) => match (num(a), num(i)) {
+                (Some(a), Some(i)) => DepId::Element(a, i),
+                _ => DepId::Other(id.to_string()),
+            },
+        }
+    }
+
+    /// The id as [`targets`] reads it.
+    fn text(&self, given: &str) -> String {
+        match self {
+            DepId::Seq(s) => s.to_string(),
+            DepId::Element(a, i) => format!("{a}_{i}"),
+            DepId::Other(_) => given.to_string(),
+        }
+    }
 }
 
 /// DEP-1: the dependencies a workload was stored with, by seq, with the
@@ -294,4 +360,22 @@ pub async fn release_one(
 ) -> Result<Json<Vec<BulkResult>>, ApiError> {
     let req = BulkRequest { ids: vec![id], ..Default::default() };
     Ok(Json(hold_many(&app, &who, &req, false).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DepId;
+
+    /// `26`, `026` and `0026` are one id; an element keeps its index.
+    #[test]
+    fn ids_are_numbers() {
+        for same in ["26", "026", "0026", "000000000000026"] {
+            assert_eq!(DepId::parse(same), DepId::Seq(26), "{same}");
+        }
+        assert_eq!(DepId::parse("012_003"), DepId::Element(12, 3));
+        assert_eq!(DepId::parse("012_003").text("012_003"), "12_3");
+        for other in ["+26", "-1", "x", "1_x", ""] {
+            assert!(matches!(DepId::parse(other), DepId::Other(_)), "{other}");
+        }
+    }
 }

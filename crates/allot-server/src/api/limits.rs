@@ -41,6 +41,8 @@ pub struct Limits {
     /// Sign-in attempts per source and the sweep of expired sessions
     /// ([`crate::signin`]).
     pub signin: crate::signin::Guard,
+    /// Each principal's rate and requests in progress (API-1, `[api]`).
+    pub fair: super::fair::Fair,
 }
 
 impl Limits {
@@ -51,7 +53,14 @@ impl Limits {
             max_in_flight,
             in_flight: Arc::new(Semaphore::new(max_in_flight)),
             signin: crate::signin::Guard::default(),
+            fair: super::fair::Fair::new(allot_trace::config::ApiConfig::default()),
         }
+    }
+
+    /// These limits with each principal's of `[api]` (API-1).
+    pub fn with_api(mut self, api: allot_trace::config::ApiConfig) -> Limits {
+        self.fair = super::fair::Fair::new(api);
+        self
     }
 }
 

@@ -7,6 +7,7 @@ pub(crate) mod budgets;
 pub(crate) mod conditions;
 mod error;
 pub mod extract;
+pub mod fair;
 pub(crate) mod image;
 pub mod kubernetes;
 pub mod limits;
@@ -129,7 +130,8 @@ pub fn router<H: Handler<T, App>, T: 'static>(app: App, pages: Router<App>, fall
         .merge(pages)
         .fallback(fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(app)
+        .with_state(app.clone())
+        .layer(from_fn_with_state(app, fair::fair_share))
         .layer(from_fn_with_state(limits, limits::in_flight))
         .layer(from_fn(limits::head_limits))
         .layer(from_fn(limits::shape_errors))
@@ -148,6 +150,10 @@ impl FromRequestParts<App> for Auth {
 
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Auth, ApiError> {
         let token = bearer(&parts.headers)?;
+        // Found already by the fair-share layer (API-1) for this token.
+        if let Some(p) = parts.extensions.remove::<Principal>() {
+            return Ok(Auth(p));
+        }
         match app.auth.principal(token).await? {
             Some(p) => Ok(Auth(p)),
             None => Err(ApiError::unauthorized("unknown or revoked token")),

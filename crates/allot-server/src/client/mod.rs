@@ -63,6 +63,21 @@ pub struct Client {
 
 /// How long one request may take.
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// How many times a request refused with 429 (API-1) is sent again.
+const RETRIES_429: u32 = 5;
+/// The longest wait before sending a refused request again.
+const MAX_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The wait a 429 asks for (`Retry-After` in seconds; 1 s when absent or
+/// unreadable), at most [`MAX_RETRY_AFTER`].
+fn retry_after(headers: &reqwest::header::HeaderMap) -> std::time::Duration {
+    let secs = headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(1);
+    std::time::Duration::from_secs(secs).min(MAX_RETRY_AFTER)
+}
 
 impl Client {
     /// A client of `server` (a URL with its scheme) with `token`.
@@ -151,7 +166,22 @@ impl Client {
             hint: self.setup.unreachable_hint(),
             cause,
         };
-        let resp = req.send().await.map_err(transport)?;
+        let mut req = req;
+        let mut refused = 0;
+        let resp = loop {
+            let again = req.try_clone();
+            let resp = req.send().await.map_err(transport)?;
+            // API-1: over this principal's share, the server says when to
+            // come back; a bounded number of times, each wait bounded.
+            match again {
+                Some(next) if resp.status() == StatusCode::TOO_MANY_REQUESTS && refused < RETRIES_429 => {
+                    refused += 1;
+                    tokio::time::sleep(retry_after(resp.headers())).await;
+                    req = next;
+                }
+                _ => break resp,
+            }
+        };
         let status = resp.status();
         let headers = resp.headers().clone();
         let bytes = resp.bytes().await.map_err(transport)?;
@@ -414,6 +444,50 @@ mod tests {
         assert_eq!(keys.len(), 3);
         assert!(keys[0].as_ref().is_some_and(|k| k.len() == 32), "a fresh key on the first try: {keys:?}");
         assert!(keys.iter().all(|k| k == &keys[0]), "every try carries the same key: {keys:?}");
+    }
+
+    /// API-1: a 429 is sent again after its `Retry-After`, a bounded
+    /// number of times; then the refusal is the answer.
+    #[tokio::test]
+    async fn too_many_requests_is_retried_after_the_wait_it_asks_for() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let refusals = 2;
+        let server = tokio::spawn(async move {
+            let mut heads = Vec::new();
+            loop {
+                let (mut c, _) = listener.accept().await.expect("accept");
+                heads.push(read_request(&mut c).await);
+                let answer = if heads.len() <= refusals || heads.len() > refusals + 1 {
+                    let body = r#"{"error":"too many requests from alice","field":null}"#;
+                    format!(
+                        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 0\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                } else {
+                    let body = "[]";
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                         connection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                };
+                c.write_all(answer.as_bytes()).await.expect("write");
+                drop(c);
+                if heads.len() == refusals + 1 + 1 + RETRIES_429 as usize {
+                    return heads;
+                }
+            }
+        });
+        let client = Client::new(&format!("http://{addr}"), Some("t".into()));
+        let nodes = client.nodes(&[]).await.expect("answered after two refusals");
+        assert!(nodes.is_empty());
+        // Refused every time: the last refusal is the answer.
+        let e = client.nodes(&[]).await.unwrap_err();
+        assert!(matches!(&e, ClientError::Api { status, .. } if *status == StatusCode::TOO_MANY_REQUESTS), "{e}");
+        let heads = server.await.expect("server");
+        assert_eq!(heads.len(), refusals + 1 + 1 + RETRIES_429 as usize, "3 tries, then 1 + {RETRIES_429}");
     }
 
     #[tokio::test]

@@ -227,17 +227,47 @@ impl Containment {
         }
     }
 
-    /// Every attempt group under this server's parent (left by a previous
-    /// server of the same store).
+    /// Every attempt group under this server's parents (left by a previous
+    /// server of the same store): those of the cgroup2 mount and those of
+    /// the devices controller.
     pub fn existing(&self) -> Vec<AttemptGroup> {
-        let Ok(dir) = fs::read_dir(&self.unified) else { return Vec::new() };
-        let mut names: Vec<String> = dir
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .filter_map(|e| e.file_name().to_str().map(str::to_string))
-            .collect();
-        names.sort();
+        let mut names = std::collections::BTreeSet::new();
+        for parent in std::iter::once(&self.unified).chain(&self.devices) {
+            let Ok(dir) = fs::read_dir(parent) else { continue };
+            names.extend(
+                dir.flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .filter_map(|e| e.file_name().to_str().map(str::to_string)),
+            );
+        }
         names.iter().map(|n| self.group(n)).collect()
+    }
+
+    /// At a clean stop: removes every empty attempt group, then this
+    /// server's parents (`allot-<instance>` under each mount) if nothing is
+    /// left in them. Groups whose processes still run stay for the next
+    /// start, which stops them, and so do their parents. Returns how many
+    /// groups are left.
+    pub fn remove_empty(&self) -> usize {
+        let mut left = 0;
+        for g in self.existing() {
+            if g.populated() {
+                left += 1;
+            } else {
+                g.remove();
+            }
+        }
+        if left == 0 {
+            for parent in std::iter::once(&self.unified).chain(&self.devices) {
+                match fs::remove_dir(parent) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        tracing::warn!(group = %parent.display(), error = %e, "cannot remove the server's cgroup")
+                    }
+                    _ => {}
+                }
+            }
+        }
+        left
     }
 }
 

@@ -175,6 +175,12 @@ impl Executor for FleetExecutor {
     /// Each executor looks for its own: the local one by its cgroups and
     /// tags, each Slurm one every job of its store (user and comment) on
     /// its cluster; none stops what is not its own. Run one after the other.
+    fn shutdown(&self) {
+        for m in self.distinct() {
+            m.shutdown();
+        }
+    }
+
     fn terminate_survivors(&self, survivors: Vec<Survivor>, grace: Duration) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             for m in self.distinct() {

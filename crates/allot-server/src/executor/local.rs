@@ -446,6 +446,17 @@ impl Executor for LocalExecutor {
         tokio::spawn(sample_local(every, held, self.events.clone()));
     }
 
+    /// Removes the empty cgroups this server made (issue 30, point 17): a
+    /// clean stop with nothing running leaves no group behind.
+    fn shutdown(&self) {
+        if let Some(c) = &self.contain {
+            let left = c.remove_empty();
+            if left > 0 {
+                tracing::info!(groups = left, "cgroups of running attempts are left to the next start");
+            }
+        }
+    }
+
     fn terminate_survivors(&self, survivors: Vec<Survivor>, grace: Duration) -> BoxFuture<'_, ()> {
         let tags: Vec<String> = survivors.iter().map(|s| self.tag(s.key)).collect();
         Box::pin(async move {

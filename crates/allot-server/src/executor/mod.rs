@@ -260,6 +260,12 @@ pub trait Executor: Send + Sync {
     /// [`telemetry`]); an executor that runs nothing on GPUs ignores it.
     /// Called at most once, inside the runtime.
     fn start_telemetry(&self, _every: Duration) {}
+
+    /// At a clean stop, once the scheduler has committed its last step:
+    /// removes what the executor made on this host and no longer needs
+    /// (the local executor's empty cgroups). Running work is left to the
+    /// next start. By default there is nothing to remove.
+    fn shutdown(&self) {}
 }
 
 /// Runs nothing: attempts "start" at once and never end by themselves.

@@ -446,6 +446,22 @@ impl Store {
         rows.iter().map(workload_row).collect::<Result<_, _>>().ctx("decode workloads")
     }
 
+    /// The elements of array `array` as (seq, state), in seq order: what a
+    /// dependency on the array waits for, without reading whole rows (a
+    /// dependency naming a 10,000-element array read 10,000 rows of every
+    /// column; issue 30, point 16).
+    pub async fn array_states(&self, array: i64) -> Result<Vec<(i64, String)>, StoreError> {
+        let rows = sqlx::query("SELECT seq, state FROM workloads WHERE array_id = $1 ORDER BY seq")
+            .bind(array)
+            .fetch_all(&self.pool)
+            .await
+            .ctx("list an array's elements")?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<i64, _>("seq")?, r.try_get::<String, _>("state")?)))
+            .collect::<Result<_, sqlx::Error>>()
+            .ctx("decode an array's elements")
+    }
+
     /// A workload's points of GPU utilization over time, by attempt and time.
     pub async fn gpu_samples_of(&self, seq: i64) -> Result<Vec<GpuSample>, StoreError> {
         let rows = sqlx::query(

@@ -327,6 +327,28 @@ impl Server {
         }
     }
 
+    /// SIGTERM, then waits for the server to exit (a clean stop); returns
+    /// whether it exited with success.
+    pub fn stop(&mut self) -> bool {
+        let Some(mut c) = self.child.take() else { return true };
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe {
+            libc::kill(c.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = c.try_wait().expect("wait") {
+                return status.success();
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!("allot serve did not stop within 30 s of SIGTERM:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Starts it again on the same store and port.
     pub fn restart(&mut self) {
         self.kill9();

@@ -51,6 +51,9 @@ pub enum HoldRefused {
     NotHeld,
 }
 
+/// Open dependencies a DEP-1 reason names; the others are counted.
+const REASON_DEPS: usize = 8;
+
 impl Engine {
     /// A parked workload just submitted (or restored): its conditions are
     /// taken in; it is queued if they are met, cancelled if a dependency
@@ -128,48 +131,57 @@ impl Engine {
         self.state.runs[w.0 as usize].last_reason = Some(reason);
     }
 
-    /// HOLD-1 or DEP-1: what a parked workload waits for.
+    /// HOLD-1 or DEP-1: what a parked workload waits for. The first
+    /// [`REASON_DEPS`] open dependencies are named and the others counted,
+    /// so that a reason (asked for by every listing of pending work, in the
+    /// scheduler task) costs a count, not a text, per dependency.
     fn wait_reason(&self, w: WorkloadId, waits: &Waits) -> Reason {
         if waits.held {
             return Reason::new(Rule::Hold, "held; it waits until released");
         }
         // An array named in a dependency is one condition per element:
         // said once, by the array's id as people know it, with how many of
-        // its elements are in which phase (issue 30, point 5).
-        let mut open: Vec<(String, Option<u32>, Vec<(Phase, u32)>)> = Vec::new();
+        // its elements are in which phase (issue 30, point 5); at most
+        // REASON_DEPS conditions are named, the others counted.
+        type Group = (&'static str, Option<(u64, u32)>, WorkloadId, Vec<(Phase, u32)>);
+        let mut groups: Vec<Group> = Vec::new();
+        let mut index: BTreeMap<(&'static str, u64, bool), usize> = BTreeMap::new();
         for d in &self.state.spec(w).after {
             let DepTarget::Workload(o) = d.on else { continue };
-            let target = self.state.spec(o);
-            let (name, array) = match &target.array {
-                Some(part) => (format!("{}:{}", d.kind.as_str(), part.array), Some(part.count)),
-                None => (format!("{}:{}", d.kind.as_str(), target.id), None),
+            let array = self.state.spec(o).array.as_ref().map(|p| (p.array, p.count));
+            let key = match array {
+                Some((id, _)) => (d.kind.as_str(), id, true),
+                None => (d.kind.as_str(), u64::from(o.0), false),
             };
-            let i = open.iter().position(|(n, _, _)| *n == name).unwrap_or_else(|| {
-                open.push((name, array, Vec::new()));
-                open.len() - 1
+            let i = *index.entry(key).or_insert_with(|| {
+                groups.push((d.kind.as_str(), array, o, Vec::new()));
+                groups.len() - 1
             });
             let phase = self.state.run(o).phase;
-            let counts = &mut open[i].2;
+            let counts = &mut groups[i].3;
             match counts.iter_mut().find(|(p, _)| *p == phase) {
                 Some((_, k)) => *k += 1,
                 None => counts.push((phase, 1)),
             }
         }
-        let open: Vec<String> = open
-            .into_iter()
-            .filter(|(_, _, counts)| counts.iter().any(|(p, _)| !p.is_terminal()))
-            .map(|(name, array, counts)| {
-                let phases: Vec<String> = match array {
-                    Some(_) => counts.iter().map(|(p, k)| format!("{k} {}", p.as_str())).collect(),
-                    None => counts.iter().map(|(p, _)| p.as_str().to_string()).collect(),
-                };
-                match array {
-                    Some(n) => format!("{name} (array of {n}: {})", phases.join(", ")),
-                    None => format!("{name} ({})", phases.join(", ")),
+        let mut open = groups.into_iter().filter(|(_, _, _, counts)| counts.iter().any(|(p, _)| !p.is_terminal()));
+        let named: Vec<String> = open
+            .by_ref()
+            .take(REASON_DEPS)
+            .map(|(kind, array, o, counts)| match array {
+                Some((id, n)) => {
+                    let phases: Vec<String> = counts.iter().map(|(p, k)| format!("{k} {}", p.as_str())).collect();
+                    format!("{kind}:{id} (array of {n}: {})", phases.join(", "))
                 }
+                None => format!("{kind}:{} ({})", self.state.spec(o).id, self.state.run(o).phase.as_str()),
             })
             .collect();
-        Reason::new(Rule::DepWait, format!("waits for {}", open.join(", ")))
+        let more = open.count();
+        let text = match more {
+            0 => format!("waits for {}", named.join(", ")),
+            n => format!("waits for {} and {n} more", named.join(", ")),
+        };
+        Reason::new(Rule::DepWait, text)
     }
 
     /// A workload ended for good: its array place is freed, and the
