@@ -232,6 +232,30 @@ fn a_dependency_on_an_array_names_the_array_once() {
     r.pass(10);
     let why = r.why(after, 10);
     assert_eq!(why.detail, "waits for afterok:3 (array of 4: 1 finished, 2 running, 1 pending)", "{why}");
+
+    // Ten workloads of their own: eight are named, the others counted.
+    let mut r = Run::new(1, PolicyKind::Allot);
+    let singles: Vec<WorkloadId> = (0..10)
+        .map(|i| {
+            let spec = r.wl(&format!("s{i}"), |w| w, 0);
+            r.arrive(spec, 0)
+        })
+        .collect();
+    let spec = r.wl(
+        "after",
+        |mut w| {
+            for s in &singles {
+                w = w.after(DepKind::AfterAny, *s);
+            }
+            w
+        },
+        0,
+    );
+    let after = r.arrive(spec, 0);
+    r.pass(0);
+    let why = r.why(after, 0);
+    assert!(why.detail.starts_with("waits for afterany:s0 (running), afterany:s1 (pending),"), "{why}");
+    assert!(why.detail.ends_with("afterany:s7 (pending) and 2 more"), "{why}");
 }
 
 #[test]
