@@ -578,4 +578,6 @@ async fn array_elements_are_named_as_the_cli_names_them() {
         let (status, _) = s.http("POST", &format!("/v1/workloads/{id}_{i}/cancel"), Some(&f.admin), None).await;
         assert!(status < 300, "cancel {id}_{i}: {status}");
     }
+    drop(s);
+    f.finish().await;
 }
