@@ -383,6 +383,11 @@ impl Authenticator {
         Ok((row.id, token, row.expires_t))
     }
 
+    /// How long a person's session lasts (`[identity] session_ttl`).
+    pub fn session_ttl_s(&self) -> u64 {
+        self.identity.session_ttl_s
+    }
+
     /// Tokens, grants or accounts changed: no cached principal is used
     /// again.
     pub fn forget_all(&self) {

@@ -61,6 +61,8 @@ pub enum How {
     PeerCred,
     /// An OpenID Connect identity provider.
     Oidc,
+    /// A command-line session made from a person's dashboard session.
+    Dashboard,
 }
 
 impl How {
@@ -70,6 +72,7 @@ impl How {
             How::Munge => "munge",
             How::PeerCred => "peercred",
             How::Oidc => "oidc",
+            How::Dashboard => "dashboard",
         }
     }
 }

@@ -71,6 +71,16 @@ async fn people_sign_in_with_single_sign_on() {
         b.never_show(t);
     }
     a_granted_person_signs_in(&b, &mine, &other).await;
+    // From a laptop: a command-line session acting as ada, with her grants.
+    let cli = a_person_makes_a_command_line_session(&b).await;
+    let (code, v) = s.http("GET", "/v1/accounts", Some(&cli), None).await;
+    assert_eq!(code, 200, "{v}");
+    let paths: Vec<&str> = v.as_array().expect("accounts").iter().filter_map(|a| a["path"].as_str()).collect();
+    assert!(paths.contains(&"org/a") && !paths.contains(&"org/b"), "ada's grants: {paths:?}");
+    let (code, v) = s.http("GET", "/v1/sessions", Some(&cli), None).await;
+    assert_eq!(code, 200, "{v}");
+    let listed = v.as_array().expect("sessions");
+    assert!(listed.iter().any(|x| x["method"] == "dashboard" && x["unix_user"] == "ada"), "listed as hers: {v}");
     b.client.delete_all_cookies().await.expect("clear cookies");
     a_person_in_no_granted_group_is_refused(&b, &mine).await;
 
@@ -119,6 +129,18 @@ async fn a_granted_person_signs_in(b: &Browser, mine: &str, other: &str) {
     assert_eq!(b.fetch_status(&format!("/workloads/{other}")).await, 404, "another project's workload");
     assert_eq!(b.fetch_status(&format!("/workloads/{mine}")).await, 200, "their project's workload");
     b.assert_no_secret().await;
+}
+
+/// Issue 29, from a laptop: the signed-in person makes a command-line
+/// session at `/cli`; its token is shown once, with the server's address.
+async fn a_person_makes_a_command_line_session(b: &Browser) -> String {
+    b.visit("/cli").await;
+    b.find("main form[action=\"/cli\"] button").await.click().await.expect("make a session");
+    let text = b.wait_for("pre.token", 10).await.text().await.expect("the token's text");
+    assert!(text.contains("export ALLOT_SERVER=http://127.0.0.1:"), "{text}");
+    let token = text.lines().find_map(|l| l.strip_prefix("export ALLOT_TOKEN=")).expect("an ALLOT_TOKEN line");
+    assert!(token.starts_with("allot_s_"), "{text}");
+    token.to_string()
 }
 
 /// The person in no granted group: a 403 page that says why, no session,

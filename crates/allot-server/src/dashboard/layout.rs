@@ -84,6 +84,7 @@ pub fn page(v: &Viewer, p: Page) -> Response {
                         div.who {
                             span { (v.who.name) " · " (v.who.role.as_str())
                                 @for (i, s) in v.who.scopes.iter().enumerate() { @if i == 0 { " of " } @else { ", " } code { (s) } } }
+                            a href="/cli" { "Command line" }
                             form method="post" action="/logout" {
                                 (csrf(v))
                                 button.link type="submit" { "Sign out" }

@@ -21,6 +21,7 @@
 pub mod admin;
 pub mod assets;
 pub mod budgets;
+pub mod cli_access;
 pub mod fleet;
 pub mod history;
 pub mod html;
@@ -45,6 +46,7 @@ pub fn routes() -> Router<App> {
     Router::new()
         .merge(session::routes())
         .merge(sso::routes())
+        .merge(cli_access::routes())
         .merge(assets::routes())
         .merge(work::routes())
         .merge(budgets::routes())

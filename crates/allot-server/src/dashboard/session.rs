@@ -71,6 +71,15 @@ pub struct Flash {
 }
 
 impl Viewer {
+    /// The person behind this dashboard session: the session of theirs it
+    /// was opened on (single sign-on, or a person's session), or `None`
+    /// when it was opened with an API token.
+    pub async fn person(&self, app: &App) -> Option<crate::store::LoginRow> {
+        let now = crate::clock::now() as i64;
+        let session = app.store.session(&self.session_hash, now).await.ok()??;
+        app.store.login_by_hash(&session.token_hash, now).await.ok()?
+    }
+
     /// Refuses (403) unless `csrf` is this session's token.
     #[allow(clippy::result_large_err, reason = "the refusal is the handler's answer, returned at once")]
     pub fn check_csrf(&self, csrf: &str) -> Result<(), Response> {

@@ -231,9 +231,25 @@ impl Browser {
         }
     }
 
-    /// The visible text of the first `css`.
+    /// The visible text of the first `css`. The pages refresh `<main>` in
+    /// place, which may replace the element between finding it and reading
+    /// it (a stale element) or just as it is looked for: both are tried
+    /// again for up to 3 s before the test fails.
     pub async fn text(&self, css: &str) -> String {
-        self.find(css).await.text().await.expect("element text")
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            let read = match self.client.find(Locator::Css(css)).await {
+                Ok(e) => e.text().await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match read {
+                Ok(t) => return t,
+                Err(e) if Instant::now() >= deadline => {
+                    panic!("no text of {css} at {}: {e}\n{}", self.here().await, self.main_text().await)
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
     }
 
     /// `<main>`'s visible text ("" when there is none).
