@@ -903,6 +903,15 @@ async fn kubernetes_a_node_that_appears_is_capacity_added() {
     let v = until_state(&s, t, &more, "running", 60).await;
     assert_eq!(nodes_of(&v), set(&["grow-4"]), "{v}");
     starts.push(v["attempts"][0]["start_t"].as_i64());
+    // The store says running once the scheduler decides; the crash below
+    // is about Jobs that run, so wait until Allot has admitted the Job (a
+    // crash before that, a CI run under load showed, leaves an attempt the
+    // restart does not adopt).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while admin.get("more").await.unwrap().spec.and_then(|j| j.suspend) != Some(false) {
+        assert!(Instant::now() < deadline, "the Job more was not unsuspended within 30 s: {}", s.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(s.log().contains("MNT-5: node added to its pool"), "{}", s.log());
     assert!(s.log().contains("fits no pool"), "the 4-GPU Node is not used: {}", s.log());
     let log = s.log();
