@@ -366,14 +366,7 @@ mod tests {
             name: Some("My Run: 7B!".into()),
             ..Default::default()
         };
-        let new = NewJob {
-            req: &req,
-            image: "trainer:1",
-            namespace: "team-a".into(),
-            submitter: "carol",
-            name: None,
-            run_as: None,
-        };
+        let new = carol_job(&req);
         let j = build(&new, &o).unwrap();
         assert_eq!(j.metadata.generate_name.as_deref(), Some("my-run-7b-"));
         let labels = j.metadata.labels.clone().unwrap();
@@ -385,6 +378,11 @@ mod tests {
         assert_eq!((shape.pods, shape.gpus_per_pod, shape.expected_s), (2, 8, Some(3600)), "read back as built");
         o.job_selector = "allot.dev/managed=true,tier in (a,b)".into();
         assert!(build(&new, &o).unwrap_err().contains("\"tier in (a,b)\" is not key=value"));
+    }
+
+    /// carol's Job of `req`, image `trainer:1` in `team-a`, run as no one in particular.
+    fn carol_job(req: &crate::views::SubmitRequest) -> NewJob<'_> {
+        NewJob { req, image: "trainer:1", namespace: "team-a".into(), submitter: "carol", name: None, run_as: None }
     }
 
     /// K8S-12: the pod of a Job Allot creates runs as a non-root user under
@@ -401,14 +399,7 @@ mod tests {
             command: vec!["python".into()],
             ..Default::default()
         };
-        let new = NewJob {
-            req: &req,
-            image: "trainer:1",
-            namespace: "team-a".into(),
-            submitter: "carol",
-            name: None,
-            run_as: None,
-        };
+        let new = carol_job(&req);
         let j = serde_json::to_value(build(&new, &o).unwrap()).unwrap();
         let pod = &j["spec"]["template"]["spec"];
         assert_eq!(pod["automountServiceAccountToken"], false, "{pod}");
