@@ -93,17 +93,107 @@ impl fmt::Display for Rule {
     }
 }
 
+impl Rule {
+    /// What the rule means for the person whose work it touches, in one
+    /// plain sentence without numbers: the first words of a reason shown
+    /// to people ([`Reason::lead`]).
+    pub fn plain(self) -> &'static str {
+        use Rule::*;
+        match self {
+            PlaceGang => "It waits until all the GPUs it asks for are free at once.",
+            PlaceNodes => "It waits until the nodes it asks for have enough GPUs free.",
+            PlaceRack => "It is being placed inside one rack.",
+            PlaceBestFit => "It is placed on the fullest nodes that fit, to keep whole nodes free.",
+            PlaceGpuType => "It waits for the GPU type it asks for.",
+            PlaceHealthy => "The nodes it can run on are out of service.",
+            PlaceSpread => "It is spread over several nodes.",
+            FleetEligible => "It can run only on the clusters it names.",
+            FleetPlace => "It goes to the cluster that fits it best.",
+            FleetOutage => "Its cluster could not be reached and was taken out of service.",
+            FleetReturn => "Its cluster is coming back into service.",
+            FifoOrder => "Work submitted before it goes first.",
+            FifoBackfill => "It starts as soon as it fits.",
+            PrioOrder => "Work of a higher priority, or submitted before it, goes first.",
+            PrioPools => "It can run only on its team's GPUs and the shared ones.",
+            PrioPreempt => "Work of a higher priority took its GPUs.",
+            BudgetFirst => {
+                "Its account has used its GPU-time budget for this period, so work still in budget goes first."
+            }
+            BudgetOver => "Its account is over budget, so it runs only on GPUs no in-budget work can use.",
+            BudgetLedger => "GPU time is charged per second of use.",
+            BudgetPeriods => "Budgets renew at each period.",
+            BudgetCarryOver => "Unused budget carries over into the next period.",
+            BudgetUser => "Its user has used their own GPU-time budget in this account.",
+            ShareDefault => "Its account's share comes from its budget.",
+            FairShare => "Other projects have used less of their share recently, so their work goes first.",
+            FairUsers => "Others in its project have used less recently, so their work goes first.",
+            ImpactIdle => "Over-budget work gets idle GPUs by impact.",
+            ImpactVictim => "Work of lower impact yields first.",
+            ImpactWeight => "Shares are weighted by impact.",
+            ImpactBudget => "Impact never lifts work over a budget.",
+            Slice => "The GPUs are busy with work still inside its guaranteed time.",
+            Grace => "It was asked to stop and has a grace period to save its work.",
+            Requeue => "It was stopped and waits to run again from its last checkpoint.",
+            NoPingPong => "It is next, but stopping running work for it would only swap places back later.",
+            VictimOrder => "The work that loses least is stopped first.",
+            TimeLimit => "It ran for its whole time limit.",
+            CheckpointReport => "Stopped, it keeps the progress of its last reported checkpoint.",
+            CheckpointOnSignal => "It saves its progress when asked to stop.",
+            IdleReclaim => "Its GPUs stayed idle too long, so it was stopped.",
+            Interactive => "Interactive work gets GPUs first.",
+            InteractiveLimit => "It asks for more than interactive work may have.",
+            ServiceNoSlice => "Services run without time slices.",
+            ServiceCap => "Its account already holds all the GPUs its services may use.",
+            Drain => "Its node is being drained for maintenance.",
+            Failure => "Its node failed.",
+            LaunchFailure => "Its launch failed on the node, not in its own code; it is tried again.",
+            LaunchSetup => "Its own setup (its working directory) is missing on its node.",
+            NodeAdded => "A node was added.",
+            Completed => "It finished its work.",
+            AccountLive => "Accounts change live.",
+            AccountClosed => "Its account is closed and takes no new work.",
+            AccountStop => "Its account was closed and its work stopped.",
+            Hold => "It is on hold until someone releases it.",
+            DepWait => "It waits for the work it depends on.",
+            DepNever => "The work it depends on can no longer end as it needs.",
+            Adopt => "It kept running while the server restarted.",
+            Outside => "Some GPUs are held by work Allot does not manage.",
+            ArrayLimit => "Its array may run only so many elements at once.",
+        }
+    }
+}
+
 /// Why something happened (or did not): a rule and the numbers behind it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reason {
     pub rule: Rule,
     /// Fixed texts are borrowed, so most reasons cost no allocation.
     pub detail: Cow<'static, str>,
+    /// The plain sentence people read first, where the situation says
+    /// more than the rule's own ([`Rule::plain`]).
+    pub situation: Option<&'static str>,
 }
 
 impl Reason {
     pub fn new(rule: Rule, detail: impl Into<Cow<'static, str>>) -> Reason {
-        Reason { rule, detail: detail.into() }
+        Reason { rule, detail: detail.into(), situation: None }
+    }
+
+    /// This reason, led for people by `sentence` instead of the rule's own.
+    pub fn led_by(mut self, sentence: &'static str) -> Reason {
+        self.situation = Some(sentence);
+        self
+    }
+
+    /// The plain sentence people read first: why they wait, without numbers.
+    pub fn lead(&self) -> &'static str {
+        self.situation.unwrap_or_else(|| self.rule.plain())
+    }
+
+    /// The reason as people read it: the plain sentence, then the rule id
+    /// and its numbers.
+    pub fn words(&self) -> String {
+        format!("{} {self}", self.lead())
     }
 }
 

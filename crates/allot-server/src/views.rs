@@ -10,6 +10,41 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
+/// A reason as people read it (issue 30, point 8): its plain sentence
+/// first, then the rule id and its numbers, with every instant (`t=` and
+/// Unix seconds) written as a UTC time and how far it is from `now`.
+pub fn for_people(reason: &allot_core::Reason, now: i64) -> String {
+    let text = reason.words();
+    let mut out = String::with_capacity(text.len() + 32);
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("t=") {
+        let digits = rest[i + 2..].bytes().take_while(u8::is_ascii_digit).count();
+        let word_start = i == 0 || !rest.as_bytes()[i - 1].is_ascii_alphanumeric();
+        // Instants of a live server are Unix seconds (after 2001).
+        let t = rest[i + 2..i + 2 + digits].parse::<i64>().ok().filter(|t| *t >= 1_000_000_000);
+        match t {
+            Some(t) if word_start => {
+                out.push_str(&rest[..i]);
+                out.push_str(&instant_words(t, now));
+            }
+            _ => out.push_str(&rest[..i + 2 + digits]),
+        }
+        rest = &rest[i + 2 + digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `14:05 UTC (in 3 min)`, with the date when it is not `now`'s day.
+fn instant_words(t: i64, now: i64) -> String {
+    let full = allot_core::calendar::format_instant(t.max(0) as u64).replacen('T', " ", 1);
+    let today = allot_core::calendar::format_instant(now.max(0) as u64);
+    let clock = if full.get(..10) == today.get(..10) { full.get(11..16) } else { full.get(..16) };
+    let clock = clock.unwrap_or(&full);
+    let gap = allot_core::words::span((t - now).unsigned_abs());
+    if t >= now { format!("{clock} UTC (in {gap})") } else { format!("{clock} UTC ({gap} ago)") }
+}
+
 /// `POST /v1/workloads`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -725,6 +760,34 @@ pub struct CheckpointView {
     pub t: i64,
     /// Seconds of the attempt's progress it saved: what a stop keeps.
     pub saved_s: i64,
+}
+
+#[cfg(test)]
+mod reason_tests {
+    use super::*;
+    use allot_core::{Reason, Rule};
+
+    #[test]
+    fn a_reason_for_people_leads_with_a_sentence_and_shows_times_as_times() {
+        let now = 1_796_456_000; // 2026-12-05T07:33:20Z
+        let r = Reason::new(
+            Rule::Slice,
+            "no running workload is past its slice (CON-1); the earliest slice ends at t=1796456180",
+        );
+        let text = for_people(&r, now);
+        assert!(text.starts_with(Rule::Slice.plain()), "{text}");
+        assert!(text.contains("CON-1: no running workload"), "{text}");
+        assert!(text.contains("ends at 07:36 UTC (in 3 min)"), "{text}");
+        assert!(!text.contains("t=1796456180"), "{text}");
+        // Another day: the date is shown; a time past: "ago".
+        let r = Reason::new(Rule::Grace, "starts when their grace ends at t=1796600000; was at t=1796455000");
+        let text = for_people(&r, now);
+        assert!(text.contains("at 2026-12-06 23:33 UTC (in 1 d 16 h)"), "{text}");
+        assert!(text.contains("at 07:16 UTC (16 min ago)"), "{text}");
+        // Small numbers after t= are left alone (a simulator's seconds).
+        let r = Reason::new(Rule::Slice, "at t=42");
+        assert!(for_people(&r, now).ends_with("at t=42"));
+    }
 }
 
 #[cfg(test)]

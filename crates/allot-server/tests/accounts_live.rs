@@ -49,6 +49,12 @@ async fn live_tree(backend: Backend) {
     assert_eq!(v["users"], serde_json::json!({"alice": 2.0, "bob": 3.0}));
     let v = s.cli_json(&mgr, &["share", "set", "org/new", "--user", "bob", "default"]);
     assert_eq!(v["users"], serde_json::json!({"alice": 2.0}));
+    // Issue 30, point 11: the change is printed, from what it was.
+    let out = s.cli(&mgr, &["share", "set", "org/new", "--user", "carol", "2"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("share of carol in org/new: 1 (the default) → 2"), "{text}");
+    let out = s.cli(&mgr, &["share", "set", "org/new", "--user", "carol", "default"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("share of carol in org/new: 2 → 1 (the default)"));
     s.cli_ok(admin, &["impact", "set", "org/new", "4"]);
     // A researcher's budget within the project (BUD-6).
     let v = s.cli_json(&mgr, &["budget", "set", "org/new", "--user", "alice", "3"]);

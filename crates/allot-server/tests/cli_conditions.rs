@@ -70,7 +70,13 @@ async fn conditions(backend: Backend) {
     let c = submit(&s, t, &["--account", "org/a", "--gpus", "1", "-d", &dep("afterok", &b), "--", "true"]);
     let d = submit(&s, t, &["--account", "org/a", "--gpus", "1", "-d", &dep("afternotok", &head), "--", "true"]);
     let why = s.cli_json(t, &["show", &b]);
-    assert!(why["why"].as_str().unwrap().starts_with(&format!("DEP-1: waits for afterok:{head}")), "{why}");
+    // A plain sentence first (issue 30, point 8), then the rule and its numbers.
+    let text = why["why"].as_str().unwrap();
+    assert!(
+        text.starts_with("It waits for the work it depends on. ")
+            && text.contains(&format!(" DEP-1: waits for afterok:{head}")),
+        "{why}"
+    );
     until(&s, t, &head, &["failed"]).await;
     let v = until(&s, t, &c, &["cancelled"]).await;
     let reason = v["workload"]["reason"].as_str().unwrap();
@@ -102,7 +108,7 @@ async fn conditions(backend: Backend) {
         (Some("pending"), Some(true)),
         "{v}"
     );
-    assert!(v["why"].as_str().unwrap().starts_with("HOLD-1: held"), "{v}");
+    assert!(v["why"].as_str().unwrap().starts_with("It is on hold until someone releases it. HOLD-1: held"), "{v}");
     let q = s.cli_ok(t, &["queue"]);
     assert!(q.lines().any(|l| l.split_whitespace().next() == Some(held.as_str()) && l.contains(" held ")), "{q}");
     s.restart();

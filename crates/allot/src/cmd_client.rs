@@ -758,11 +758,33 @@ async fn set_account(a: SetArgs, field: AccountField) -> Result<()> {
             "impact of".into()
         }
     };
-    let v = client(&a.opts)?
-        .change_account(&a.path, &change)
-        .await
-        .with_context(|| format!("failed to set the {what} {}", a.path))?;
+    let c = client(&a.opts)?;
+    // What it was, to say what changed (the PATCH reports any error).
+    let before = c.account(&a.path).await.ok();
+    let v = c.change_account(&a.path, &change).await.with_context(|| format!("failed to set the {what} {}", a.path))?;
+    if !a.opts.json
+        && let Some(before) = &before
+    {
+        let (was, now) = (account_value(before, field, a.user.as_deref()), account_value(&v, field, a.user.as_deref()));
+        println!("{what} {}: {was} → {now}", v.path);
+    }
     print_account(a.opts.json, &v)
+}
+
+/// An account's value of `field` (a user's, with `user`) in words.
+fn account_value(v: &AccountView, field: AccountField, user: Option<&str>) -> String {
+    let num = |x: f64| format!("{}", (x * 1000.0).round() / 1000.0);
+    match (field, user) {
+        (AccountField::Share, Some(u)) => v.users.get(u).map_or_else(|| "1 (the default)".into(), |x| num(*x)),
+        (AccountField::Budget, Some(u)) => {
+            v.user_budgets.get(u).map_or_else(|| "no budget of their own".into(), |x| format!("{} GPU-hours", num(*x)))
+        }
+        (AccountField::Share, None) => num(v.share),
+        (AccountField::Budget, None) => {
+            v.budget_gpu_hours.map_or_else(|| "no budget".into(), |x| format!("{} GPU-hours", num(x)))
+        }
+        (AccountField::Impact, _) => num(v.impact),
+    }
 }
 
 fn print_account(json: bool, v: &AccountView) -> Result<()> {

@@ -274,6 +274,10 @@ impl Client {
         self.get("/v1/accounts").await
     }
 
+    pub async fn account(&self, path: &str) -> Result<AccountView, ClientError> {
+        self.get(&format!("/v1/accounts/{path}")).await
+    }
+
     pub async fn change_account(&self, path: &str, change: &AccountChange) -> Result<AccountView, ClientError> {
         self.call(Method::PATCH, &format!("/v1/accounts/{path}"), Some(change)).await
     }

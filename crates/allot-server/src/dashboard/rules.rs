@@ -61,9 +61,29 @@ pub fn routes() -> Router<App> {
     Router::new().route("/rules", get(rules)).route("/docs/{name}", get(doc))
 }
 
+/// `/rules`: first what each rule means for a person's work, in plain
+/// words (each row the anchor a reason's rule id links to), then the
+/// rules in full with their references for contributors (issue 30,
+/// point 8).
 async fn rules(v: Viewer) -> Response {
     let text = DOCS.iter().find(|(n, _)| *n == "rules.md").map_or("", |(_, t)| t);
-    let body = html! { article.doc { (PreEscaped(render(text))) } };
+    let body = html! {
+        article.doc {
+            h1 { "What the rules mean for your work" }
+            p { "A reason on the dashboard or in " code { "allot show" } " starts with the sentence below, then names \
+                 the rule and its numbers." }
+            table.rules {
+                thead { tr { th { "Rule" } th { "What it means for you" } th { "The rule" } } }
+                tbody {
+                    @for r in Rule::ALL {
+                        tr id=(r.id()) { td { code { (r.id()) } } td { (r.plain()) } td { (r.title()) } }
+                    }
+                }
+            }
+            h2 { "The rules in full, for contributors" }
+            (PreEscaped(render_without_anchors(text)))
+        }
+    };
     layout::page(&v, Page { title: "Policy rules".into(), nav: Nav::Rules, body, refresh: None })
 }
 
@@ -84,8 +104,17 @@ async fn doc(v: Viewer, Path(name): Path<String>) -> Response {
 /// cell becomes its anchor (`#FS-1`), links to other documents stay in the
 /// dashboard (`/docs/…`, `/rules`), raw HTML in the text is escaped.
 pub fn render(md: &str) -> String {
+    render_anchored(md, HashSet::new())
+}
+
+/// [`render`] with no rule anchors (the page has its own).
+fn render_without_anchors(md: &str) -> String {
+    render_anchored(md, Rule::ALL.iter().map(|r| r.id().to_string()).collect())
+}
+
+/// [`render`], anchoring the rule ids not in `anchored`.
+fn render_anchored(md: &str, mut anchored: HashSet<String>) -> String {
     let ids: HashSet<&str> = Rule::ALL.iter().map(|r| r.id()).collect();
-    let mut anchored: HashSet<String> = HashSet::new();
     let mut out: Vec<Event> = Vec::new();
     let mut in_cell = false;
     let mut heading: Option<(pulldown_cmark::HeadingLevel, Vec<Event>)> = None;

@@ -231,7 +231,7 @@ impl Scheduler {
         let &w = self.by_seq.get(&seq)?;
         let run = self.engine.state.run(w);
         if run.phase == Phase::Pending {
-            return Some(self.engine.explain(&*self.policy, w, now).to_string());
+            return Some(crate::views::for_people(&self.engine.explain(&*self.policy, w, now), now as i64));
         }
         run.last_reason.as_ref().map(Reason::to_string)
     }
@@ -242,7 +242,9 @@ impl Scheduler {
         let pending = |seq: &i64| self.by_seq.get(seq).copied().filter(|&w| st.run(w).phase == Phase::Pending);
         let ws: Vec<WorkloadId> = seqs.iter().filter_map(pending).collect();
         let mut reasons = self.engine.explain_all(&*self.policy, &ws, now).into_iter();
-        seqs.iter().map(|seq| pending(seq).and_then(|_| reasons.next()).map(|r| r.to_string())).collect()
+        seqs.iter()
+            .map(|seq| pending(seq).and_then(|_| reasons.next()).map(|r| crate::views::for_people(&r, now as i64)))
+            .collect()
     }
 
     /// A node as the API shows it, with every workload on it (the API

@@ -188,9 +188,11 @@ impl Explainer {
                     fs.name(state, st.slot),
                     if st.earlier == 1 { "goes first" } else { "go first" }
                 ),
-            );
+            )
+            .led_by("Earlier work of the same user in its project goes first.");
         }
-        Reason::new(rule, format!("{capacity}; {}", preemption_note(state, w, now)))
+        let (lead, note) = preemption_note(state, w, now);
+        Reason::new(rule, format!("{capacity}; {note}")).led_by(lead)
     }
 }
 
@@ -243,12 +245,13 @@ fn acted(state: &State, w: WorkloadId, outcome: &Outcome, now: Time) -> Reason {
     let spec = state.spec(w);
     let soon = "fits now; starts at the next scheduling pass";
     match outcome {
-        Outcome::Started(Tier::Lane) => Reason::new(Rule::Interactive, soon),
-        Outcome::Started(Tier::InBudget) => Reason::new(Rule::FairShare, soon),
+        Outcome::Started(Tier::Lane) => Reason::new(Rule::Interactive, soon).led_by(STARTS),
+        Outcome::Started(Tier::InBudget) => Reason::new(Rule::FairShare, soon).led_by(STARTS),
         Outcome::Started(Tier::OverBudget) => Reason::new(
             Rule::BudgetOver,
             format!("{}; fits on capacity no in-budget work can use; {soon}", over(state, w, now)),
-        ),
+        )
+        .led_by(STARTS),
         Outcome::Claimed(alloc) => {
             let at = released_at(state, alloc).map_or_else(String::new, |t| format!(" at t={t}"));
             Reason::new(
@@ -258,12 +261,14 @@ fn acted(state: &State, w: WorkloadId, outcome: &Outcome, now: Time) -> Reason {
                     spec.gpus
                 ),
             )
+            .led_by("GPUs are being freed for it: it starts when the work on them has saved and stopped.")
         }
         Outcome::Preempting(victims) => {
             let rule = victims.first().map_or(Rule::NoPingPong, |(_, r)| *r);
             let ids: Vec<&str> = victims.iter().map(|(v, _)| state.spec(*v).id.as_str()).collect();
             let end = now + state.contract.grace;
             Reason::new(rule, format!("preempting {} for it; starts when their grace ends at t={end}", ids.join(", ")))
+                .led_by("Running work is being stopped to make room for it.")
         }
         Outcome::Rejected(r) => r.clone(),
         Outcome::ServiceCap(a, held, cap) => Reason::new(
@@ -286,11 +291,17 @@ fn over(state: &State, w: WorkloadId, now: Time) -> String {
     budget::describe_over(state, culprit, a, now)
 }
 
-/// Why nothing is preempted for a top-ranked waiting workload.
-fn preemption_note(state: &State, w: WorkloadId, now: Time) -> String {
+/// The plain sentence of a workload the next pass starts.
+const STARTS: &str = "It starts at the next scheduling pass.";
+
+/// Why nothing is preempted for a top-ranked waiting workload: the plain
+/// sentence, and the rules and times behind it.
+fn preemption_note(state: &State, w: WorkloadId, now: Time) -> (&'static str, String) {
     let spec = state.spec(w);
     let mut past = 0usize;
     let mut earliest: Option<Time> = None;
+    // CON-6: the first running attempt that must end by its time limit.
+    let mut limit_end: Option<Time> = None;
     for &v in &state.running {
         let Some(end) = slice_end(state, v) else { continue };
         let first = state.run(v).alloc.as_ref().and_then(|a| a.parts.first()).map(|(n, _)| *n);
@@ -299,6 +310,10 @@ fn preemption_note(state: &State, w: WorkloadId, now: Time) -> String {
         if spec.gpu_type.is_some_and(|g| Some(g) != on_type) || elsewhere {
             continue;
         }
+        if let (Some(started), Some(limit)) = (state.run(v).started, state.spec(v).time_limit_s) {
+            let at = started + limit;
+            limit_end = Some(limit_end.map_or(at, |e: Time| e.min(at)));
+        }
         if end <= now {
             past += 1;
         } else {
@@ -306,13 +321,31 @@ fn preemption_note(state: &State, w: WorkloadId, now: Time) -> String {
         }
     }
     let services = state.running.iter().filter(|v| state.spec(**v).class == Class::Service).count();
+    // CON-4 (issue 30, point 9): when its turn comes if nothing is preempted.
+    let turn = match limit_end {
+        Some(t) => format!("it starts when running work ends, at the latest when one reaches its time limit at t={t}"),
+        None => "it starts when running work ends (none has a time limit, so no time can be promised)".to_string(),
+    };
     match (past, earliest) {
-        (0, Some(t)) => format!("no running workload is past its slice (CON-1); the earliest slice ends at t={t}"),
-        (0, None) if services > 0 => "only services run, and they are not preempted (SVC-1)".to_string(),
-        (0, None) => "nothing running can be preempted".to_string(),
-        (n, _) => format!(
-            "{n} running workloads are past their slice, but preempting them would not make it rank strictly \
-             better (CON-4) or would not free a fitting placement"
+        (0, Some(t)) => (
+            "It is next in line; the GPUs are busy with work inside its guaranteed time, which ends soon.",
+            format!("no running workload is past its slice (CON-1); the earliest slice ends at t={t}"),
+        ),
+        (0, None) if services > 0 => (
+            "It is next in line, but only services run, and they are not stopped for other work.",
+            "only services run, and they are not preempted (SVC-1)".to_string(),
+        ),
+        (0, None) => (
+            "It is next in line and starts when running work ends.",
+            format!("nothing running can be preempted; {turn}"),
+        ),
+        (n, _) => (
+            "It is next in line, but stopping running work for it would only swap places back later, so it waits for running work to end.",
+            format!(
+                "{} past their slice, but preempting them would not make it rank strictly better (CON-4) or \
+                 would not free a fitting placement; {turn}",
+                if n == 1 { "1 running workload is".to_string() } else { format!("{n} running workloads are") }
+            ),
         ),
     }
 }
