@@ -13,7 +13,8 @@
 #  * a private slurmdbd: $BASE/etc/slurmdbd.conf (found beside SLURM_CONF),
 #    the private munged's socket, a free port;
 ##  * the database emptied at every fresh start (slurmctld starts with `-c`,
-#    so job ids begin again at 1), the cluster registered, QOS `normal`
+#    forgetting its jobs; its job id counter goes on unless the instance was
+#    purged), the cluster registered, QOS `normal`
 #    (default), `high` (priority 100) and `low` (priority 0, UsageFactor 0.5),
 #    and the account tree root → org → {teamA (share 3), teamB (share 1)}
 #    with the host's own users root (teamA default, teamB), daemon (teamA) and
