@@ -11,12 +11,28 @@
 # (and leaves SLURM_CONF alone). The default instance also exports ALLOT_TEST_SLURM_CONF.
 # Two fake nodes (node1, node2) of 4 fake GPUs each, all on 127.0.0.1: one
 # slurmd per node (`slurmd -N`), a private munged with its own key and
-# socket, no accounting database. Everything, config included, lives under
+# socket, no accounting database (unless asked: below). Everything, config included, lives under
 # this checkout's private state directory (.ci/lib.sh); every client and
 # daemon reads SLURM_CONF / `-f` from there, ports are free ones chosen at
 # start, and daemons are stopped by the PID files this script recorded.
 # Installs the Debian packages when missing (as root); creates no key or
 # user where one exists. Diagnostics go to stderr; any failure is fatal.
+#
+# With accounting:
+#   eval "$(.ci/slurm.sh start [instance] --accounting)"   # or ALLOT_SLURM_ACCOUNTING=1
+# the same cluster also runs a private MariaDB and slurmdbd (.ci/slurm-accounting.sh
+# says how they are kept private), so that sacct, sacctmgr, sshare and
+# priority/multifactor with fair share work: QOS normal/high/low, accounts
+# root -> org -> {teamA (share 3), teamB (share 1)}, users root, daemon and nobody
+# (the host's own), typed GPUs (node1 gpu:h100:4, node2 gpu:a100:4), multifactor
+# weights (age 1000, fair share 10000, QOS 5000, GRES/gpu 100), decay half-life
+# 10 minutes. It also exports ALLOT_TEST_SLURM_ACCOUNTING[_B]=1. The mode is
+# part of the running cluster: a start that asks for the other mode restarts it
+# (its jobs and accounting records are lost). `stop` stops slurmdbd and MariaDB
+# too (by PID), `--purge` deletes their data. Without accounting nothing
+# changes: no database, GPUs gpu:fake:4, priority/basic, and jobs of any user.
+# .ci/slurm-roundtrip.sh runs a seeded trace of jobs on such a cluster and dumps
+# what sacct, sacctmgr, sshare, sprio and scontrol say.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -24,13 +40,20 @@ NODES=2
 GPUS=4
 PARTITION=allot
 cmd=${1:-start}
+[ $# -gt 0 ] && shift
 # The instance: an argument after the command that is not an option, else the environment.
-if [ -n "${2:-}" ] && [ "${2#--}" = "$2" ]; then
-  INSTANCE=$2
-  shift
-else
-  INSTANCE=${ALLOT_SLURM_INSTANCE:-}
-fi
+INSTANCE=${ALLOT_SLURM_INSTANCE:-}
+PURGE=0
+ACCOUNTING=0
+[ "${ALLOT_SLURM_ACCOUNTING:-0}" = 1 ] && ACCOUNTING=1
+for arg in "$@"; do
+  case "$arg" in
+    --purge) PURGE=1 ;;
+    --accounting) ACCOUNTING=1 ;;
+    --*) ci_die "unknown option $arg" ;;
+    *) INSTANCE=$arg ;;
+  esac
+done
 [ "$INSTANCE" = a ] && INSTANCE=
 case "$INSTANCE" in
   "" | [b-z]) ;;
@@ -39,6 +62,10 @@ esac
 BASE=$CI_STATE/slurm${INSTANCE:+-$INSTANCE}
 CLUSTER_NAME=allot-test${INSTANCE:+-$INSTANCE}
 export SLURM_CONF=$BASE/etc/slurm.conf
+M=$BASE/munge
+MODE=plain
+[ $ACCOUNTING = 1 ] && MODE=accounting
+. "$(dirname "$0")/slurm-accounting.sh"
 
 # What the tests read: SLURM_CONF for the default instance (as before),
 # ALLOT_TEST_SLURM_CONF[_B], ALLOT_TEST_SLURM_PARTITION[_B] and the private munged's socket
@@ -49,6 +76,8 @@ print_env() {
   echo "export ALLOT_TEST_SLURM_CONF$suffix=$SLURM_CONF"
   echo "export ALLOT_TEST_SLURM_PARTITION$suffix=$PARTITION"
   echo "export ALLOT_TEST_MUNGE_SOCKET$suffix=$BASE/munge/run/munge.socket"
+  [ $ACCOUNTING = 1 ] && echo "export ALLOT_TEST_SLURM_ACCOUNTING$suffix=1"
+  return 0
 }
 
 daemon_pidfiles() { echo "$BASE/run/slurmctld.pid"; ls "$BASE"/run/slurmd-*.pid 2>/dev/null || true; }
@@ -68,6 +97,8 @@ stop_cluster() {
   mapfile -t slurmds < <(ls "$BASE"/run/slurmd-*.pid 2>/dev/null || true)
   ci_stop_pidfiles "${slurmds[@]}"
   ci_stop_pidfiles "$BASE/run/slurmctld.pid"
+  # The accounting daemons (if any) after slurmctld, which sends them its last records.
+  acct_stop
   ci_stop_pidfiles "$BASE/run/munged.pid"
 }
 
@@ -75,7 +106,7 @@ if [ "$cmd" = stop ]; then
   [ -d "$BASE" ] || exit 0
   ci_log "stopping the private Slurm cluster ($BASE)"
   stop_cluster
-  if [ "${2:-}" = --purge ]; then rm -rf "$BASE"; fi
+  if [ $PURGE = 1 ]; then rm -rf "$BASE"; fi
   exit 0
 fi
 if [ "$cmd" = ctld-stop ]; then
@@ -98,11 +129,13 @@ if [ "$cmd" = ctld-start ]; then
   tail -20 "$BASE/log/slurmctld.log" >&2
   ci_die "slurmctld of $BASE did not come back"
 fi
-[ "$cmd" = start ] || ci_die "usage: $0 [start | stop [--purge] | ctld-stop | ctld-start] [instance]"
+[ "$cmd" = start ] || ci_die "usage: $0 [start [--accounting] | stop [--purge] | ctld-stop | ctld-start] [instance]"
 [ "$(id -u)" = 0 ] || ci_die "must run as root (slurmd runs as root)"
 
 ready() {
   ci_pid_alive "$BASE/run/slurmctld.pid" && ci_pid_alive "$BASE/run/munged.pid" || return 1
+  [ "$(cat "$BASE/mode" 2>/dev/null || echo plain)" = "$MODE" ] || return 1
+  if [ $ACCOUNTING = 1 ]; then acct_ready || return 1; fi
   [ "$(sinfo -h -N -p "$PARTITION" -t idle,mixed,allocated -o '%N' 2>/dev/null | sort -u | wc -l)" -ge "$NODES" ]
 }
 
@@ -113,6 +146,7 @@ if [ -s "$SLURM_CONF" ] && ready; then
 fi
 
 ci_apt_install slurmctld slurmd slurm-client munge
+[ $ACCOUNTING = 1 ] && ci_apt_install slurmdbd mariadb-server
 id slurm >/dev/null 2>&1 || ci_die "the slurm user does not exist (the slurmctld package creates it)"
 id munge >/dev/null 2>&1 || ci_die "the munge user does not exist (the munge package creates it)"
 ci_state_dir
@@ -120,12 +154,12 @@ ci_state_dir
 [ -d "$BASE" ] && stop_cluster
 
 mkdir -p "$BASE"/{etc,state,log,spool,run,dev}
+rm -f "$BASE/mode" "$BASE/etc/slurmdbd.conf" "$BASE/run/accounting.ports"
 chown -R slurm:slurm "$BASE/state" "$BASE/log"
 chmod 755 "$BASE" "$BASE/log" "$BASE/etc"
 
 # A private munged: its own key, socket, PID and log, under $BASE/munge
 # (the socket's directories must be searchable by all; the key's is private).
-M=$BASE/munge
 mkdir -p "$M/key" "$M/run"
 if [ ! -s "$M/key/munge.key" ]; then
   mungekey --create --keyfile="$M/key/munge.key" >&2
@@ -142,6 +176,7 @@ for _ in $(seq 50); do munge -S "$M/run/munge.socket" -n >/dev/null 2>&1 && brea
 munge -S "$M/run/munge.socket" -n | unmunge -S "$M/run/munge.socket" >/dev/null \
   || ci_die "the private munged does not work ($M/munged.log)"
 
+[ $ACCOUNTING = 1 ] && acct_ports
 read -r ctld_port node_ports <<<"$(ci_free_ports $((NODES + 1)))"
 read -r -a node_ports <<<"$node_ports"
 
@@ -188,14 +223,27 @@ MinJobAge=300
 MessageTimeout=10
 SlurmdTimeout=60
 InactiveLimit=0
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-PriorityType=priority/basic
 MpiDefault=none
-NodeName=DEFAULT CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=8000 Gres=gpu:fake:$GPUS State=UNKNOWN
+NodeName=DEFAULT CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=8000 State=UNKNOWN
 EOF
+if [ $ACCOUNTING = 1 ]; then
+  acct_slurm_conf >> "$SLURM_CONF"
+else
+  printf '%s\n' AccountingStorageType=accounting_storage/none JobCompType=jobcomp/none \
+    PriorityType=priority/basic >> "$SLURM_CONF"
+fi
+# The GPU type of node i: fake without accounting; with it, as at a site with two
+# generations (what sacct's TRES and the importers see).
+gpu_type() {
+  if [ $ACCOUNTING = 1 ]; then
+    case $1 in 1) echo h100 ;; *) echo a100 ;; esac
+  else
+    echo fake
+  fi
+}
 for i in $(seq 1 $NODES); do
-  echo "NodeName=node$i NodeHostname=node$i NodeAddr=127.0.0.1 Port=${node_ports[$((i - 1))]}" >> "$SLURM_CONF"
+  echo "NodeName=node$i NodeHostname=node$i NodeAddr=127.0.0.1 Port=${node_ports[$((i - 1))]} Gres=gpu:$(gpu_type "$i"):$GPUS" \
+    >> "$SLURM_CONF"
 done
 echo "PartitionName=$PARTITION Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO" \
   >> "$SLURM_CONF"
@@ -204,11 +252,18 @@ echo "PartitionName=$PARTITION Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE
 for g in $(seq 0 $((GPUS - 1))); do
   [ -c "$BASE/dev/nvidia$g" ] || mknod "$BASE/dev/nvidia$g" c 1 3
 done
-cat > "$BASE/etc/gres.conf" <<EOF
-AutoDetect=off
-NodeName=node[1-$NODES] Name=gpu Type=fake File=$BASE/dev/nvidia[0-$((GPUS - 1))]
-EOF
+echo AutoDetect=off > "$BASE/etc/gres.conf"
+for i in $(seq 1 $NODES); do
+  echo "NodeName=node$i Name=gpu Type=$(gpu_type "$i") File=$BASE/dev/nvidia[0-$((GPUS - 1))]" \
+    >> "$BASE/etc/gres.conf"
+done
 chmod 644 "$SLURM_CONF" "$BASE/etc/gres.conf"
+echo "$MODE" > "$BASE/mode"
+# slurmdbd and sacctmgr read the config above (ports, munge socket).
+if [ $ACCOUNTING = 1 ]; then
+  acct_start_daemons
+  acct_associations
+fi
 
 ci_log "starting slurmctld (port $ctld_port) and $NODES slurmd (ports ${node_ports[*]})"
 slurmctld -f "$SLURM_CONF" -c
