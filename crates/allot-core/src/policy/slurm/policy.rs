@@ -32,6 +32,15 @@ impl SlurmPolicy {
         SlurmPolicy::default()
     }
 
+    /// SLURM-4: when the last backfill pass planned `w` to start, if it
+    /// reserved GPUs for it.
+    pub fn reservation(&self, w: WorkloadId) -> Option<Time> {
+        match self.planned.get(&w) {
+            Some(Waiting::Reserved { at }) => Some(*at),
+            _ => None,
+        }
+    }
+
     /// Whether backfill runs at a pass at `now` (SLURM-4: every `bf_interval`).
     fn backfill_due(&self, state: &State, now: Time) -> bool {
         self.last_backfill.is_none_or(|t| now >= t.saturating_add(state.contract.slurm.bf_interval))
