@@ -196,9 +196,9 @@ impl Ledger {
     /// The usage of member `m` as of `now` decayed by the priority
     /// half-life (SLURM-2; 0 for a member never charged).
     pub fn member_priority_decayed_ngs_at(&self, m: usize, now: Time) -> f64 {
-        self.members.get(m).map_or(0.0, |u| {
-            decay(u.priority_decayed_ngs, u.alloc_ngpus, u.last, now, self.priority_half_life)
-        })
+        self.members
+            .get(m)
+            .map_or(0.0, |u| decay(u.priority_decayed_ngs, u.alloc_ngpus, u.last, now, self.priority_half_life))
     }
 
     /// Changes the allocation of member `m` by `gpus` raw GPUs of weight

@@ -20,6 +20,29 @@ pub fn plural(noun: &str) -> String {
     }
 }
 
+/// A span of seconds as people read it: `1d 2h`, `1h 30m`, `45s`; the two
+/// largest units that are not zero, `0s` for nothing.
+pub fn duration(s: u64) -> String {
+    let units = [(86_400, "d"), (3600, "h"), (60, "m"), (1, "s")];
+    let parts: Vec<String> = units
+        .iter()
+        .scan(s, |left, &(u, name)| {
+            let n = *left / u;
+            *left %= u;
+            Some((n, name))
+        })
+        .filter(|(n, _)| *n > 0)
+        .take(2)
+        .map(|(n, name)| format!("{n}{name}"))
+        .collect();
+    if parts.is_empty() { "0s".to_string() } else { parts.join(" ") }
+}
+
+/// `1 GPU`, `8 GPUs`.
+pub fn gpus(n: u64) -> String {
+    count(n, "GPU")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -40,27 +63,11 @@ mod tests {
             assert_eq!(count(n as u64, noun), want);
         }
     }
-}
 
-/// A span of seconds as people read it: `1d 2h`, `1h 30m`, `45s`; the two
-/// largest units, `0s` for nothing.
-pub fn duration(s: u64) -> String {
-    let units = [(86_400, "d"), (3600, "h"), (60, "m"), (1, "s")];
-    let parts: Vec<String> = units
-        .iter()
-        .scan(s, |left, &(u, name)| {
-            let n = *left / u;
-            *left %= u;
-            Some((n, name))
-        })
-        .filter(|(n, _)| *n > 0)
-        .take(2)
-        .map(|(n, name)| format!("{n}{name}"))
-        .collect();
-    if parts.is_empty() { "0s".to_string() } else { parts.join(" ") }
-}
-
-/// `1 GPU`, `8 GPUs`.
-pub fn gpus(n: u64) -> String {
-    count(n, "GPU")
+    #[test]
+    fn durations_in_the_two_largest_units() {
+        for (s, want) in [(0, "0s"), (45, "45s"), (90, "1m 30s"), (3600, "1h"), (5400, "1h 30m"), (93_784, "1d 2h")] {
+            assert_eq!(duration(s), want);
+        }
+    }
 }

@@ -84,11 +84,8 @@ fn backfill_respects_the_top_reservation() {
 fn without_a_reservation_a_job_without_limit_backfills() {
     // The top workload fits nowhere within bf_window: nothing is reserved,
     // so an unlimited job may take the free GPUs.
-    let mut state = StateBuilder::new()
-        .pool("p", "H100", 1, 8)
-        .account("org/x")
-        .contract(|c| c.slurm.bf_window = 50)
-        .build();
+    let mut state =
+        StateBuilder::new().pool("p", "H100", 1, 8).account("org/x").contract(|c| c.slurm.bf_window = 50).build();
     run(&mut state, Wl::new("r").account("org/x").gpus(6).time_limit(100), 0);
     submit(&mut state, Wl::new("top").account("org/x").gpus(8).submit(1));
     submit(&mut state, Wl::new("free").account("org/x").gpus(2).submit(2));
@@ -162,7 +159,12 @@ fn fair_tree_ranks_the_documented_example() {
     // Root: acct2 (LF 0.5 / (2/7) = 1.75) before acct1 (0.5 / (5/7) = 0.7).
     // In acct1: acct16 (0.5 / 0.2) before acct12 (0.5 / 0.8). In acct12:
     // userc (no usage: infinite) before usera.
-    let want = [("acct2", "userd", 1.0), ("acct1/acct16", "userb", 0.75), ("acct1/acct12", "userc", 0.5), ("acct1/acct12", "usera", 0.25)];
+    let want = [
+        ("acct2", "userd", 1.0),
+        ("acct1/acct16", "userb", 0.75),
+        ("acct1/acct12", "userc", 0.5),
+        ("acct1/acct12", "usera", 0.25),
+    ];
     for (path, user, f) in want {
         assert_eq!(t.factor(acct(&state, path), user), f, "{path} {user}");
     }
@@ -252,7 +254,14 @@ fn multifactor_weights_and_factors() {
             want: [500.0, 0.0, 62.5, 10.0, 10_000.0],
             priority: 10_572,
         },
-        Case { name: "low QOS", favor_small: false, label: Priority::Low, gpu: "H100", want: [500.0, 0.0, 37.5, 10.0, 0.0], priority: 547 },
+        Case {
+            name: "low QOS",
+            favor_small: false,
+            label: Priority::Low,
+            gpu: "H100",
+            want: [500.0, 0.0, 37.5, 10.0, 0.0],
+            priority: 547,
+        },
     ] {
         let mut state = StateBuilder::new()
             .pool("h", "H100", 1, 8)
@@ -295,7 +304,11 @@ fn priority_orders_the_queue() {
     let mut p = SlurmPolicy::new();
     let d = p.schedule(&state, 10);
     assert_eq!(started(&state, &d), ["urgent"]);
-    assert!(d[0].reason.detail.contains("priority 1000 (age 0, fairshare 0, jobsize 0, partition 0, qos 1000)"), "{}", d[0].reason);
+    assert!(
+        d[0].reason.detail.contains("priority 1000 (age 0, fairshare 0, jobsize 0, partition 0, qos 1000)"),
+        "{}",
+        d[0].reason
+    );
 }
 
 #[test]
@@ -308,7 +321,12 @@ fn qos_preemption_on_and_off() {
     }
     for c in [
         Case { name: "off by default", preempt: SlurmPreempt::Off, preemptible: true, want: &[] },
-        Case { name: "qos preempts lower label", preempt: SlurmPreempt::Qos, preemptible: true, want: &[("low", "high")] },
+        Case {
+            name: "qos preempts lower label",
+            preempt: SlurmPreempt::Qos,
+            preemptible: true,
+            want: &[("low", "high")],
+        },
         Case { name: "never a non-preemptible job", preempt: SlurmPreempt::Qos, preemptible: false, want: &[] },
     ] {
         let mut state = StateBuilder::new()

@@ -29,11 +29,11 @@ mod api;
 mod identity;
 mod slurm;
 mod telemetry;
-pub(crate) use slurm::gpu_type_names;
 pub use api::ApiConfig;
 pub use identity::{
     GRANT_ROLES, Grant, Grantee, IdentityConfig, OIDC_CALLBACK_PATH, OIDC_SECRET_ENV, OidcConfig, unix_name,
 };
+pub(crate) use slurm::gpu_type_names;
 pub use telemetry::TelemetryConfig;
 
 /// A loaded configuration.

@@ -54,7 +54,11 @@ const BF_MAX_JOB_TEST: IntBound = IntBound { min: 1, max: 1_000_000 };
 /// `[slurm]` checked: durations within their bounds (`max_age`,
 /// `decay_half_life`, `bf_interval`, `bf_window` at least 1 s), GPU types
 /// of `partition_priority` known; errors name the key and its line.
-pub(super) fn build_slurm(ctx: &Ctx<'_>, raw: Option<&RawSlurm>, cluster: &Cluster) -> Result<SlurmParams, FormatError> {
+pub(super) fn build_slurm(
+    ctx: &Ctx<'_>,
+    raw: Option<&RawSlurm>,
+    cluster: &Cluster,
+) -> Result<SlurmParams, FormatError> {
     let mut p = SlurmParams::default();
     let Some(raw) = raw else { return Ok(p) };
     let secs = |key: &str, v: &Option<Spanned<Secs>>, b: IntBound, default: u64| -> Result<u64, FormatError> {
@@ -82,8 +86,12 @@ pub(super) fn build_slurm(ctx: &Ctx<'_>, raw: Option<&RawSlurm>, cluster: &Clust
         p.bf_max_job_test = ctx.int("slurm.bf_max_job_test".into(), v, BF_MAX_JOB_TEST)?;
     }
     if let Some(q) = &raw.qos_priority {
-        for (label, v) in [(Priority::Low, &q.low), (Priority::Normal, &q.normal), (Priority::High, &q.high), (Priority::Urgent, &q.urgent)]
-        {
+        for (label, v) in [
+            (Priority::Low, &q.low),
+            (Priority::Normal, &q.normal),
+            (Priority::High, &q.high),
+            (Priority::Urgent, &q.urgent),
+        ] {
             p.qos_priority[label as usize] = int(v, p.qos_priority[label as usize]);
         }
     }
@@ -171,8 +179,14 @@ mod tests {
     fn defaults_are_slurms() {
         let cfg = parse_config(BASE, "c.toml").unwrap();
         let p = cfg.contract.slurm;
-        assert_eq!((p.weight_age, p.weight_fairshare, p.weight_job_size, p.weight_partition, p.weight_qos), (0, 0, 0, 0, 0));
-        assert_eq!((p.max_age, p.decay_half_life, p.bf_interval, p.bf_window, p.bf_max_job_test), (604_800, 604_800, 30, 86_400, 500));
+        assert_eq!(
+            (p.weight_age, p.weight_fairshare, p.weight_job_size, p.weight_partition, p.weight_qos),
+            (0, 0, 0, 0, 0)
+        );
+        assert_eq!(
+            (p.max_age, p.decay_half_life, p.bf_interval, p.bf_window, p.bf_max_job_test),
+            (604_800, 604_800, 30, 86_400, 500)
+        );
         assert_eq!(p.default_time_limit, None);
         assert!(!p.favor_small);
         assert_eq!(p.preempt, allot_core::policy::SlurmPreempt::Off);
@@ -188,8 +202,14 @@ mod tests {
         );
         let cfg = parse_config(&text, "c.toml").unwrap();
         let p = cfg.contract.slurm;
-        assert_eq!((p.weight_age, p.weight_fairshare, p.weight_job_size, p.weight_partition, p.weight_qos), (1000, 10_000, 5, 7, 2000));
-        assert_eq!((p.max_age, p.decay_half_life, p.bf_interval, p.bf_window, p.bf_max_job_test), (14 * 86_400, 2 * 86_400, 60, 2 * 86_400, 100));
+        assert_eq!(
+            (p.weight_age, p.weight_fairshare, p.weight_job_size, p.weight_partition, p.weight_qos),
+            (1000, 10_000, 5, 7, 2000)
+        );
+        assert_eq!(
+            (p.max_age, p.decay_half_life, p.bf_interval, p.bf_window, p.bf_max_job_test),
+            (14 * 86_400, 2 * 86_400, 60, 2 * 86_400, 100)
+        );
         assert_eq!(p.qos_priority, [0, 10, 0, 100]);
         let (h, a) = (cfg.cluster.gpu_type_by_name("H100").unwrap(), cfg.cluster.gpu_type_by_name("A100").unwrap());
         assert_eq!((p.partition(h), p.partition(a)), (10, 3));
@@ -204,7 +224,12 @@ mod tests {
     #[test]
     fn bad_knobs_name_their_key_and_line() {
         for (name, body, key, says) in [
-            ("unknown gpu type", "partition_priority = { B200 = 1 }", "slurm.partition_priority.B200", "unknown gpu type \"B200\""),
+            (
+                "unknown gpu type",
+                "partition_priority = { B200 = 1 }",
+                "slurm.partition_priority.B200",
+                "unknown gpu type \"B200\"",
+            ),
             ("unknown preempt", "preempt = \"suspend\"", "slurm.preempt", "use off or qos"),
             ("zero interval", "bf_interval = 0", "slurm.bf_interval", ""),
             ("zero max age", "max_age = \"0s\"", "slurm.max_age", ""),

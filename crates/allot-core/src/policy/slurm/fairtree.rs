@@ -110,7 +110,12 @@ impl<'a> Walk<'a> {
             let mut level: Vec<(Assoc, f64, f64, String)> = Vec::new();
             for &c in &acc.children {
                 let a = tree.account(c);
-                level.push((Assoc::Account(c), a.share, self.state.ledger.priority_decayed_ngs_at(c, self.now), a.path.clone()));
+                level.push((
+                    Assoc::Account(c),
+                    a.share,
+                    self.state.ledger.priority_decayed_ngs_at(c, self.now),
+                    a.path.clone(),
+                ));
             }
             for u in self.users.get(&p).into_iter().flatten() {
                 let usage = self.member_usage.get(&(p, u.clone())).copied().unwrap_or(0.0);

@@ -77,9 +77,11 @@ impl Multifactor {
     pub fn of(&self, state: &State, w: WorkloadId, now: Time) -> JobPriority {
         let (spec, p) = (state.spec(w), &self.params);
         let eligible = state.run(w).queued.unwrap_or(spec.submit);
-        let age = if p.max_age == 0 { 1.0 } else { now.saturating_sub(eligible).min(p.max_age) as f64 / p.max_age as f64 };
+        let age =
+            if p.max_age == 0 { 1.0 } else { now.saturating_sub(eligible).min(p.max_age) as f64 / p.max_age as f64 };
         let fairshare = self.tree.factor(spec.account, &spec.user);
-        let factors = [age, fairshare, self.job_size(spec.gpus, spec.nodes), self.partition(state, w), self.qos(spec.priority)];
+        let factors =
+            [age, fairshare, self.job_size(spec.gpus, spec.nodes), self.partition(state, w), self.qos(spec.priority)];
         let weights = [p.weight_age, p.weight_fairshare, p.weight_job_size, p.weight_partition, p.weight_qos];
         let mut weighted = [0.0; 5];
         for i in 0..5 {

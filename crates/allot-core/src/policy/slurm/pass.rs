@@ -137,8 +137,11 @@ impl<'a> Pass<'a> {
             let (w, spec) = (*w, state.spec(*w));
             let open = |p: PoolId| !blocked.contains_key(&state.cluster.pool(p).gpu);
             let parts = partitions(state, spec);
-            let any_open =
-                state.cluster.pools.iter().any(|p| p.may_serve(spec.gpu_type, spec.clusters) && !blocked.contains_key(&p.gpu));
+            let any_open = state
+                .cluster
+                .pools
+                .iter()
+                .any(|p| p.may_serve(spec.gpu_type, spec.clusters) && !blocked.contains_key(&p.gpu));
             if !any_open {
                 if let Some(by) = parts.iter().find_map(|g| blocked.get(g)) {
                     self.waiting.insert(w, Waiting::Blocked { by: *by });
@@ -181,7 +184,10 @@ impl<'a> Pass<'a> {
                 spec.priority.as_str(),
                 state.spec(v).priority.as_str()
             );
-            self.out.push(Decision { action: Action::Preempt { workload: v, by: Some(w) }, reason: Reason::new(Rule::SlurmPreempt, why) });
+            self.out.push(Decision {
+                action: Action::Preempt { workload: v, by: Some(w) },
+                reason: Reason::new(Rule::SlurmPreempt, why),
+            });
         }
         for c in self.cands.iter_mut().filter(|c| vs.contains(&c.w)) {
             c.taken = true;
@@ -217,7 +223,10 @@ impl<'a> Pass<'a> {
             };
             if at == self.now {
                 let why = match len {
-                    Some(l) => format!("backfilled: fits now and its time limit of {} delays no reservation, {prio}", duration(l)),
+                    Some(l) => format!(
+                        "backfilled: fits now and its time limit of {} delays no reservation, {prio}",
+                        duration(l)
+                    ),
                     None => format!("backfilled: fits now on GPUs no reservation needs, {prio}"),
                 };
                 self.start(w, alloc, Reason::new(Rule::SlurmBackfill, why));
@@ -231,7 +240,13 @@ impl<'a> Pass<'a> {
 
     /// The earliest time within the horizon at which `spec`, running for
     /// `len`, finds GPUs free for its whole run, and where.
-    fn earliest(&self, spec: &WorkloadSpec, len: Option<Time>, res: &[Block], horizon: Time) -> Option<(Time, Allocation)> {
+    fn earliest(
+        &self,
+        spec: &WorkloadSpec,
+        len: Option<Time>,
+        res: &[Block],
+        horizon: Time,
+    ) -> Option<(Time, Allocation)> {
         let cluster = &self.state.cluster;
         let mut times: Vec<Time> = self.held.iter().map(|b| b.to).chain(res.iter().map(|b| b.to)).collect();
         times.retain(|&t| t > self.now && t <= horizon);
@@ -243,7 +258,13 @@ impl<'a> Pass<'a> {
         let mut base = self.free.clone();
         let mut next = 0;
         let serving = |f: &FreeMap| -> u32 {
-            cluster.pools.iter().zip(&f.pool_free).filter(|(p, _)| p.may_serve(spec.gpu_type, spec.clusters)).map(|(_, n)| *n).sum()
+            cluster
+                .pools
+                .iter()
+                .zip(&f.pool_free)
+                .filter(|(p, _)| p.may_serve(spec.gpu_type, spec.clusters))
+                .map(|(_, n)| *n)
+                .sum()
         };
         for t in times {
             while next < ends.len() && ends[next].to <= t {

@@ -117,8 +117,11 @@ impl Policy for SlurmPolicy {
         if !q.is_empty() && self.backfill_due(state, now) {
             pass.backfill(&q);
             self.last_backfill = Some(now);
-            self.planned =
-                pass.waiting.into_iter().filter(|(_, x)| matches!(x, Waiting::Reserved { .. } | Waiting::Beyond)).collect();
+            self.planned = pass
+                .waiting
+                .into_iter()
+                .filter(|(_, x)| matches!(x, Waiting::Reserved { .. } | Waiting::Beyond))
+                .collect();
         }
         pass.out
     }
