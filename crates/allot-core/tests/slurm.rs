@@ -6,14 +6,8 @@ use allot_core::{Action, Decision, Policy, PolicyKind, Priority, Reason, Rule, S
 use allot_testkit::{StateBuilder, Wl};
 use proptest::prelude::*;
 
-fn started(state: &State, d: &[Decision]) -> Vec<String> {
-    d.iter()
-        .filter_map(|d| match &d.action {
-            Action::Start { workload, .. } => Some(state.spec(*workload).id.clone()),
-            _ => None,
-        })
-        .collect()
-}
+mod allot_support;
+use allot_support::{started, sub_wl};
 
 fn id(state: &State, name: &str) -> WorkloadId {
     WorkloadId(state.specs.iter().position(|s| s.id == name).expect("known workload") as u32)
@@ -28,18 +22,13 @@ fn run(state: &mut State, wl: Wl, at: Time) -> WorkloadId {
     w
 }
 
-fn submit(state: &mut State, wl: Wl) -> WorkloadId {
-    let s = wl.build(state);
-    state.submit(s)
-}
-
 /// One 8-GPU node; `r` (6 GPUs, limit 100 s) runs since 0; the top
 /// waiting workload `top` wants all 8 GPUs (limit 100 s), so backfill
 /// reserves the node for it from t = 100.
 fn reserved_node() -> State {
     let mut state = StateBuilder::new().pool("p", "H100", 1, 8).account("org/x").build();
     run(&mut state, Wl::new("r").account("org/x").gpus(6).time_limit(100), 0);
-    submit(&mut state, Wl::new("top").account("org/x").gpus(8).time_limit(100).submit(1));
+    sub_wl(&mut state, Wl::new("top").account("org/x").gpus(8).time_limit(100).submit(1));
     state
 }
 
@@ -62,7 +51,7 @@ fn backfill_respects_the_top_reservation() {
         if let Some(l) = c.limit {
             wl = wl.time_limit(l);
         }
-        submit(&mut state, wl);
+        sub_wl(&mut state, wl);
         let mut p = SlurmPolicy::new();
         let d = p.schedule(&state, 10);
         assert_eq!(started(&state, &d), c.want, "{}", c.name);
@@ -87,8 +76,8 @@ fn without_a_reservation_a_job_without_limit_backfills() {
     let mut state =
         StateBuilder::new().pool("p", "H100", 1, 8).account("org/x").contract(|c| c.slurm.bf_window = 50).build();
     run(&mut state, Wl::new("r").account("org/x").gpus(6).time_limit(100), 0);
-    submit(&mut state, Wl::new("top").account("org/x").gpus(8).submit(1));
-    submit(&mut state, Wl::new("free").account("org/x").gpus(2).submit(2));
+    sub_wl(&mut state, Wl::new("top").account("org/x").gpus(8).submit(1));
+    sub_wl(&mut state, Wl::new("free").account("org/x").gpus(2).submit(2));
     let mut p = SlurmPolicy::new();
     let d = p.schedule(&state, 10);
     assert_eq!(started(&state, &d), ["free"]);
@@ -101,7 +90,7 @@ fn without_a_reservation_a_job_without_limit_backfills() {
 fn default_time_limit_lets_unlimited_jobs_backfill() {
     let mut state = reserved_node();
     state.contract.slurm.default_time_limit = Some(60);
-    submit(&mut state, Wl::new("small").account("org/x").gpus(2).submit(2));
+    sub_wl(&mut state, Wl::new("small").account("org/x").gpus(2).submit(2));
     let d = SlurmPolicy::new().schedule(&state, 10);
     assert_eq!(started(&state, &d), ["small"]);
 }
@@ -122,7 +111,7 @@ fn main_scheduler_stops_a_partition_at_its_first_blocked_job() {
         if !t.is_empty() {
             wl = wl.gpu_type(t);
         }
-        submit(&mut state, wl);
+        sub_wl(&mut state, wl);
     }
     let mut p = SlurmPolicy::new();
     let d = p.schedule(&state, 10);
@@ -279,7 +268,7 @@ fn multifactor_weights_and_factors() {
         let (h, a) = (state.cluster.gpu_type_by_name("H100").unwrap(), state.cluster.gpu_type_by_name("A100").unwrap());
         state.contract.slurm.partition_priority[h.0 as usize] = 10;
         state.contract.slurm.partition_priority[a.0 as usize] = 5;
-        let w = submit(&mut state, Wl::new("w").account("org/x").gpus(4).gpu_type(c.gpu).priority(c.label));
+        let w = sub_wl(&mut state, Wl::new("w").account("org/x").gpus(4).gpu_type(c.gpu).priority(c.label));
         let p = Multifactor::new(&state, 500).of(&state, w, 500);
         assert_eq!(p.weighted, c.want, "{}", c.name);
         assert_eq!(p.priority, c.priority, "{}", c.name);
@@ -299,8 +288,8 @@ fn priority_orders_the_queue() {
             k.slurm.qos_priority = [0, 1, 2, 3];
         })
         .build();
-    submit(&mut state, Wl::new("old").account("org/x").gpus(8).submit(0));
-    submit(&mut state, Wl::new("urgent").account("org/x").gpus(8).submit(5).priority(Priority::Urgent));
+    sub_wl(&mut state, Wl::new("old").account("org/x").gpus(8).submit(0));
+    sub_wl(&mut state, Wl::new("urgent").account("org/x").gpus(8).submit(5).priority(Priority::Urgent));
     let mut p = SlurmPolicy::new();
     let d = p.schedule(&state, 10);
     assert_eq!(started(&state, &d), ["urgent"]);
@@ -339,8 +328,8 @@ fn qos_preemption_on_and_off() {
             low = low.preemptible();
         }
         run(&mut state, low, 0);
-        submit(&mut state, Wl::new("high").account("org/x").gpus(8).submit(1).priority(Priority::High));
-        submit(&mut state, Wl::new("same").account("org/x").gpus(8).submit(2).priority(Priority::Low));
+        sub_wl(&mut state, Wl::new("high").account("org/x").gpus(8).submit(1).priority(Priority::High));
+        sub_wl(&mut state, Wl::new("same").account("org/x").gpus(8).submit(2).priority(Priority::Low));
         let mut p = SlurmPolicy::new();
         let d = p.schedule(&state, 10);
         let got: Vec<(String, String)> = d
@@ -389,7 +378,7 @@ fn next_wakeup_is_the_next_backfill_while_work_waits() {
     // Backfill does not run again before bf_interval: a job submitted that
     // only backfill could start waits until then.
     let mut state = state;
-    submit(&mut state, Wl::new("small").account("org/x").gpus(2).time_limit(20).submit(12));
+    sub_wl(&mut state, Wl::new("small").account("org/x").gpus(2).time_limit(20).submit(12));
     assert!(started(&state, &p.schedule(&state, 20)).is_empty());
     assert_eq!(started(&state, &p.schedule(&state, 40)), ["small"]);
 }
@@ -425,7 +414,7 @@ fn build(s: &Scenario) -> State {
         if let Some(l) = l {
             wl = wl.time_limit(l);
         }
-        submit(&mut state, wl);
+        sub_wl(&mut state, wl);
     }
     state
 }

@@ -175,18 +175,22 @@ mod tests {
                         [[cluster.pools]]\nname = \"a\"\ngpu = \"A100\"\nnodes = 1\ngpus_per_node = 8\n\
                         [[accounts]]\npath = \"org/x\"\n";
 
+    /// The five weights.
+    fn weights(p: &allot_core::policy::SlurmParams) -> (u32, u32, u32, u32, u32) {
+        (p.weight_age, p.weight_fairshare, p.weight_job_size, p.weight_partition, p.weight_qos)
+    }
+
+    /// `max_age`, `decay_half_life`, `bf_interval`, `bf_window`, `bf_max_job_test`.
+    fn times(p: &allot_core::policy::SlurmParams) -> (u64, u64, u64, u64, u32) {
+        (p.max_age, p.decay_half_life, p.bf_interval, p.bf_window, p.bf_max_job_test)
+    }
+
     #[test]
     fn defaults_are_slurms() {
         let cfg = parse_config(BASE, "c.toml").unwrap();
         let p = cfg.contract.slurm;
-        assert_eq!(
-            (p.weight_age, p.weight_fairshare, p.weight_job_size, p.weight_partition, p.weight_qos),
-            (0, 0, 0, 0, 0)
-        );
-        assert_eq!(
-            (p.max_age, p.decay_half_life, p.bf_interval, p.bf_window, p.bf_max_job_test),
-            (604_800, 604_800, 30, 86_400, 500)
-        );
+        assert_eq!(weights(&p), (0, 0, 0, 0, 0));
+        assert_eq!(times(&p), (604_800, 604_800, 30, 86_400, 500));
         assert_eq!(p.default_time_limit, None);
         assert!(!p.favor_small);
         assert_eq!(p.preempt, allot_core::policy::SlurmPreempt::Off);
@@ -202,14 +206,8 @@ mod tests {
         );
         let cfg = parse_config(&text, "c.toml").unwrap();
         let p = cfg.contract.slurm;
-        assert_eq!(
-            (p.weight_age, p.weight_fairshare, p.weight_job_size, p.weight_partition, p.weight_qos),
-            (1000, 10_000, 5, 7, 2000)
-        );
-        assert_eq!(
-            (p.max_age, p.decay_half_life, p.bf_interval, p.bf_window, p.bf_max_job_test),
-            (14 * 86_400, 2 * 86_400, 60, 2 * 86_400, 100)
-        );
+        assert_eq!(weights(&p), (1000, 10_000, 5, 7, 2000));
+        assert_eq!(times(&p), (14 * 86_400, 2 * 86_400, 60, 2 * 86_400, 100));
         assert_eq!(p.qos_priority, [0, 10, 0, 100]);
         let (h, a) = (cfg.cluster.gpu_type_by_name("H100").unwrap(), cfg.cluster.gpu_type_by_name("A100").unwrap());
         assert_eq!((p.partition(h), p.partition(a)), (10, 3));
