@@ -10,6 +10,7 @@
 use crate::Time;
 use crate::alerts::Thresholds;
 use crate::calendar::{Calendar, Periods};
+use crate::policy::SlurmParams;
 use crate::workload::Class;
 
 /// A value per workload class.
@@ -60,6 +61,8 @@ pub struct Contract {
     /// CON-9: idle reclaim per class; `None`: off. On by default for
     /// interactive work only ([`IdleReclaim::INTERACTIVE`]).
     pub idle_reclaim: PerClass<Option<IdleReclaim>>,
+    /// `[slurm]`: the knobs of the `slurm` policy (SLURM-1 … SLURM-5).
+    pub slurm: SlurmParams,
 }
 
 /// CON-9: when a workload's GPUs count as idle, and how long they may stay
@@ -100,6 +103,7 @@ impl Default for Contract {
             time_limit: PerClass { batch: None, interactive: None, service: None },
             max_time_limit: PerClass { batch: None, interactive: None, service: None },
             idle_reclaim: PerClass { batch: None, interactive: Some(IdleReclaim::INTERACTIVE), service: None },
+            slurm: SlurmParams::default(),
         }
     }
 }

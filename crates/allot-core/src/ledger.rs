@@ -35,6 +35,8 @@ pub struct Usage {
     /// Normalised GPU-seconds used in the period before the one containing `last`.
     pub prev_period_ngs: f64,
     pub decayed_ngs: f64,
+    /// The same decayed by [`Ledger::priority_half_life`] (SLURM-2).
+    pub priority_decayed_ngs: f64,
     pub last: Time,
 }
 
@@ -47,6 +49,8 @@ pub struct MemberUsage {
     /// Normalised GPUs held now.
     pub alloc_ngpus: f64,
     pub decayed_ngs: f64,
+    /// The same decayed by [`Ledger::priority_half_life`] (SLURM-2).
+    pub priority_decayed_ngs: f64,
     /// Normalised GPU-seconds in the current budget period (BUD-4).
     pub period_ngs: f64,
     /// The same in the period before the one containing `last` (BUD-5).
@@ -91,6 +95,9 @@ pub struct Ledger {
     /// the period containing it (the ledger knows nothing before).
     pub origin: Option<Time>,
     pub half_life: Time,
+    /// The half-life of a second decayed usage, kept beside the first for
+    /// the `slurm` policy's fair share (`[slurm] decay_half_life`, SLURM-2).
+    pub priority_half_life: Time,
 }
 
 /// An account's budget standing and where it is heading (one place for the
@@ -168,6 +175,7 @@ impl Ledger {
             carry_over,
             origin: None,
             half_life,
+            priority_half_life: half_life,
         }
     }
 
@@ -185,6 +193,14 @@ impl Ledger {
         self.members.get(m).map_or(0.0, |u| decay(u.decayed_ngs, u.alloc_ngpus, u.last, now, self.half_life))
     }
 
+    /// The usage of member `m` as of `now` decayed by the priority
+    /// half-life (SLURM-2; 0 for a member never charged).
+    pub fn member_priority_decayed_ngs_at(&self, m: usize, now: Time) -> f64 {
+        self.members
+            .get(m)
+            .map_or(0.0, |u| decay(u.priority_decayed_ngs, u.alloc_ngpus, u.last, now, self.priority_half_life))
+    }
+
     /// Changes the allocation of member `m` by `gpus` raw GPUs of weight
     /// `weight` (negative to release).
     pub fn change_member(&mut self, m: usize, now: Time, gpus: i64, weight: f64) {
@@ -192,10 +208,12 @@ impl Ledger {
             self.members.resize(m + 1, MemberUsage::default());
         }
         let decayed = self.member_decayed_ngs_at(m, now);
+        let priority_decayed = self.member_priority_decayed_ngs_at(m, now);
         let before = period_use!(&self.members[m]);
         let (period, prev) = (self.use_period_ngs(before, now), self.use_prev_period_ngs(before, now));
         let u = &mut self.members[m];
         u.decayed_ngs = decayed;
+        u.priority_decayed_ngs = priority_decayed;
         if now > u.last {
             (u.period_ngs, u.prev_period_ngs) = (period, prev);
         }
@@ -228,6 +246,7 @@ impl Ledger {
         v.period_ngs = self.period_ngs_at(a, now);
         v.prev_period_ngs = self.prev_period_ngs_at(a, now);
         v.decayed_ngs = self.decayed_ngs_at(a, now);
+        v.priority_decayed_ngs = self.priority_decayed_ngs_at(a, now);
         v.last = now;
         v
     }
@@ -364,6 +383,12 @@ impl Ledger {
     pub fn decayed_ngs_at(&self, a: AccountId, now: Time) -> f64 {
         let u = &self.usage[a.0 as usize];
         decay(u.decayed_ngs, u.alloc_ngpus, u.last, now, self.half_life)
+    }
+
+    /// `at(a, now).priority_decayed_ngs`, without the rest (SLURM-2).
+    pub fn priority_decayed_ngs_at(&self, a: AccountId, now: Time) -> f64 {
+        let u = &self.usage[a.0 as usize];
+        decay(u.priority_decayed_ngs, u.alloc_ngpus, u.last, now, self.priority_half_life)
     }
 
     /// Changes the allocation of `a` and its ancestors by `gpus` raw GPUs of

@@ -44,6 +44,11 @@ rules! {
     PrioOrder => "PRIO-1", "strict priority (urgent > high > normal > low), FIFO within a level";
     PrioPools => "PRIO-2", "a team's work runs only on its legacy pools plus shared pools";
     PrioPreempt => "PRIO-3", "only preemptible workloads are preempted, only by strictly higher priority";
+    SlurmPriority => "SLURM-1", "slurm: job priority is Slurm's multifactor sum of weighted age, fair-share, job-size, partition and QOS factors, each normalised to 0..1";
+    SlurmFairTree => "SLURM-2", "slurm: the fair-share factor ranks users by Fair Tree: level fair share (shares over decayed usage) among siblings, depth first";
+    SlurmMain => "SLURM-3", "slurm: the main scheduler starts work in priority order and stops a partition at its first workload that does not fit";
+    SlurmBackfill => "SLURM-4", "slurm: every bf_interval, backfill reserves GPUs for waiting work by time limits and starts later work only if it delays no reservation";
+    SlurmPreempt => "SLURM-5", "slurm: with preempt = qos, a waiting workload preempts and requeues preemptible running work of a lower priority label";
     BudgetFirst => "BUD-1", "in-budget work ranks ahead of all over-budget work";
     BudgetOver => "BUD-2", "over-budget work runs only on capacity no in-budget work can use, without a slice";
     BudgetLedger => "BUD-3", "usage is charged per second of GPU allocation, normalised by GPU type";
@@ -116,6 +121,11 @@ impl Rule {
             PrioOrder => "Work of a higher priority, or submitted before it, goes first.",
             PrioPools => "It can run only on its team's GPUs and the shared ones.",
             PrioPreempt => "Work of a higher priority took its GPUs.",
+            SlurmPriority => "Jobs of a higher priority go first.",
+            SlurmFairTree => "Users who have used less of their share recently go first.",
+            SlurmMain => "A job of a higher priority is waiting for GPUs in its partition, and nothing passes it.",
+            SlurmBackfill => "GPUs are reserved for it by the time limits of running jobs.",
+            SlurmPreempt => "A job of a higher QOS took its GPUs.",
             BudgetFirst => {
                 "Its account has used its GPU-time budget for this period, so work still in budget goes first."
             }

@@ -214,7 +214,9 @@ pub struct State {
 impl State {
     pub fn new(cluster: Cluster, accounts: AccountTree, contract: Contract) -> State {
         let free = FreeMap::new(&cluster);
-        let ledger = Ledger::new(&accounts, contract.periods(), contract.budget_carry_over, contract.usage_half_life);
+        let mut ledger =
+            Ledger::new(&accounts, contract.periods(), contract.budget_carry_over, contract.usage_half_life);
+        ledger.priority_half_life = contract.slurm.decay_half_life;
         State {
             health: vec![Health::Up; cluster.nodes.len()],
             outside: vec![0; cluster.nodes.len()],

@@ -38,6 +38,11 @@ pub fn span(secs: u64) -> String {
     }
 }
 
+/// `1 GPU`, `8 GPUs`.
+pub fn gpus(n: u64) -> String {
+    count(n, "GPU")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -60,7 +60,7 @@ impl Run {
     }
 }
 
-const POLICIES: [PolicyKind; 4] = [PolicyKind::Fifo, PolicyKind::FifoBackfill, PolicyKind::Priority, PolicyKind::Allot];
+const POLICIES: [PolicyKind; 5] = PolicyKind::ALL;
 
 /// Cancels recorded, with their rules.
 fn cancels(effects: &[Effect]) -> Vec<(WorkloadId, Rule)> {

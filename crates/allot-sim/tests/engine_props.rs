@@ -167,14 +167,14 @@ proptest! {
 
     #[test]
     fn invariants_hold_under_every_baseline(s in scenario()) {
-        for kind in [PolicyKind::Fifo, PolicyKind::FifoBackfill, PolicyKind::Priority] {
+        for kind in [PolicyKind::Fifo, PolicyKind::FifoBackfill, PolicyKind::Priority, PolicyKind::Slurm] {
             check(&s, kind)?;
         }
     }
 
     #[test]
     fn same_inputs_same_outputs(s in scenario()) {
-        for kind in [PolicyKind::FifoBackfill, PolicyKind::Priority] {
+        for kind in [PolicyKind::FifoBackfill, PolicyKind::Priority, PolicyKind::Slurm] {
             let (_, a) = run(&s, kind);
             let (_, b) = run(&s, kind);
             prop_assert_eq!(serde_json::to_string(&a.log).unwrap(), serde_json::to_string(&b.log).unwrap());

@@ -27,11 +27,13 @@ use crate::write::{ConfigOut, write_config_toml};
 
 mod api;
 mod identity;
+mod slurm;
 mod telemetry;
 pub use api::ApiConfig;
 pub use identity::{
     GRANT_ROLES, Grant, Grantee, IdentityConfig, OIDC_CALLBACK_PATH, OIDC_SECRET_ENV, OidcConfig, unix_name,
 };
+pub(crate) use slurm::gpu_type_names;
 pub use telemetry::TelemetryConfig;
 
 /// A loaded configuration.
@@ -187,7 +189,8 @@ pub fn config_from(out: &ConfigOut, file: &str) -> Result<Config, FormatError> {
 fn build_config(ctx: &Ctx<'_>, raw: &RawConfig, text: String) -> Result<Config, FormatError> {
     let (cluster, executors) = build_fleet(ctx, raw)?;
     let accounts = build_accounts(ctx, &raw.accounts, &cluster)?;
-    let contract = build_contract(ctx, &raw.contract)?;
+    let mut contract = build_contract(ctx, &raw.contract)?;
+    contract.slurm = slurm::build_slurm(ctx, raw.slurm.as_ref(), &cluster)?;
     let alerts = build_alerts(ctx, raw.alerts.as_ref())?;
     let telemetry = telemetry::build_telemetry(ctx, raw.telemetry.as_ref())?;
     let api = api::build_api(ctx, raw.api.as_ref())?;
@@ -308,6 +311,7 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
         api: None,
         identity: None,
         grants: Vec::new(),
+        slurm: slurm::raw_of(out),
     }
 }
 
@@ -333,6 +337,8 @@ struct RawConfig {
     identity: Option<identity::RawIdentity>,
     #[serde(default)]
     grants: Vec<identity::RawGrant>,
+    /// `[slurm]`: the `slurm` policy's knobs.
+    slurm: Option<slurm::RawSlurm>,
 }
 
 #[derive(Deserialize)]

@@ -313,6 +313,7 @@ pub fn write_config_toml<W: Write>(mut w: W, cfg: &ConfigOut) -> io::Result<()> 
         write_account(&mut w, a)?;
     }
     write_contract(&mut w, &cfg.contract)?;
+    write_slurm(&mut w, cfg)?;
     w.flush()
 }
 
@@ -354,6 +355,39 @@ fn write_account<W: Write>(w: &mut W, a: &AccountOut) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `[slurm]`, written only when a knob differs from its default, so
+/// configs without it are unchanged (SLURM-1 … SLURM-5).
+fn write_slurm<W: Write>(w: &mut W, cfg: &ConfigOut) -> io::Result<()> {
+    let (p, def) = (cfg.contract.slurm, allot_core::policy::SlurmParams::default());
+    if p == def {
+        return Ok(());
+    }
+    let d = |s: Time| quote(&format_duration(s));
+    writeln!(w, "\n[slurm]")?;
+    writeln!(w, "weight_age = {}\nweight_fairshare = {}", p.weight_age, p.weight_fairshare)?;
+    writeln!(w, "weight_job_size = {}\nweight_partition = {}", p.weight_job_size, p.weight_partition)?;
+    writeln!(w, "weight_qos = {}", p.weight_qos)?;
+    writeln!(w, "max_age = {}\ndecay_half_life = {}", d(p.max_age), d(p.decay_half_life))?;
+    writeln!(w, "favor_small = {}", p.favor_small)?;
+    let q: Vec<String> = Priority::ALL.iter().map(|&l| format!("{} = {}", l.as_str(), p.qos(l))).collect();
+    writeln!(w, "qos_priority = {{ {} }}", q.join(", "))?;
+    let parts: Vec<String> = crate::config::gpu_type_names(cfg)
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i < p.partition_priority.len() && p.partition_priority[*i] != def.partition_priority[*i])
+        .map(|(i, n)| format!("{} = {}", key(n), p.partition_priority[i]))
+        .collect();
+    if !parts.is_empty() {
+        writeln!(w, "partition_priority = {{ {} }}", parts.join(", "))?;
+    }
+    writeln!(w, "bf_interval = {}\nbf_window = {}", d(p.bf_interval), d(p.bf_window))?;
+    writeln!(w, "bf_max_job_test = {}", p.bf_max_job_test)?;
+    if let Some(l) = p.default_time_limit {
+        writeln!(w, "default_time_limit = {}", d(l))?;
+    }
+    writeln!(w, "preempt = {}", quote(p.preempt.as_str()))
 }
 
 fn write_contract<W: Write>(w: &mut W, c: &Contract) -> io::Result<()> {

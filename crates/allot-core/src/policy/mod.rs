@@ -11,6 +11,7 @@ mod fifo;
 mod interface;
 mod kind;
 mod priority;
+mod slurm;
 
 pub use allot::{AllotPolicy, Standing};
 pub(crate) use fail_cache::FailCache;
@@ -18,3 +19,4 @@ pub use fifo::Fifo;
 pub use interface::Policy;
 pub use kind::PolicyKind;
 pub use priority::PriorityPolicy;
+pub use slurm::{FairTree, JobPriority, MAX_PARTITIONS, Multifactor, SlurmParams, SlurmPolicy, SlurmPreempt};

@@ -55,28 +55,34 @@ impl<'a> Scopes<'a> {
 
 /// Takes out of `free` the GPUs of `alloc` that are free there (a claim on
 /// GPUs some of which are still being released).
-fn reserve(cluster: &crate::cluster::Cluster, free: &mut FreeMap, alloc: &Allocation) {
+pub(crate) fn reserve(cluster: &crate::cluster::Cluster, free: &mut FreeMap, alloc: &Allocation) {
     let parts = alloc.parts.iter().map(|&(n, m)| (n, m & free.free[n.0 as usize])).filter(|(_, m)| *m != 0).collect();
     free.take(cluster, &Allocation { parts });
 }
 
-/// A running workload that PRIO-3 allows to be preempted.
-struct Cand {
-    w: WorkloadId,
-    priority: Priority,
-    started: Time,
+/// A running workload that PRIO-3 (or SLURM-5) allows to be preempted.
+pub(crate) struct Cand {
+    pub w: WorkloadId,
+    pub priority: Priority,
+    pub started: Time,
     /// A workload never spans pools (PLACE-2).
-    pool: PoolId,
-    taken: bool,
+    pub pool: PoolId,
+    pub taken: bool,
 }
 
 impl PriorityPolicy {
-    /// Chooses victims for `w` (PRIO-3) among `cands` (preemptible running
-    /// workloads in victim order, not yet taken), returning them and the
-    /// placement they make possible in `hyp`.
-    fn victims(state: &State, hyp: &FreeMap, w: WorkloadId, cands: &[Cand]) -> Option<(Vec<WorkloadId>, Allocation)> {
+    /// Chooses victims for `w` (PRIO-3, SLURM-5) among `cands` (preemptible
+    /// running workloads in victim order, not yet taken) of strictly lower
+    /// priority in pools `allowed`, returning them and the placement they
+    /// make possible in `hyp`.
+    pub(crate) fn victims(
+        state: &State,
+        hyp: &FreeMap,
+        w: WorkloadId,
+        cands: &[Cand],
+        allowed: &dyn Fn(PoolId) -> bool,
+    ) -> Option<(Vec<WorkloadId>, Allocation)> {
         let spec = state.spec(w);
-        let allowed = |p: PoolId| pool_allowed(state, spec.account, p);
         let pool_ok = |p: PoolId| allowed(p) && state.cluster.pool(p).may_serve(spec.gpu_type, spec.clusters);
         let mut trial = hyp.clone();
         let mut chosen = Vec::new();
@@ -252,7 +258,7 @@ impl<'a> PrioPass<'a> {
         }
         let found = if may_preempt {
             self.sort();
-            PriorityPolicy::victims(state, &self.hyp, w, &self.cands)
+            PriorityPolicy::victims(state, &self.hyp, w, &self.cands, &allowed)
         } else {
             None
         };

@@ -1,0 +1,125 @@
+//! SLURM-1: job priority as Slurm's `priority/multifactor` computes it.
+//!
+//! Each factor is normalised to 0..=1, multiplied by its integer weight,
+//! and the sum is truncated to an integer (at least 1, as Slurm reserves 0
+//! for held jobs):
+//! * age: `min(now − eligible, PriorityMaxAge) / PriorityMaxAge`, eligible
+//!   being when the workload was first queued (its conditions met);
+//! * fair share: the Fair Tree factor of its user in its account (SLURM-2);
+//! * job size: as Slurm without `SMALL_RELATIVE_TO_TIME`, GPUs standing for
+//!   CPUs: the mean of `nodes / cluster nodes` and `GPUs / cluster GPUs`
+//!   (`nodes` 1 for a `nodes = 0` workload), or with `PriorityFavorSmall`
+//!   the mean of `(N − nodes) / N` (0 once `nodes ≥ N`) and `(G − GPUs) / G`;
+//! * partition: the `PriorityJobFactor` of its GPU type over the largest of
+//!   the cluster's GPU types (a workload without a GPU type: the highest
+//!   among the types it may run on, as Slurm tries a job in each of its
+//!   partitions);
+//! * QOS: the priority of its label over the largest label priority.
+
+use std::fmt;
+
+use crate::Time;
+use crate::state::State;
+use crate::workload::{Priority, WorkloadId};
+
+use super::fairtree::FairTree;
+use super::params::SlurmParams;
+
+/// A workload's factors (0..=1), weighted, and the priority.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct JobPriority {
+    /// age, fair share, job size, partition, QOS, each 0..=1.
+    pub factors: [f64; 5],
+    /// The same times their weights.
+    pub weighted: [f64; 5],
+    pub priority: u32,
+}
+
+impl fmt::Display for JobPriority {
+    /// `priority 1234 (age 100, fairshare 800, jobsize 0, partition 334, qos 0)`,
+    /// the weighted factors as `sprio` shows them.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let w = self.weighted.map(|x| x.round() as u64);
+        write!(
+            f,
+            "priority {} (age {}, fairshare {}, jobsize {}, partition {}, qos {})",
+            self.priority, w[0], w[1], w[2], w[3], w[4]
+        )
+    }
+}
+
+/// What every workload's priority in one pass is computed from.
+pub struct Multifactor {
+    params: SlurmParams,
+    tree: FairTree,
+    total_gpus: f64,
+    total_nodes: f64,
+    max_partition: u32,
+    max_qos: u32,
+}
+
+impl Multifactor {
+    pub fn new(state: &State, now: Time) -> Multifactor {
+        let params = state.contract.slurm;
+        let c = &state.cluster;
+        let max_partition = c.pools.iter().map(|p| params.partition(p.gpu)).max().unwrap_or(0);
+        Multifactor {
+            params,
+            tree: FairTree::compute(state, now),
+            total_gpus: c.total_gpus() as f64,
+            total_nodes: c.nodes.len() as f64,
+            max_partition,
+            max_qos: Priority::ALL.iter().map(|&p| params.qos(p)).max().unwrap_or(0),
+        }
+    }
+
+    /// The priority of pending `w` at `now`.
+    pub fn of(&self, state: &State, w: WorkloadId, now: Time) -> JobPriority {
+        let (spec, p) = (state.spec(w), &self.params);
+        let eligible = state.run(w).queued.unwrap_or(spec.submit);
+        let age =
+            if p.max_age == 0 { 1.0 } else { now.saturating_sub(eligible).min(p.max_age) as f64 / p.max_age as f64 };
+        let fairshare = self.tree.factor(spec.account, &spec.user);
+        let factors =
+            [age, fairshare, self.job_size(spec.gpus, spec.nodes), self.partition(state, w), self.qos(spec.priority)];
+        let weights = [p.weight_age, p.weight_fairshare, p.weight_job_size, p.weight_partition, p.weight_qos];
+        let mut weighted = [0.0; 5];
+        for i in 0..5 {
+            weighted[i] = factors[i] * f64::from(weights[i]);
+        }
+        let sum: f64 = weighted.iter().sum();
+        JobPriority { factors, weighted, priority: (sum.min(f64::from(u32::MAX)) as u32).max(1) }
+    }
+
+    fn job_size(&self, gpus: u32, nodes: u32) -> f64 {
+        let (n, g) = (f64::from(nodes.max(1)), f64::from(gpus));
+        let (nn, gg) = (self.total_nodes.max(1.0), self.total_gpus.max(1.0));
+        let f = if self.params.favor_small {
+            let by_nodes = if nn > n { (nn - n) / nn } else { 0.0 };
+            (by_nodes + (gg - g) / gg) / 2.0
+        } else {
+            (n / nn + g / gg) / 2.0
+        };
+        f.clamp(0.0, 1.0)
+    }
+
+    fn partition(&self, state: &State, w: WorkloadId) -> f64 {
+        if self.max_partition == 0 {
+            return 0.0;
+        }
+        let spec = state.spec(w);
+        let best = state
+            .cluster
+            .pools
+            .iter()
+            .filter(|p| p.may_serve(spec.gpu_type, spec.clusters))
+            .map(|p| self.params.partition(p.gpu))
+            .max()
+            .unwrap_or(0);
+        f64::from(best) / f64::from(self.max_partition)
+    }
+
+    fn qos(&self, label: Priority) -> f64 {
+        if self.max_qos == 0 { 0.0 } else { f64::from(self.params.qos(label)) / f64::from(self.max_qos) }
+    }
+}

@@ -1,0 +1,161 @@
+//! The `slurm` policy: the [`Policy`] of rules SLURM-1 … SLURM-5.
+
+use std::collections::BTreeMap;
+
+use crate::Time;
+use crate::decision::Decision;
+use crate::placement::place;
+use crate::rule::{Reason, Rule};
+use crate::state::State;
+use crate::words::{count, span};
+use crate::workload::{WorkloadId, WorkloadSpec};
+
+use super::super::Policy;
+use super::multifactor::{JobPriority, Multifactor};
+use super::pass::{Pass, Waiting, gpus_of, queue};
+
+/// Slurm's multifactor priority, main scheduler and backfill.
+///
+/// State kept between passes: when backfill last ran (`bf_interval`) and
+/// what the last pass found for each waiting workload (for `explain`).
+#[derive(Clone, Debug, Default)]
+pub struct SlurmPolicy {
+    last_backfill: Option<Time>,
+    /// Per waiting workload: what the last main scheduler found.
+    blocked: BTreeMap<WorkloadId, Waiting>,
+    /// Per waiting workload: what the last backfill pass found.
+    planned: BTreeMap<WorkloadId, Waiting>,
+}
+
+impl SlurmPolicy {
+    pub fn new() -> SlurmPolicy {
+        SlurmPolicy::default()
+    }
+
+    /// SLURM-4: when the last backfill pass planned `w` to start, if it
+    /// reserved GPUs for it.
+    pub fn reservation(&self, w: WorkloadId) -> Option<Time> {
+        match self.planned.get(&w) {
+            Some(Waiting::Reserved { at }) => Some(*at),
+            _ => None,
+        }
+    }
+
+    /// Whether backfill runs at a pass at `now` (SLURM-4: every `bf_interval`).
+    fn backfill_due(&self, state: &State, now: Time) -> bool {
+        self.last_backfill.is_none_or(|t| now >= t.saturating_add(state.contract.slurm.bf_interval))
+    }
+
+    /// Why `w` waits, `ahead` workloads of higher priority waiting.
+    fn explain_with(&self, state: &State, w: WorkloadId, prio: &JobPriority, ahead: usize, now: Time) -> Reason {
+        let spec = state.spec(w);
+        let head = format!("{}; {prio}", waits_for(ahead));
+        if let Some(Waiting::Reserved { at }) = self.planned.get(&w) {
+            return Reason::new(
+                Rule::SlurmBackfill,
+                format!(
+                    "{head}; backfill reserved {} for it to start by t={at} (in {})",
+                    gpus_of(spec),
+                    span(at.saturating_sub(now))
+                ),
+            );
+        }
+        if let Some(Waiting::Blocked { by }) = self.blocked.get(&w) {
+            return Reason::new(
+                Rule::SlurmMain,
+                format!(
+                    "{head}; the main scheduler stops its partition at higher-priority {}, which does not fit",
+                    state.spec(*by).id
+                ),
+            );
+        }
+        if self.blocked.get(&w) == Some(&Waiting::Preempting) {
+            return Reason::new(Rule::SlurmPreempt, format!("{head}; waits for the GPUs of workloads it preempted"));
+        }
+        match place(&state.cluster, &state.free, spec, &|_| true) {
+            Ok(_) => Reason::new(Rule::SlurmMain, format!("{head}; fits now, starts at the next scheduling pass")),
+            Err(f) => {
+                let beyond = if self.planned.get(&w) == Some(&Waiting::Beyond) {
+                    format!("; no start found within bf_window ({}s)", state.contract.slurm.bf_window)
+                } else {
+                    String::new()
+                };
+                Reason::new(f.rule, format!("{head}; {f}{beyond}"))
+            }
+        }
+    }
+}
+
+/// "waits for 3 higher-priority workloads" (or none).
+fn waits_for(ahead: usize) -> String {
+    if ahead == 0 {
+        "first in priority order".to_string()
+    } else {
+        format!("waits for {} of higher priority", count(ahead as u64, "workload"))
+    }
+}
+
+impl Policy for SlurmPolicy {
+    fn name(&self) -> &'static str {
+        "slurm"
+    }
+
+    /// Slurm refuses at submission a job no partition can ever hold.
+    fn admit(&self, state: &State, spec: &WorkloadSpec) -> Result<(), Reason> {
+        if state.cluster.fits_anywhere(spec.gpus, spec.nodes, spec.gpu_type, spec.clusters) {
+            return Ok(());
+        }
+        Err(Reason::new(Rule::SlurmMain, format!("{} never fit any partition", gpus_of(spec))))
+    }
+
+    fn schedule(&mut self, state: &State, now: Time) -> Vec<Decision> {
+        let mf = Multifactor::new(state, now);
+        let q = queue(state, &mf, now);
+        let mut pass = Pass::new(state, now);
+        pass.main(&q);
+        self.blocked = pass.waiting.clone();
+        if !q.is_empty() && self.backfill_due(state, now) {
+            pass.backfill(&q);
+            self.last_backfill = Some(now);
+            self.planned = pass
+                .waiting
+                .into_iter()
+                .filter(|(_, x)| matches!(x, Waiting::Reserved { .. } | Waiting::Beyond))
+                .collect();
+        }
+        pass.out
+    }
+
+    fn explain(&self, state: &State, w: WorkloadId, now: Time) -> Reason {
+        self.explain_all(state, &[w], now).pop().expect("one reason")
+    }
+
+    fn explain_all(&self, state: &State, ws: &[WorkloadId], now: Time) -> Vec<Reason> {
+        let mf = Multifactor::new(state, now);
+        let q = queue(state, &mf, now);
+        let at: BTreeMap<WorkloadId, usize> = q.iter().enumerate().map(|(i, (_, w))| (*w, i)).collect();
+        ws.iter()
+            .map(|&w| match at.get(&w) {
+                Some(&i) => self.explain_with(state, w, &q[i].0, i, now),
+                None => {
+                    let p = mf.of(state, w, now);
+                    self.explain_with(state, w, &p, q.iter().filter(|(x, _)| x.priority > p.priority).count(), now)
+                }
+            })
+            .collect()
+    }
+
+    /// SLURM-4: the next backfill pass while work waits.
+    fn next_wakeup(&self, state: &State, now: Time) -> Option<Time> {
+        if state.pending.is_empty() {
+            return None;
+        }
+        let next = self.last_backfill.map_or(now, |t| t.saturating_add(state.contract.slurm.bf_interval));
+        Some(next.max(now + 1))
+    }
+
+    /// The age factor drifts with time (SLURM-1).
+    fn periodic(&self) -> bool {
+        true
+    }
+}
