@@ -82,6 +82,9 @@ pub(crate) fn zone(opts: &ImportOptions) -> Result<Tz, ImportError> {
 pub(crate) struct Header {
     pub names: Vec<String>,
     pub line: usize,
+    /// The line as read: a later identical line (chunks appended with
+    /// their headers) is not a record.
+    pub text: String,
 }
 
 impl Header {
@@ -113,11 +116,12 @@ impl Header {
 }
 
 /// The lines of a `|`-separated file: the header (first non-blank line) and
-/// the data lines with their 1-based numbers. Lines that are not UTF-8 are
+/// the data lines with their 1-based numbers; repeats of the header line
+/// are left out. Lines that are not UTF-8 are
 /// kept as `None` (a malformed record).
 pub(crate) fn read_lines(path: &Path) -> Result<(Header, Vec<(usize, Option<String>)>), ImportError> {
     let bytes = std::fs::read(path).map_err(|e| ImportError::io(path, e))?;
-    let mut header = None;
+    let mut header: Option<Header> = None;
     let mut rows = Vec::new();
     for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
@@ -125,13 +129,18 @@ pub(crate) fn read_lines(path: &Path) -> Result<(Header, Vec<(usize, Option<Stri
         if text.as_deref().is_some_and(|t| t.trim().is_empty()) {
             continue;
         }
+        if let (Some(h), Some(t)) = (&header, &text)
+            && *t == h.text
+        {
+            // The header of a further chunk appended to the file.
+            continue;
+        }
         if header.is_none() {
             let Some(t) = text else {
                 return Err(ImportError::at(path, i + 1, "", "the header line is not UTF-8"));
             };
-            let t = t.trim_start_matches('\u{feff}');
-            let names = t.split('|').map(|s| s.trim().to_string()).collect();
-            header = Some(Header { names, line: i + 1 });
+            let names = t.trim_start_matches('\u{feff}').split('|').map(|s| s.trim().to_string()).collect();
+            header = Some(Header { names, line: i + 1, text: t });
             continue;
         }
         rows.push((i + 1, text));

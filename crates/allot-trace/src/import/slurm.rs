@@ -197,7 +197,13 @@ fn share(s: &str) -> Result<Option<f64>, String> {
 /// `root`. Associations of several clusters, bad shares and unknown parents
 /// are errors naming file, line and column.
 pub(crate) fn read_assoc(path: &Path) -> Result<AssocTree, ImportError> {
-    let (header, rows) = read_lines(path)?;
+    let (mut header, rows) = read_lines(path)?;
+    // sacctmgr titles the ParentName column "Par Name".
+    for n in &mut header.names {
+        if n == "Par Name" {
+            *n = "ParentName".to_string();
+        }
+    }
     let cols = header.find(path, &ASSOC_REQUIRED, &ASSOC_OPTIONAL)?;
     let mut tree = AssocTree::default();
     let mut cluster: Option<String> = None;
