@@ -115,11 +115,14 @@ impl Header {
     }
 }
 
+/// A data line: its 1-based number and its text (`None`: not UTF-8).
+pub(crate) type DataLine = (usize, Option<String>);
+
 /// The lines of a `|`-separated file: the header (first non-blank line) and
 /// the data lines with their 1-based numbers; repeats of the header line
 /// are left out. Lines that are not UTF-8 are
 /// kept as `None` (a malformed record).
-pub(crate) fn read_lines(path: &Path) -> Result<(Header, Vec<(usize, Option<String>)>), ImportError> {
+pub(crate) fn read_lines(path: &Path) -> Result<(Header, Vec<DataLine>), ImportError> {
     let bytes = std::fs::read(path).map_err(|e| ImportError::io(path, e))?;
     let mut header: Option<Header> = None;
     let mut rows = Vec::new();

@@ -42,10 +42,13 @@ fn oneliner(line: &str) -> Vec<(&str, String)> {
     out
 }
 
+/// GPU counts by type (`None`: untyped).
+pub(crate) type GpuCounts = Vec<(Option<String>, u32)>;
+
 /// GPUs of a `Gres=` value, by type (`None`: untyped), in order.
 /// `gpu:h100:8(S:0-1),gpu:a100:2`, `gpu:4`, `gpu:tesla:no_consume:2`,
 /// `(null)`. Other GRES (`shard`, `mps`) are ignored.
-pub(crate) fn gres_gpus(s: &str) -> Result<Vec<(Option<String>, u32)>, String> {
+pub(crate) fn gres_gpus(s: &str) -> Result<GpuCounts, String> {
     let mut out = Vec::new();
     let v = s.trim();
     if v.is_empty() || v == "(null)" {
@@ -297,7 +300,7 @@ mod tests {
     #[test]
     fn gres_forms() {
         let h = |t: &str, n| (Some(t.to_string()), n);
-        let cases: [(&str, &str, Result<Vec<(Option<String>, u32)>, ()>); 7] = [
+        let cases: [(&str, &str, Result<GpuCounts, ()>); 7] = [
             ("typed with sockets", "gpu:h100:8(S:0-1)", Ok(vec![h("h100", 8)])),
             ("untyped", "gpu:4", Ok(vec![(None, 4)])),
             ("socket list with comma", "gpu:a100:4(S:0,1),shard:8", Ok(vec![h("a100", 4)])),
