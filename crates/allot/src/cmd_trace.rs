@@ -17,6 +17,7 @@ use anyhow::{Context, Result};
 use crate::args::ArgError;
 
 #[derive(clap::Subcommand)]
+#[expect(clippy::large_enum_variant, reason = "parsed once per run; the import flags are many, not large")]
 pub enum TraceCommand {
     /// Convert a public GPU-cluster trace into an Allot trace (+ config).
     Import(ImportArgs),
