@@ -17,6 +17,7 @@ use anyhow::{Context, Result};
 use crate::args::ArgError;
 
 #[derive(clap::Subcommand)]
+#[expect(clippy::large_enum_variant, reason = "parsed once per run; the import flags are many, not large")]
 pub enum TraceCommand {
     /// Convert a public GPU-cluster trace into an Allot trace (+ config).
     Import(ImportArgs),
@@ -91,7 +92,7 @@ pub(crate) fn fraction(s: &str) -> Result<f64, ArgError> {
 
 #[derive(clap::Args)]
 pub struct ImportArgs {
-    /// Source format: philly-pollux, philly, alibaba-openb, helios.
+    /// Source format: philly-pollux, philly, alibaba-openb, helios, sacct, swf.
     #[arg(long, value_parser = parse_format)]
     format: Format,
     /// The source trace file.
@@ -128,7 +129,7 @@ pub struct ImportArgs {
     /// Fraction of the nodes written as shared pools (legacy policy).
     #[arg(long, default_value_t = Sizing::default().shared_fraction)]
     shared_fraction: f64,
-    /// Root of the account paths (default: philly, alibaba or helios).
+    /// Root of the account paths (default: philly, alibaba, helios, slurm or swf).
     #[arg(long)]
     root: Option<String>,
     /// Leaf projects: one per team (`<root>/<team>/jobs`) or one per user.
@@ -156,6 +157,21 @@ pub struct ImportArgs {
     /// Name of the written cluster (default: the root).
     #[arg(long)]
     cluster_name: Option<String>,
+    /// sacct: IANA time zone of times printed without an offset, e.g.
+    /// America/Denver (default UTC; not needed with SLURM_TIME_FORMAT=%s).
+    #[arg(long)]
+    tz: Option<String>,
+    /// Saved `scontrol show nodes --oneliner` output: the written cluster is
+    /// the site's GPU nodes, one shared pool per partition set and GPU type.
+    #[arg(long)]
+    slurm_nodes: Option<PathBuf>,
+    /// sacct: saved `sacctmgr show assoc format=Cluster,Account,ParentName,User,Partition,Share
+    /// --parsable2` output: the account tree and its fair-share shares.
+    #[arg(long)]
+    slurm_assoc: Option<PathBuf>,
+    /// swf: processors that make one GPU (rounded up; default 1).
+    #[arg(long)]
+    procs_per_gpu: Option<u32>,
 }
 
 fn run_import(a: ImportArgs) -> Result<()> {
@@ -177,10 +193,14 @@ fn run_import(a: ImportArgs) -> Result<()> {
             shared_fraction: a.shared_fraction,
             legacy_sizes: a.legacy_sizes,
             node_list: a.nodes,
+            slurm_nodes: a.slurm_nodes,
             gpu_weights: a.gpu_weights.into_iter().collect::<BTreeMap<_, _>>(),
             ..Sizing::default()
         },
         cluster_name: a.cluster_name,
+        time_zone: a.tz,
+        slurm_assoc: a.slurm_assoc,
+        procs_per_gpu: a.procs_per_gpu,
         ..ImportOptions::default()
     };
     opts.qos.ls.class = a.ls_class;

@@ -23,6 +23,8 @@ pub enum ImportError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("{path}:{line}: column {column:?}: {message}")]
+    At { path: PathBuf, line: usize, column: String, message: String },
     #[error("{path}: {message}")]
     BadFile { path: PathBuf, message: String },
     #[error("invalid option: {0}")]
@@ -34,6 +36,10 @@ pub enum ImportError {
 impl ImportError {
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
         ImportError::Io { path: path.to_path_buf(), source }
+    }
+
+    pub(crate) fn at(path: &Path, line: usize, column: &str, message: impl Into<String>) -> Self {
+        ImportError::At { path: path.to_path_buf(), line, column: column.to_string(), message: message.into() }
     }
 
     pub(crate) fn bad_file(path: &Path, message: impl Into<String>) -> Self {

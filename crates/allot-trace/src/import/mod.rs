@@ -13,6 +13,7 @@
 //! file, or a split of a given capacity) and a budget per period equal to its
 //! share of the trace's GPU-hours times the cluster's capacity.
 
+mod accounts;
 mod alibaba;
 mod error;
 mod helios;
@@ -22,11 +23,16 @@ mod philly;
 mod philly_pollux;
 mod pipeline;
 mod record;
+mod sacct;
 mod sizing;
+mod slurm;
 mod summary;
+mod swf;
 
 pub use error::ImportError;
-pub use options::{Format, ImportOptions, ProjectBy, QosClass, QosMapping, RowDefaults, Sizing, TEAM_PROJECT};
+pub use options::{
+    DEFAULT_PROCS_PER_GPU, Format, ImportOptions, ProjectBy, QosClass, QosMapping, RowDefaults, Sizing, TEAM_PROJECT,
+};
 pub use pipeline::{Imported, import};
 pub use summary::{Adjustment, ImportSummary, SkipReason};
 

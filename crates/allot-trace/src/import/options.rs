@@ -20,10 +20,15 @@ pub enum Format {
     AlibabaOpenb,
     /// Helios / Acme `cluster_log.csv`.
     Helios,
+    /// Slurm accounting: `sacct --parsable2` output (22.05 fields).
+    Sacct,
+    /// The Parallel Workloads Archive's Standard Workload Format.
+    Swf,
 }
 
 impl Format {
-    pub const ALL: [Format; 4] = [Format::PhillyPollux, Format::Philly, Format::AlibabaOpenb, Format::Helios];
+    pub const ALL: [Format; 6] =
+        [Format::PhillyPollux, Format::Philly, Format::AlibabaOpenb, Format::Helios, Format::Sacct, Format::Swf];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -31,6 +36,8 @@ impl Format {
             Format::Philly => "philly",
             Format::AlibabaOpenb => "alibaba-openb",
             Format::Helios => "helios",
+            Format::Sacct => "sacct",
+            Format::Swf => "swf",
         }
     }
 
@@ -44,6 +51,8 @@ impl Format {
             Format::PhillyPollux | Format::Philly => "philly",
             Format::AlibabaOpenb => "alibaba",
             Format::Helios => "helios",
+            Format::Sacct => "slurm",
+            Format::Swf => "swf",
         }
     }
 
@@ -54,6 +63,8 @@ impl Format {
             Format::Philly => "philly",
             Format::AlibabaOpenb => "openb",
             Format::Helios => "helios",
+            Format::Sacct => "sacct",
+            Format::Swf => "swf",
         }
     }
 }
@@ -172,6 +183,9 @@ pub struct Sizing {
     pub legacy_sizes: Option<PathBuf>,
     /// Alibaba `openb_node_list_gpu_node.csv`.
     pub node_list: Option<PathBuf>,
+    /// Saved `scontrol show nodes --oneliner` output: the pools are the
+    /// Slurm partitions' GPU nodes (docs/importers.md).
+    pub slurm_nodes: Option<PathBuf>,
     /// Normalisation weight per GPU model; unlisted models weigh 1.
     pub gpu_weights: BTreeMap<String, f64>,
     /// Budget period the budgets are computed for, in seconds.
@@ -188,6 +202,7 @@ impl Default for Sizing {
             shared_fraction: 0.0,
             legacy_sizes: None,
             node_list: None,
+            slurm_nodes: None,
             gpu_weights: BTreeMap::new(),
             budget_period_s: Contract::default().budget_period,
         }
@@ -205,4 +220,14 @@ pub struct ImportOptions {
     pub sizing: Sizing,
     /// Name of the written cluster; default the root.
     pub cluster_name: Option<String>,
+    /// sacct: IANA time zone of times printed without an offset; default UTC.
+    pub time_zone: Option<String>,
+    /// sacct: saved `sacctmgr show assoc … --parsable2` output: the account
+    /// tree and its `Fairshare` shares.
+    pub slurm_assoc: Option<PathBuf>,
+    /// SWF: processors that make one GPU (default [`DEFAULT_PROCS_PER_GPU`]).
+    pub procs_per_gpu: Option<u32>,
 }
+
+/// SWF: each processor stands for one GPU unless `--procs-per-gpu` says otherwise.
+pub const DEFAULT_PROCS_PER_GPU: u32 = 1;

@@ -11,8 +11,9 @@ use super::legacy_sizes::read_legacy_sizes;
 use super::options::{Format, ImportOptions, ProjectBy, TEAM_PROJECT};
 use super::record::{Record, sanitize};
 use super::sizing::{NodeGroup, Shape, Sized, TeamNeed, size_cluster};
+use super::slurm::{SlurmShape, read_assoc, read_nodes};
 use super::summary::{Adjustment, ImportSummary, SkipReason};
-use super::{alibaba, helios, philly, philly_pollux};
+use super::{alibaba, helios, philly, philly_pollux, sacct, swf};
 use crate::write::{AccountOut, ConfigOut, TraceRow, round_budget};
 
 /// The result of an import: rows sorted by `submit_s`, a matching config,
@@ -27,7 +28,21 @@ pub struct Imported {
 /// Imports `input` in `format`.
 pub fn import(format: Format, input: &Path, opts: &ImportOptions) -> Result<Imported, ImportError> {
     let root = validate(opts, format)?;
-    let fixed = capacity(opts)?;
+    let shape = opts
+        .sizing
+        .slurm_nodes
+        .as_deref()
+        .map(|p| read_nodes(p, &opts.sizing.gpu_model, opts.sizing.rack_size))
+        .transpose()?;
+    let fixed = match &shape {
+        Some(s) => Some(
+            s.pools
+                .iter()
+                .map(|p| NodeGroup { model: p.gpu.clone(), gpus_per_node: p.gpus_per_node, nodes: p.nodes })
+                .collect(),
+        ),
+        None => capacity(opts)?,
+    };
     let sizes = opts.sizing.legacy_sizes.as_deref().map(read_legacy_sizes).transpose()?;
     let mut summary = ImportSummary::new(format, input.to_path_buf());
     let records = match format {
@@ -35,8 +50,15 @@ pub fn import(format: Format, input: &Path, opts: &ImportOptions) -> Result<Impo
         Format::Philly => philly::read(input, opts, &mut summary)?,
         Format::AlibabaOpenb => alibaba::read(input, opts, &mut summary)?,
         Format::Helios => helios::read(input, opts, &mut summary)?,
+        Format::Sacct => sacct::read(input, opts, &mut summary)?,
+        Format::Swf => swf::read(input, opts, &mut summary)?,
     };
-    finish(Inputs { format, root: &root, fixed, sizes }, records, opts, summary)
+    let mut imported = finish(Inputs { format, root: &root, fixed, sizes, shape }, records, opts, summary)?;
+    if let Some(path) = &opts.slurm_assoc {
+        let tree = read_assoc(path)?;
+        super::accounts::apply(&tree, &root, opts.project_by, &mut imported);
+    }
+    Ok(imported)
 }
 
 /// What an import knows before it reads the rows.
@@ -47,6 +69,8 @@ struct Inputs<'a> {
     fixed: Option<Vec<NodeGroup>>,
     /// Team sizes from `--legacy-sizes`.
     sizes: Option<BTreeMap<String, u64>>,
+    /// The pools of `--slurm-nodes`, written as they are.
+    shape: Option<SlurmShape>,
 }
 
 /// Checks options; returns the account root.
@@ -75,6 +99,21 @@ fn validate(opts: &ImportOptions, format: Format) -> Result<String, ImportError>
     }
     if s.gpus.is_some() && s.node_list.is_some() {
         return bad("give either --gpus or --nodes, not both".into());
+    }
+    if s.slurm_nodes.is_some() && (s.gpus.is_some() || s.node_list.is_some() || s.legacy_sizes.is_some()) {
+        return bad(
+            "--slurm-nodes gives the cluster itself; it cannot be combined with --gpus, --nodes or --legacy-sizes"
+                .into(),
+        );
+    }
+    if format != Format::Sacct && (opts.time_zone.is_some() || opts.slurm_assoc.is_some()) {
+        return bad("--tz and --slurm-assoc apply to --format sacct only".into());
+    }
+    if format != Format::Swf && opts.procs_per_gpu.is_some() {
+        return bad("--procs-per-gpu applies to --format swf only".into());
+    }
+    if format == Format::Sacct {
+        sacct::zone(opts)?;
     }
     if let Some((m, w)) = s.gpu_weights.iter().find(|(_, w)| !(w.is_finite() && **w > 0.0)) {
         return bad(format!("GPU weight of {m} must be > 0, got {w}"));
@@ -131,7 +170,7 @@ fn finish(
     opts: &ImportOptions,
     mut summary: ImportSummary,
 ) -> Result<Imported, ImportError> {
-    let Inputs { format, root, fixed, sizes } = inputs;
+    let Inputs { format, root, fixed, sizes, shape } = inputs;
     let s = &opts.sizing;
     let gpn_max = fixed.as_ref().map_or(s.gpus_per_node, |g| g.iter().map(|g| g.gpus_per_node).max().unwrap_or(1));
     let mut kept: Vec<(Record, Shape)> = Vec::with_capacity(records.len());
@@ -165,7 +204,10 @@ fn finish(
     let t0 = kept[0].0.submit;
     let (rows, teams) = build_rows(format, root, &kept, t0, gpn_max, opts, &mut summary);
     let needs = team_needs(&teams, sizes.as_ref(), fixed.is_some(), &mut summary);
-    let sized = size_cluster(fixed, &s.gpu_model, s.gpus_per_node, &needs, s.shared_fraction, s.rack_size);
+    let sized = match shape {
+        Some(shape) => Sized { pools: shape.pools, team_pools: BTreeMap::new(), notes: shape.notes },
+        None => size_cluster(fixed, &s.gpu_model, s.gpus_per_node, &needs, s.shared_fraction, s.rack_size),
+    };
     let config = build_config(format, root, &teams, &needs, sized, opts, &mut summary);
     summary.imported = rows.len() as u64;
     Ok(Imported { rows, config, summary })
@@ -246,11 +288,11 @@ fn build_rows(
             priority: r.priority,
             preemptible: r.preemptible,
             clusters: String::new(),
-            time_limit_s: None,
+            time_limit_s: r.time_limit_s,
             checkpoint_on_signal: false,
             after: String::new(),
-            array: String::new(),
-            array_index: None,
+            array: r.array.as_ref().map(|a| a.0.clone()).unwrap_or_default(),
+            array_index: r.array.as_ref().map(|a| a.1),
             array_limit: None,
         });
     }
@@ -330,14 +372,17 @@ fn build_config(
         config.accounts.push(AccountOut {
             path: format!("{root}/{}", t.name),
             budget_gpu_hours: Some(round_budget(capacity * t.weight / total_w).max(0.1)),
-            legacy_pools: Some(sized.team_pools.get(&t.name).cloned().unwrap_or_default()),
+            // Slurm partitions are shared by every account: no exclusive pools.
+            legacy_pools: (s.slurm_nodes.is_none()).then(|| sized.team_pools.get(&t.name).cloned().unwrap_or_default()),
             ..Default::default()
         });
         for p in &teams[&t.name].projects {
             config.accounts.push(AccountOut { path: format!("{root}/{}/{p}", t.name), ..Default::default() });
         }
     }
-    let how = if s.node_list.is_some() {
+    let how = if s.slurm_nodes.is_some() {
+        "the Slurm nodes, one shared pool per partition set, GPU type and node size".to_string()
+    } else if s.node_list.is_some() {
         "the node list, split among teams by GPU-hours".to_string()
     } else if let Some(g) = s.gpus {
         format!("--gpus {g}, split among teams by GPU-hours")

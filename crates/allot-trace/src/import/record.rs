@@ -38,6 +38,10 @@ pub(crate) struct Record {
     pub adjusted: Vec<Adjustment>,
     /// The source's job state (`Pass`, `COMPLETED`, `Running`, …).
     pub status: Option<String>,
+    /// CON-6 time limit per attempt (sacct, SWF).
+    pub time_limit_s: Option<Time>,
+    /// ARR-1: the array and index this row is an element of (sacct).
+    pub array: Option<(String, u32)>,
 }
 
 impl Record {
@@ -65,6 +69,8 @@ impl Record {
             checkpoint_s: d.checkpoint_s,
             adjusted,
             status: None,
+            time_limit_s: None,
+            array: None,
         }
     }
 }

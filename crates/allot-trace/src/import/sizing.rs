@@ -213,7 +213,7 @@ fn pool(name: &str, g: &NodeGroup, nodes: u32, rack_size: u32, shared: bool) -> 
 
 /// A pool name: letters, digits, '_' and '.' only (nodes are named
 /// `<pool>-<index>`), made unique with a `_<n>` suffix.
-fn unique_pool_name(want: &str, taken: &mut BTreeSet<String>) -> String {
+pub(crate) fn unique_pool_name(want: &str, taken: &mut BTreeSet<String>) -> String {
     let base: String = want.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect();
     let mut name = base.clone();
     let mut n = 2;

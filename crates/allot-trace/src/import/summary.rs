@@ -31,6 +31,18 @@ pub enum SkipReason {
     NoEndTime,
     /// Larger than every pool of a fixed-size cluster.
     TooLarge,
+    /// sacct: cancelled before it started (no start time).
+    CancelledBeforeStart,
+    /// sacct: a collapsed row of array elements that never started (`123_[76-999]`).
+    ArrayNeverStarted,
+    /// sacct: a component of a heterogeneous job (`123+0`).
+    Heterogeneous,
+    /// sacct: a job step (`123.batch`, `123.0`): the pull lacked `--allocations`.
+    JobStep,
+    /// sacct: the same `JobIDRaw` and `Submit` read again (overlapping pulls).
+    Duplicate,
+    /// SWF: a partial-execution line (status 2, 3, 4); its job's summary line is imported.
+    PartialExecution,
 }
 
 impl SkipReason {
@@ -46,6 +58,12 @@ impl SkipReason {
             SkipReason::NeverStarted => "never started",
             SkipReason::NoEndTime => "no end time",
             SkipReason::TooLarge => "larger than any pool",
+            SkipReason::CancelledBeforeStart => "cancelled before it started",
+            SkipReason::ArrayNeverStarted => "array elements that never started (collapsed row)",
+            SkipReason::Heterogeneous => "heterogeneous job component",
+            SkipReason::JobStep => "job step (pull without --allocations)",
+            SkipReason::Duplicate => "duplicate record (overlapping pulls)",
+            SkipReason::PartialExecution => "partial-execution line",
         }
     }
 }
@@ -65,6 +83,10 @@ pub enum Adjustment {
     NameSanitized,
     /// A repeated job id made unique with a `-<n>` suffix.
     DuplicateIdRenamed,
+    /// sacct: records of a requeued or preempted job merged into one workload.
+    AttemptsMerged,
+    /// SWF: processors not a multiple of `--procs-per-gpu`, rounded up to whole GPUs.
+    ProcsRoundedUp,
 }
 
 impl Adjustment {
@@ -76,6 +98,8 @@ impl Adjustment {
             Adjustment::GpuTypeDropped => "GPU model constraint dropped",
             Adjustment::NameSanitized => "name characters replaced",
             Adjustment::DuplicateIdRenamed => "duplicate id renamed",
+            Adjustment::AttemptsMerged => "requeued/preempted attempts merged into one workload",
+            Adjustment::ProcsRoundedUp => "processors rounded up to whole GPUs",
         }
     }
 }
