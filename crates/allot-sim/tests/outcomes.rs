@@ -27,9 +27,16 @@ fn run(scenario: Scenario, kind: PolicyKind, reclaim_baselines: bool) -> (State,
 #[test]
 fn outcome_counts_add_up_to_the_workloads_for_every_policy_and_scenario() {
     for scenario in Scenario::ALL {
+        let mut demand: Option<Vec<f64>> = None;
         for kind in PolicyKind::ALL {
             let (state, out) = run(scenario, kind, false);
             let r = measure(&state, &out);
+            // What each account asked for is the trace's, whatever the
+            // policy; the top-level accounts asked for all of it.
+            let shares: Vec<f64> = r.accounts.values().map(|a| a.demand_share).collect();
+            assert_eq!(*demand.get_or_insert_with(|| shares.clone()), shares, "{}", kind.as_str());
+            let top: f64 = r.accounts.iter().filter(|(p, _)| !p.contains('/')).map(|(_, a)| a.demand_share).sum();
+            assert!((top - 1.0).abs() < 1e-9, "top-level demand shares sum to {top}");
             let m = &r.metrics;
             let sum = m.completed_workloads
                 + m.failed_workloads
