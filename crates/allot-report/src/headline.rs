@@ -160,17 +160,22 @@ fn changes(mine: &[Report], theirs: &[Report]) -> Vec<Change> {
 
 /// A row's measure in words: queue-time percentiles name their class.
 fn describe(section: &str, row: &Row<Report>) -> String {
-    if section.starts_with("queue time") && row.unit == Unit::Seconds {
-        if let Some((class, stat)) = row.label.split_once(' ') {
-            let class = if class == "all" { "all work".to_string() } else { format!("{class} work") };
-            return format!("the {stat} queue time of {class}");
-        }
+    if section.starts_with("queue time")
+        && row.unit == Unit::Seconds
+        && let Some((class, stat)) = row.label.split_once(' ')
+    {
+        let class = if class == "all" { "all work".to_string() } else { format!("{class} work") };
+        return format!("the {stat} queue time of {class}");
     }
     format!("the {}", row.label)
 }
 
-/// The family of a row: its label without a trailing statistic.
+/// The family of a row: its label without a trailing statistic; the
+/// preemption overhead in GPU-hours and as a fraction are one.
 fn family(label: &str) -> &str {
+    if label.starts_with("overhead") {
+        return "overhead";
+    }
     ["p50", "p95", "p99", "mean"].iter().find_map(|s| label.strip_suffix(s).map(str::trim_end)).unwrap_or(label)
 }
 

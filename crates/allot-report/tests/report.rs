@@ -323,10 +323,9 @@ fn several_seeds_give_intervals_and_sim_names_worse_tails() {
     assert!(tails[0].contains("raised the preemptions from 0 to 30"), "{tails:?}");
     let mut better = worse.clone();
     better.metrics.preemptions = 0;
-    for q in [&mut better.metrics.queue_time_by_class.batch, &mut better.metrics.queue_time_by_class.interactive] {
-        if let Some(s) = q {
-            s.p99 = 0;
-        }
+    let classes = [&mut better.metrics.queue_time_by_class.batch, &mut better.metrics.queue_time_by_class.interactive];
+    for s in classes.into_iter().flatten() {
+        s.p99 = 0;
     }
     better.metrics.queue_time_by_class.service = base.metrics.queue_time_by_class.service;
     better.metrics.queue_time_s = base.metrics.queue_time_s.map(|s| allot_sim::report::Stats { p99: 0, ..s });
