@@ -39,8 +39,9 @@ $allot compare --scenario ai2-fleet --gpus 1024 --days 7 --until 7d --seeds 3 \
 # 5. Assumption sweep: the Philly trace records no checkpoints, and the
 #    import assumes every batch job checkpoints hourly (which favours the
 #    policies that preempt). The same comparison with no checkpoints, every
-#    4 h and hourly. ALLOT_SWEEP_UNTIL (e.g. 14d) cuts every run there for a
-#    quicker, smaller sweep; unset, the whole trace is replayed.
+#    4 h and hourly. ALLOT_SWEEP_UNTIL (e.g. 60d; the trace's first 14 days
+#    hold only 22 jobs) cuts every run there for a quicker, smaller sweep;
+#    unset, the whole trace is replayed.
 sweep_until=${ALLOT_SWEEP_UNTIL:-}
 until_args=()
 [ -z "$sweep_until" ] || until_args=(--until "$sweep_until")
