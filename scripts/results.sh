@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Reproduces every comparison in docs/results.md into out/results/.
-# Needs the public traces in ../shared/traces (see that directory's README).
+# Needs the public traces in traces/ (docs/traces.md: sources, licences,
+# download commands), or in ALLOT_TRACES_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-traces=${ALLOT_TRACES_DIR:-../shared/traces}
+traces=${ALLOT_TRACES_DIR:-traces}
 out=out/results
 mkdir -p "$out"
 [ -n "${ALLOT_BIN:-}" ] || cargo build --release --locked -q -p allot
@@ -34,3 +35,29 @@ $allot compare --scenario ai2 --gpus 1024 --days 30 --seeds 3 \
 #    scheduler per cluster) and Allot with one fleet-wide ledger.
 $allot compare --scenario ai2-fleet --gpus 1024 --days 7 --until 7d --seeds 3 \
   --policies priority,allot-split,allot --out "$out/fleet"
+
+# 5. Assumption sweep: the Philly trace records no checkpoints, and the
+#    import assumes every batch job checkpoints hourly (which favours the
+#    policies that preempt). The same comparison with no checkpoints, every
+#    4 h and hourly. ALLOT_SWEEP_UNTIL (e.g. 60d; the trace's first 14 days
+#    hold only 22 jobs) cuts every run there for a quicker, smaller sweep;
+#    unset, the whole trace is replayed.
+sweep_until=${ALLOT_SWEEP_UNTIL:-}
+until_args=()
+[ -z "$sweep_until" ] || until_args=(--until "$sweep_until")
+for ckpt in 0 14400 3600; do
+  $allot trace import --format philly-pollux "$traces/philly_pollux.csv" --gpus 512 --checkpoint-s "$ckpt" \
+    --out "$out/philly-ckpt$ckpt.csv" --config-out "$out/philly-ckpt$ckpt.toml"
+  $allot compare --config "$out/philly-ckpt$ckpt.toml" --trace "$out/philly-ckpt$ckpt.csv" \
+    --policies priority,fifo-backfill,allot "${until_args[@]}" --out "$out/sweep-ckpt$ckpt" >/dev/null
+done
+{
+  echo "| checkpoints | policy | completed | unfinished | preemptions | lost to preemption (fraction of assigned) | useful GPU-h | queue p95 (h) | budget attainment |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+  for ckpt in 0 14400 3600; do
+    case $ckpt in 0) label="none" ;; 14400) label="every 4 h" ;; 3600) label="hourly" ;; esac
+    jq -r --arg c "$label" '.[] | "| \($c) | \(.policy) | \(.metrics.completed_workloads) | \(.metrics.unfinished_workloads) | \(.metrics.preemptions) | \(.metrics.preemption_overhead_fraction * 1000 | round / 1000) | \(.metrics.useful_gpu_hours | round) | \(if .metrics.queue_time_s then (.metrics.queue_time_s.p95 / 360 | round / 10) else "-" end) | \(if .metrics.budget_attainment then (.metrics.budget_attainment * 1000 | round / 1000) else "-" end) |"' \
+      "$out/sweep-ckpt$ckpt/summary.json"
+  done
+} >"$out/sweep-checkpoints.md"
+cat "$out/sweep-checkpoints.md"

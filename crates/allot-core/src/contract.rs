@@ -109,6 +109,13 @@ impl Default for Contract {
 }
 
 impl Contract {
+    /// This contract with idle reclaim (CON-9) off for every class: what a
+    /// baseline runs under unless asked otherwise
+    /// ([`crate::PolicyKind::idle_reclaim`]).
+    pub fn without_idle_reclaim(self) -> Contract {
+        Contract { idle_reclaim: PerClass { batch: None, interactive: None, service: None }, ..self }
+    }
+
     /// The budget periods (BUD-4).
     pub fn periods(&self) -> Periods {
         Periods { length: self.budget_period, calendar: self.budget_calendar }

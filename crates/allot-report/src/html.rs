@@ -1,6 +1,7 @@
 //! The comparison page: one self-contained HTML file (inline CSS and SVG, no
-//! script, no link to anything outside it). It reads top down: what was
-//! compared and any warning about a run, the headline measures, the charts
+//! script, no link to anything outside it). It reads top down: the
+//! headline in words ([`crate::headline`]), the assumptions that favour a
+//! policy, what was compared and any warning about a run, the headline measures, the charts
 //! of [`crate::charts`] (with a legend of the accounts they name), the table
 //! of every measure per policy, and last the assumptions (collapsed).
 
@@ -43,6 +44,12 @@ pub struct Page<'a> {
     /// Warnings about the runs ([`allot_sim::report::TraceWarning`]),
     /// shown first.
     pub warnings: Vec<String>,
+    /// The headline paragraphs ([`crate::headline()`]), shown before
+    /// anything else.
+    pub headline: Vec<String>,
+    /// What the comparison assumed, each saying which policy it favours
+    /// ([`assumptions_of`]), listed before the results.
+    pub assumed: Vec<String>,
 }
 
 const STYLE: &str = "
@@ -67,7 +74,41 @@ span.dir{color:#666;margin-left:4px}
 details{margin:8px 0}summary{cursor:pointer;font-weight:bold}
 pre{background:#f7f7f7;border:1px solid #ddd;padding:8px;font-size:12px;overflow:auto}
 .note{color:#555}
+p.headline{font-size:16px}
 ";
+
+/// The assumptions of a comparison, in the order the reports list them:
+/// what the config's writer assumed (`[provenance] assumed`: an importer's
+/// checkpoints and utilisation, budgets from the same trace, a scenario's
+/// load), then whether each policy reclaims idle GPUs (CON-9), then the
+/// load measured on the trace.
+pub fn assumptions_of(assumed: &[String], idle_reclaim: &[(String, bool)], load: Option<f64>) -> Vec<String> {
+    let mut out = assumed.to_vec();
+    if !idle_reclaim.is_empty() {
+        let list = |on: bool| {
+            let names: Vec<&str> = idle_reclaim.iter().filter(|x| x.1 == on).map(|x| x.0.as_str()).collect();
+            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        };
+        out.push(format!(
+            "idle reclaim (CON-9): on for {}; off for {} (--idle-reclaim-baselines turns it on for the baselines; \
+             sessions it ends are counted as idle-reclaimed, not completed: favours the policies it is on for in \
+             queue times, against them in completed workloads)",
+            list(true),
+            list(false)
+        ));
+    }
+    if let Some(l) = load {
+        out.push(format!(
+            "load: the trace asks for {l:.2}× the GPU-time of the cluster over its arrivals{}",
+            if l > crate::headline::OVERLOAD {
+                " (far over capacity: favours every policy that shares idle GPUs over static partitions)"
+            } else {
+                ""
+            }
+        ));
+    }
+    out
+}
 
 /// Renders the page.
 pub fn render(page: &Page) -> String {
@@ -79,6 +120,16 @@ pub fn render(page: &Page) -> String {
          content=\"width=device-width\"><title>{t}</title><style>{STYLE}</style></head><body>\n<h1>{t}</h1>\n",
         t = esc(&page.title)
     );
+    for p in &page.headline {
+        let _ = writeln!(h, "<p class=\"headline\">{}</p>", esc(p));
+    }
+    if !page.assumed.is_empty() {
+        h.push_str("<h2 id=\"assumed\">Assumptions behind the results</h2>\n<ul>");
+        for a in &page.assumed {
+            let _ = write!(h, "<li>{}</li>", esc(a));
+        }
+        h.push_str("</ul>\n");
+    }
     let policies: Vec<&str> = page.runs.iter().map(|r| r.report.policy.as_str()).collect();
     let horizon = page.runs.iter().map(|r| r.report.horizon_s).max().unwrap_or(0);
     let _ = writeln!(

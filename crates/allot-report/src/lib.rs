@@ -4,6 +4,7 @@
 //!   computed from its record and final state;
 //! * [`stats`]: mean and 95% confidence interval over repeated runs;
 //! * [`table`]: the measures of repeated runs side by side;
+//! * [`headline`]: the comparison in plain words, from the figures;
 //! * [`svg`]: small hand-written SVG charts;
 //! * [`charts`]: the charts of the comparison, one family per question;
 //! * [`html`]: the self-contained page that holds them.
@@ -11,12 +12,14 @@
 //! What the page shows and how the intervals are computed: `docs/compare.md`.
 
 pub mod charts;
+pub mod headline;
 pub mod html;
 pub mod series;
 pub mod stats;
 pub mod svg;
 pub mod table;
 
+pub use headline::{Subject, headline, load, worse_tails};
 pub use html::{Page, Setup, render};
 pub use series::Series;
 pub use stats::{MeanCi, mean_ci, summarise};

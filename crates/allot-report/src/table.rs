@@ -37,7 +37,7 @@ fn wide(m: &MeanCi) -> bool {
 
 /// One cell: `mean ± half-width` over the runs where the measure is
 /// defined, marked [`WIDE`] when the interval is wider than the mean.
-fn cell(unit: Unit, m: Option<MeanCi>) -> String {
+pub(crate) fn cell(unit: Unit, m: Option<MeanCi>) -> String {
     match m {
         None => "-".into(),
         Some(m) => match m.half_width {

@@ -144,6 +144,12 @@ fn page_of(state: &State, runs: &[PolicyRun], measures: &Tables, trace: &[Worklo
         measures,
         notes: vec!["a note".into()],
         warnings: vec!["priority rejected <all>".into()],
+        headline: vec!["Compared <the policies>.".into(), "Against priority, allot gained.".into()],
+        assumed: allot_report::html::assumptions_of(
+            &["checkpoints: every one of the 3 batch jobs checkpoints every 1h".into()],
+            &[("priority".into(), false), ("allot".into(), true)],
+            Some(2.5),
+        ),
     })
 }
 
@@ -174,8 +180,15 @@ fn the_page_is_self_contained_and_holds_every_chart() {
     }
     assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
     assert_eq!(html.matches("<svg").count(), 10);
-    // Reading order: warnings, headline, charts, every measure, assumptions (collapsed).
+    // Reading order: the headline in words, the assumptions behind the
+    // results, warnings, headline table, charts, every measure, the inputs
+    // (collapsed).
     let at = |needle: &str| html.find(needle).unwrap_or_else(|| panic!("{needle}"));
+    assert!(at("</h1>") < at("<p class=\"headline\">Compared &lt;the policies&gt;.</p>"));
+    assert!(at("<p class=\"headline\">") < at("id=\"assumed\""));
+    assert!(at("id=\"assumed\"") < at("<li>checkpoints: every one of the 3 batch jobs checkpoints every 1h</li>"));
+    assert!(at("idle reclaim (CON-9): on for allot; off for priority") < at("id=\"warnings\""));
+    assert!(at("load: the trace asks for 2.50× the GPU-time") < at("id=\"warnings\""));
     assert!(at("id=\"warnings\"") < at("id=\"table-headline\""));
     assert!(at("id=\"table-headline\"") < at("<svg"));
     assert!(at("id=\"chart-lost-gpu-hours\"") < at("id=\"table-measures\""));
@@ -248,4 +261,73 @@ fn series_are_deterministic() {
     let b = serde_json::to_string(&run(PolicyKind::Allot).1.series).unwrap();
     assert_eq!(a, b);
     let _: &Series = &run(PolicyKind::Fifo).1.series;
+}
+
+/// A headline of a single run of two policies, with `allot`'s preemptions
+/// set to `preemptions`.
+fn headline_with(preemptions: u64) -> Vec<String> {
+    let base = run(PolicyKind::FifoBackfill).1.report;
+    let mut allot = run(PolicyKind::Allot).1.report;
+    allot.metrics.preemptions = preemptions;
+    let subject = allot_report::Subject {
+        trace: "trace t.csv (160 workloads)".into(),
+        clusters: 1,
+        gpus: 32,
+        days: 3.0,
+        load: Some(2.5),
+    };
+    allot_report::headline(&subject, &[("fifo-backfill".into(), vec![base]), ("allot".into(), vec![allot])], "allot")
+}
+
+#[test]
+fn the_headline_is_written_from_the_figures() {
+    let h = headline_with(7);
+    assert!(
+        h[0].starts_with("Compared fifo-backfill, allot on trace t.csv (160 workloads): 1 cluster, 32 GPUs, 3.0 days"),
+        "{h:?}"
+    );
+    assert!(h[0].contains("2.50× capacity") && h[0].contains("any policy that shares idle GPUs"), "{h:?}");
+    assert_eq!(h.len(), 2, "one sentence per baseline: {h:?}");
+    assert!(h[1].starts_with("Against fifo-backfill, allot "), "{h:?}");
+    // fifo-backfill never preempts: allot's preemptions are a cost, named
+    // with both figures; change the figure and the sentence follows.
+    assert!(h[1].contains("raised the preemptions from 0 to 7"), "{h:?}");
+    let again = headline_with(19);
+    assert!(again[1].contains("raised the preemptions from 0 to 19"), "{again:?}");
+    assert_ne!(h, again);
+    let none = headline_with(0);
+    assert!(!none[1].contains("preemptions from"), "no cost when allot does not preempt either: {none:?}");
+}
+
+#[test]
+fn several_seeds_give_intervals_and_sim_names_worse_tails() {
+    let base = run(PolicyKind::FifoBackfill).1.report;
+    let allot = run(PolicyKind::Allot).1.report;
+    let (mut a1, mut a2) = (allot.clone(), allot.clone());
+    a1.metrics.preemptions = 10;
+    a2.metrics.preemptions = 20;
+    let subject =
+        allot_report::Subject { trace: "scenario s".into(), clusters: 2, gpus: 64, days: 1.0, load: Some(0.8) };
+    let runs = [("fifo-backfill".to_string(), vec![base.clone(), base.clone()]), ("allot".to_string(), vec![a1, a2])];
+    let h = allot_report::headline(&subject, &runs, "allot");
+    assert!(h[0].contains("2 clusters") && h[0].contains("0.80× capacity") && !h[0].contains("shares idle"));
+    assert!(h[0].contains("means over 2 seeds"), "{h:?}");
+    // Mean 15, half-width t(0.975, 1) · 5 = 63.5, wider than the mean (†).
+    assert!(h[1].contains("raised the preemptions from 0.00 ± 0.00 to 15 ± 64 †"), "{h:?}");
+    // `allot sim`: a worse tail or more preemptions get a sentence.
+    let mut worse = allot.clone();
+    worse.metrics.preemptions = base.metrics.preemptions + 30;
+    let tails = allot_report::worse_tails(&[&base, &worse], "allot");
+    assert_eq!(tails.len(), 1, "{tails:?}");
+    assert!(tails[0].starts_with("Worse under allot than under fifo-backfill: it raised "), "{tails:?}");
+    assert!(tails[0].contains("raised the preemptions from 0 to 30"), "{tails:?}");
+    let mut better = worse.clone();
+    better.metrics.preemptions = 0;
+    let classes = [&mut better.metrics.queue_time_by_class.batch, &mut better.metrics.queue_time_by_class.interactive];
+    for s in classes.into_iter().flatten() {
+        s.p99 = 0;
+    }
+    better.metrics.queue_time_by_class.service = base.metrics.queue_time_by_class.service;
+    better.metrics.queue_time_s = base.metrics.queue_time_s.map(|s| allot_sim::report::Stats { p99: 0, ..s });
+    assert!(allot_report::worse_tails(&[&base, &better], "allot").is_empty());
 }

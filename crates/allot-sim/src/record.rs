@@ -41,6 +41,11 @@ pub enum AttemptEnd {
     Preempted,
     /// Stopped at once by a node failure.
     Failed,
+    /// Ended by a cancel (not requeued; not a preemption).
+    Cancelled,
+    /// CON-9: ended because its GPUs stayed idle (not requeued; not a
+    /// preemption).
+    IdleReclaimed,
     /// Still holding GPUs when the simulation ended (horizon cut).
     Cut,
 }

@@ -501,7 +501,11 @@ impl Sim<'_> {
             useful_gpu_s: ended.stop.useful_gpu_s,
             outcome: match ended.outcome {
                 Outcome::Finished => AttemptEnd::Finished,
-                Outcome::Preempted | Outcome::Cancelled => AttemptEnd::Preempted,
+                Outcome::Preempted => AttemptEnd::Preempted,
+                // CON-9: an idle reclaim ends the workload as a cancel
+                // does; the engine tells which it was.
+                Outcome::Cancelled if self.engine.reclaimed(w) => AttemptEnd::IdleReclaimed,
+                Outcome::Cancelled => AttemptEnd::Cancelled,
                 Outcome::NodeFailed | Outcome::Failed | Outcome::LaunchFailed => AttemptEnd::Failed,
             },
         }

@@ -56,6 +56,10 @@ pub struct Config {
     /// `[identity]` and `[[grants]]`: people as Unix users and what their
     /// groups grant (docs/security.md).
     pub identity: IdentityConfig,
+    /// `[provenance] assumed`: what the writer of the config (an importer,
+    /// the generator) assumed where its source says nothing; reports list
+    /// them before their results.
+    pub assumed: Vec<String>,
     /// The file it was read from, as given.
     pub path: String,
     /// The raw TOML (reports print it).
@@ -196,7 +200,8 @@ fn build_config(ctx: &Ctx<'_>, raw: &RawConfig, text: String) -> Result<Config, 
     let api = api::build_api(ctx, raw.api.as_ref())?;
     let identity = identity::build_identity(ctx, raw.identity.as_ref(), &raw.grants, |p| accounts.get(p).is_some())?;
     let path = ctx.file.to_string();
-    Ok(Config { cluster, executors, accounts, contract, alerts, telemetry, api, identity, path, text })
+    let assumed = raw.provenance.as_ref().map(|p| p.assumed.clone()).unwrap_or_default();
+    Ok(Config { cluster, executors, accounts, contract, alerts, telemetry, api, identity, assumed, path, text })
 }
 
 /// The raw form of a configuration made in memory, as the TOML reader would
@@ -312,6 +317,7 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
         identity: None,
         grants: Vec::new(),
         slurm: slurm::raw_of(out),
+        provenance: (!out.assumed.is_empty()).then(|| RawProvenance { assumed: out.assumed.clone() }),
     }
 }
 
@@ -339,6 +345,15 @@ struct RawConfig {
     grants: Vec<identity::RawGrant>,
     /// `[slurm]`: the `slurm` policy's knobs.
     slurm: Option<slurm::RawSlurm>,
+    provenance: Option<RawProvenance>,
+}
+
+/// `[provenance]`, written by `allot trace import` and `allot trace gen`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProvenance {
+    #[serde(default)]
+    assumed: Vec<String>,
 }
 
 #[derive(Deserialize)]

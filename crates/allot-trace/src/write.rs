@@ -220,6 +220,10 @@ pub struct ConfigOut {
     pub gpu_types: Vec<(String, f64)>,
     pub accounts: Vec<AccountOut>,
     pub contract: Contract,
+    /// What the writer assumed where its source says nothing (an importer:
+    /// checkpoints, utilisation; budgets from the same trace), one line
+    /// each, written as `[provenance] assumed` for reports to list.
+    pub assumed: Vec<String>,
 }
 
 impl ConfigOut {
@@ -314,7 +318,20 @@ pub fn write_config_toml<W: Write>(mut w: W, cfg: &ConfigOut) -> io::Result<()> 
     }
     write_contract(&mut w, &cfg.contract)?;
     write_slurm(&mut w, cfg)?;
+    write_provenance(&mut w, &cfg.assumed)?;
     w.flush()
+}
+
+/// `[provenance]`: what the writer assumed, one quoted line each.
+fn write_provenance<W: Write>(w: &mut W, assumed: &[String]) -> io::Result<()> {
+    if assumed.is_empty() {
+        return Ok(());
+    }
+    writeln!(w, "\n[provenance]\nassumed = [")?;
+    for a in assumed {
+        writeln!(w, "  {},", quote(a))?;
+    }
+    writeln!(w, "]")
 }
 
 fn write_pools<'a, W: Write>(w: &mut W, table: &str, pools: impl Iterator<Item = &'a PoolOut>) -> io::Result<()> {
@@ -517,6 +534,7 @@ mod tests {
             gpu_types: vec![("H100".into(), 1.0)],
             accounts: vec![a, AccountOut { path: "org/b".into(), ..Default::default() }],
             contract: Contract::default(),
+            assumed: vec!["budgets: from the same trace".into()],
         };
         let mut out = Vec::new();
         write_config_toml(&mut out, &cfg).unwrap();
@@ -531,6 +549,9 @@ mod tests {
         assert!(b.users.is_empty() && b.user_budgets.is_empty());
         // In memory too (`config_from` reads the same fields).
         let again = crate::config::config_from(&cfg, "mem").unwrap();
+        // `[provenance] assumed` reads back from the file and in memory.
+        assert_eq!(parsed.assumed, cfg.assumed);
+        assert_eq!(again.assumed, cfg.assumed);
         assert_eq!(again.accounts.account(again.accounts.get("org/a").unwrap()).user_budgets, acc.user_budgets);
     }
 
@@ -559,6 +580,7 @@ mod tests {
                 AccountOut { path: "org/a/p".into(), ..Default::default() },
             ],
             contract: Contract::default(),
+            assumed: vec!["every batch job checkpoints \"hourly\"".into()],
         };
         let mut out = Vec::new();
         write_config_toml(&mut out, &cfg).unwrap();
@@ -570,5 +592,6 @@ mod tests {
         assert!(v["accounts"][1].get("legacy_pools").is_none());
         assert_eq!(v["contract"]["min_slice"]["batch"].as_str(), Some("2h"));
         assert_eq!(v["contract"]["budget_period"].as_str(), Some("7d"));
+        assert_eq!(v["provenance"]["assumed"][0].as_str(), Some("every batch job checkpoints \"hourly\""));
     }
 }

@@ -58,3 +58,28 @@ fn invalid_json_names_the_line() {
     assert!(e.to_string().contains("bad.json:3:"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_written_config_lists_what_the_import_assumed() {
+    let to_config = |checkpoint_s| {
+        let mut opts = ImportOptions::default();
+        opts.defaults.checkpoint_s = checkpoint_s;
+        let got = import(Format::Philly, &fixture("philly_cluster_job_log.json"), &opts).unwrap();
+        let mut toml = Vec::new();
+        allot_trace::write::write_config_toml(&mut toml, &got.config).unwrap();
+        allot_trace::config::parse_config(&String::from_utf8(toml).unwrap(), "philly.toml").unwrap().assumed
+    };
+    let hourly = to_config(3600);
+    assert!(
+        hourly.iter().any(|a| a.starts_with("checkpoints: every one of the 3 batch jobs checkpoints every 1h")
+            && a.contains("favours policies that preempt")),
+        "{hourly:#?}"
+    );
+    assert!(hourly.iter().any(|a| a.starts_with("budgets: from the same trace")), "{hourly:#?}");
+    assert!(hourly.iter().any(|a| a.starts_with("utilisation: every job keeps its GPUs 50% busy")), "{hourly:#?}");
+    let never = to_config(0);
+    assert!(
+        never.iter().any(|a| a.starts_with("checkpoints: none of the 3 batch jobs") && a.contains("do not preempt")),
+        "{never:#?}"
+    );
+}

@@ -1,6 +1,6 @@
-//! The importers on the real public traces (`../shared/traces`). Ignored by
-//! default; CI runs them with `--run-ignored` and `ALLOT_TRACES_DIR` set to
-//! the directory holding the files (see that directory's README).
+//! The importers on the real public traces (`traces/`, docs/traces.md).
+//! Ignored by default; CI runs them with `--run-ignored` and
+//! `ALLOT_TRACES_DIR` set to the directory holding the files.
 
 mod import_support;
 

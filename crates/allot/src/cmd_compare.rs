@@ -72,6 +72,11 @@ pub struct CompareArgs {
     /// values, side by side.
     #[arg(long, value_name = "KEY=VALUES")]
     vary: Vec<String>,
+    /// Apply idle reclaim (CON-9, the config's `contract.idle_reclaim_*`)
+    /// to the baselines too (fifo, fifo-backfill, priority); by default
+    /// only allot and allot-split reclaim idle GPUs (docs/baselines.md).
+    #[arg(long)]
+    idle_reclaim_baselines: bool,
 }
 
 fn parse_scenario(s: &str) -> Result<Scenario, String> {
@@ -198,7 +203,7 @@ pub fn run(a: CompareArgs) -> Result<()> {
         vec![vec![None; variations.len()]; sources.len()]
     };
     // runs[s][c]: source s in column c.
-    let runs = run_all(&sources, &inputs, &splits, &columns, &opts);
+    let runs = run_all(&sources, &inputs, &splits, &columns, &opts, a.idle_reclaim_baselines);
     let title = format!("Allot policy comparison: {}", sources[0].inputs.config.cluster.name);
     let mut source_rows = source_rows;
     if variations.len() > 1 {
@@ -206,8 +211,10 @@ pub fn run(a: CompareArgs) -> Result<()> {
         source_rows.push(("variations".to_string(), labels.join("; ")));
     }
     let warnings = warnings(&sources, &runs);
-    let table = write_summaries(&out, &title, &source_rows, &columns, &runs, &warnings)?;
-    write_page(&out, title, &sources, source_rows, &runs[0], &table, warnings)?;
+    let words = Words::of(&a, &sources, &columns, &runs, until);
+    let table = write_summaries(&out, &title, &words, &source_rows, &columns, &runs, &warnings)?;
+    write_page(&out, title, &sources, source_rows, &runs[0], &table, warnings, &words)?;
+    print!("{}", words.text());
     if sources.len() == 1 {
         print!("{}", summary_table(&runs[0].iter().map(|r| &r.report).collect::<Vec<_>>()));
     } else {
@@ -216,6 +223,77 @@ pub fn run(a: CompareArgs) -> Result<()> {
     let dir = out.display();
     eprintln!("wrote {dir}/summary.json, {dir}/summary.md and {dir}/report.html");
     Ok(())
+}
+
+/// The report in words, first in every form: the headline paragraphs and
+/// the assumptions behind the results (docs/compare.md, "Headline").
+struct Words {
+    headline: Vec<String>,
+    assumed: Vec<String>,
+}
+
+impl Words {
+    fn of(
+        a: &CompareArgs,
+        sources: &[Source],
+        columns: &[Column],
+        runs: &[Vec<PolicyRun>],
+        until: Option<u64>,
+    ) -> Words {
+        let inputs = &sources[0].inputs;
+        let cluster = &inputs.config.cluster;
+        let gpus = cluster.total_gpus();
+        let (days, load) = allot_report::load(&inputs.trace, gpus, until);
+        let trace = match (&a.scenario, &a.trace) {
+            (Some(s), _) => match sources {
+                [one] => format!("scenario {} (seed {})", s.as_str(), one.seed.unwrap_or(0)),
+                [first, .., last] => {
+                    format!("scenario {}, seeds {}–{}", s.as_str(), first.seed.unwrap_or(0), last.seed.unwrap_or(0))
+                }
+                [] => format!("scenario {}", s.as_str()),
+            },
+            (None, Some(t)) => format!("trace {} ({} workloads)", t.display(), inputs.trace.len()),
+            (None, None) => "the trace".to_string(),
+        };
+        let subject = allot_report::Subject { trace, clusters: cluster.clusters.len().max(1), gpus, days, load };
+        // Per column of the config as given (the first variation): its
+        // reports over the seeds.
+        let per_column: Vec<(String, Vec<Report>)> = columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.variation == 0)
+            .map(|(i, c)| (c.label.clone(), runs.iter().map(|s| s[i].report.clone()).collect()))
+            .collect();
+        let allot = columns.iter().find(|c| c.variant == Variant::Policy(PolicyKind::Allot) && c.variation == 0);
+        let headline = allot_report::headline(&subject, &per_column, allot.map_or("allot", |c| c.label.as_str()));
+        let reclaim: Vec<(String, bool)> = columns
+            .iter()
+            .filter(|c| c.variation == 0)
+            .map(|c| {
+                let on = match c.variant {
+                    Variant::Policy(k) => k.idle_reclaim(a.idle_reclaim_baselines),
+                    Variant::AllotSplit => PolicyKind::Allot.idle_reclaim(a.idle_reclaim_baselines),
+                };
+                (c.label.clone(), on)
+            })
+            .collect();
+        let assumed = allot_report::html::assumptions_of(&inputs.config.assumed, &reclaim, load);
+        Words { headline, assumed }
+    }
+
+    /// As Markdown (also read as plain text): the paragraphs, then the
+    /// assumptions as a list.
+    fn markdown(&self) -> String {
+        let mut out: String = self.headline.iter().map(|p| format!("{p}\n\n")).collect();
+        out.push_str("**Assumptions behind the results**\n\n");
+        out.extend(self.assumed.iter().map(|x| format!("* {x}\n")));
+        out + "\n"
+    }
+
+    /// For the terminal.
+    fn text(&self) -> String {
+        self.markdown().replace("**", "")
+    }
 }
 
 /// `--out`, or `compare-<trace file stem>` / `compare-<scenario>` in the
@@ -263,6 +341,7 @@ fn warnings(sources: &[Source], runs: &[Vec<PolicyRun>]) -> Vec<String> {
 fn write_summaries(
     out: &Path,
     title: &str,
+    words: &Words,
     rows: &[(String, String)],
     columns: &[Column],
     runs: &[Vec<PolicyRun>],
@@ -283,11 +362,14 @@ fn write_summaries(
     write(&out.join("summary.json"), &(json + "\n"))?;
     let warned: String = warnings.iter().map(|w| format!("* {w}\n")).collect();
     let warned = if warned.is_empty() { warned } else { format!("**Warnings**\n\n{warned}\n") };
-    write(&out.join("summary.md"), &format!("# {title}\n\n{}\n\n{warned}{}", inputs_line(rows), table.markdown()))?;
+    let md = format!("# {title}\n\n{}{}\n\n{warned}{}", words.markdown(), inputs_line(rows), table.markdown());
+    write(&out.join("summary.md"), &md)?;
     Ok(table)
 }
 
-/// Writes report.html: charts of the first source's runs, the table of measures.
+/// Writes report.html: the words, charts of the first source's runs, the
+/// table of measures.
+#[expect(clippy::too_many_arguments, reason = "the parts of the page, each made elsewhere")]
 fn write_page(
     out: &Path,
     title: String,
@@ -296,6 +378,7 @@ fn write_page(
     runs: &[PolicyRun],
     table: &Tables,
     warnings: Vec<String>,
+    words: &Words,
 ) -> Result<()> {
     let inputs = &sources[0].inputs;
     let mut notes = Vec::new();
@@ -321,6 +404,8 @@ fn write_page(
         measures: table,
         notes,
         warnings,
+        headline: words.headline.clone(),
+        assumed: words.assumed.clone(),
     };
     write(&out.join("report.html"), &allot_report::render(&page))
 }
@@ -476,10 +561,11 @@ fn run_variant(
     split: Option<&allot_sim::split::Split>,
     v: Variant,
     opts: &SimOptions,
+    reclaim_baselines: bool,
     progress: &mut RunProgress,
 ) -> (allot_core::State, allot_sim::SimOutput) {
     match (v, split) {
-        (Variant::Policy(k), _) => run_one(inputs, k, opts, progress),
+        (Variant::Policy(k), _) => run_one(inputs, k, opts, reclaim_baselines, progress),
         (Variant::AllotSplit, Some(split)) => {
             let c = &inputs.config;
             let state = allot_core::State::new(c.cluster.clone(), split.accounts.clone(), c.contract);
@@ -510,6 +596,7 @@ fn run_all(
     splits: &[Vec<Option<allot_sim::split::Split>>],
     columns: &[Column],
     opts: &SimOptions,
+    reclaim_baselines: bool,
 ) -> Vec<Vec<PolicyRun>> {
     let jobs: Vec<(usize, &Column)> = (0..sources.len()).flat_map(|s| columns.iter().map(move |c| (s, c))).collect();
     let progress = Progress::new(jobs.len());
@@ -521,7 +608,7 @@ fn run_all(
             let inputs = &inputs[s][c.variation];
             let mut p = progress.start(&label, Horizon::of(&inputs.trace, opts.until));
             let split = splits[s][c.variation].as_ref();
-            let (state, out) = run_variant(inputs, split, c.variant, opts, &mut p);
+            let (state, out) = run_variant(inputs, split, c.variant, opts, reclaim_baselines, &mut p);
             progress.done(p, out.horizon_end);
             let mut run = PolicyRun::of(&state, &out);
             run.rename(&c.label);

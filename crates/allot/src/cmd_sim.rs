@@ -60,6 +60,11 @@ pub struct SimArgs {
     /// policy change on a trace.
     #[arg(long)]
     check_invariants: bool,
+    /// Apply idle reclaim (CON-9, the config's `contract.idle_reclaim_*`)
+    /// to the baselines too (fifo, fifo-backfill, priority); by default
+    /// only allot reclaims idle GPUs (docs/baselines.md).
+    #[arg(long)]
+    pub(crate) idle_reclaim_baselines: bool,
 }
 
 pub(crate) fn parse_policies(list: &str) -> Result<Vec<PolicyKind>> {
@@ -135,15 +140,18 @@ pub(crate) fn load_inputs(
     Ok(Inputs { config, trace, events, changes, trees })
 }
 
-/// Runs one policy on the inputs, telling `progress` how far it got.
+/// Runs one policy on the inputs, telling `progress` how far it got; a
+/// baseline reclaims idle GPUs (CON-9) only with `reclaim_baselines`.
 pub(crate) fn run_one(
     inputs: &Inputs,
     kind: PolicyKind,
     opts: &SimOptions,
+    reclaim_baselines: bool,
     progress: &mut RunProgress,
 ) -> (allot_core::State, SimOutput) {
     let c = &inputs.config;
-    let state = allot_core::State::new(c.cluster.clone(), c.accounts.clone(), c.contract);
+    let contract = kind.contract(c.contract, reclaim_baselines);
+    let state = allot_core::State::new(c.cluster.clone(), c.accounts.clone(), contract);
     let mut policy = kind.build();
     let (trace, events, trees) = (inputs.trace.clone(), inputs.events.clone(), inputs.trees.clone());
     simulate_observed(state, trace, events, Vec::new(), trees, policy.as_mut(), opts, &mut |t| progress.at(t))
@@ -170,6 +178,7 @@ pub fn run(a: SimArgs) -> Result<()> {
     let opts = SimOptions { until, check_invariants: a.check_invariants, keep_log: a.log.is_some() };
     let progress = Progress::new(kinds.len());
     let horizon = Horizon::of(&inputs.trace, until);
+    let reclaim = a.idle_reclaim_baselines;
     let runs: Vec<(allot_core::State, SimOutput, Report)> = std::thread::scope(|s| {
         let handles: Vec<_> = kinds
             .iter()
@@ -177,7 +186,7 @@ pub fn run(a: SimArgs) -> Result<()> {
                 let (inputs, opts, progress) = (&inputs, &opts, &progress);
                 s.spawn(move || {
                     let mut p = progress.start(k.as_str(), horizon);
-                    let (state, out) = run_one(inputs, k, opts, &mut p);
+                    let (state, out) = run_one(inputs, k, opts, reclaim, &mut p);
                     progress.done(p, out.horizon_end);
                     warn(progress, k.as_str(), &state, &out);
                     let report = measure(&state, &out);
@@ -190,6 +199,11 @@ pub fn run(a: SimArgs) -> Result<()> {
     progress.finish();
     let reports: Vec<&Report> = runs.iter().map(|(_, _, r)| r).collect();
     print!("{}", summary_table(&reports));
+    // Where allot is worse than a baseline in a tail or in preemptions, a
+    // sentence says so (the table alone leaves it to the reader).
+    for line in allot_report::worse_tails(&reports, PolicyKind::Allot.as_str()) {
+        println!("\n{line}");
+    }
     if let Some(path) = &a.json {
         let text = if reports.len() == 1 {
             serde_json::to_string_pretty(reports[0])?

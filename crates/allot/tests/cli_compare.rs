@@ -136,7 +136,28 @@ fn compare_writes_summaries_and_a_self_contained_report() {
         }
     }
 
+    // Every workload has exactly one outcome.
+    for r in reports {
+        let m = &r["metrics"];
+        let outcomes = ["completed", "failed", "cancelled", "idle_reclaimed", "rejected", "unfinished"];
+        let sum: u64 = outcomes.iter().map(|o| m[format!("{o}_workloads")].as_u64().expect("an outcome count")).sum();
+        assert_eq!(sum, 1513, "{}: outcomes add up to the workloads", r["policy"]);
+    }
+
     let md = read(&out.join("summary.md"));
+    // The headline comes first, right under the title, then the
+    // assumptions; the figures follow.
+    let after_title = md.split_once("\n\n").expect("a title").1;
+    assert!(
+        after_title.starts_with("Compared priority, fifo-backfill, allot on trace examples/trace.csv (1513 workloads)"),
+        "{md}"
+    );
+    assert!(md.contains("\nAgainst priority, allot ") && md.contains("\nAgainst fifo-backfill, allot "), "{md}");
+    let at = |needle: &str| md.find(needle).unwrap_or_else(|| panic!("no {needle:?} in {md}"));
+    assert!(at("Against priority") < at("**Assumptions behind the results**"));
+    assert!(at("* idle reclaim (CON-9): on for allot; off for priority, fifo-backfill") < at("| measure |"));
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(stdout.starts_with("Compared priority, fifo-backfill, allot on trace"), "{stdout}");
     let header = md.lines().find(|l| l.starts_with("| measure |")).expect("a header row");
     assert_eq!(header, format!("| measure | {} |", policies.join(" | ")));
     for m in MEASURES {
@@ -170,8 +191,47 @@ fn compare_writes_summaries_and_a_self_contained_report() {
     }
     assert!(err.contains(&format!("wrote {}/summary.json", out.display())), "{err}");
 
-    check_html(&read(&out.join("report.html")), &policies);
+    let html = read(&out.join("report.html"));
+    check_html(&html, &policies);
+    let at = |needle: &str| html.find(needle).unwrap_or_else(|| panic!("no {needle:?} in report.html"));
+    assert!(at("</h1>\n<p class=\"headline\">Compared priority, fifo-backfill, allot") < at("id=\"assumed\""));
+    assert!(at("id=\"assumed\"") < at("id=\"table-headline\""));
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// An import writes what it assumed; the comparison lists it before its
+/// results, saying whom it favours.
+#[test]
+fn compare_lists_what_the_import_assumed() {
+    let dir = tmpdir("assumed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (trace, config, out) = (dir.join("philly.csv"), dir.join("philly.toml"), dir.join("cmp"));
+    let r = allot(&[
+        "trace",
+        "import",
+        "--format",
+        "philly",
+        "crates/allot-trace/tests/fixtures/import/philly_cluster_job_log.json",
+        "--checkpoint-s",
+        "3600",
+        "--out",
+        trace.to_str().unwrap(),
+        "--config-out",
+        config.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(read(&config).contains("[provenance]\nassumed = [\n"), "{}", read(&config));
+    let (c, t, o) = (config.to_str().unwrap(), trace.to_str().unwrap(), out.to_str().unwrap());
+    let r = allot(&["compare", "--config", c, "--trace", t, "--policies", "fifo-backfill,allot", "--out", o]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let md = read(&out.join("summary.md"));
+    let hourly = "* checkpoints: every one of the 3 batch jobs checkpoints every 1h (--checkpoint-s 3600";
+    assert!(md.contains(hourly) && md.contains("favours policies that preempt: allot, priority"), "{md}");
+    assert!(md.contains("* budgets: from the same trace"), "{md}");
+    assert!(md.find(hourly) < md.find("| measure |"), "assumptions before the results: {md}");
+    let html = read(&out.join("report.html"));
+    assert!(html.contains("<li>checkpoints: every one of the 3 batch jobs checkpoints every 1h"), "report.html");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Priority on a config without legacy pools refuses every workload: the

@@ -1,6 +1,7 @@
 //! The policies known by name.
 
 use super::{AllotPolicy, Fifo, Policy, PriorityPolicy, SlurmPolicy};
+use crate::Contract;
 
 /// A policy by name.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, strum::IntoStaticStr, strum::EnumString)]
@@ -25,6 +26,28 @@ impl PolicyKind {
         s.parse().ok()
     }
 
+    /// A baseline: a policy Allot is compared against, i.e. every kind
+    /// but Allot's own (a kind added later is a baseline unless it says
+    /// otherwise).
+    pub fn is_baseline(self) -> bool {
+        !matches!(self, PolicyKind::Allot)
+    }
+
+    /// CON-9: whether a replay under this kind applies idle reclaim.
+    /// Allot's contract includes it; a baseline gets it only when asked
+    /// (`reclaim_baselines`), so that a comparison does not credit a
+    /// baseline with a mechanism it does not have, nor hide its effect on
+    /// Allot (docs/baselines.md).
+    pub fn idle_reclaim(self, reclaim_baselines: bool) -> bool {
+        !self.is_baseline() || reclaim_baselines
+    }
+
+    /// The contract a replay under this kind runs with: `contract`, without
+    /// idle reclaim unless [`PolicyKind::idle_reclaim`] says it applies.
+    pub fn contract(self, contract: Contract, reclaim_baselines: bool) -> Contract {
+        if self.idle_reclaim(reclaim_baselines) { contract } else { contract.without_idle_reclaim() }
+    }
+
     /// A fresh policy of this kind. Its knobs come with the state it is
     /// given (`Contract::slurm` for `slurm`).
     pub fn build(self) -> Box<dyn Policy> {
@@ -34,6 +57,23 @@ impl PolicyKind {
             PolicyKind::Priority => Box::new(PriorityPolicy),
             PolicyKind::Allot => Box::new(AllotPolicy::new()),
             PolicyKind::Slurm => Box::new(SlurmPolicy::new()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_reclaim_is_allots_and_a_baselines_only_when_asked() {
+        let c = Contract::default();
+        assert!(c.idle_reclaim.interactive.is_some(), "the default contract reclaims idle interactive GPUs");
+        for k in PolicyKind::ALL {
+            let baseline = k != PolicyKind::Allot;
+            assert_eq!(k.is_baseline(), baseline, "{k:?}");
+            assert_eq!(k.contract(c, false).idle_reclaim.interactive.is_some(), !baseline, "{k:?}, not asked");
+            assert_eq!(k.contract(c, true), c, "{k:?}, asked: the contract as given");
         }
     }
 }

@@ -121,8 +121,12 @@ fn sim_side(case: &Case) -> (Vec<Line>, Vec<AttemptLine>, Vec<(String, &'static 
         .filter(|e| e.event != "budget")
         .map(|e| (e.t, e.event.to_string(), e.workload, e.nodes, e.reason, e.by))
         .collect();
-    let attempts =
-        out.attempts.iter().map(|a| (state.spec(a.workload).id.clone(), a.start, a.end, a.outcome)).collect();
+    let cancelled = |o| if o == AttemptEnd::IdleReclaimed { AttemptEnd::Cancelled } else { o };
+    let attempts = out
+        .attempts
+        .iter()
+        .map(|a| (state.spec(a.workload).id.clone(), a.start, a.end, cancelled(a.outcome)))
+        .collect();
     let phases = state.specs.iter().zip(&state.runs).map(|(s, r)| (s.id.clone(), r.phase.as_str())).collect();
     (log, attempts, phases)
 }
@@ -389,7 +393,10 @@ fn check(case: &Case) -> Result<Option<Time>, TestCaseError> {
             .map(|a| {
                 let outcome = match a.outcome.as_deref() {
                     Some("finished") => AttemptEnd::Finished,
-                    Some("preempted" | "cancelled") => AttemptEnd::Preempted,
+                    Some("preempted") => AttemptEnd::Preempted,
+                    // The store says "cancelled" for a cancel and for an
+                    // idle reclaim (CON-9) alike; the simulator tells them apart.
+                    Some("cancelled") => AttemptEnd::Cancelled,
                     _ => AttemptEnd::Failed,
                 };
                 (a.workload.to_string(), a.start_t as Time, a.end_t.expect("ended") as Time, outcome)

@@ -4,16 +4,25 @@
 
 use std::collections::BTreeMap;
 
-use allot_core::State;
+use allot_core::{State, Time};
 
 use crate::measures::capacity::ratio;
 use crate::measures::queue::{Times, nearest_rank};
 use crate::measures::work::{Want, Work};
 use crate::report::AccountReport;
 
-/// One [`AccountReport`] per account except the virtual root, by path.
-pub(crate) fn accounts(state: &State, work: &Work, times: &Times) -> BTreeMap<String, AccountReport> {
+/// One [`AccountReport`] per account except the virtual root, by path;
+/// demand counts the workloads submitted before the horizon `h`.
+pub(crate) fn accounts(state: &State, work: &Work, times: &Times, h: Time) -> BTreeMap<String, AccountReport> {
     let tree = &state.accounts;
+    let (mut demand, mut total_demand) = (vec![0u64; tree.len()], 0u64);
+    for spec in state.specs.iter().filter(|s| s.submit < h) {
+        let asked = u64::from(spec.gpus) * spec.work_s;
+        total_demand += asked;
+        for x in tree.ancestry(spec.account) {
+            demand[x.0 as usize] += asked;
+        }
+    }
     let mut queue: Vec<Vec<u64>> = vec![Vec::new(); tree.len()];
     for &(i, _, q) in &times.queue {
         for x in tree.ancestry(state.specs[i].account) {
@@ -29,6 +38,7 @@ pub(crate) fn accounts(state: &State, work: &Work, times: &Times) -> BTreeMap<St
             let report = AccountReport {
                 entitled_share: tree.static_share(a),
                 delivered_share: ratio(work.by_account_gpu_s[i] as f64, total),
+                demand_share: ratio(demand[i] as f64, total_demand as f64),
                 gpu_hours: work.by_account_gpu_s[i] as f64 / 3600.0,
                 budget_gpu_hours: tree.account(a).budget_gpu_hours,
                 used_gpu_hours: work.by_account_ngs[i] / 3600.0,

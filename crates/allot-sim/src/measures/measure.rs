@@ -1,11 +1,11 @@
 //! [`measure`]: the report of one run.
 
-use allot_core::{Phase, State};
+use allot_core::State;
 
 use crate::measures::capacity::{available_gpu_s, ratio, total_gpu_s};
 use crate::measures::queue::{Times, stats};
 use crate::measures::work::{Work, max_impact, wants};
-use crate::measures::{budget, clusters, fairness};
+use crate::measures::{budget, clusters, fairness, outcome};
 use crate::record::SimOutput;
 use crate::report::{Metrics, Report};
 
@@ -22,9 +22,9 @@ pub fn measure(state: &State, out: &SimOutput) -> Report {
     let work = Work::tally(state, out);
     let times = Times::collect(state, h);
     let wants = wants(state, out);
-    let accounts = fairness::accounts(state, &work, &times);
-    let count = |p: fn(Phase) -> bool| state.runs.iter().filter(|r| p(r.phase)).count() as u64;
-    let completed = count(|p| p == Phase::Finished);
+    let accounts = fairness::accounts(state, &work, &times, h);
+    let [completed, failed, cancelled, idle_reclaimed, rejected, unfinished] =
+        outcome::counts(&outcome::outcomes(state, out));
     let days = h as f64 / DAY;
     let assigned = work.assigned_gpu_s as f64;
     let useful = work.useful_gpu_s as f64;
@@ -45,8 +45,11 @@ pub fn measure(state: &State, out: &SimOutput) -> Report {
         preemption_overhead_gpu_hours: work.preemption_overhead_gpu_s as f64 / HOUR,
         preemption_overhead_fraction: ratio(work.preemption_overhead_gpu_s as f64, assigned),
         time_to_gpu_s: by_class.interactive,
-        rejected_workloads: count(|p| p == Phase::Rejected),
-        unfinished_workloads: count(|p| !p.is_terminal()),
+        rejected_workloads: rejected,
+        unfinished_workloads: unfinished,
+        failed_workloads: failed,
+        cancelled_workloads: cancelled,
+        idle_reclaimed_workloads: idle_reclaimed,
         failures: work.failures,
         node_failures: out.node_failures,
         lost_gpu_hours_failures: work.failure_lost_gpu_s as f64 / HOUR,

@@ -7,7 +7,8 @@
 //! * `queue`: queue and completion times, nearest-rank percentiles;
 //! * `budget`: budget attainment per budget period;
 //! * `fairness`: per-account shares and Jain's index;
-//! * `clusters`: the capacity and queue-time measures per cluster of a fleet.
+//! * `clusters`: the capacity and queue-time measures per cluster of a fleet;
+//! * `outcome`: what became of every workload, exactly one outcome each.
 //!
 //! [`State`]: allot_core::State
 //! [`SimOutput`]: crate::SimOutput
@@ -17,8 +18,10 @@ mod capacity;
 mod clusters;
 mod fairness;
 mod measure;
+mod outcome;
 mod queue;
 mod work;
 
 pub use budget::{AccountBudget, BudgetPeriods, budget_periods};
 pub use measure::measure;
+pub use outcome::{WorkloadOutcome, outcomes};

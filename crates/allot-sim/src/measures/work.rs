@@ -51,7 +51,9 @@ impl Work {
                     w.failures += 1;
                     w.failure_lost_gpu_s += lost;
                 }
-                AttemptEnd::Finished | AttemptEnd::Cut => {}
+                // A cancel or an idle reclaim (CON-9) ends the workload:
+                // its own outcome, not a preemption.
+                AttemptEnd::Finished | AttemptEnd::Cut | AttemptEnd::Cancelled | AttemptEnd::IdleReclaimed => {}
             }
             for x in state.accounts.ancestry(a.account) {
                 w.by_account_gpu_s[x.0 as usize] += assigned;

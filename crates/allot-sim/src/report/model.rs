@@ -50,6 +50,18 @@ pub struct Metrics {
     pub rejected_workloads: u64,
     /// Workloads not in a terminal phase at the end (pending, running, stopping).
     pub unfinished_workloads: u64,
+    /// Workloads that failed (a time limit, CON-6, or their own exit
+    /// without retries left).
+    #[serde(default)]
+    pub failed_workloads: u64,
+    /// Workloads cancelled by a person.
+    #[serde(default)]
+    pub cancelled_workloads: u64,
+    /// Workloads ended because their GPUs stayed idle (CON-9). With
+    /// completed, failed, cancelled, rejected and unfinished: every
+    /// workload is exactly one of the six ([`Outcome`]).
+    #[serde(default)]
+    pub idle_reclaimed_workloads: u64,
     /// Attempts ended by a failure (their node failed, MNT-2): the work
     /// killed, not the failures (`node_failures`).
     pub failures: u64,
@@ -90,6 +102,11 @@ pub struct AccountReport {
     pub entitled_share: f64,
     /// Fraction of all assigned GPU-time that went to the subtree.
     pub delivered_share: f64,
+    /// Fraction of all GPU-time asked for (GPUs × work of the workloads
+    /// submitted before the horizon) that the subtree asked for: what
+    /// `delivered_share` is judged against, beside `entitled_share`.
+    #[serde(default)]
+    pub demand_share: f64,
     /// Assigned GPU-hours of the subtree (raw).
     pub gpu_hours: f64,
     /// Own budget, NGH per budget period.

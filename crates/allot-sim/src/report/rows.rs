@@ -146,16 +146,24 @@ pub const MEASURES: &[(&str, &[&[Row<Report>]])] = &[
         ],
     ),
     (
-        "work",
+        "outcome (each workload exactly one)",
         &[&[
             head("completed workloads", Count, Higher, |r| Some(r.metrics.completed_workloads as f64)),
+            row("failed workloads", Count, Neither, |r| Some(r.metrics.failed_workloads as f64)),
+            row("cancelled workloads", Count, Neither, |r| Some(r.metrics.cancelled_workloads as f64)),
+            head("idle-reclaimed workloads", Count, Neither, |r| Some(r.metrics.idle_reclaimed_workloads as f64)),
+            head("rejected workloads", Count, Lower, |r| Some(r.metrics.rejected_workloads as f64)),
+            head("unfinished workloads", Count, Lower, |r| Some(r.metrics.unfinished_workloads as f64)),
+        ]],
+    ),
+    (
+        "work",
+        &[&[
             row("completed / day", Rate, Higher, |r| Some(r.metrics.throughput_per_day)),
             head("useful GPU-h", Hours, Higher, |r| Some(r.metrics.useful_gpu_hours)),
             row("useful GPU-h / day", Hours, Higher, |r| Some(r.metrics.useful_gpu_hours_per_day)),
             row("JCT p50", Seconds, Lower, |r| stat(r.metrics.jct_s, p50)),
             row("JCT p95", Seconds, Lower, |r| stat(r.metrics.jct_s, p95)),
-            head("rejected workloads", Count, Lower, |r| Some(r.metrics.rejected_workloads as f64)),
-            head("unfinished workloads", Count, Lower, |r| Some(r.metrics.unfinished_workloads as f64)),
         ]],
     ),
     (

@@ -186,12 +186,13 @@ fn accounts_table(reports: &[&Report]) -> Table {
         reports.iter().find_map(|r| r.accounts.get(p)).map_or_else(|| "-".into(), |a| ratio(a.entitled_share))
     };
     if let [r] = reports {
-        let header = ["account", "entitled", "delivered", "GPU-h", "budget NGH", "used NGH", "queue p50"];
+        let header = ["account", "entitled", "demanded", "delivered", "GPU-h", "budget NGH", "used NGH", "queue p50"];
         let mut t = Table::new(header.iter().map(|s| s.to_string()).collect());
         for (path, a) in &r.accounts {
             t.push_row(vec![
                 path.clone(),
                 ratio(a.entitled_share),
+                ratio(a.demand_share),
                 ratio(a.delivered_share),
                 hours(a.gpu_hours),
                 a.budget_gpu_hours.map_or_else(|| "-".into(), hours),
@@ -201,11 +202,15 @@ fn accounts_table(reports: &[&Report]) -> Table {
         }
         return t;
     }
+    let demanded = |p: &String| {
+        reports.iter().find_map(|r| r.accounts.get(p)).map_or_else(|| "-".into(), |a| ratio(a.demand_share))
+    };
     let mut header = policy_header("account", reports);
     header.insert(1, "entitled".to_string());
+    header.insert(2, "demanded".to_string());
     let mut t = Table::new(header);
     for p in paths {
-        let mut cells = vec![p.clone(), entitled(p)];
+        let mut cells = vec![p.clone(), entitled(p), demanded(p)];
         cells
             .extend(reports.iter().map(|r| r.accounts.get(p).map_or_else(|| "-".into(), |a| ratio(a.delivered_share))));
         t.push_row(cells);
@@ -250,7 +255,11 @@ fn clusters_table(reports: &[&Report]) -> Option<Table> {
 pub const CLUSTERS_TITLE: &str = "per cluster (queue times of the workloads that first started there)";
 
 fn accounts_title(reports: &[&Report]) -> &'static str {
-    if reports.len() == 1 { "accounts" } else { "delivered share by account" }
+    if reports.len() == 1 {
+        "accounts (demanded: share of all GPU-time asked for, to judge delivered against)"
+    } else {
+        "delivered share by account, beside its entitled and demanded shares"
+    }
 }
 
 /// A line's cells as text: a measure's label gets its arrow.

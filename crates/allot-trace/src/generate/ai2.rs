@@ -179,6 +179,7 @@ fn cluster_config(p: &Ai2Params) -> ConfigOut {
         gpu_types: p.gpu_mix.iter().map(|m| (m.model.clone(), m.weight)).collect(),
         accounts: Vec::new(),
         contract: allot_core::Contract::default(),
+        assumed: assumed(p),
     };
     push_accounts(&mut config, |ti| sized.team_pools.get(TEAMS[ti].name).cloned().unwrap_or_default());
     config
@@ -224,9 +225,19 @@ fn fleet_config(p: &Ai2Params) -> ConfigOut {
         gpu_types: p.gpu_mix.iter().map(|m| (m.model.clone(), m.weight)).collect(),
         accounts: Vec::new(),
         contract: allot_core::Contract::default(),
+        assumed: assumed(p),
     };
     push_accounts(&mut config, |ti| team_pools[ti].clone());
     config
+}
+
+/// What a generated scenario assumes that favours one policy: the load.
+fn assumed(p: &Ai2Params) -> Vec<String> {
+    vec![format!(
+        "load: the workloads ask for {} x the GPU-time of the cluster; so far above capacity any sharing of idle \
+         GPUs beats static team partitions (favours allot, fifo and fifo-backfill over priority)",
+        p.load
+    )]
 }
 
 /// Every team's account (budget share x capacity per 7 days, its legacy

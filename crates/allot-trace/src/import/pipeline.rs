@@ -208,9 +208,48 @@ fn finish(
         Some(shape) => Sized { pools: shape.pools, team_pools: BTreeMap::new(), notes: shape.notes },
         None => size_cluster(fixed, &s.gpu_model, s.gpus_per_node, &needs, s.shared_fraction, s.rack_size),
     };
-    let config = build_config(format, root, &teams, &needs, sized, opts, &mut summary);
+    let mut config = build_config(format, root, &teams, &needs, sized, opts, &mut summary);
+    config.assumed = assumed(format, &rows, opts);
     summary.imported = rows.len() as u64;
     Ok(Imported { rows, config, summary })
+}
+
+/// What the import assumed where the trace says nothing, each with the
+/// policies it favours (`[provenance] assumed`, listed by the reports).
+fn assumed(format: Format, rows: &[TraceRow], opts: &ImportOptions) -> Vec<String> {
+    let d = &opts.defaults;
+    let batch = rows.iter().filter(|r| r.class == Class::Batch).count();
+    let checkpoints = if d.checkpoint_s == 0 {
+        format!(
+            "checkpoints: none of the {batch} batch jobs checkpoints (--checkpoint-s 0; the trace records no \
+             checkpoints): a preempted job loses all its progress (favours policies that do not preempt: fifo, \
+             fifo-backfill)"
+        )
+    } else {
+        format!(
+            "checkpoints: every one of the {batch} batch jobs checkpoints every {} (--checkpoint-s {}; the trace \
+             records no checkpoints): a preempted job loses at most that much work (favours policies that \
+             preempt: allot, priority)",
+            crate::duration::format_duration(d.checkpoint_s),
+            d.checkpoint_s
+        )
+    };
+    let util_where = if format == Format::AlibabaOpenb {
+        "every whole-GPU pod (fractional pods: gpu_milli / 1000)"
+    } else {
+        "every job"
+    };
+    vec![
+        checkpoints,
+        format!(
+            "utilisation: {util_where} keeps its GPUs {:.0}% busy (--util; the trace records none): idle reclaim \
+             (CON-9) never fires on such work unless that is below its threshold",
+            d.util * 100.0
+        ),
+        "budgets: from the same trace (each team's share of its GPU-hours): the budgets fit the demand replayed \
+         against them (favours allot, the only policy that reads budgets)"
+            .to_string(),
+    ]
 }
 
 fn build_rows(
@@ -365,6 +404,7 @@ fn build_config(
         gpu_types,
         accounts: Vec::new(),
         contract: allot_core::Contract { budget_period: s.budget_period_s, ..Default::default() },
+        assumed: Vec::new(),
     };
     let capacity = config.capacity_ngh(s.budget_period_s);
     let total_w: f64 = needs.iter().map(|t| t.weight).sum();
