@@ -55,6 +55,7 @@ docs!(
     "server.md",
     "simulator.md",
     "style.md",
+    "traces.md",
 );
 
 pub fn routes() -> Router<App> {

@@ -272,6 +272,7 @@ mod tests {
             gpu_types: vec![("H100".into(), 1.0), ("A100".into(), 0.5)],
             accounts: vec![AccountOut { path: "org/a".into(), ..Default::default() }],
             contract,
+            assumed: Vec::new(),
         };
         let mut out = Vec::new();
         write_config_toml(&mut out, &cfg).unwrap();

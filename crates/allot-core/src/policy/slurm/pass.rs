@@ -223,10 +223,9 @@ impl<'a> Pass<'a> {
             };
             if at == self.now {
                 let why = match len {
-                    Some(l) => format!(
-                        "backfilled: fits now and its time limit of {} delays no reservation, {prio}",
-                        span(l)
-                    ),
+                    Some(l) => {
+                        format!("backfilled: fits now and its time limit of {} delays no reservation, {prio}", span(l))
+                    }
                     None => format!("backfilled: fits now on GPUs no reservation needs, {prio}"),
                 };
                 self.start(w, alloc, Reason::new(Rule::SlurmBackfill, why));
