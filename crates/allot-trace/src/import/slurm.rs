@@ -201,7 +201,8 @@ fn share(s: &str) -> Result<Option<f64>, String> {
 /// are errors naming file, line and column.
 pub(crate) fn read_assoc(path: &Path) -> Result<AssocTree, ImportError> {
     let (mut header, rows) = read_lines(path)?;
-    // sacctmgr titles the ParentName column "Par Name".
+    // Slurm 22.05 titles it ParentName (tests/fixtures/slurm-real); a
+    // "Par Name" title is read as the same column.
     for n in &mut header.names {
         if n == "Par Name" {
             *n = "ParentName".to_string();
