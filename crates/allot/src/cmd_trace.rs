@@ -169,6 +169,10 @@ pub struct ImportArgs {
     /// --parsable2` output: the account tree and its fair-share shares.
     #[arg(long)]
     slurm_assoc: Option<PathBuf>,
+    /// Saved `scontrol show config` output: the `[slurm]` knobs of
+    /// `--policy slurm` (priority weights, decay, backfill, preemption).
+    #[arg(long)]
+    slurm_config: Option<PathBuf>,
     /// swf: processors that make one GPU (rounded up; default 1).
     #[arg(long)]
     procs_per_gpu: Option<u32>,
@@ -200,6 +204,7 @@ fn run_import(a: ImportArgs) -> Result<()> {
         cluster_name: a.cluster_name,
         time_zone: a.tz,
         slurm_assoc: a.slurm_assoc,
+        slurm_config: a.slurm_config,
         procs_per_gpu: a.procs_per_gpu,
         ..ImportOptions::default()
     };

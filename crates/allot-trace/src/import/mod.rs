@@ -26,6 +26,7 @@ mod record;
 mod sacct;
 mod sizing;
 mod slurm;
+mod slurm_config;
 mod summary;
 mod swf;
 

@@ -225,6 +225,9 @@ pub struct ImportOptions {
     /// sacct: saved `sacctmgr show assoc … --parsable2` output: the account
     /// tree and its `Fairshare` shares.
     pub slurm_assoc: Option<PathBuf>,
+    /// Saved `scontrol show config` output: the `slurm` policy's knobs
+    /// (`[slurm]`: priority weights, decay, backfill, preemption).
+    pub slurm_config: Option<PathBuf>,
     /// SWF: processors that make one GPU (default [`DEFAULT_PROCS_PER_GPU`]).
     pub procs_per_gpu: Option<u32>,
 }

@@ -58,6 +58,11 @@ pub fn import(format: Format, input: &Path, opts: &ImportOptions) -> Result<Impo
         let tree = read_assoc(path)?;
         super::accounts::apply(&tree, &root, opts.project_by, &mut imported);
     }
+    if let Some(path) = &opts.slurm_config {
+        let (params, notes) = super::slurm_config::read_slurm_config(path)?;
+        imported.config.contract.slurm = params;
+        imported.summary.notes.extend(notes);
+    }
     Ok(imported)
 }
 
