@@ -1,6 +1,6 @@
 //! The comparison page: one self-contained HTML file (inline CSS and SVG, no
 //! script, no link to anything outside it). It reads top down: the
-//! headline in words ([`crate::headline`]), the assumptions that favour a
+//! headline in words ([`crate::headline()`]), the assumptions that favour a
 //! policy, what was compared and any warning about a run, the headline measures, the charts
 //! of [`crate::charts`] (with a legend of the accounts they name), the table
 //! of every measure per policy, and last the assumptions (collapsed).

@@ -4,7 +4,7 @@
 //!   computed from its record and final state;
 //! * [`stats`]: mean and 95% confidence interval over repeated runs;
 //! * [`table`]: the measures of repeated runs side by side;
-//! * [`headline`]: the comparison in plain words, from the figures;
+//! * [`headline()`]: the comparison in plain words, from the figures;
 //! * [`svg`]: small hand-written SVG charts;
 //! * [`charts`]: the charts of the comparison, one family per question;
 //! * [`html`]: the self-contained page that holds them.

@@ -59,7 +59,7 @@ pub struct Metrics {
     pub cancelled_workloads: u64,
     /// Workloads ended because their GPUs stayed idle (CON-9). With
     /// completed, failed, cancelled, rejected and unfinished: every
-    /// workload is exactly one of the six ([`Outcome`]).
+    /// workload is exactly one of the six ([`crate::measures::WorkloadOutcome`]).
     #[serde(default)]
     pub idle_reclaimed_workloads: u64,
     /// Attempts ended by a failure (their node failed, MNT-2): the work
