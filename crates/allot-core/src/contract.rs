@@ -10,7 +10,7 @@
 use crate::Time;
 use crate::alerts::Thresholds;
 use crate::calendar::{Calendar, Periods};
-use crate::policy::SlurmParams;
+use crate::slurm_params::SlurmParams;
 use crate::workload::Class;
 
 /// A value per workload class.

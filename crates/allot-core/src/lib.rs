@@ -19,6 +19,7 @@ pub(crate) mod pending;
 pub mod placement;
 pub mod policy;
 pub mod rule;
+pub mod slurm_params;
 pub mod state;
 pub mod statement;
 pub mod time;

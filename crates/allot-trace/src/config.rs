@@ -33,7 +33,6 @@ pub use api::ApiConfig;
 pub use identity::{
     GRANT_ROLES, Grant, Grantee, IdentityConfig, OIDC_CALLBACK_PATH, OIDC_SECRET_ENV, OidcConfig, unix_name,
 };
-pub(crate) use slurm::gpu_type_names;
 pub use telemetry::TelemetryConfig;
 
 /// A loaded configuration.

@@ -227,6 +227,21 @@ pub struct ConfigOut {
 }
 
 impl ConfigOut {
+    /// The GPU type names of a configuration made in memory, in the order
+    /// of their ids once built: `[gpu_types]` by name, then the pools'
+    /// others in pool order (as the config reader lays them out).
+    pub(crate) fn gpu_type_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.gpu_types.iter().map(|(n, _)| n.clone()).collect();
+        names.sort();
+        names.dedup();
+        for p in &self.pools {
+            if !names.contains(&p.gpu) {
+                names.push(p.gpu.clone());
+            }
+        }
+        names
+    }
+
     pub fn total_gpus(&self) -> u64 {
         self.pools.iter().map(PoolOut::gpus).sum()
     }
@@ -390,7 +405,8 @@ fn write_slurm<W: Write>(w: &mut W, cfg: &ConfigOut) -> io::Result<()> {
     writeln!(w, "favor_small = {}", p.favor_small)?;
     let q: Vec<String> = Priority::ALL.iter().map(|&l| format!("{} = {}", l.as_str(), p.qos(l))).collect();
     writeln!(w, "qos_priority = {{ {} }}", q.join(", "))?;
-    let parts: Vec<String> = crate::config::gpu_type_names(cfg)
+    let parts: Vec<String> = cfg
+        .gpu_type_names()
         .iter()
         .enumerate()
         .filter(|(i, _)| *i < p.partition_priority.len() && p.partition_priority[*i] != def.partition_priority[*i])

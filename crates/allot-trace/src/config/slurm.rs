@@ -116,21 +116,6 @@ pub(super) fn build_slurm(
     Ok(p)
 }
 
-/// The GPU type names of a configuration made in memory, in the order of
-/// their ids once built: `[gpu_types]` by name, then the pools' others in
-/// pool order (as `build_fleet` lays them out).
-pub(crate) fn gpu_type_names(out: &ConfigOut) -> Vec<String> {
-    let mut names: Vec<String> = out.gpu_types.iter().map(|(n, _)| n.clone()).collect();
-    names.sort();
-    names.dedup();
-    for p in &out.pools {
-        if !names.contains(&p.gpu) {
-            names.push(p.gpu.clone());
-        }
-    }
-    names
-}
-
 /// `[slurm]` of a configuration made in memory, as the TOML reader would
 /// give it; `None` when every knob has its default.
 pub(super) fn raw_of(out: &ConfigOut) -> Option<RawSlurm> {
@@ -141,7 +126,8 @@ pub(super) fn raw_of(out: &ConfigOut) -> Option<RawSlurm> {
     }
     let at = |v: u32| Some(Spanned::new(0..0, v));
     let secs = |v: u64| Some(Spanned::new(0..0, Secs(v)));
-    let partition_priority = gpu_type_names(out)
+    let partition_priority = out
+        .gpu_type_names()
         .into_iter()
         .enumerate()
         .filter(|(i, _)| *i < MAX_PARTITIONS && p.partition_priority[*i] != d.partition_priority[*i])

@@ -8,12 +8,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::options::{ProjectBy, TEAM_PROJECT};
-use super::pipeline::Imported;
 use super::record::sanitize;
 use super::slurm::AssocTree;
 use crate::write::AccountOut;
 
-pub(crate) fn apply(tree: &AssocTree, root: &str, by: ProjectBy, imp: &mut Imported) {
+/// What an import's account tree changes: its rows' accounts, the
+/// config's accounts, the summary's notes.
+pub(crate) struct Parts<'a> {
+    pub rows: &'a mut [crate::write::TraceRow],
+    pub config: &'a mut crate::write::ConfigOut,
+    pub summary: &'a mut super::summary::ImportSummary,
+}
+
+pub(crate) fn apply(tree: &AssocTree, root: &str, by: ProjectBy, imp: Parts<'_>) {
     let prefix = format!("{root}/");
     let mut unknown = BTreeSet::new();
     let mut remap = |path: &str| -> String {
@@ -28,7 +35,7 @@ pub(crate) fn apply(tree: &AssocTree, root: &str, by: ProjectBy, imp: &mut Impor
             }
         }
     };
-    for r in &mut imp.rows {
+    for r in imp.rows.iter_mut() {
         r.account = remap(&r.account);
     }
     let accounts = &mut imp.config.accounts;

@@ -56,7 +56,12 @@ pub fn import(format: Format, input: &Path, opts: &ImportOptions) -> Result<Impo
     let mut imported = finish(Inputs { format, root: &root, fixed, sizes, shape }, records, opts, summary)?;
     if let Some(path) = &opts.slurm_assoc {
         let tree = read_assoc(path)?;
-        super::accounts::apply(&tree, &root, opts.project_by, &mut imported);
+        let parts = super::accounts::Parts {
+            rows: &mut imported.rows,
+            config: &mut imported.config,
+            summary: &mut imported.summary,
+        };
+        super::accounts::apply(&tree, &root, opts.project_by, parts);
     }
     if let Some(path) = &opts.slurm_config {
         let (params, notes) = super::slurm_config::read_slurm_config(path)?;

@@ -11,11 +11,10 @@
 
 mod fairtree;
 mod multifactor;
-mod params;
 mod pass;
 mod policy;
 
+pub use crate::slurm_params::{MAX_PARTITIONS, SlurmParams, SlurmPreempt};
 pub use fairtree::FairTree;
 pub use multifactor::{JobPriority, Multifactor};
-pub use params::{MAX_PARTITIONS, SlurmParams, SlurmPreempt};
 pub use policy::SlurmPolicy;

@@ -23,7 +23,7 @@ use crate::state::State;
 use crate::workload::{Priority, WorkloadId};
 
 use super::fairtree::FairTree;
-use super::params::SlurmParams;
+use crate::slurm_params::SlurmParams;
 
 /// A workload's factors (0..=1), weighted, and the priority.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -16,7 +16,7 @@ use crate::workload::{Phase, WorkloadId, WorkloadSpec};
 use super::super::PriorityPolicy;
 use super::super::priority::{Cand, reserve};
 use super::multifactor::{JobPriority, Multifactor};
-use super::params::{SlurmParams, SlurmPreempt};
+use crate::slurm_params::{SlurmParams, SlurmPreempt};
 
 /// "Never" in the time map: the end of a workload without a time limit.
 pub(crate) const NEVER: Time = Time::MAX;
