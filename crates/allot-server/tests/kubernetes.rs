@@ -433,7 +433,17 @@ async fn kubernetes_gang_admission_guards_and_reasons() {
     let reason =
         until(30, || async { admin.get("later").await.ok().and_then(|j| annotation(&j, "allot.dev/reason")) }).await;
     let why = workload(&s, t, &lid).await["why"].as_str().unwrap_or_default().to_string();
-    let rule = |r: &str| r.split(':').next().unwrap_or_default().to_string();
+    // The first rule id in each (a reason for people leads with a sentence).
+    let rule = |r: &str| {
+        r.split(|c: char| c.is_whitespace() || c == ':')
+            .find(|w| {
+                w.split_once('-').is_some_and(|(a, n)| {
+                    !a.is_empty() && a.chars().all(|c| c.is_ascii_uppercase()) && n.parse::<u32>().is_ok()
+                })
+            })
+            .unwrap_or_default()
+            .to_string()
+    };
     assert_eq!(rule(&reason), rule(&why), "the Job's reason is allot why's: {reason} / {why}");
     let events: Api<DynamicObject> = Api::namespaced_with(
         p.admin.clone(),
@@ -879,7 +889,7 @@ async fn kubernetes_a_node_that_appears_is_capacity_added() {
     let gang = workload_of(&p, &ns, "gang").await;
     let v = until(30, || async {
         let v = workload(&s, t, &gang).await;
-        v["why"].as_str().is_some_and(|w| w.starts_with("PLACE")).then_some(v)
+        v["why"].as_str().is_some_and(|w| w.contains(" PLACE-")).then_some(v)
     })
     .await;
     assert_eq!(v["workload"]["state"], "pending", "one node in service cannot hold 2 × 8: {v}");

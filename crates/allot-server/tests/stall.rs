@@ -123,7 +123,11 @@ async fn dependencies_are_ids_taken_once_and_bounded() {
     assert_eq!(code, 201, "{w}");
     let (_, v) = s.http("GET", &format!("/v1/workloads/{}", w["id"].as_str().unwrap()), Some(admin), None).await;
     let reason = v["why"].as_str().unwrap_or("");
-    assert_eq!(reason, format!("DEP-1: waits for afterany:{} (array of 100: 100 pending)", names[0]), "{v}");
+    let want = format!(
+        "It waits for the work it depends on. DEP-1: waits for afterany:{} (array of 100: 100 pending)",
+        names[0]
+    );
+    assert_eq!(reason, want, "{v}");
 
     // 5,001 elements waited for two ways are 10,002 dependencies: refused.
     let (code, big) = submit_json(&s, admin, held(json!({ "array": "0-5000" }))).await;
