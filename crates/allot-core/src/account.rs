@@ -171,6 +171,12 @@ pub fn check_path(path: &str) -> Result<(), AccountTreeError> {
     Ok(())
 }
 
+/// Whether `user` is a well-formed user name (FS-2, BUD-6): the same
+/// characters as an account path's segment.
+pub fn valid_user_name(user: &str) -> bool {
+    valid_segment(user)
+}
+
 fn valid_segment(s: &str) -> bool {
     !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }

@@ -34,7 +34,16 @@ async fn live_tree(backend: Backend) {
     }
 
     // Create (a manager, inside the scope), with a budget and a user's share.
-    let v = s.cli_json(&mgr, &["accounts", "create", "org/new", "--budget", "5", "--user", "alice=2"]);
+    // Issue 30, point 11: a user the server does not know is refused, with
+    // the fix named, and nothing is created; said to be new, it is set.
+    let out = s.cli(&mgr, &["accounts", "create", "org/new", "--budget", "5", "--user", "alice=2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("no user alice is known here") && err.contains("--new-user"),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&s.cli(admin, &["accounts"]).stdout).contains("org/new"), "nothing created");
+    let v = s.cli_json(&mgr, &["accounts", "create", "org/new", "--budget", "5", "--user", "alice=2", "--new-users"]);
     assert_eq!(
         (v["path"].clone(), v["budget_gpu_hours"].clone(), v["users"]["alice"].clone()),
         ("org/new".into(), 5.0.into(), 2.0.into())
@@ -45,12 +54,21 @@ async fn live_tree(backend: Backend) {
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("may change only accounts below"));
 
     // A researcher's share (FS-2), then back to the config's (none: 1).
-    let v = s.cli_json(&mgr, &["share", "set", "org/new", "--user", "bob", "3"]);
+    let v = s.cli_json(&mgr, &["share", "set", "org/new", "--user", "bob", "3", "--new-user"]);
     assert_eq!(v["users"], serde_json::json!({"alice": 2.0, "bob": 3.0}));
     let v = s.cli_json(&mgr, &["share", "set", "org/new", "--user", "bob", "default"]);
     assert_eq!(v["users"], serde_json::json!({"alice": 2.0}));
     // Issue 30, point 11: the change is printed, from what it was.
     let out = s.cli(&mgr, &["share", "set", "org/new", "--user", "carol", "2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("no user carol is known here"), "a misspelt name is refused: {err}");
+    // Known without --new-user: a Unix user of the host, a token's name.
+    for known in ["nobody", "mgr"] {
+        let v = s.cli_json(&mgr, &["share", "set", "org/new", "--user", known, "2"]);
+        assert_eq!(v["users"][known], 2.0, "{v}");
+        s.cli_ok(&mgr, &["share", "set", "org/new", "--user", known, "default"]);
+    }
+    let out = s.cli(&mgr, &["share", "set", "org/new", "--user", "carol", "2", "--new-user"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("share of carol in org/new: 1 (the default) → 2"), "{text}");
     let out = s.cli(&mgr, &["share", "set", "org/new", "--user", "carol", "default"]);
@@ -62,7 +80,9 @@ async fn live_tree(backend: Backend) {
 
     // Bad input: the field is named, nothing is stored.
     let (_, audit_before) = s.http("GET", "/v1/audit", Some(admin), None).await;
-    let bad: [(&str, &str, &str, u16, &str); 8] = [
+    let bad: [(&str, &str, &str, u16, &str); 10] = [
+        ("PATCH", "/v1/accounts/org/a", r#"{"users":{"zed":1}}"#, 400, "users.zed"),
+        ("PATCH", "/v1/accounts/org/a?new_users=maybe", r#"{"users":{"zed":1}}"#, 400, "new_users"),
         ("PATCH", "/v1/accounts/org/a", r#"{"rename_to":"lab/a"}"#, 400, "to"),
         ("POST", "/v1/accounts", r#"{"path":"org/neg","budget_gpu_hours":-1}"#, 400, "budget_gpu_hours"),
         ("POST", "/v1/accounts", r#"{"path":"org/new"}"#, 400, "path"),

@@ -235,13 +235,16 @@ async fn budgets_a_manager_changes_a_budget_through_the_form() {
     assert!(page.contains("Not done: Budget: "), "the flash names the field: {page}");
     assert_eq!(api_account(&s, &mgr, "org/a").await["budget_gpu_hours"], 20.0, "nothing changed");
 
-    // A researcher's allocation, added from the same form.
-    let a = b
-        .post(
-            "/budgets/org/a",
-            &[("csrf", &token), ("user.0.name", "ana"), ("user.0.share", "3"), ("user.0.budget", "2.5")],
-        )
-        .await;
+    // A researcher's allocation, added from the same form: a name the
+    // server does not know is refused (issue 30, point 11) unless ticked as
+    // new.
+    let ana = [("csrf", token.as_str()), ("user.0.name", "ana"), ("user.0.share", "3"), ("user.0.budget", "2.5")];
+    let a = b.post("/budgets/org/a", &ana).await;
+    assert_eq!(a.status, 303, "{}", a.body);
+    let page = b.page("/budgets/org/a").await;
+    assert!(page.contains("Not done: Share of researcher ana: no user ana is known here"), "{page}");
+    assert!(api_account(&s, &mgr, "org/a").await["users"].get("ana").is_none(), "nothing changed");
+    let a = b.post("/budgets/org/a", &[&ana[..], &[("new_users", "true")]].concat()).await;
     assert_eq!(a.status, 303, "{}", a.body);
     let now = api_account(&s, &mgr, "org/a").await;
     assert_eq!((&now["users"]["ana"], &now["user_budgets"]["ana"]), (&Value::from(3.0), &Value::from(2.5)), "{now}");

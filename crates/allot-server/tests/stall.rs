@@ -51,7 +51,7 @@ async fn users_of_an_account_are_bounded_and_set_at_once() {
 
     // 1,000 users while a submission goes in beside it.
     let body = json!({ "users": users(1000), "budget_gpu_hours": 5 }).to_string();
-    let patch = s.http("PATCH", "/v1/accounts/org/a", Some(&mgr), Some(&body));
+    let patch = s.http("PATCH", "/v1/accounts/org/a?new_users=true", Some(&mgr), Some(&body));
     let sub = r#"{"account":"org/b","gpus":1,"command":["true"]}"#;
     let submit = s.http("POST", "/v1/workloads", Some(admin), Some(sub));
     let ((code, v), (sub_code, w)) = tokio::join!(patch, submit);
@@ -72,7 +72,7 @@ async fn users_of_an_account_are_bounded_and_set_at_once() {
 
     // The account now holds 1,000: one more, in another request, is refused.
     let body = json!({ "users": { "one-more": 2 } }).to_string();
-    let (code, v) = s.http("PATCH", "/v1/accounts/org/a", Some(&mgr), Some(&body)).await;
+    let (code, v) = s.http("PATCH", "/v1/accounts/org/a?new_users=true", Some(&mgr), Some(&body)).await;
     assert_eq!((code, v["field"].as_str()), (400, Some("users")), "{v}");
     assert!(v["error"].as_str().unwrap().contains("1001 users in users, at most 1000"), "{v}");
     drop(s);

@@ -328,9 +328,13 @@ pub struct SetArgs {
     /// period, e.g. 10, 10h or 2.5NGH; for a share or an impact a weight without a unit, e.g. 2;
     /// "default" for the config's.
     value: String,
-    /// A researcher's share (FS-2) or budget (BUD-6) within the account (a token's name).
+    /// A researcher's share (FS-2) or budget (BUD-6) within the account: a person the server
+    /// knows (a Unix user of its host, a token's or session's user, or one with work or a share).
     #[arg(long, value_name = "NAME")]
     user: Option<String>,
+    /// The --user is new here (not yet signed in, no work): set it anyway.
+    #[arg(long, requires = "user")]
+    new_user: bool,
 }
 
 #[derive(clap::Args)]
@@ -373,9 +377,12 @@ pub struct CreateArgs {
     /// Impact, a weight without a unit (default: inherited).
     #[arg(long, value_name = "WEIGHT")]
     impact: Option<f64>,
-    /// A researcher's share, NAME=WEIGHT (repeatable).
+    /// A researcher's share, NAME=WEIGHT (repeatable); each a person the server knows.
     #[arg(long = "user", value_parser = parse_user_share, value_name = "NAME=WEIGHT")]
     users: Vec<(String, f64)>,
+    /// The --user names may be new here (not yet signed in, no work): set them anyway.
+    #[arg(long, requires = "users")]
+    new_users: bool,
 }
 
 fn parse_user_share(s: &str) -> Result<(String, f64), crate::args::ArgError> {
@@ -761,7 +768,10 @@ async fn set_account(a: SetArgs, field: AccountField) -> Result<()> {
     let c = client(&a.opts)?;
     // What it was, to say what changed (the PATCH reports any error).
     let before = c.account(&a.path).await.ok();
-    let v = c.change_account(&a.path, &change).await.with_context(|| format!("failed to set the {what} {}", a.path))?;
+    let v = c
+        .change_account(&a.path, &change, a.new_user)
+        .await
+        .with_context(|| format!("failed to set the {what} {}", a.path))?;
     if !a.opts.json
         && let Some(before) = &before
     {
@@ -793,7 +803,7 @@ fn print_account(json: bool, v: &AccountView) -> Result<()> {
 
 /// One `PATCH` of an account, printed; `what` says it in the error.
 async fn change_one(opts: &ClientOpts, path: &str, change: &AccountChange, what: &str) -> Result<()> {
-    let v = client(opts)?.change_account(path, change).await.with_context(|| format!("failed to {what}"))?;
+    let v = client(opts)?.change_account(path, change, false).await.with_context(|| format!("failed to {what}"))?;
     print_account(opts.json, &v)
 }
 
@@ -844,8 +854,10 @@ async fn accounts_command(c: AccountsCommand) -> Result<()> {
                 users: a.users.into_iter().collect(),
                 ..Default::default()
             };
-            let v =
-                client(&a.opts)?.create_account(&decl).await.with_context(|| format!("failed to create {}", a.path))?;
+            let v = client(&a.opts)?
+                .create_account(&decl, a.new_users)
+                .await
+                .with_context(|| format!("failed to create {}", a.path))?;
             print_account(a.opts.json, &v)
         }
         AccountsCommand::Rename(a) => {

@@ -119,6 +119,61 @@ fn check_users<V>(field: &str, table: &std::collections::BTreeMap<String, V>) ->
     Ok(())
 }
 
+/// `new_users=true` in a request's query: the users it names may be new
+/// here ([`check_known_users`]).
+fn new_users(q: &HashMap<String, String>) -> Result<bool, ApiError> {
+    match q.get("new_users").map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(v) => Err(ApiError::field("new_users", format!("{v:?} is neither true nor false"))),
+    }
+}
+
+/// FS-2, BUD-6: a share or budget is set only for a user known here — one
+/// an account already names, a token's or a session's user, a workload's
+/// submitter, or a Unix user of this host — unless the request says its
+/// users are new (`new_users=true`: before a person's first sign-in). A
+/// misspelt name would otherwise get a share that no one ever uses.
+async fn check_known_users<'a>(
+    app: &App,
+    field: &str,
+    names: impl Iterator<Item = &'a String>,
+    new_users: bool,
+) -> Result<(), ApiError> {
+    if new_users {
+        return Ok(());
+    }
+    let named: std::collections::BTreeSet<String> = {
+        let t = app.catalog.template();
+        t.accounts
+            .ids()
+            .flat_map(|id| {
+                let a = t.accounts.account(id);
+                a.users.keys().chain(a.user_budgets.keys()).cloned().collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    for name in names {
+        // A malformed name is the tree's to refuse, with its own words.
+        if !allot_core::account::valid_user_name(name)
+            || named.contains(name)
+            || crate::identity::UnixUser::by_name(name).is_ok()
+            || app.store.knows_user(name).await?
+        {
+            continue;
+        }
+        return Err(ApiError::field(
+            format!("{field}.{name}"),
+            format!(
+                "no user {name} is known here: not a Unix user of this host, no token, session or workload is \
+                 theirs, and no account names them; check the spelling, or say they are new (allot share set \
+                 --new-user, or new_users=true) to set it before their first sign-in"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn check_decl(d: &AccountDecl) -> Result<(), ApiError> {
     check_path("path", &d.path)?;
     check_users("users", &d.users)?;
@@ -154,11 +209,12 @@ async fn edit(
 
 /// `PATCH /v1/accounts/{path}`: budget, share, impact, users' shares,
 /// close / reopen, rename — together, audited.
-#[utoipa::path(patch, path = "/v1/accounts/{path}", summary = "change an account: budget_gpu_hours, share, impact, users, user_budgets, closed, rename_to (null: back to the config); audited", description = "Roles: admin; manager strictly inside the scope.", security(("bearer" = [])), params(("path" = String, Path, description = "the account's path, e.g. org/llm")), request_body = AccountChange, responses((status = 200, description = "the account as it is now", body = AccountView), ApiErrors))]
+#[utoipa::path(patch, path = "/v1/accounts/{path}", summary = "change an account: budget_gpu_hours, share, impact, users, user_budgets, closed, rename_to (null: back to the config); audited", description = "Roles: admin; manager strictly inside the scope.", security(("bearer" = [])), params(("path" = String, Path, description = "the account's path, e.g. org/llm"), ("new_users" = Option<bool>, Query, description = "true: the users named may be new here (not yet a Unix user of this host, a token's or session's user, a workload's submitter or named by an account); default false")), request_body = AccountChange, responses((status = 200, description = "the account as it is now", body = AccountView), ApiErrors))]
 pub async fn change_account(
     State(app): State<App>,
     Auth(who): Auth,
     Path(path): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
     Body(change): Body<AccountChange>,
 ) -> Result<Json<AccountView>, ApiError> {
     visible_account(&app, &who, &path)?;
@@ -209,6 +265,13 @@ pub async fn change_account(
             "nothing to change: give budget_gpu_hours, share, impact, users, user_budgets, closed or rename_to",
         ));
     }
+    let new_users = new_users(&q)?;
+    // Only users given a value: `null` returns anyone to the default.
+    let set = |m: &std::collections::BTreeMap<String, Option<f64>>| {
+        m.iter().filter(|(_, v)| v.is_some()).map(|(k, _)| k.clone()).collect::<Vec<String>>()
+    };
+    check_known_users(&app, "users", set(&change.users).iter(), new_users).await?;
+    check_known_users(&app, "user_budgets", set(&change.user_budgets).iter(), new_users).await?;
     let out = edit(&app, &who, edits, change.stop, false).await?;
     out.accounts
         .into_iter()
@@ -218,14 +281,18 @@ pub async fn change_account(
 }
 
 /// `POST /v1/accounts`: a new account (ACC-1), audited.
-#[utoipa::path(post, path = "/v1/accounts", summary = "create an account (ACC-1); audited", description = "Roles: admin; manager strictly inside the scope.", security(("bearer" = [])), request_body = AccountDecl, responses((status = 201, description = "created", body = AccountView), ApiErrors))]
+#[utoipa::path(post, path = "/v1/accounts", summary = "create an account (ACC-1); audited", description = "Roles: admin; manager strictly inside the scope.", security(("bearer" = [])), params(("new_users" = Option<bool>, Query, description = "true: the users named may be new here; default false")), request_body = AccountDecl, responses((status = 201, description = "created", body = AccountView), ApiErrors))]
 pub async fn create_account(
     State(app): State<App>,
     Auth(who): Auth,
+    Query(q): Query<HashMap<String, String>>,
     Body(decl): Body<AccountDecl>,
 ) -> Result<(StatusCode, Json<AccountView>), ApiError> {
     require_change(&who, &decl.path)?;
     check_decl(&decl)?;
+    let new_users = new_users(&q)?;
+    check_known_users(&app, "users", decl.users.keys(), new_users).await?;
+    check_known_users(&app, "user_budgets", decl.user_budgets.keys(), new_users).await?;
     let spec =
         crate::accounts::spec_of(&decl, app.catalog.cluster()).map_err(|m| ApiError::field("legacy_pools", m))?;
     let path = decl.path.clone();

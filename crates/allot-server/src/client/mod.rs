@@ -278,12 +278,19 @@ impl Client {
         self.get(&format!("/v1/accounts/{path}")).await
     }
 
-    pub async fn change_account(&self, path: &str, change: &AccountChange) -> Result<AccountView, ClientError> {
-        self.call(Method::PATCH, &format!("/v1/accounts/{path}"), Some(change)).await
+    /// `new_users`: the users the change names may be new here (FS-2,
+    /// BUD-6: otherwise each must be known to the server).
+    pub async fn change_account(
+        &self,
+        path: &str,
+        change: &AccountChange,
+        new_users: bool,
+    ) -> Result<AccountView, ClientError> {
+        self.call(Method::PATCH, &format!("/v1/accounts/{path}{}", new_users_query(new_users)), Some(change)).await
     }
 
-    pub async fn create_account(&self, decl: &AccountDecl) -> Result<AccountView, ClientError> {
-        self.call(Method::POST, "/v1/accounts", Some(decl)).await
+    pub async fn create_account(&self, decl: &AccountDecl, new_users: bool) -> Result<AccountView, ClientError> {
+        self.call(Method::POST, &format!("/v1/accounts{}", new_users_query(new_users)), Some(decl)).await
     }
 
     pub async fn account_tree(&self) -> Result<AccountTreeImport, ClientError> {
@@ -504,4 +511,9 @@ mod tests {
         assert!(matches!(e, ClientError::Transport { .. }), "{e}");
         assert!(!e.is_transient(), "nothing was sent: reported, not retried");
     }
+}
+
+/// The query that says a request's users may be new here.
+fn new_users_query(new_users: bool) -> &'static str {
+    if new_users { "?new_users=true" } else { "" }
 }

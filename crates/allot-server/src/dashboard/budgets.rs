@@ -422,6 +422,10 @@ fn change_form(v: &Viewer, a: &AccountView) -> Markup {
                         }
                     }
                 } }
+                label.check {
+                    input #new-users type="checkbox" name="new_users" value="true";
+                    " The new researcher is new here (not yet signed in, no work of theirs): set it anyway"
+                }
             }
             button type="submit" { "Save changes" }
         }
@@ -539,6 +543,9 @@ async fn change(
         State(app.clone()),
         Auth(v.who.clone()),
         axum::extract::Path(a.path.clone()),
+        axum::extract::Query(
+            form.iter().filter(|(k, _)| *k == "new_users").map(|(k, v)| (k.clone(), v.clone())).collect(),
+        ),
         Body(change),
     )
     .await;

@@ -192,6 +192,21 @@ impl Store {
         Ok(Some((t, grants)))
     }
 
+    /// Whether the store knows `user` as a person: a token's name or Unix
+    /// user, a session's Unix user, or a workload's submitter.
+    pub async fn knows_user(&self, user: &str) -> Result<bool, StoreError> {
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT CAST(1 AS BIGINT) FROM tokens WHERE name = $1 OR unix_user = $1 \
+             UNION ALL SELECT CAST(1 AS BIGINT) FROM logins WHERE unix_user = $1 \
+             UNION ALL SELECT CAST(1 AS BIGINT) FROM workloads WHERE submitter = $1 LIMIT 1",
+        )
+        .bind(user)
+        .fetch_optional(&self.pool)
+        .await
+        .ctx("look a user up")?;
+        Ok(found.is_some())
+    }
+
     /// Every token with its grants, by name.
     pub async fn tokens(&self) -> Result<Vec<(TokenRow, Vec<String>)>, StoreError> {
         let rows = sqlx::query(&format!("SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY name"))

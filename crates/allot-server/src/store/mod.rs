@@ -159,6 +159,7 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (15, include_str!("migrations/sqlite/0015_identity.sql")),
     (16, include_str!("migrations/sqlite/0016_login_groups.sql")),
     (17, include_str!("migrations/sqlite/0017_node_reason.sql")),
+    (18, include_str!("migrations/sqlite/0018_submitter_index.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
@@ -178,6 +179,7 @@ const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (15, include_str!("migrations/postgres/0015_identity.sql")),
     (16, include_str!("migrations/postgres/0016_login_groups.sql")),
     (17, include_str!("migrations/postgres/0017_node_reason.sql")),
+    (18, include_str!("migrations/postgres/0018_submitter_index.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after
