@@ -56,7 +56,8 @@ enum Col {
     JobId,
     User,
     Account,
-    Submit = 6,
+    Qos = 5,
+    Submit,
     Eligible,
     Start,
     End,
@@ -245,6 +246,7 @@ struct Attempt {
     job_id: String,
     user: String,
     account: String,
+    qos: String,
     submit: i64,
     eligible: Option<i64>,
     start: Option<i64>,
@@ -272,6 +274,7 @@ fn attempt(l: &Line, cols: &[Option<usize>], tz: Tz) -> Result<Attempt, SkipReas
         job_id: g(Col::JobId).to_string(),
         user: g(Col::User).to_string(),
         account: g(Col::Account).to_string(),
+        qos: g(Col::Qos).to_string(),
         submit,
         eligible: slurm_time(g(Col::Eligible), tz)?,
         start: slurm_time(g(Col::Start), tz)?,
@@ -428,6 +431,7 @@ fn workload(attempts: &[Attempt], opts: &ImportOptions) -> Result<(Record, u64),
     r.time_limit_s = last.limit;
     r.array = array_of(&last.job_id);
     r.status = Some(last.state.clone()).filter(|s| !s.is_empty());
+    r.qos = Some(last.qos.clone()).filter(|q| !q.is_empty());
     let earlier = &attempts[..attempts.len() - 1];
     if !earlier.is_empty() {
         r.adjusted.push(Adjustment::AttemptsMerged);

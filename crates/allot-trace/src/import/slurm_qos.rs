@@ -1,0 +1,258 @@
+//! `--slurm-qos`: a site's QOS table, from saved `sacctmgr show qos
+//! format=Name,Priority,UsageFactor,Preempt,PreemptMode --parsable2`
+//! (columns in any order, others ignored; docs/importers.md), mapped to
+//! Allot's priority labels for the `slurm` policy's QOS factor (SLURM-1)
+//! and preemption (SLURM-5).
+//!
+//! The QOS the imported jobs use are ranked by `Priority` into the four
+//! labels: one distinct priority is `normal`; two are `normal` and `high`;
+//! three `low`, `normal`, `high`; four all of `low` … `urgent`. With more
+//! than four, the three highest keep `normal`, `high`, `urgent` and every
+//! lower one is merged into `low` (noted). Each label's QOS priority goes to
+//! `[slurm] qos_priority`, and the site's largest QOS priority (used by a
+//! job or not) to `qos_priority_max`, so the model divides as Slurm does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use allot_core::Priority;
+use allot_core::policy::SlurmParams;
+
+use super::error::ImportError;
+use super::record::Record;
+use super::sacct::read_lines;
+use super::summary::ImportSummary;
+
+/// One QOS of the table.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Qos {
+    pub priority: u32,
+    pub usage_factor: f64,
+    /// The QOS this one may preempt (`Preempt`).
+    pub preempt: Vec<String>,
+    /// `PreemptMode`, lower-cased; empty means `cluster`.
+    pub preempt_mode: String,
+}
+
+/// The site's QOS by name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct QosTable {
+    pub qos: BTreeMap<String, Qos>,
+}
+
+const REQUIRED: [&str; 2] = ["Name", "Priority"];
+const OPTIONAL: [&str; 3] = ["UsageFactor", "Preempt", "PreemptMode"];
+
+/// Reads saved `sacctmgr show qos … --parsable2` output. A row with the
+/// wrong number of fields, an empty or repeated name, a priority or usage
+/// factor that is not a number, or a `Preempt` entry naming a QOS not in
+/// the file is an error naming file, line and column.
+pub(crate) fn read_qos(path: &Path) -> Result<QosTable, ImportError> {
+    let (header, rows) = read_lines(path)?;
+    let cols = header.find(path, &REQUIRED, &OPTIONAL)?;
+    let mut table = QosTable::default();
+    let mut lines: BTreeMap<String, usize> = BTreeMap::new();
+    for (n, text) in rows {
+        let Some(text) = text else { return Err(ImportError::at(path, n, "", "not UTF-8")) };
+        let f: Vec<&str> = text.split('|').collect();
+        if f.len() != header.names.len() {
+            let msg = format!("{} fields, the header has {}", f.len(), header.names.len());
+            return Err(ImportError::at(path, n, "", msg));
+        }
+        let get = |k: usize| cols[k].map_or("", |i| f[i].trim());
+        let name = get(0);
+        if name.is_empty() {
+            return Err(ImportError::at(path, n, "Name", "empty QOS name"));
+        }
+        if lines.contains_key(name) {
+            return Err(ImportError::at(path, n, "Name", format!("QOS {name:?} listed twice")));
+        }
+        let priority = get(1).parse::<u32>().map_err(|_| {
+            ImportError::at(path, n, "Priority", format!("{:?} is not a priority (0 to 4294967295)", get(1)))
+        })?;
+        let usage_factor = match get(2) {
+            "" => 1.0,
+            v => v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0).ok_or_else(|| {
+                ImportError::at(path, n, "UsageFactor", format!("{v:?} is not a usage factor (a number from 0)"))
+            })?,
+        };
+        let preempt = get(3).split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+        let preempt_mode = get(4).to_ascii_lowercase();
+        lines.insert(name.to_string(), n);
+        table.qos.insert(name.to_string(), Qos { priority, usage_factor, preempt, preempt_mode });
+    }
+    for (name, q) in &table.qos {
+        if let Some(p) = q.preempt.iter().find(|p| !table.qos.contains_key(*p)) {
+            let msg = format!("QOS {name:?} preempts {p:?}, which is not listed");
+            return Err(ImportError::at(path, lines[name], "Preempt", msg));
+        }
+    }
+    if table.qos.is_empty() {
+        return Err(ImportError::bad_file(path, "no QOS row: save `sacctmgr show qos … --parsable2` into this file"));
+    }
+    Ok(table)
+}
+
+/// The labels of `k` distinct priorities, lowest first (`k` ≤ 4).
+fn labels(k: usize) -> &'static [Priority] {
+    use Priority::*;
+    match k {
+        0 | 1 => &[Normal],
+        2 => &[Normal, High],
+        3 => &[Low, Normal, High],
+        _ => &[Low, Normal, High, Urgent],
+    }
+}
+
+/// What the QOS of the imported jobs became.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct QosMap {
+    /// The label of each known QOS a job uses.
+    pub label: BTreeMap<String, Priority>,
+    /// The QOS priority each label stands for.
+    pub qos_priority: [u32; 4],
+    /// The site's largest QOS priority.
+    pub max: u32,
+}
+
+impl QosTable {
+    /// Ranks the QOS that `used` names (QOS → jobs) into labels.
+    pub fn map(&self, used: &BTreeMap<String, u64>) -> (QosMap, Vec<String>) {
+        let mut notes = Vec::new();
+        // Distinct priorities of the known QOS used, lowest first, with their jobs.
+        let mut by_prio: BTreeMap<u32, (Vec<&str>, u64)> = BTreeMap::new();
+        for (name, jobs) in used {
+            if let Some(q) = self.qos.get(name) {
+                let e = by_prio.entry(q.priority).or_default();
+                e.0.push(name);
+                e.1 += jobs;
+            }
+        }
+        let prios: Vec<u32> = by_prio.keys().copied().collect();
+        let k = prios.len();
+        let mut out = QosMap { label: BTreeMap::new(), qos_priority: [0; 4], max: 0 };
+        out.max = self.qos.values().map(|q| q.priority).max().unwrap_or(0);
+        let (low, top, names_of): (&[u32], &[u32], &[Priority]) =
+            if k > 4 { (&prios[..k - 3], &prios[k - 3..], &labels(4)[1..]) } else { (&[], &prios, labels(k)) };
+        if !low.is_empty() {
+            // The lowest k − 3 share `low`, at the priority most of their jobs
+            // have (ties: the higher; max_by_key keeps the last maximum).
+            let at = *low.iter().max_by_key(|p| by_prio[p].1).expect("k > 4");
+            out.qos_priority[Priority::Low as usize] = at;
+            let names: Vec<String> =
+                low.iter().flat_map(|p| by_prio[p].0.iter().map(move |n| format!("{n} ({p})"))).collect();
+            notes.push(format!(
+                "{k} distinct QOS priorities for 4 labels: QOS {} merged into label low at priority {at}",
+                names.join(", ")
+            ));
+            for p in low {
+                for n in &by_prio[p].0 {
+                    out.label.insert(n.to_string(), Priority::Low);
+                }
+            }
+        }
+        for (p, l) in top.iter().zip(names_of) {
+            out.qos_priority[*l as usize] = *p;
+            for n in &by_prio[p].0 {
+                out.label.insert(n.to_string(), *l);
+            }
+        }
+        let desc: Vec<String> = Priority::ALL
+            .iter()
+            .filter_map(|l| {
+                let names: Vec<&str> = out.label.iter().filter(|(_, x)| *x == l).map(|(n, _)| n.as_str()).collect();
+                (!names.is_empty())
+                    .then(|| format!("{} = {} ({})", l.as_str(), out.qos_priority[*l as usize], names.join(", ")))
+            })
+            .collect();
+        if !desc.is_empty() {
+            notes.push(format!(
+                "QOS as priority labels: {}; the QOS factor divides by the largest QOS priority, {}",
+                desc.join("; "),
+                out.max
+            ));
+        }
+        let discounted: Vec<String> = out
+            .label
+            .keys()
+            .filter_map(|n| {
+                let f = self.qos[n].usage_factor;
+                (f != 1.0).then(|| format!("{n} {f}"))
+            })
+            .collect();
+        if !discounted.is_empty() {
+            notes.push(format!(
+                "UsageFactor not modelled (fair share counts these QOS' usage in full): {}",
+                discounted.join(", ")
+            ));
+        }
+        (out, notes)
+    }
+
+    /// Whether a job of `qos` may be preempted (SLURM-5): a QOS used by a
+    /// job of a higher label lists it in `Preempt` and its `PreemptMode` is
+    /// not `off`. A `Preempt` entry the label order cannot follow (a QOS
+    /// preempting one of the same or a higher label) is noted.
+    fn preemptible(&self, map: &QosMap, notes: &mut Vec<String>) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        let mut unfollowed = Vec::new();
+        for (p, lp) in &map.label {
+            for q in &self.qos[p].preempt {
+                match map.label.get(q) {
+                    Some(lq) if lq < lp => {
+                        if self.qos[q].preempt_mode != "off" {
+                            out.insert(q.clone());
+                        }
+                    }
+                    Some(_) => unfollowed.push(format!("{p} preempts {q}")),
+                    None => {}
+                }
+            }
+        }
+        if !unfollowed.is_empty() {
+            notes.push(format!(
+                "QOS preemption the label order cannot follow (a preemptor must have a higher label): {}",
+                unfollowed.join(", ")
+            ));
+        }
+        out
+    }
+}
+
+/// Labels `records` by their QOS; returns the `[slurm]` values and notes.
+/// A QOS not in the table (or none) keeps the default label (counted).
+pub(crate) fn apply(table: &QosTable, records: &mut [Record], summary: &mut ImportSummary) -> QosMap {
+    let mut used: BTreeMap<String, u64> = BTreeMap::new();
+    for r in records.iter() {
+        *used.entry(r.qos.clone().unwrap_or_default()).or_default() += 1;
+    }
+    let (map, mut notes) = table.map(&used);
+    let preemptible = table.preemptible(&map, &mut notes);
+    let mut unknown: BTreeMap<String, u64> = BTreeMap::new();
+    for r in records.iter_mut() {
+        let q = r.qos.clone().unwrap_or_default();
+        match map.label.get(&q) {
+            Some(l) => {
+                r.priority = *l;
+                r.preemptible |= preemptible.contains(&q);
+            }
+            None => *unknown.entry(q).or_default() += 1,
+        }
+    }
+    if !unknown.is_empty() {
+        let n: u64 = unknown.values().sum();
+        let list: Vec<String> =
+            unknown.iter().map(|(q, k)| format!("{} {k}", if q.is_empty() { "(empty)" } else { q })).collect();
+        notes.push(format!("{n} jobs with a QOS not in the QOS file kept the default label: {}", list.join(", ")));
+    }
+    summary.notes.extend(notes);
+    map
+}
+
+impl QosMap {
+    /// Writes the labels' QOS priorities and the site's largest into `p`.
+    pub fn apply_to(&self, p: &mut SlurmParams) {
+        p.qos_priority = self.qos_priority;
+        p.qos_priority_max = Some(self.max);
+    }
+}
