@@ -256,3 +256,120 @@ impl QosMap {
         p.qos_priority_max = Some(self.max);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(name: &str, text: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("allot-qos-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("qos.txt");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn table(rows: &[(&str, u32)]) -> QosTable {
+        let qos = rows
+            .iter()
+            .map(|(n, p)| {
+                let q = Qos { priority: *p, usage_factor: 1.0, preempt: Vec::new(), preempt_mode: String::new() };
+                (n.to_string(), q)
+            })
+            .collect();
+        QosTable { qos }
+    }
+
+    #[test]
+    fn the_real_table_reads_in_its_own_column_order() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slurm-real/sacctmgr-qos.txt");
+        let t = read_qos(&path).unwrap();
+        let got: Vec<(&str, u32, f64)> = t.qos.iter().map(|(n, q)| (n.as_str(), q.priority, q.usage_factor)).collect();
+        assert_eq!(got, [("high", 100, 1.0), ("low", 0, 0.5), ("normal", 0, 1.0)]);
+    }
+
+    #[test]
+    fn qos_rank_by_priority_into_labels() {
+        use Priority::*;
+        struct Case {
+            name: &'static str,
+            qos: &'static [(&'static str, u32)],
+            /// QOS → jobs using it.
+            used: &'static [(&'static str, u64)],
+            want: &'static [(&'static str, Priority)],
+            prio: [u32; 4],
+            merged: bool,
+        }
+        for c in [
+            Case {
+                name: "one priority is normal",
+                qos: &[("normal", 0), ("low", 0)],
+                used: &[("normal", 3), ("low", 1)],
+                want: &[("low", Normal), ("normal", Normal)],
+                prio: [0, 0, 0, 0],
+                merged: false,
+            },
+            Case {
+                name: "two: normal and high; the unused top still divides",
+                qos: &[("normal", 0), ("high", 100), ("top", 1000)],
+                used: &[("normal", 3), ("high", 1)],
+                want: &[("high", High), ("normal", Normal)],
+                prio: [0, 0, 100, 0],
+                merged: false,
+            },
+            Case {
+                name: "three: low, normal, high",
+                qos: &[("a", 5), ("b", 10), ("c", 20)],
+                used: &[("a", 1), ("b", 1), ("c", 1)],
+                want: &[("a", Low), ("b", Normal), ("c", High)],
+                prio: [5, 10, 20, 0],
+                merged: false,
+            },
+            Case {
+                name: "six: the three lowest merged into low at the most used",
+                qos: &[("a", 1), ("b", 2), ("c", 3), ("d", 4), ("e", 5), ("f", 6)],
+                used: &[("a", 1), ("b", 5), ("c", 2), ("d", 1), ("e", 1), ("f", 1)],
+                want: &[("a", Low), ("b", Low), ("c", Low), ("d", Normal), ("e", High), ("f", Urgent)],
+                prio: [2, 4, 5, 6],
+                merged: true,
+            },
+        ] {
+            let t = table(c.qos);
+            let used: BTreeMap<String, u64> = c.used.iter().map(|(n, k)| (n.to_string(), *k)).collect();
+            let (m, notes) = t.map(&used);
+            let got: Vec<(&str, Priority)> = m.label.iter().map(|(n, l)| (n.as_str(), *l)).collect();
+            assert_eq!(got, c.want, "{}", c.name);
+            assert_eq!(m.qos_priority, c.prio, "{}", c.name);
+            assert_eq!(m.max, c.qos.iter().map(|q| q.1).max().unwrap(), "{}", c.name);
+            assert_eq!(notes.iter().any(|n| n.contains("merged into label low")), c.merged, "{}: {notes:?}", c.name);
+        }
+    }
+
+    #[test]
+    fn preempt_lists_make_lower_labels_preemptible() {
+        let mut t = table(&[("normal", 0), ("high", 100), ("scav", 0)]);
+        t.qos.get_mut("high").unwrap().preempt = vec!["normal".into()];
+        t.qos.get_mut("normal").unwrap().preempt = vec!["high".into()];
+        let used: BTreeMap<String, u64> = [("normal".to_string(), 1), ("high".to_string(), 1)].into();
+        let (m, mut notes) = t.map(&used);
+        assert_eq!(t.preemptible(&m, &mut notes), ["normal".to_string()].into());
+        assert!(notes.iter().any(|n| n.contains("normal preempts high")), "{notes:?}");
+    }
+
+    #[test]
+    fn bad_rows_name_file_line_and_column() {
+        for (name, text, says) in [
+            ("bad priority", "Priority|Name\nx|normal\n", ":2: column \"Priority\": \"x\" is not a priority"),
+            ("no name column", "Priority\n0\n", ":1: column \"Name\": missing required column"),
+            ("twice", "Name|Priority\na|0\na|1\n", ":3: column \"Name\": QOS \"a\" listed twice"),
+            ("bad factor", "Name|Priority|UsageFactor\na|0|-1\n", ":2: column \"UsageFactor\""),
+            ("unknown preemptee", "Name|Priority|Preempt\na|0|b\n", ":2: column \"Preempt\": QOS \"a\" preempts \"b\""),
+            ("fields", "Name|Priority\na|0|1\n", ":2: column \"\": 3 fields, the header has 2"),
+        ] {
+            let path = write(name.replace(' ', "-").as_str(), text);
+            let e = read_qos(&path).unwrap_err().to_string();
+            assert!(e.starts_with(&path.display().to_string()) && e.contains(says), "{name}: {e}");
+            std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+        }
+    }
+}
