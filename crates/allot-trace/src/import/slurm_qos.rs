@@ -199,11 +199,10 @@ impl QosTable {
         for (p, lp) in &map.label {
             for q in &self.qos[p].preempt {
                 match map.label.get(q) {
-                    Some(lq) if lq < lp => {
-                        if self.qos[q].preempt_mode != "off" {
-                            out.insert(q.clone());
-                        }
+                    Some(lq) if lq < lp && self.qos[q].preempt_mode != "off" => {
+                        out.insert(q.clone());
                     }
+                    Some(lq) if lq < lp => {}
                     Some(_) => unfollowed.push(format!("{p} preempts {q}")),
                     None => {}
                 }
