@@ -96,6 +96,10 @@ fn the_real_qos_table_labels_every_job_and_gives_the_qos_factor() {
     let s = got.summary.to_string();
     assert!(s.contains("QOS as priority labels: normal = 0 (low, normal); high = 100 (high)"), "{s}");
     assert!(s.contains("UsageFactor not modelled") && s.contains("low 0.5"), "{s}");
+    // Billed by CPU (no TRESBillingWeights): every job but the 1-GPU ones on one node.
+    let one_gpu = got.rows.iter().filter(|r| r.gpus == 1).count();
+    let note = format!("{} of 47 jobs were billed other than by their GPUs", 47 - one_gpu);
+    assert!(s.contains(&note), "{note}: {s}");
     // A QOS the table does not list keeps the default label, counted.
     let dir = std::env::temp_dir().join(format!("allot-real-qos-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -210,6 +210,11 @@ pub(crate) fn tres_gpus(s: &str) -> Result<TresGpus, SkipReason> {
     Ok(TresGpus { count, gpu_type, mixed })
 }
 
+/// The `billing=N` of a TRES list.
+fn billing(s: &str) -> Option<u64> {
+    s.split(',').find_map(|i| i.trim().strip_prefix("billing=")).and_then(|v| v.parse().ok())
+}
+
 /// One allocation record after step 2, with its fields as text.
 struct Line {
     fields: Vec<String>,
@@ -256,6 +261,8 @@ struct Attempt {
     /// First word of `State` (`CANCELLED by 1234` → `CANCELLED`).
     state: String,
     gpus: TresGpus,
+    /// `billing=` of `AllocTRES`, if there.
+    billing: Option<u64>,
     allocated: bool,
     nodes: Option<u32>,
 }
@@ -283,6 +290,7 @@ fn attempt(l: &Line, cols: &[Option<usize>], tz: Tz) -> Result<Attempt, SkipReas
         limit: time_limit(g(Col::Limit))?,
         state: g(Col::State).split_whitespace().next().unwrap_or("").to_string(),
         gpus,
+        billing: billing(alloc),
         allocated: !alloc.is_empty(),
         nodes: g(Col::NNodes).parse::<u32>().ok().filter(|n| *n > 0),
     })
@@ -352,12 +360,16 @@ pub(crate) fn read(path: &Path, opts: &ImportOptions, summary: &mut ImportSummar
     }
     let mut out = Vec::with_capacity(jobs.len());
     let mut requeues = Requeues::default();
+    // (billing, GPUs) of each imported job's last record that has a billing.
+    let mut billed: Vec<(u64, u32)> = Vec::new();
     for mut attempts in jobs {
         // Stable: records with the same Submit keep their file order.
         attempts.sort_by_key(|a| a.submit);
         let n = attempts.len() as u64;
         match workload(&attempts, opts) {
             Ok((r, lost_gpu_s)) => {
+                let last = &attempts[attempts.len() - 1];
+                billed.extend(last.billing.map(|b| (b, last.gpus.count)));
                 if n > 1 {
                     requeues.jobs += 1;
                     requeues.earlier += n - 1;
@@ -378,6 +390,16 @@ pub(crate) fn read(path: &Path, opts: &ImportOptions, summary: &mut ImportSummar
             requeues.jobs,
             requeues.earlier,
             requeues.gpu_s as f64 / 3600.0
+        ));
+    }
+    // Fair Tree's usage is the billing TRES: when it is not the GPUs (no
+    // TRESBillingWeights for them), Slurm ranks by other usage than the model.
+    let other = billed.iter().filter(|(b, g)| *b != u64::from(*g)).count();
+    if other > 0 {
+        summary.notes.push(format!(
+            "{other} of {} jobs were billed other than by their GPUs (AllocTRES billing): Slurm's fair share counts \
+             billing-seconds, the slurm policy GPU-seconds (docs/baselines.md)",
+            billed.len()
         ));
     }
     if tz != Tz::UTC {
