@@ -116,6 +116,20 @@ impl Header {
     }
 }
 
+impl Header {
+    /// The fields of data line `n` of a site file (sacctmgr's), which
+    /// must be UTF-8 and as many as the header's: an error naming the line.
+    pub fn fields<'a>(&self, path: &Path, n: usize, text: Option<&'a str>) -> Result<Vec<&'a str>, ImportError> {
+        let Some(text) = text else { return Err(ImportError::at(path, n, "", "not UTF-8")) };
+        let f: Vec<&str> = text.split('|').collect();
+        if f.len() != self.names.len() {
+            let msg = format!("{} fields, the header has {}", f.len(), self.names.len());
+            return Err(ImportError::at(path, n, "", msg));
+        }
+        Ok(f)
+    }
+}
+
 /// A data line: its 1-based number and its text (`None`: not UTF-8).
 pub(crate) type DataLine = (usize, Option<String>);
 

@@ -53,12 +53,7 @@ pub(crate) fn read_qos(path: &Path) -> Result<QosTable, ImportError> {
     let mut table = QosTable::default();
     let mut lines: BTreeMap<String, usize> = BTreeMap::new();
     for (n, text) in rows {
-        let Some(text) = text else { return Err(ImportError::at(path, n, "", "not UTF-8")) };
-        let f: Vec<&str> = text.split('|').collect();
-        if f.len() != header.names.len() {
-            let msg = format!("{} fields, the header has {}", f.len(), header.names.len());
-            return Err(ImportError::at(path, n, "", msg));
-        }
+        let f = header.fields(path, n, text.as_deref())?;
         let get = |k: usize| cols[k].map_or("", |i| f[i].trim());
         let name = get(0);
         if name.is_empty() {
