@@ -125,8 +125,8 @@ impl QosTable {
         }
         let prios: Vec<u32> = by_prio.keys().copied().collect();
         let k = prios.len();
-        let mut out = QosMap { label: BTreeMap::new(), qos_priority: [0; 4], max: 0 };
-        out.max = self.qos.values().map(|q| q.priority).max().unwrap_or(0);
+        let max = self.qos.values().map(|q| q.priority).max().unwrap_or(0);
+        let mut out = QosMap { label: BTreeMap::new(), qos_priority: [0; 4], max };
         let (low, top, names_of): (&[u32], &[u32], &[Priority]) =
             if k > 4 { (&prios[..k - 3], &prios[k - 3..], &labels(4)[1..]) } else { (&[], &prios, labels(k)) };
         if !low.is_empty() {
