@@ -44,8 +44,8 @@ rules! {
     PrioOrder => "PRIO-1", "strict priority (urgent > high > normal > low), FIFO within a level";
     PrioPools => "PRIO-2", "a team's work runs only on its legacy pools plus shared pools";
     PrioPreempt => "PRIO-3", "only preemptible workloads are preempted, only by strictly higher priority";
-    SlurmPriority => "SLURM-1", "slurm: job priority is Slurm's multifactor sum of weighted age, fair-share, job-size, partition and QOS factors, each normalised to 0..1";
-    SlurmFairTree => "SLURM-2", "slurm: the fair-share factor ranks users by Fair Tree: level fair share (shares over decayed usage) among siblings, depth first";
+    SlurmPriority => "SLURM-1", "slurm: job priority is Slurm's multifactor sum of weighted age, fair-share, job-size, partition, QOS and GPU TRES factors, each normalised to 0..1, computed when a workload is queued and every `PriorityCalcPeriod`";
+    SlurmFairTree => "SLURM-2", "slurm: the fair-share factor ranks users by Fair Tree: level fair share (shares over decayed usage) among siblings, depth first, recomputed every `PriorityCalcPeriod`";
     SlurmMain => "SLURM-3", "slurm: the main scheduler starts work in priority order and stops a partition at its first workload that does not fit";
     SlurmBackfill => "SLURM-4", "slurm: every bf_interval, backfill reserves GPUs for waiting work by time limits and starts later work only if it delays no reservation";
     SlurmPreempt => "SLURM-5", "slurm: with preempt = qos, a waiting workload preempts and requeues preemptible running work of a lower priority label";

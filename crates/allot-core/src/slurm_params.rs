@@ -32,7 +32,7 @@ pub const MAX_PARTITIONS: usize = 32;
 
 /// The `slurm` policy's parameters (rules SLURM-1 … SLURM-5). Times in
 /// seconds. Defaults are Slurm's where it has one: every `PriorityWeight*`
-/// 0, `PriorityMaxAge` 7 days, `PriorityDecayHalfLife` 7 days,
+/// 0, `PriorityCalcPeriod` 5 minutes, `PriorityMaxAge` 7 days, `PriorityDecayHalfLife` 7 days,
 /// `PriorityFavorSmall` no, QOS priority 0, partition `PriorityJobFactor`
 /// 1, `bf_interval` 30 s, `bf_window` 1 day, `bf_max_job_test` 500,
 /// `PreemptType=preempt/none`; without a `DefaultTime` a job without a
@@ -44,6 +44,12 @@ pub struct SlurmParams {
     pub weight_job_size: u32,
     pub weight_partition: u32,
     pub weight_qos: u32,
+    /// The GPU weight of `PriorityWeightTRES` (`GRES/gpu=N`).
+    pub weight_tres_gpu: u32,
+    /// `PriorityCalcPeriod`: how often every pending workload's priority
+    /// and the Fair Tree are recomputed; between, a workload keeps the
+    /// priority it was given at the last one or when it was queued.
+    pub calc_period: Time,
     /// `PriorityMaxAge`: the age at which the age factor reaches 1.
     pub max_age: Time,
     /// `PriorityDecayHalfLife`: the half-life of the usage Fair Tree ranks by.
@@ -53,6 +59,10 @@ pub struct SlurmParams {
     /// The QOS priority of each priority label, indexed by [`Priority`]
     /// (an import maps Slurm QOS names to the labels).
     pub qos_priority: [u32; 4],
+    /// The largest QOS priority of the site, which Slurm divides each QOS
+    /// priority by (its QOS need not be any label's); `None`: the largest
+    /// of `qos_priority`.
+    pub qos_priority_max: Option<u32>,
     /// The partition `PriorityJobFactor` of each GPU type, by
     /// [`GpuTypeId`] (a partition is the pools of one GPU type).
     pub partition_priority: [u32; MAX_PARTITIONS],
@@ -78,10 +88,13 @@ impl Default for SlurmParams {
             weight_job_size: 0,
             weight_partition: 0,
             weight_qos: 0,
+            weight_tres_gpu: 0,
+            calc_period: 300,
             max_age: 7 * DAY,
             decay_half_life: 7 * DAY,
             favor_small: false,
             qos_priority: [0; 4],
+            qos_priority_max: None,
             partition_priority: [1; MAX_PARTITIONS],
             bf_interval: 30,
             bf_window: DAY,

@@ -222,34 +222,44 @@ fn multifactor_weights_and_factors() {
         favor_small: bool,
         label: Priority,
         gpu: &'static str,
-        /// Weighted: age, fairshare, jobsize, partition, qos; priority.
-        want: [f64; 5],
+        /// `PriorityWeightTRES` `GRES/gpu`.
+        tres: u32,
+        /// The site's largest QOS priority, if not a label's.
+        qos_max: Option<u32>,
+        /// Weighted: age, fairshare, jobsize, partition, qos, tres; priority.
+        want: [f64; 6],
         priority: u32,
     }
+    let case = |name, favor_small, label, gpu, want, priority| Case {
+        name,
+        favor_small,
+        label,
+        gpu,
+        tres: 0,
+        qos_max: None,
+        want,
+        priority,
+    };
     for c in [
+        case("favor large", false, Priority::High, "A100", [500.0, 0.0, 37.5, 5.0, 5000.0, 0.0], 5542),
+        case("favor small", true, Priority::Urgent, "H100", [500.0, 0.0, 62.5, 10.0, 10_000.0, 0.0], 10_572),
+        case("low QOS", false, Priority::Low, "H100", [500.0, 0.0, 37.5, 10.0, 0.0, 0.0], 547),
+        // Slurm divides by the largest QOS priority of the site, used or not.
         Case {
-            name: "favor large",
-            favor_small: false,
-            label: Priority::High,
-            gpu: "A100",
-            want: [500.0, 0.0, 37.5, 5.0, 5000.0],
-            priority: 5542,
+            qos_max: Some(200),
+            ..case(
+                "QOS over the site's largest",
+                false,
+                Priority::High,
+                "A100",
+                [500.0, 0.0, 37.5, 5.0, 2500.0, 0.0],
+                3042,
+            )
         },
+        // 4 of the cluster's 16 GPUs, as sprio's `gres/gpu=25`.
         Case {
-            name: "favor small",
-            favor_small: true,
-            label: Priority::Urgent,
-            gpu: "H100",
-            want: [500.0, 0.0, 62.5, 10.0, 10_000.0],
-            priority: 10_572,
-        },
-        Case {
-            name: "low QOS",
-            favor_small: false,
-            label: Priority::Low,
-            gpu: "H100",
-            want: [500.0, 0.0, 37.5, 10.0, 0.0],
-            priority: 547,
+            tres: 100,
+            ..case("GPU TRES weight", false, Priority::Low, "H100", [500.0, 0.0, 37.5, 10.0, 0.0, 25.0], 572)
         },
     ] {
         let mut state = StateBuilder::new()
@@ -263,6 +273,8 @@ fn multifactor_weights_and_factors() {
                 s.max_age = 1000;
                 s.favor_small = c.favor_small;
                 s.qos_priority = [0, 10, 50, 100];
+                s.qos_priority_max = c.qos_max;
+                s.weight_tres_gpu = c.tres;
             })
             .build();
         let (h, a) = (state.cluster.gpu_type_by_name("H100").unwrap(), state.cluster.gpu_type_by_name("A100").unwrap());
@@ -274,6 +286,49 @@ fn multifactor_weights_and_factors() {
         assert_eq!(p.priority, c.priority, "{}", c.name);
         // Age saturates at PriorityMaxAge.
         assert_eq!(Multifactor::new(&state, 5000).of(&state, w, 5000).factors[0], 1.0, "{}", c.name);
+    }
+}
+
+/// SLURM-1, SLURM-2: priorities are computed when a workload is first seen
+/// queued and again at each `PriorityCalcPeriod`; between, usage changes
+/// nothing (as Slurm's decay thread).
+#[test]
+fn priorities_hold_between_calc_periods() {
+    struct Case {
+        name: &'static str,
+        /// When the second pass runs.
+        at: Time,
+        /// Which of the two waiting users' workloads is first then.
+        first: &'static str,
+    }
+    for c in [
+        Case { name: "same period: both still tied, earlier submission first", at: 59, first: "a-wait" },
+        Case { name: "next period: a's usage counted, b first", at: 60, first: "b-wait" },
+        Case { name: "a later pass of the next period", at: 119, first: "b-wait" },
+    ] {
+        let mut state = StateBuilder::new()
+            .pool("p", "H100", 1, 8)
+            .account("org/a")
+            .account("org/b")
+            .contract(|k| {
+                let s = &mut k.slurm;
+                (s.weight_fairshare, s.calc_period, s.decay_half_life) = (10_000, 60, 600);
+            })
+            .build();
+        // a runs on 6 GPUs from 0; a and b each wait with 4 GPUs.
+        run(&mut state, Wl::new("a-run").account("org/a").user("a").gpus(6), 0);
+        sub_wl(&mut state, Wl::new("a-wait").account("org/a").user("a").gpus(4));
+        sub_wl(&mut state, Wl::new("b-wait").account("org/b").user("b").gpus(4));
+        let mut p = SlurmPolicy::new();
+        let first = |p: &SlurmPolicy, at: Time| {
+            let why = p.explain(&state, id(&state, "b-wait"), at);
+            if why.detail.contains("first in priority order") { "b-wait" } else { "a-wait" }
+        };
+        // At t = 0 nobody has usage: both factors 1, a first by its id.
+        p.schedule(&state, 0);
+        assert_eq!(first(&p, 0), "a-wait", "{}", c.name);
+        p.schedule(&state, c.at);
+        assert_eq!(first(&p, c.at), c.first, "{}", c.name);
     }
 }
 

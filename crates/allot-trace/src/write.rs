@@ -400,11 +400,15 @@ fn write_slurm<W: Write>(w: &mut W, cfg: &ConfigOut) -> io::Result<()> {
     writeln!(w, "\n[slurm]")?;
     writeln!(w, "weight_age = {}\nweight_fairshare = {}", p.weight_age, p.weight_fairshare)?;
     writeln!(w, "weight_job_size = {}\nweight_partition = {}", p.weight_job_size, p.weight_partition)?;
-    writeln!(w, "weight_qos = {}", p.weight_qos)?;
+    writeln!(w, "weight_qos = {}\nweight_tres_gpu = {}", p.weight_qos, p.weight_tres_gpu)?;
+    writeln!(w, "calc_period = {}", d(p.calc_period))?;
     writeln!(w, "max_age = {}\ndecay_half_life = {}", d(p.max_age), d(p.decay_half_life))?;
     writeln!(w, "favor_small = {}", p.favor_small)?;
     let q: Vec<String> = Priority::ALL.iter().map(|&l| format!("{} = {}", l.as_str(), p.qos(l))).collect();
     writeln!(w, "qos_priority = {{ {} }}", q.join(", "))?;
+    if let Some(m) = p.qos_priority_max {
+        writeln!(w, "qos_priority_max = {m}")?;
+    }
     let parts: Vec<String> = cfg
         .gpu_type_names()
         .iter()

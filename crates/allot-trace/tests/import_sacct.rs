@@ -130,6 +130,7 @@ fn slurm_nodes_and_associations_shape_the_config() {
     assert_eq!(
         paths,
         [
+            "slurm",
             "slurm/chem",
             "slurm/chem/jobs",
             "slurm/ops",
@@ -146,6 +147,10 @@ fn slurm_nodes_and_associations_shape_the_config() {
         [Some(10.0), Some(3.0), Some(1.0)]
     );
     assert_eq!(share("slurm/ops"), None, "Share=parent: the default share");
+    // Slurm's root/root association: a user of the root account, ranked
+    // beside the top accounts by Fair Tree.
+    let top = got.config.accounts.iter().find(|a| a.path == "slurm").unwrap();
+    assert_eq!(top.users.iter().map(|(u, s)| (u.as_str(), *s)).collect::<Vec<_>>(), [("root", 1.0)]);
     let jobs = got.config.accounts.iter().find(|a| a.path == "slurm/science/physics/jobs").unwrap();
     assert_eq!(jobs.users.iter().map(|(u, s)| (u.as_str(), *s)).collect::<Vec<_>>(), [("alice", 2.0)]);
     assert!(got.config.accounts.iter().all(|a| a.legacy_pools.is_none()));

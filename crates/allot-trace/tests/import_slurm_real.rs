@@ -73,3 +73,41 @@ fn iso_local_times_in_a_zone_give_the_same_rows_as_epoch_seconds() {
     let iso = import(Format::Sacct, &real("sacct-iso-berlin.txt"), &o).unwrap();
     assert_eq!(iso.rows, epoch.rows);
 }
+
+#[test]
+fn the_real_qos_table_labels_every_job_and_gives_the_qos_factor() {
+    let o = ImportOptions {
+        slurm_qos: Some(real("sacctmgr-qos.txt")),
+        slurm_config: Some(real("scontrol-show-config.txt")),
+        ..options()
+    };
+    let got = import(Format::Sacct, &real("sacct-epoch.txt"), &o).unwrap();
+    // sacct's QOS column: high → high; normal and low (both priority 0) → normal.
+    let text = std::fs::read_to_string(real("sacct-epoch.txt")).unwrap();
+    let qos: BTreeMap<&str, &str> =
+        text.lines().skip(1).map(|l| (l.split('|').nth(1).unwrap(), l.split('|').nth(7).unwrap())).collect();
+    for r in &got.rows {
+        let want = if qos[r.id.as_str()] == "high" { allot_core::Priority::High } else { allot_core::Priority::Normal };
+        assert_eq!(r.priority, want, "{}", r.id);
+    }
+    // The written config gives the policy Slurm's QOS factor: 100 / 100 for high.
+    let p = allot_trace::config::config_from(&got.config, "mem").unwrap().contract.slurm;
+    assert_eq!((p.qos_priority, p.qos_priority_max, p.weight_qos), ([0, 0, 100, 0], Some(100), 5000));
+    let s = got.summary.to_string();
+    assert!(s.contains("QOS as priority labels: normal = 0 (low, normal); high = 100 (high)"), "{s}");
+    assert!(s.contains("UsageFactor not modelled") && s.contains("low 0.5"), "{s}");
+    // Billed by CPU (no TRESBillingWeights): every job but the 1-GPU ones on one node.
+    let one_gpu = got.rows.iter().filter(|r| r.gpus == 1).count();
+    let note = format!("{} of 47 jobs were billed other than by their GPUs", 47 - one_gpu);
+    assert!(s.contains(&note), "{note}: {s}");
+    // A QOS the table does not list keeps the default label, counted.
+    let dir = std::env::temp_dir().join(format!("allot-real-qos-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let only_high = dir.join("qos.txt");
+    std::fs::write(&only_high, "Name|Priority\nhigh|100\n").unwrap();
+    let got =
+        import(Format::Sacct, &real("sacct-epoch.txt"), &ImportOptions { slurm_qos: Some(only_high), ..o }).unwrap();
+    let s = got.summary.to_string();
+    assert!(s.contains("jobs with a QOS not in the QOS file kept the default label: low 5, normal"), "{s}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -173,6 +173,11 @@ pub struct ImportArgs {
     /// `--policy slurm` (priority weights, decay, backfill, preemption).
     #[arg(long)]
     slurm_config: Option<PathBuf>,
+    /// sacct: saved `sacctmgr show qos format=Name,Priority,UsageFactor,Preempt,PreemptMode
+    /// --parsable2` output: each job's QOS becomes a priority label, ranked
+    /// by QOS priority, and the QOS priorities go to `[slurm]`.
+    #[arg(long)]
+    slurm_qos: Option<PathBuf>,
     /// swf: processors that make one GPU (rounded up; default 1).
     #[arg(long)]
     procs_per_gpu: Option<u32>,
@@ -205,6 +210,7 @@ fn run_import(a: ImportArgs) -> Result<()> {
         time_zone: a.tz,
         slurm_assoc: a.slurm_assoc,
         slurm_config: a.slurm_config,
+        slurm_qos: a.slurm_qos,
         procs_per_gpu: a.procs_per_gpu,
         ..ImportOptions::default()
     };

@@ -23,11 +23,15 @@ pub(super) struct RawSlurm {
     weight_job_size: Option<Spanned<u32>>,
     weight_partition: Option<Spanned<u32>>,
     weight_qos: Option<Spanned<u32>>,
+    weight_tres_gpu: Option<Spanned<u32>>,
+    calc_period: Option<Spanned<Secs>>,
     max_age: Option<Spanned<Secs>>,
     decay_half_life: Option<Spanned<Secs>>,
     favor_small: Option<bool>,
     /// QOS priority per priority label: `{ low = 0, high = 100 }`.
     qos_priority: Option<RawQos>,
+    /// The site's largest QOS priority (default: the largest of `qos_priority`).
+    qos_priority_max: Option<Spanned<u32>>,
     /// Partition `PriorityJobFactor` per GPU type: `{ H100 = 10 }`.
     #[serde(default)]
     partition_priority: BTreeMap<String, Spanned<u32>>,
@@ -73,8 +77,10 @@ pub(super) fn build_slurm(
     p.weight_job_size = int(&raw.weight_job_size, p.weight_job_size);
     p.weight_partition = int(&raw.weight_partition, p.weight_partition);
     p.weight_qos = int(&raw.weight_qos, p.weight_qos);
+    p.weight_tres_gpu = int(&raw.weight_tres_gpu, p.weight_tres_gpu);
     let period = bounds::CONTRACT_PERIOD_S;
     p.max_age = secs("max_age", &raw.max_age, period, p.max_age)?;
+    p.calc_period = secs("calc_period", &raw.calc_period, period, p.calc_period)?;
     p.decay_half_life = secs("decay_half_life", &raw.decay_half_life, period, p.decay_half_life)?;
     p.bf_interval = secs("bf_interval", &raw.bf_interval, period, p.bf_interval)?;
     p.bf_window = secs("bf_window", &raw.bf_window, period, p.bf_window)?;
@@ -94,6 +100,14 @@ pub(super) fn build_slurm(
         ] {
             p.qos_priority[label as usize] = int(v, p.qos_priority[label as usize]);
         }
+    }
+    if let Some(v) = &raw.qos_priority_max {
+        let (max, labels) = (*v.get_ref(), p.qos_priority.iter().copied().max().unwrap_or(0));
+        if max < labels {
+            let msg = format!("{max} is below the largest qos_priority ({labels})");
+            return Err(ctx.err("slurm.qos_priority_max", Some(v.span()), msg));
+        }
+        p.qos_priority_max = Some(max);
     }
     for (name, v) in &raw.partition_priority {
         let key = format!("slurm.partition_priority.{name}");
@@ -140,10 +154,13 @@ pub(super) fn raw_of(out: &ConfigOut) -> Option<RawSlurm> {
         weight_job_size: at(p.weight_job_size),
         weight_partition: at(p.weight_partition),
         weight_qos: at(p.weight_qos),
+        weight_tres_gpu: at(p.weight_tres_gpu),
+        calc_period: secs(p.calc_period),
         max_age: secs(p.max_age),
         decay_half_life: secs(p.decay_half_life),
         favor_small: Some(p.favor_small),
         qos_priority: Some(RawQos { low: at(q[0]), normal: at(q[1]), high: at(q[2]), urgent: at(q[3]) }),
+        qos_priority_max: p.qos_priority_max.and_then(at),
         partition_priority,
         bf_interval: secs(p.bf_interval),
         bf_window: secs(p.bf_window),

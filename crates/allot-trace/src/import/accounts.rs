@@ -80,6 +80,18 @@ pub(crate) fn apply(tree: &AssocTree, root: &str, by: ProjectBy, imp: Parts<'_>)
             }
         }
     }
+    // Slurm's root account has user associations too (root/root always):
+    // Fair Tree ranks them beside the top accounts, so they are users of
+    // `<root>` itself.
+    if let Some(top) = tree.accounts.get("root") {
+        let users: BTreeMap<String, f64> =
+            top.users.iter().filter_map(|(u, s)| s.map(|s| (sanitize(u).0, s))).collect();
+        if !users.is_empty() {
+            let path = root.to_string();
+            let entry = by_path.entry(path.clone()).or_insert_with(|| AccountOut { path, ..Default::default() });
+            entry.users.extend(users);
+        }
+    }
     *accounts = by_path.into_values().collect();
     let notes = &mut imp.summary.notes;
     notes.push(format!("accounts placed in the Slurm account tree ({} accounts)", tree.accounts.len()));

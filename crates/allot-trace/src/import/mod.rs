@@ -27,6 +27,7 @@ mod sacct;
 mod sizing;
 mod slurm;
 mod slurm_config;
+mod slurm_qos;
 mod summary;
 mod swf;
 

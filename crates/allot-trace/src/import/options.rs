@@ -228,6 +228,10 @@ pub struct ImportOptions {
     /// Saved `scontrol show config` output: the `slurm` policy's knobs
     /// (`[slurm]`: priority weights, decay, backfill, preemption).
     pub slurm_config: Option<PathBuf>,
+    /// sacct: saved `sacctmgr show qos … --parsable2` output: each job's
+    /// QOS becomes a priority label, the QOS priorities `[slurm]
+    /// qos_priority` (docs/importers.md).
+    pub slurm_qos: Option<PathBuf>,
     /// SWF: processors that make one GPU (default [`DEFAULT_PROCS_PER_GPU`]).
     pub procs_per_gpu: Option<u32>,
 }

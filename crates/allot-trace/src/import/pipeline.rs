@@ -44,8 +44,9 @@ pub fn import(format: Format, input: &Path, opts: &ImportOptions) -> Result<Impo
         None => capacity(opts)?,
     };
     let sizes = opts.sizing.legacy_sizes.as_deref().map(read_legacy_sizes).transpose()?;
+    let qos = opts.slurm_qos.as_deref().map(super::slurm_qos::read_qos).transpose()?;
     let mut summary = ImportSummary::new(format, input.to_path_buf());
-    let records = match format {
+    let mut records = match format {
         Format::PhillyPollux => philly_pollux::read(input, opts, &mut summary)?,
         Format::Philly => philly::read(input, opts, &mut summary)?,
         Format::AlibabaOpenb => alibaba::read(input, opts, &mut summary)?,
@@ -53,6 +54,7 @@ pub fn import(format: Format, input: &Path, opts: &ImportOptions) -> Result<Impo
         Format::Sacct => sacct::read(input, opts, &mut summary)?,
         Format::Swf => swf::read(input, opts, &mut summary)?,
     };
+    let qos = qos.map(|t| super::slurm_qos::apply(&t, &mut records, &mut summary));
     let mut imported = finish(Inputs { format, root: &root, fixed, sizes, shape }, records, opts, summary)?;
     if let Some(path) = &opts.slurm_assoc {
         let tree = read_assoc(path)?;
@@ -67,6 +69,9 @@ pub fn import(format: Format, input: &Path, opts: &ImportOptions) -> Result<Impo
         let (params, notes) = super::slurm_config::read_slurm_config(path)?;
         imported.config.contract.slurm = params;
         imported.summary.notes.extend(notes);
+    }
+    if let Some(q) = qos {
+        q.apply_to(&mut imported.config.contract.slurm);
     }
     Ok(imported)
 }
@@ -116,8 +121,8 @@ fn validate(opts: &ImportOptions, format: Format) -> Result<String, ImportError>
                 .into(),
         );
     }
-    if format != Format::Sacct && (opts.time_zone.is_some() || opts.slurm_assoc.is_some()) {
-        return bad("--tz and --slurm-assoc apply to --format sacct only".into());
+    if format != Format::Sacct && (opts.time_zone.is_some() || opts.slurm_assoc.is_some() || opts.slurm_qos.is_some()) {
+        return bad("--tz, --slurm-assoc and --slurm-qos apply to --format sacct only".into());
     }
     if format != Format::Swf && opts.procs_per_gpu.is_some() {
         return bad("--procs-per-gpu applies to --format swf only".into());

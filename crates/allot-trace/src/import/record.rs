@@ -42,6 +42,8 @@ pub(crate) struct Record {
     pub time_limit_s: Option<Time>,
     /// ARR-1: the array and index this row is an element of (sacct).
     pub array: Option<(String, u32)>,
+    /// sacct: the job's QOS (`--slurm-qos` maps it to a priority label).
+    pub qos: Option<String>,
 }
 
 impl Record {
@@ -71,6 +73,7 @@ impl Record {
             status: None,
             time_limit_s: None,
             array: None,
+            qos: None,
         }
     }
 }

@@ -56,7 +56,8 @@ enum Col {
     JobId,
     User,
     Account,
-    Submit = 6,
+    Qos = 5,
+    Submit,
     Eligible,
     Start,
     End,
@@ -112,6 +113,20 @@ impl Header {
         }
         out.extend(optional.iter().map(|n| pos(n)));
         Ok(out)
+    }
+}
+
+impl Header {
+    /// The fields of data line `n` of a site file (sacctmgr's), which
+    /// must be UTF-8 and as many as the header's: an error naming the line.
+    pub fn fields<'a>(&self, path: &Path, n: usize, text: Option<&'a str>) -> Result<Vec<&'a str>, ImportError> {
+        let Some(text) = text else { return Err(ImportError::at(path, n, "", "not UTF-8")) };
+        let f: Vec<&str> = text.split('|').collect();
+        if f.len() != self.names.len() {
+            let msg = format!("{} fields, the header has {}", f.len(), self.names.len());
+            return Err(ImportError::at(path, n, "", msg));
+        }
+        Ok(f)
     }
 }
 
@@ -209,6 +224,11 @@ pub(crate) fn tres_gpus(s: &str) -> Result<TresGpus, SkipReason> {
     Ok(TresGpus { count, gpu_type, mixed })
 }
 
+/// The `billing=N` of a TRES list.
+fn billing(s: &str) -> Option<u64> {
+    s.split(',').find_map(|i| i.trim().strip_prefix("billing=")).and_then(|v| v.parse().ok())
+}
+
 /// One allocation record after step 2, with its fields as text.
 struct Line {
     fields: Vec<String>,
@@ -245,6 +265,7 @@ struct Attempt {
     job_id: String,
     user: String,
     account: String,
+    qos: String,
     submit: i64,
     eligible: Option<i64>,
     start: Option<i64>,
@@ -254,6 +275,8 @@ struct Attempt {
     /// First word of `State` (`CANCELLED by 1234` → `CANCELLED`).
     state: String,
     gpus: TresGpus,
+    /// `billing=` of `AllocTRES`, if there.
+    billing: Option<u64>,
     allocated: bool,
     nodes: Option<u32>,
 }
@@ -272,6 +295,7 @@ fn attempt(l: &Line, cols: &[Option<usize>], tz: Tz) -> Result<Attempt, SkipReas
         job_id: g(Col::JobId).to_string(),
         user: g(Col::User).to_string(),
         account: g(Col::Account).to_string(),
+        qos: g(Col::Qos).to_string(),
         submit,
         eligible: slurm_time(g(Col::Eligible), tz)?,
         start: slurm_time(g(Col::Start), tz)?,
@@ -280,6 +304,7 @@ fn attempt(l: &Line, cols: &[Option<usize>], tz: Tz) -> Result<Attempt, SkipReas
         limit: time_limit(g(Col::Limit))?,
         state: g(Col::State).split_whitespace().next().unwrap_or("").to_string(),
         gpus,
+        billing: billing(alloc),
         allocated: !alloc.is_empty(),
         nodes: g(Col::NNodes).parse::<u32>().ok().filter(|n| *n > 0),
     })
@@ -349,12 +374,16 @@ pub(crate) fn read(path: &Path, opts: &ImportOptions, summary: &mut ImportSummar
     }
     let mut out = Vec::with_capacity(jobs.len());
     let mut requeues = Requeues::default();
+    // (billing, GPUs) of each imported job's last record that has a billing.
+    let mut billed: Vec<(u64, u32)> = Vec::new();
     for mut attempts in jobs {
         // Stable: records with the same Submit keep their file order.
         attempts.sort_by_key(|a| a.submit);
         let n = attempts.len() as u64;
         match workload(&attempts, opts) {
             Ok((r, lost_gpu_s)) => {
+                let last = &attempts[attempts.len() - 1];
+                billed.extend(last.billing.map(|b| (b, last.gpus.count)));
                 if n > 1 {
                     requeues.jobs += 1;
                     requeues.earlier += n - 1;
@@ -375,6 +404,16 @@ pub(crate) fn read(path: &Path, opts: &ImportOptions, summary: &mut ImportSummar
             requeues.jobs,
             requeues.earlier,
             requeues.gpu_s as f64 / 3600.0
+        ));
+    }
+    // Fair Tree's usage is the billing TRES: when it is not the GPUs (no
+    // TRESBillingWeights for them), Slurm ranks by other usage than the model.
+    let other = billed.iter().filter(|(b, g)| *b != u64::from(*g)).count();
+    if other > 0 {
+        summary.notes.push(format!(
+            "{other} of {} jobs were billed other than by their GPUs (AllocTRES billing): Slurm's fair share counts \
+             billing-seconds, the slurm policy GPU-seconds (docs/baselines.md)",
+            billed.len()
         ));
     }
     if tz != Tz::UTC {
@@ -428,6 +467,7 @@ fn workload(attempts: &[Attempt], opts: &ImportOptions) -> Result<(Record, u64),
     r.time_limit_s = last.limit;
     r.array = array_of(&last.job_id);
     r.status = Some(last.state.clone()).filter(|s| !s.is_empty());
+    r.qos = Some(last.qos.clone()).filter(|q| !q.is_empty());
     let earlier = &attempts[..attempts.len() - 1];
     if !earlier.is_empty() {
         r.adjusted.push(Adjustment::AttemptsMerged);

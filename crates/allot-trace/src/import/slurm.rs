@@ -214,12 +214,7 @@ pub(crate) fn read_assoc(path: &Path) -> Result<AssocTree, ImportError> {
     // Tree form: the last account seen at each depth.
     let mut stack: Vec<String> = Vec::new();
     for (n, text) in rows {
-        let Some(text) = text else { return Err(ImportError::at(path, n, "", "not UTF-8")) };
-        let f: Vec<&str> = text.split('|').collect();
-        if f.len() != header.names.len() {
-            let msg = format!("{} fields, the header has {}", f.len(), header.names.len());
-            return Err(ImportError::at(path, n, "", msg));
-        }
+        let f = header.fields(path, n, text.as_deref())?;
         let get = |k: usize| cols[k].map_or("", |i| f[i]);
         let c = get(4).trim();
         match &cluster {

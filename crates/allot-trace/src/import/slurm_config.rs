@@ -1,11 +1,12 @@
 //! `--slurm-config`: the `slurm` policy's knobs from a site's saved
 //! `scontrol show config` (SLURM-1 … SLURM-5): the `PriorityWeight*`
 //! weights, `PriorityMaxAge`, `PriorityDecayHalfLife`,
-//! `PriorityFavorSmall`, `PreemptType` and the backfill parameters of
+//! `PriorityFavorSmall`, `PriorityCalcPeriod`, the `GRES/gpu` weight of
+//! `PriorityWeightTRES`, `PreemptType` and the backfill parameters of
 //! `SchedulerParameters` (`bf_interval` in seconds, `bf_window` in minutes,
-//! `bf_max_job_test`). What the model does not have (TRES weights, other
-//! scheduler types, other preemption) is noted in the import summary, not
-//! silently dropped.
+//! `bf_max_job_test`). What the model does not have (other TRES weights,
+//! other scheduler types, other preemption) is noted in the import
+//! summary, not silently dropped.
 
 use std::path::Path;
 
@@ -37,6 +38,7 @@ fn parse(path: &Path, text: &str) -> Result<(SlurmParams, Vec<String>), ImportEr
             "PriorityWeightPartition" => p.weight_partition = weight(value)?,
             "PriorityWeightQOS" => p.weight_qos = weight(value)?,
             "PriorityMaxAge" => p.max_age = span(value).map_err(at)?,
+            "PriorityCalcPeriod" => p.calc_period = span(value).map_err(at)?.max(1),
             "PriorityDecayHalfLife" => p.decay_half_life = span(value).map_err(at)?,
             "PriorityFavorSmall" => p.favor_small = value.eq_ignore_ascii_case("yes"),
             "PriorityType" if value != "priority/multifactor" => {
@@ -56,7 +58,7 @@ fn parse(path: &Path, text: &str) -> Result<(SlurmParams, Vec<String>), ImportEr
                 };
             }
             "PriorityWeightTRES" if !value.is_empty() && value != "(null)" => {
-                notes.push(format!("PriorityWeightTRES {value}: TRES weights are not modelled"));
+                p.weight_tres_gpu = tres_weights(value, &mut notes).map_err(at)?;
             }
             "SchedulerParameters" => scheduler_parameters(value, &mut p).map_err(at)?,
             _ => continue,
@@ -70,6 +72,26 @@ fn parse(path: &Path, text: &str) -> Result<(SlurmParams, Vec<String>), ImportEr
         ));
     }
     Ok((p, notes))
+}
+
+/// The GPU weight of `PriorityWeightTRES` (`CPU=1000,GRES/gpu=100`); the
+/// weights of other TRES are noted as not modelled.
+fn tres_weights(value: &str, notes: &mut Vec<String>) -> Result<u32, String> {
+    let mut gpu = 0;
+    let mut others = Vec::new();
+    for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let Some((k, v)) = item.split_once('=') else { return Err(format!("{item:?} is not TRES=weight")) };
+        let w = v.trim().parse::<u32>().map_err(|_| format!("{item:?}: {v:?} is not a weight (0 to 4294967295)"))?;
+        if k.trim().eq_ignore_ascii_case("gres/gpu") {
+            gpu = w;
+        } else {
+            others.push(item);
+        }
+    }
+    if !others.is_empty() {
+        notes.push(format!("PriorityWeightTRES {}: only the GRES/gpu weight is modelled", others.join(",")));
+    }
+    Ok(gpu)
 }
 
 /// The backfill parameters of `SchedulerParameters` (others are ignored).
@@ -115,7 +137,8 @@ mod tests {
         assert_eq!((p.weight_age, p.weight_fairshare, p.weight_job_size, p.weight_qos), (1000, 10_000, 0, 5000));
         assert_eq!((p.max_age, p.decay_half_life, p.favor_small), (300, 600, false));
         assert_eq!((p.bf_interval, p.preempt), (1, SlurmPreempt::Off));
-        assert!(notes.iter().any(|n| n.contains("GRES/gpu=100")), "{notes:?}");
+        assert_eq!((p.weight_tres_gpu, p.calc_period), (100, 60));
+        assert!(notes.is_empty(), "{notes:?}");
     }
 
     #[test]

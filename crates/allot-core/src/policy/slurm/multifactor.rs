@@ -14,7 +14,14 @@
 //!   the cluster's GPU types (a workload without a GPU type: the highest
 //!   among the types it may run on, as Slurm tries a job in each of its
 //!   partitions);
-//! * QOS: the priority of its label over the largest label priority.
+//! * QOS: the priority of its label over `qos_priority_max` (the site's
+//!   largest QOS priority), by default the largest label priority;
+//! * TRES (`PriorityWeightTRES=GRES/gpu=N`): its GPUs over the cluster's
+//!   GPUs (Slurm: over its partition's).
+//!
+//! Slurm computes a job's priority when it is queued and then every
+//! `PriorityCalcPeriod` (the Fair Tree too); the policy keeps them between
+//! (`super::policy`).
 
 use std::fmt;
 
@@ -28,23 +35,28 @@ use crate::slurm_params::SlurmParams;
 /// A workload's factors (0..=1), weighted, and the priority.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct JobPriority {
-    /// age, fair share, job size, partition, QOS, each 0..=1.
-    pub factors: [f64; 5],
+    /// age, fair share, job size, partition, QOS, TRES (GPUs), each 0..=1.
+    pub factors: [f64; 6],
     /// The same times their weights.
-    pub weighted: [f64; 5],
+    pub weighted: [f64; 6],
     pub priority: u32,
 }
 
 impl fmt::Display for JobPriority {
     /// `priority 1234 (age 100, fairshare 800, jobsize 0, partition 334, qos 0)`,
-    /// the weighted factors as `sprio` shows them.
+    /// the weighted factors as `sprio` shows them (`, tres gres/gpu=12`
+    /// with a GPU TRES weight).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let w = self.weighted.map(|x| x.round() as u64);
         write!(
             f,
-            "priority {} (age {}, fairshare {}, jobsize {}, partition {}, qos {})",
+            "priority {} (age {}, fairshare {}, jobsize {}, partition {}, qos {}",
             self.priority, w[0], w[1], w[2], w[3], w[4]
-        )
+        )?;
+        if self.weighted[5] > 0.0 {
+            write!(f, ", tres gres/gpu={}", self.weighted[5] as u64)?;
+        }
+        f.write_str(")")
     }
 }
 
@@ -60,16 +72,24 @@ pub struct Multifactor {
 
 impl Multifactor {
     pub fn new(state: &State, now: Time) -> Multifactor {
+        Multifactor::with_tree(state, FairTree::compute(state, now))
+    }
+
+    /// The same with the fair-share factors of `tree` (the last
+    /// `PriorityCalcPeriod`'s).
+    pub fn with_tree(state: &State, tree: FairTree) -> Multifactor {
         let params = state.contract.slurm;
         let c = &state.cluster;
         let max_partition = c.pools.iter().map(|p| params.partition(p.gpu)).max().unwrap_or(0);
         Multifactor {
             params,
-            tree: FairTree::compute(state, now),
+            tree,
             total_gpus: c.total_gpus() as f64,
             total_nodes: c.nodes.len() as f64,
             max_partition,
-            max_qos: Priority::ALL.iter().map(|&p| params.qos(p)).max().unwrap_or(0),
+            max_qos: params
+                .qos_priority_max
+                .unwrap_or_else(|| Priority::ALL.iter().map(|&p| params.qos(p)).max().unwrap_or(0)),
         }
     }
 
@@ -80,11 +100,19 @@ impl Multifactor {
         let age =
             if p.max_age == 0 { 1.0 } else { now.saturating_sub(eligible).min(p.max_age) as f64 / p.max_age as f64 };
         let fairshare = self.tree.factor(spec.account, &spec.user);
-        let factors =
-            [age, fairshare, self.job_size(spec.gpus, spec.nodes), self.partition(state, w), self.qos(spec.priority)];
-        let weights = [p.weight_age, p.weight_fairshare, p.weight_job_size, p.weight_partition, p.weight_qos];
-        let mut weighted = [0.0; 5];
-        for i in 0..5 {
+        let tres = (f64::from(spec.gpus) / self.total_gpus.max(1.0)).min(1.0);
+        let factors = [
+            age,
+            fairshare,
+            self.job_size(spec.gpus, spec.nodes),
+            self.partition(state, w),
+            self.qos(spec.priority),
+            tres,
+        ];
+        let weights =
+            [p.weight_age, p.weight_fairshare, p.weight_job_size, p.weight_partition, p.weight_qos, p.weight_tres_gpu];
+        let mut weighted = [0.0; 6];
+        for i in 0..6 {
             weighted[i] = factors[i] * f64::from(weights[i]);
         }
         let sum: f64 = weighted.iter().sum();
@@ -120,6 +148,6 @@ impl Multifactor {
     }
 
     fn qos(&self, label: Priority) -> f64 {
-        if self.max_qos == 0 { 0.0 } else { f64::from(self.params.qos(label)) / f64::from(self.max_qos) }
+        if self.max_qos == 0 { 0.0 } else { (f64::from(self.params.qos(label)) / f64::from(self.max_qos)).min(1.0) }
     }
 }

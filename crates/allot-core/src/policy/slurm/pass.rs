@@ -22,9 +22,19 @@ use crate::slurm_params::{SlurmParams, SlurmPreempt};
 pub(crate) const NEVER: Time = Time::MAX;
 
 /// The pending queue in priority order: (priority, workload), highest
-/// first, then earlier submission, then lower id.
-pub(crate) fn queue(state: &State, mf: &Multifactor, now: Time) -> Vec<(JobPriority, WorkloadId)> {
-    let mut q: Vec<(JobPriority, WorkloadId)> = state.pending.iter().map(|&(_, w)| (mf.of(state, w, now), w)).collect();
+/// first, then earlier submission, then lower id; each workload's priority
+/// from `prio`, else computed by `mf` at `now`.
+pub(crate) fn queue(
+    state: &State,
+    prio: &BTreeMap<WorkloadId, JobPriority>,
+    mf: &Multifactor,
+    now: Time,
+) -> Vec<(JobPriority, WorkloadId)> {
+    let mut q: Vec<(JobPriority, WorkloadId)> = state
+        .pending
+        .iter()
+        .map(|&(_, w)| (prio.get(&w).copied().unwrap_or_else(|| mf.of(state, w, now)), w))
+        .collect();
     q.sort_by_key(|(p, w)| (Reverse(p.priority), state.spec(*w).submit, *w));
     q
 }

@@ -8,19 +8,28 @@ use crate::placement::place;
 use crate::rule::{Reason, Rule};
 use crate::state::State;
 use crate::words::{count, span};
-use crate::workload::{WorkloadId, WorkloadSpec};
+use crate::workload::{Phase, WorkloadId, WorkloadSpec};
 
 use super::super::Policy;
+use super::fairtree::FairTree;
 use super::multifactor::{JobPriority, Multifactor};
 use super::pass::{Pass, Waiting, gpus_of, queue};
 
 /// Slurm's multifactor priority, main scheduler and backfill.
 ///
-/// State kept between passes: when backfill last ran (`bf_interval`) and
-/// what the last pass found for each waiting workload (for `explain`).
+/// State kept between passes: when backfill last ran (`bf_interval`), the
+/// Fair Tree and the priorities of the last `PriorityCalcPeriod` (SLURM-1,
+/// SLURM-2), and what the last pass found for each waiting workload (for
+/// `explain`).
 #[derive(Clone, Debug, Default)]
 pub struct SlurmPolicy {
     last_backfill: Option<Time>,
+    /// The start of the `PriorityCalcPeriod` the tree and priorities are of.
+    calc: Option<Time>,
+    tree: FairTree,
+    /// Each waiting workload's priority as of the last recalculation, or
+    /// as of the pass that first saw it queued.
+    prio: BTreeMap<WorkloadId, JobPriority>,
     /// Per waiting workload: what the last main scheduler found.
     blocked: BTreeMap<WorkloadId, Waiting>,
     /// Per waiting workload: what the last backfill pass found.
@@ -39,6 +48,26 @@ impl SlurmPolicy {
             Some(Waiting::Reserved { at }) => Some(*at),
             _ => None,
         }
+    }
+
+    /// SLURM-1, SLURM-2: at the first pass of a `PriorityCalcPeriod`
+    /// (periods counted from t = 0), the Fair Tree and every waiting
+    /// workload's priority are recomputed; a workload queued since gets its
+    /// priority at the first pass that sees it, with the period's tree.
+    fn recalc(&mut self, state: &State, now: Time) -> Multifactor {
+        let period = state.contract.slurm.calc_period.max(1);
+        let start = now - now % period;
+        if self.calc.is_none_or(|c| c < start) {
+            self.tree = FairTree::compute(state, now);
+            self.calc = Some(start);
+            self.prio.clear();
+        }
+        let mf = Multifactor::with_tree(state, self.tree.clone());
+        self.prio.retain(|w, _| state.run(*w).phase == Phase::Pending);
+        for &(_, w) in state.pending.iter() {
+            self.prio.entry(w).or_insert_with(|| mf.of(state, w, now));
+        }
+        mf
     }
 
     /// Whether backfill runs at a pass at `now` (SLURM-4: every `bf_interval`).
@@ -109,8 +138,8 @@ impl Policy for SlurmPolicy {
     }
 
     fn schedule(&mut self, state: &State, now: Time) -> Vec<Decision> {
-        let mf = Multifactor::new(state, now);
-        let q = queue(state, &mf, now);
+        let mf = self.recalc(state, now);
+        let q = queue(state, &self.prio, &mf, now);
         let mut pass = Pass::new(state, now);
         pass.main(&q);
         self.blocked = pass.waiting.clone();
@@ -131,27 +160,34 @@ impl Policy for SlurmPolicy {
     }
 
     fn explain_all(&self, state: &State, ws: &[WorkloadId], now: Time) -> Vec<Reason> {
-        let mf = Multifactor::new(state, now);
-        let q = queue(state, &mf, now);
+        let mf = match self.calc {
+            Some(_) => Multifactor::with_tree(state, self.tree.clone()),
+            None => Multifactor::new(state, now),
+        };
+        let q = queue(state, &self.prio, &mf, now);
         let at: BTreeMap<WorkloadId, usize> = q.iter().enumerate().map(|(i, (_, w))| (*w, i)).collect();
         ws.iter()
             .map(|&w| match at.get(&w) {
                 Some(&i) => self.explain_with(state, w, &q[i].0, i, now),
                 None => {
-                    let p = mf.of(state, w, now);
+                    let p = self.prio.get(&w).copied().unwrap_or_else(|| mf.of(state, w, now));
                     self.explain_with(state, w, &p, q.iter().filter(|(x, _)| x.priority > p.priority).count(), now)
                 }
             })
             .collect()
     }
 
-    /// SLURM-4: the next backfill pass while work waits.
+    /// SLURM-4: the next backfill pass while work waits, or the next
+    /// `PriorityCalcPeriod` if sooner (SLURM-1).
     fn next_wakeup(&self, state: &State, now: Time) -> Option<Time> {
         if state.pending.is_empty() {
             return None;
         }
-        let next = self.last_backfill.map_or(now, |t| t.saturating_add(state.contract.slurm.bf_interval));
-        Some(next.max(now + 1))
+        let p = &state.contract.slurm;
+        let next = self.last_backfill.map_or(now, |t| t.saturating_add(p.bf_interval));
+        let period = p.calc_period.max(1);
+        let calc = (now - now % period).saturating_add(period);
+        Some(next.min(calc).max(now + 1))
     }
 
     /// The age factor drifts with time (SLURM-1).
