@@ -583,7 +583,36 @@ mod tests {
     use super::*;
 
     fn q(window: Option<&str>, from: Option<&str>, to: Option<&str>) -> HistoryQuery {
-        HistoryQuery { window: window.map(Into::into), from: from.map(Into::into), to: to.map(Into::into) }
+        HistoryQuery {
+            window: window.map(Into::into),
+            from: from.map(Into::into),
+            to: to.map(Into::into),
+            ..Default::default()
+        }
+    }
+
+    /// A day asked of a store that recorded 8 minutes: the 8 minutes, in
+    /// buckets fit for them, said; a store older than the window, or with
+    /// nothing in it, leaves the window as asked.
+    #[test]
+    fn the_window_fits_the_store_history() {
+        let now = 10_000_000;
+        let (w, _) = window_of(&q(Some("1d"), None, None), now).unwrap();
+        let (f, words) = fit(&w, Some(now - 480)).expect("cut to the data");
+        assert_eq!((f.to, f.from, f.bucket), (now, now - 480, 5), "96 buckets of 5 s");
+        assert_eq!(words, format!("since {} UTC, 8m of data", fmt_t(now - 480).trim_end_matches('Z')));
+        assert_eq!(fit(&w, Some(now - 2 * 86_400)), None, "the store covers the window");
+        assert_eq!(fit(&w, None), None, "nothing recorded");
+        assert_eq!(fit(&w, Some(now)), None, "nothing recorded in the window");
+    }
+
+    #[test]
+    fn the_table_links_keep_the_window_and_filters() {
+        let mut x = q(Some("6h"), None, None);
+        x.state = Some("failed".into());
+        x.account = Some(" lab/x ".into());
+        assert_eq!(x.href_ended(Some("41")), "/history?window=6h&state=failed&account=lab/x&before=41#ended");
+        assert_eq!(q(None, None, None).href_ended(None), "/history#ended");
     }
 
     /// Every offered window has 48 to 200 buckets; `from`/`to` pick a
