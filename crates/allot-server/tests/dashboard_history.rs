@@ -178,6 +178,10 @@ async fn history_window_fits_the_data_and_says_what_is_measured() {
     let id = submit(&s, &f.admin, &["--account", "org/a", "--gpus", "1", "--", "sleep", "300"]);
     let v = s.wait_for(&f.admin, &id, 20, |v| state(v) == "running").await;
     let submitted = v["workload"]["submit_t"].as_i64().unwrap();
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    while now() < submitted + 3 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     // A day asked, a few seconds recorded: the measures cover since the
     // first submission, and say so.
     let page = b.get("/history?window=1d").await.body;
