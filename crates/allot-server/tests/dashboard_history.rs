@@ -140,7 +140,7 @@ async fn history_table_is_allot_history_scoped_paged_and_filtered() {
     assert_eq!(failed_rows.len(), 1);
     assert!(failed_rows[0].1["reason"].contains("exited with code 1"), "{:?}", failed_rows[0]);
     let cancelled_rows = ended_rows(&admin_b.get("/history?state=cancelled&account=org/a").await.body);
-    assert_eq!(cancelled_rows.iter().map(|r| r.0.clone()).collect::<Vec<_>>(), [cancelled.clone()]);
+    assert_eq!(cancelled_rows.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), [cancelled.as_str()]);
     let lees = ended_rows(&admin_b.get("/history?user=lee").await.body);
     assert_eq!(page_cells(&lees), cli_rows(&s, &f.admin, COLS, &["--user", "lee"]));
     let bad = admin_b.get("/history?state=running").await;
@@ -150,7 +150,7 @@ async fn history_table_is_allot_history_scoped_paged_and_filtered() {
     // Scoping: each researcher sees its project's rows, as its CLI does, never the other's.
     let mine = ended_rows(&lee_b.get("/history").await.body);
     assert_eq!(page_cells(&mine), cli_rows(&s, &lee, COLS, &[]));
-    assert_eq!(mine.iter().map(|r| r.0.clone()).collect::<Vec<_>>(), [theirs.clone()]);
+    assert_eq!(mine.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), [theirs.as_str()]);
     let page = ann_b.get("/history").await.body;
     let anns = ended_rows(&page);
     assert_eq!(page_cells(&anns), cli_rows(&s, &ann, COLS, &[])[..50].to_vec());
