@@ -492,6 +492,14 @@ async fn every_page_answers_the_admin(b: &Browser, admin: &str) {
             )
             .await;
         assert_eq!(current, json!(path), "{path} is marked as the current section");
+        if path == "/history" {
+            // The table of ended work (or its "none") renders under its heading.
+            b.wait_for("main h2#ended", 10).await;
+            let ended = b
+                .js("return !!document.querySelector('main table.ended') || /No ended workload matches/.test(document.querySelector('main').textContent);", vec![])
+                .await;
+            assert_eq!(ended, json!(true), "the History page's ended work");
+        }
         b.shot(name).await;
     }
 }

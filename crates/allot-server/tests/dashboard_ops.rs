@@ -81,6 +81,12 @@ fn attr_after(html: &str, marker: &str, attr: &str) -> Option<String> {
     Some(v[..v.find('"')?].to_string())
 }
 
+/// The History summary's row of occupancy.
+const OCCUPANCY: &str = "occupancy (GPUs allocated)";
+
+/// What a measured figure reads when no telemetry was reported.
+const NOT_MEASURED: &str = "not measured (no GPU telemetry reported)";
+
 /// The "Window" (last) cell of the History summary's row `name`.
 fn summary_cell(html: &str, name: &str) -> String {
     let row = &html[html.find(&format!(">{name}</a></th>")).unwrap_or_else(|| panic!("no row {name}: {html}"))..];
@@ -226,16 +232,18 @@ async fn history_numbers_follow_the_definitions_and_admins_download_the_trace() 
     // declared util (1: nothing measured), nothing preempted.
     let inside = format!("/history?from={}&to={}", start + 1, start + 4);
     let page = admin.get(&inside).await.body;
-    assert_eq!(summary_cell(&page, "occupancy"), "50.0 %", "{page}");
+    assert_eq!(summary_cell(&page, OCCUPANCY), "50.0 %", "{page}");
     assert_eq!(summary_cell(&page, "availability"), "100.0 %");
-    assert_eq!(summary_cell(&page, "utilization"), "50.0 %");
-    assert_eq!(summary_cell(&page, "of which measured"), "0.0 %");
+    assert_eq!(summary_cell(&page, "utilization, declared"), "50.0 %");
+    assert_eq!(summary_cell(&page, "utilization, measured"), NOT_MEASURED, "no telemetry is not 0 %");
+    assert_eq!(summary_cell(&page, "allocated GPU-time measured"), NOT_MEASURED);
+    assert_eq!(summary_cell(&page, "utilization (measured where reported, else declared)"), "50.0 %");
     assert_eq!(summary_cell(&page, "preemptions"), "0");
     assert_eq!(summary_cell(&page, "queue length (mean)"), "0");
     // Its owner sees the same (its work over the fleet); another project nothing.
-    assert_eq!(summary_cell(&owner.get(&inside).await.body, "occupancy"), "50.0 %");
+    assert_eq!(summary_cell(&owner.get(&inside).await.body, OCCUPANCY), "50.0 %");
     let theirs = other.get(&inside).await.body;
-    assert_eq!(summary_cell(&theirs, "occupancy"), "0.0 %");
+    assert_eq!(summary_cell(&theirs, OCCUPANCY), "0.0 %");
     assert_eq!(summary_cell(&theirs, "availability"), "100.0 %", "the fleet's capacity");
     // Over a window from before its submission: one start, queue time = start − submit.
     let around = admin.get(&format!("/history?from={}&to={}", submitted - 2, start + 4)).await.body;

@@ -183,7 +183,8 @@ pub struct QueueArgs {
     long: bool,
     /// Columns to show instead, comma-separated: id, name, account, user,
     /// class, gpus, state, cluster, nodes, elapsed, timeleft, age,
-    /// submitted, waited, ran, attempts, gpuh, util, reason.
+    /// submitted, started, ended, waited, ran, attempts, gpuh, util
+    /// (measured), reason.
     #[arg(long, short = 'o', value_name = "COLUMNS", value_parser = parse_columns)]
     format: Option<Columns>,
     /// Refresh every SECONDS (default 2) until interrupted: in place on a
@@ -244,7 +245,8 @@ pub struct HistoryArgs {
     long: bool,
     /// Columns to show instead, comma-separated: id, name, account, user,
     /// class, gpus, state, cluster, nodes, elapsed, timeleft, age,
-    /// submitted, waited, ran, attempts, gpuh, util, reason.
+    /// submitted, started, ended, waited, ran, attempts, gpuh, util
+    /// (measured), reason.
     #[arg(long, short = 'o', value_name = "COLUMNS", value_parser = parse_columns)]
     format: Option<Columns>,
 }

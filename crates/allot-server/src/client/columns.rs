@@ -57,6 +57,8 @@ pub enum Col {
     TimeLeft,
     Age,
     Submitted,
+    Started,
+    Ended,
     Waited,
     Ran,
     Attempts,
@@ -67,7 +69,7 @@ pub enum Col {
 
 /// Each column: its `--format` name, header, widest cell (0: any) and
 /// whether it is right-aligned.
-const COLUMNS: [(Col, &str, &str, usize, bool); 19] = [
+const COLUMNS: [(Col, &str, &str, usize, bool); 21] = [
     (Col::Id, "id", "ID", 0, true),
     (Col::Name, "name", "NAME", 14, false),
     (Col::Account, "account", "ACCOUNT", 20, false),
@@ -81,11 +83,13 @@ const COLUMNS: [(Col, &str, &str, usize, bool); 19] = [
     (Col::TimeLeft, "timeleft", "TIME LEFT", 0, true),
     (Col::Age, "age", "AGE", 0, true),
     (Col::Submitted, "submitted", "SUBMITTED (UTC)", 0, false),
+    (Col::Started, "started", "STARTED (UTC)", 0, false),
+    (Col::Ended, "ended", "ENDED (UTC)", 0, false),
     (Col::Waited, "waited", "WAITED", 0, true),
     (Col::Ran, "ran", "RAN", 0, true),
     (Col::Attempts, "attempts", "ATT", 0, true),
     (Col::GpuHours, "gpuh", "GPU-H", 0, true),
-    (Col::Util, "util", "UTIL", 0, true),
+    (Col::Util, "util", "MEASURED UTIL", 0, true),
     (Col::Reason, "reason", "REASON", 60, false),
 ];
 
@@ -144,6 +148,11 @@ impl Col {
         (name, head, width, right)
     }
 
+    /// Its `--format` name (`ran`, `waited`, …).
+    pub fn name(self) -> &'static str {
+        self.spec().0
+    }
+
     /// Parses `--format`: column names joined by commas.
     pub fn parse_list(s: &str) -> Result<Vec<Col>, String> {
         let names: Vec<&str> = COLUMNS.iter().map(|c| c.1).collect();
@@ -159,14 +168,16 @@ impl Col {
             .collect()
     }
 
-    /// The cell of workload `w` at `now` (Unix seconds).
+    /// The cell of workload `w` at `now` (Unix seconds): the text `allot
+    /// queue` and `allot history` print, which the dashboard's History
+    /// table shows too.
     ///
-    /// RAN and WAITED are `sacct`'s sense over every attempt: RAN the
+    /// STARTED is its first attempt's start; ENDED when it ended. RAN and WAITED are `sacct`'s sense over every attempt: RAN the
     /// seconds its attempts held GPUs (not the span from the first start
     /// to the end, which counts the waits between attempts), WAITED the
     /// rest of its life so far (the first wait and each wait after a
     /// requeue or preemption).
-    fn cell(self, w: &WorkloadView, now: i64) -> String {
+    pub fn cell(self, w: &WorkloadView, now: i64) -> String {
         let holding = w.state == "running" || w.state == "stopping";
         let elapsed = w.started_t.filter(|_| holding).map(|s| now - s);
         let dash = || "-".to_string();
@@ -192,6 +203,8 @@ impl Col {
             },
             Col::Age => age(now, w.submit_t),
             Col::Submitted => utc(w.submit_t),
+            Col::Started => w.first_start_t.map_or_else(dash, utc),
+            Col::Ended => w.end_t.map_or_else(dash, utc),
             Col::Waited => clock(waited_s(w, now)),
             Col::Ran => w.first_start_t.map_or_else(dash, |_| clock(ran_s(w, now))),
             Col::Attempts => w.attempts.to_string(),

@@ -1,9 +1,18 @@
-//! History: occupancy, utilization, queue length, queue-time percentiles
-//! and preemptions over a window of time (`?window=6h|1d|7d|30d`, or
+//! History: occupancy, utilization (declared and measured apart, with
+//! measures.md's combination), queue length, queue-time percentiles and
+//! preemptions over a window of time (`?window=6h|1d|7d|30d`, or
 //! `?from=&to=` in Unix seconds), computed from the store with the
-//! definitions of docs/measures.md (`history/series.rs`); and the trace export for
-//! a what-if replay (`GET /history/export`).
+//! definitions of docs/measures.md (`history/series.rs`,
+//! `history/summary.rs`); the table of ended work `allot history` prints
+//! (`history/ended.rs`); and the trace export for a what-if replay
+//! (`GET /history/export`).
 //!
+//! * **The window fits the data.** When the store's history begins inside
+//!   the window asked (a server that ran 8 minutes, shown a day), the
+//!   measures cover the span it recorded, from its first submission or
+//!   node event ([`crate::store::Store::history_since`]), in buckets fit
+//!   for that span, and the page says so ("since … UTC, 8m of data"), so
+//!   the charts are not a sliver at the edge of an empty day.
 //! * **Who sees what.** Admins see the fleet. Anyone else sees the work
 //!   of the accounts it may see (the API's visibility, `Principal::can_see`)
 //!   against the whole fleet's capacity: its occupancy is its GPU-time
@@ -15,7 +24,9 @@
 //! * The store is read for the window only ([`crate::store::history`]);
 //!   the page refreshes itself every minute.
 
+mod ended;
 mod series;
+mod summary;
 
 use std::time::Instant;
 
@@ -31,8 +42,8 @@ use allot_report::svg::{Axis, Line, LineChart, Shape, line_chart};
 
 use crate::api::App;
 
-use super::layout::{self, Nav, Page, dur, num, pct, when};
-use super::session::Viewer;
+use super::layout::{self, Nav, Page, dur, num};
+use super::session::{Viewer, urlencode};
 use series::{NodeCap, QueueStats, Series, Window, ratio};
 
 /// The windows offered: name, span and bucket (48 to 200 buckets each).
@@ -50,6 +61,8 @@ pub fn routes() -> Router<App> {
     Router::new().route("/history", get(show)).route("/history/export", get(export))
 }
 
+/// The page's query: its window, and the filters and page of its table
+/// of ended work.
 #[derive(Clone, Debug, Default, Deserialize)]
 struct HistoryQuery {
     #[serde(default)]
@@ -58,6 +71,61 @@ struct HistoryQuery {
     from: Option<String>,
     #[serde(default)]
     to: Option<String>,
+    /// Ended states, comma-separated (the table's filter).
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    user: Option<String>,
+    /// An account's subtree.
+    #[serde(default)]
+    account: Option<String>,
+    /// The table's page: workloads with an id below this one.
+    #[serde(default)]
+    before: Option<String>,
+}
+
+fn given(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+impl HistoryQuery {
+    fn state(&self) -> Option<&str> {
+        given(&self.state)
+    }
+
+    fn user(&self) -> Option<&str> {
+        given(&self.user)
+    }
+
+    fn account(&self) -> Option<&str> {
+        given(&self.account)
+    }
+
+    fn before(&self) -> Option<&str> {
+        given(&self.before)
+    }
+
+    /// The window's parameters as asked (kept by the table's links).
+    fn window_params(&self) -> Vec<(&'static str, &str)> {
+        [("window", given(&self.window)), ("from", given(&self.from)), ("to", given(&self.to))]
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect()
+    }
+
+    /// This page with the table's page `before` (`None`: the newest).
+    fn href_ended(&self, before: Option<&str>) -> String {
+        let mut parts: Vec<String> =
+            self.window_params().into_iter().map(|(k, v)| format!("{k}={}", urlencode(v))).collect();
+        for (k, v) in [("state", self.state()), ("user", self.user()), ("account", self.account()), ("before", before)]
+        {
+            if let Some(v) = v {
+                parts.push(format!("{k}={}", urlencode(v)));
+            }
+        }
+        let query = if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) };
+        format!("/history{query}#ended")
+    }
 }
 
 /// The window a query asks for, ending no later than `now`; or what was
@@ -83,8 +151,7 @@ fn window_of(q: &HistoryQuery, now: i64) -> Result<(Window, String), String> {
         if span > MAX_SPAN_S {
             return Err(format!("from: a window spans at most {} days", MAX_SPAN_S / 86_400));
         }
-        let bucket = BUCKETS.into_iter().find(|b| (span + b - 1) / b <= 200).unwrap_or(86_400);
-        return Ok((Window::ending(to, span, bucket), format!("{} to {}", fmt_t(from), fmt_t(to))));
+        return Ok((Window::ending(to, span, bucket_for(span)), format!("{} to {}", fmt_t(from), fmt_t(to))));
     }
     let name = q.window.as_deref().filter(|s| !s.is_empty()).unwrap_or("1d");
     let (name, span, bucket) = WINDOWS
@@ -92,6 +159,22 @@ fn window_of(q: &HistoryQuery, now: i64) -> Result<(Window, String), String> {
         .find(|(n, _, _)| *n == name)
         .ok_or_else(|| format!("window: unknown window {name:?} (use {})", WINDOWS.map(|w| w.0).join(", ")))?;
     Ok((Window::ending(to, span, bucket), format!("the {name} to {}", fmt_t(to))))
+}
+
+/// The smallest bucket that cuts `span` seconds into at most 200.
+fn bucket_for(span: i64) -> i64 {
+    BUCKETS.into_iter().find(|b| (span + b - 1) / b <= 200).unwrap_or(86_400)
+}
+
+/// The window cut to the store's history when that begins inside it
+/// (`since`: its first submission or node event): the span from there to
+/// the window's end, in buckets fit for it, and the words that say so.
+/// `None`: the store covers the whole window (or recorded nothing in it).
+fn fit(w: &Window, since: Option<i64>) -> Option<(Window, String)> {
+    let first = since.filter(|t| *t > w.from && *t < w.to)?;
+    let span = w.to - first;
+    let fitted = Window::ending(w.to, span, bucket_for(span));
+    Some((fitted, format!("since {} UTC, {} of data", fmt_t(first).trim_end_matches('Z'), dur(span))))
 }
 
 fn fmt_t(t: i64) -> String {
@@ -104,11 +187,24 @@ async fn show(State(app): State<App>, v: Viewer, Query(q): Query<HistoryQuery>) 
         Ok(w) => w,
         Err(e) => return layout::error_page(Some(&v), StatusCode::BAD_REQUEST, "Refused", &e),
     };
+    let states = match ended::states(&q) {
+        Ok(s) => s,
+        Err(e) => return layout::error_page(Some(&v), StatusCode::BAD_REQUEST, "Refused", &e),
+    };
     let started = Instant::now();
-    let roots = v.who.visible_roots();
-    let rows = match app.store.history(w.from, w.to, roots.as_deref()).await {
-        Ok(r) => r,
+    let since = match app.store.history_since().await {
+        Ok(t) => t,
         Err(e) => return layout::api_error(&v, e.into()),
+    };
+    let fitted = fit(&w, since);
+    let w = fitted.as_ref().map_or(w, |f| f.0);
+    let roots = v.who.visible_roots();
+    let (rows, ended) =
+        tokio::join!(app.store.history(w.from, w.to, roots.as_deref()), ended::rows(&app, &v, &q, states));
+    let (rows, (ended, more)) = match (rows, ended) {
+        (Ok(r), Ok(e)) => (r, e),
+        (Err(e), _) => return layout::api_error(&v, e.into()),
+        (_, Err(e)) => return layout::api_error(&v, e),
     };
     let nodes: Vec<NodeCap> =
         app.catalog.cluster().nodes.iter().map(|n| NodeCap { name: n.name.clone(), gpus: n.gpus }).collect();
@@ -122,9 +218,15 @@ async fn show(State(app): State<App>, v: Viewer, Query(q): Query<HistoryQuery>) 
     let fleet = roots.is_none();
     let body = html! {
         h1 { "History" }
-        (window_form(&q, &w))
+        (window_form(&q, &w, fitted.is_some()))
         p {
-            "Over " (label) ", in buckets of " (dur(w.bucket)) ". "
+            @match &fitted {
+                Some((_, data)) => {
+                    "Over " strong.data-span { (data) } ": the store's history begins inside " (label) ", so the \
+                     measures cover the span it recorded, in buckets of " (dur(w.bucket)) ". "
+                }
+                None => { "Over " (label) ", in buckets of " (dur(w.bucket)) ". " }
+            }
             @if fleet {
                 "The whole fleet's work."
             } @else {
@@ -135,7 +237,7 @@ async fn show(State(app): State<App>, v: Viewer, Query(q): Query<HistoryQuery>) 
                  fleet's available GPU-time (every team's add up to the fleet's); availability is the fleet's."
             }
         }
-        (summary(&s, &w))
+        (summary::summary(&s, &w))
         div.charts {
             (occupancy_chart(&s, &w))
             (queue_length_chart(&s, &w))
@@ -143,6 +245,7 @@ async fn show(State(app): State<App>, v: Viewer, Query(q): Query<HistoryQuery>) 
             (preemption_chart(&s, &w))
         }
         (definitions())
+        (ended::section(&q, &ended, more, now))
         h2 #export { "Trace export for a what-if replay" }
         @if v.who.is_admin() {
             p { "The store's whole history as " code { "allot trace export" } " writes it, to replay under another \
@@ -161,8 +264,9 @@ async fn show(State(app): State<App>, v: Viewer, Query(q): Query<HistoryQuery>) 
     layout::page(&v, Page { title: "History".into(), nav: Nav::History, body, refresh: Some(60) })
 }
 
-/// The window's choice, and links to the windows before and after.
-fn window_form(q: &HistoryQuery, w: &Window) -> Markup {
+/// The window's choice, and links to the windows before (none before the
+/// store's history, `fitted`) and after.
+fn window_form(q: &HistoryQuery, w: &Window, fitted: bool) -> Markup {
     let name = q.window.as_deref().filter(|s| !s.is_empty()).unwrap_or("1d");
     let span = w.to - w.from;
     let keep = if q.from.is_some() { String::new() } else { format!("window={name}&") };
@@ -180,7 +284,7 @@ fn window_form(q: &HistoryQuery, w: &Window) -> Markup {
             button type="submit" { "Show" }
         }
         nav.pager aria-label="Windows" {
-            a href=(earlier) { "← Earlier" }
+            @if !fitted { a href=(earlier) { "← Earlier" } }
             @if q.to.is_some() {
                 @if q.from.is_some() {
                     a href={ "/history?from=" (w.to) "&to=" (later_to) } { "Later →" }
@@ -191,98 +295,6 @@ fn window_form(q: &HistoryQuery, w: &Window) -> Markup {
             }
         }
     }
-}
-
-/// The last bucket and the whole window, side by side.
-fn summary(s: &Series, w: &Window) -> Markup {
-    let n = w.buckets();
-    let total = |v: &[f64]| v.iter().sum::<f64>();
-    let last = |v: &[f64]| v.last().copied().unwrap_or(0.0);
-    let all_q: Vec<i64> = s.queue_times.iter().flatten().copied().collect();
-    let (wq, lq) = (QueueStats::of(&all_q), QueueStats::of(s.queue_times.last().map_or(&[], Vec::as_slice)));
-    let cap = |v: f64, len: i64| ratio(v, s.total_gpus as f64 * len as f64);
-    let last_len = w.bucket;
-    let used = |f: fn(&[f64]) -> f64| f(&s.used_measured_s) + f(&s.used_declared_s);
-    let rows: Vec<(&str, &str, String, String)> = vec![
-        (
-            "m-availability",
-            "availability",
-            pct(cap(last(&s.available_s), last_len)),
-            pct(cap(total(&s.available_s), w.to - w.from)),
-        ),
-        (
-            "m-occupancy",
-            "occupancy",
-            pct(ratio(last(&s.assigned_s), last(&s.available_s))),
-            pct(ratio(total(&s.assigned_s), total(&s.available_s))),
-        ),
-        (
-            "m-utilization",
-            "utilization",
-            pct(ratio(used(last), last(&s.available_s))),
-            pct(ratio(used(total), total(&s.available_s))),
-        ),
-        (
-            "m-utilization",
-            "of which measured",
-            pct(ratio(last(&s.used_measured_s), last(&s.available_s))),
-            pct(ratio(total(&s.used_measured_s), total(&s.available_s))),
-        ),
-        (
-            "m-queue-length",
-            "queue length (mean)",
-            num(last(&s.waiting_s) / last_len as f64),
-            num(total(&s.waiting_s) / (w.to - w.from) as f64),
-        ),
-        ("m-queue-time", "workloads started", lq.map_or(0, |q| q.n).to_string(), wq.map_or(0, |q| q.n).to_string()),
-        ("m-queue-time", "queue time p50", qdur(lq.map(|q| q.p50)), qdur(wq.map(|q| q.p50))),
-        ("m-queue-time", "queue time p90", qdur(lq.map(|q| q.p90)), qdur(wq.map(|q| q.p90))),
-        ("m-queue-time", "queue time p95", qdur(lq.map(|q| q.p95)), qdur(wq.map(|q| q.p95))),
-        ("m-queue-time", "queue time p99", qdur(lq.map(|q| q.p99)), qdur(wq.map(|q| q.p99))),
-        (
-            "m-queue-time",
-            "queue time mean",
-            qdur(lq.map(|q| q.mean.round() as i64)),
-            qdur(wq.map(|q| q.mean.round() as i64)),
-        ),
-        (
-            "m-preemptions",
-            "preemptions",
-            s.preemptions.last().copied().unwrap_or(0).to_string(),
-            s.preemptions.iter().sum::<u64>().to_string(),
-        ),
-        (
-            "m-availability",
-            "available GPU-hours",
-            num(round2(last(&s.available_s) / 3600.0)),
-            num(round2(total(&s.available_s) / 3600.0)),
-        ),
-        (
-            "m-occupancy",
-            "assigned GPU-hours",
-            num(round2(last(&s.assigned_s) / 3600.0)),
-            num(round2(total(&s.assigned_s) / 3600.0)),
-        ),
-    ];
-    html! {
-        div.table-wrap { table.history-summary {
-            caption.muted { "The last bucket (from " (when(w.start(n.saturating_sub(1)))) ") and the whole window" }
-            thead { tr { th scope="col" { "Measure" } th.num scope="col" { "Last bucket" } th.num scope="col" { "Window" } } }
-            tbody {
-                @for (id, name, l, t) in &rows {
-                    tr { th scope="row" { a href={ "#" (id) } { (name) } } td.num { (l) } td.num { (t) } }
-                }
-            }
-        } }
-    }
-}
-
-fn round2(v: f64) -> f64 {
-    (v * 100.0).round() / 100.0
-}
-
-fn qdur(v: Option<i64>) -> String {
-    v.map_or_else(|| "—".into(), dur)
 }
 
 /// The time axis: the window's end at 0, earlier times negative, in the
@@ -325,16 +337,19 @@ fn chart(c: LineChart, definition: Markup) -> Markup {
 fn occupancy_chart(s: &Series, w: &Window) -> Markup {
     let (x, div) = time_axis(w);
     let cap = s.total_gpus as f64 * w.bucket as f64;
-    let lines = vec![
+    let measured = s.measured_assigned_s.iter().any(|v| *v > 0.0);
+    let mut lines = vec![
         steps(w, div, "availability", "#5b636d", true, |i| 100.0 * ratio(s.available_s[i], cap)),
-        steps(w, div, "occupancy", "#1f5fbf", false, |i| 100.0 * ratio(s.assigned_s[i], s.available_s[i])),
-        steps(w, div, "utilization (measured + declared)", "#1b7a3a", false, |i| {
-            100.0 * ratio(s.used_measured_s[i] + s.used_declared_s[i], s.available_s[i])
+        steps(w, div, "occupancy (GPUs allocated)", "#1f5fbf", false, |i| {
+            100.0 * ratio(s.assigned_s[i], s.available_s[i])
         }),
-        steps(w, div, "utilization, measured part", "#9a5b00", true, |i| {
-            100.0 * ratio(s.used_measured_s[i], s.available_s[i])
-        }),
+        steps(w, div, "utilization, declared", "#1b7a3a", true, |i| 100.0 * ratio(s.declared_s[i], s.available_s[i])),
     ];
+    if measured {
+        lines.push(steps(w, div, "utilization, measured", "#9a5b00", false, |i| {
+            100.0 * ratio(s.used_measured_s[i], s.available_s[i])
+        }));
+    }
     let c = LineChart {
         id: "history-occupancy".into(),
         title: "Occupancy and utilization".into(),
@@ -347,11 +362,13 @@ fn occupancy_chart(s: &Series, w: &Window) -> Markup {
     chart(
         c,
         html! {
-            a href="#m-occupancy" { code { "occupancy" } } " = assigned GPU-time / available GPU-time; "
-            a href="#m-utilization" { code { "utilization" } } " = Σ assigned × utilization / available, the attempt's "
-            strong { "measured" } " mean where GPU telemetry sampled it, its " strong { "declared" } " " code { "util" }
-            " elsewhere (the dashed line is the measured part alone); "
-            a href="#m-availability" { code { "availability" } } " = available / the fleet's GPUs × time."
+            a href="#m-occupancy" { code { "occupancy" } } " = GPU-time allocated / available GPU-time; "
+            a href="#m-utilization-declared" { "utilization, " strong { "declared" } } " = Σ allocated × the workload's \
+             declared " code { "util" } " / available; "
+            a href="#m-utilization-measured" { "utilization, " strong { "measured" } } " = Σ allocated × the attempt's \
+             mean GPU utilization that GPU telemetry reported / available"
+            @if !measured { " (not drawn: " (summary::NOT_MEASURED) " in this window)" }
+            "; " a href="#m-availability" { code { "availability" } } " = available / the fleet's GPUs × time."
         },
     )
 }
@@ -453,10 +470,20 @@ fn definitions() -> Markup {
             dt #m-occupancy { code { "occupancy" } }
             dd { "Assigned GPU-time / available GPU-time. Assigned: Σ over attempts of the time they held GPUs in the \
                   bucket × their GPUs (an attempt still running counts until now)." }
-            dt #m-utilization { code { "utilization" } }
-            dd { "Σ over attempts of assigned GPU-time × utilization / available GPU-time, with the attempt's measured \
-                  mean (GPU telemetry) where it was sampled and the workload's declared " code { "util" } " where not \
-                  (\"Live utilization: measured vs declared\"). The table gives the measured part apart." }
+            dt #m-utilization-declared { "utilization, declared" }
+            dd { "Σ over attempts of GPU-time allocated × the workload's declared " code { "util" } " (the submitter's \
+                  estimate, 1 unless given) / available GPU-time: what the work said it would use." }
+            dt #m-utilization-measured { "utilization, measured" }
+            dd { "Σ over the attempts GPU telemetry sampled of GPU-time allocated × their measured mean utilization \
+                  (the driver's share of time a kernel ran) / available GPU-time; beside it the share of the allocated \
+                  GPU-time telemetry covered (what is not covered is not in the measured figure). Where no telemetry \
+                  was reported it reads \"" (summary::NOT_MEASURED) "\", never 0 %; "
+                 code { "allot history" } "'s MEASURED UTIL column is the same telemetry per workload." }
+            dt #m-utilization { code { "utilization" } " (measured where reported, else declared)" }
+            dd { "docs/measures.md's utilization, as the simulator's report and the trace export use it: Σ over attempts \
+                  of GPU-time allocated × utilization / available GPU-time, with the attempt's measured mean where \
+                  telemetry sampled it and its declared " code { "util" } " where not (\"Live utilization: measured vs \
+                  declared\")." }
             dt #m-queue-length { "queue length" }
             dd { "Not a measure of the report: the number of workloads waiting (submitted, not ended, holding no GPUs), \
                   averaged over the bucket." }
@@ -556,7 +583,36 @@ mod tests {
     use super::*;
 
     fn q(window: Option<&str>, from: Option<&str>, to: Option<&str>) -> HistoryQuery {
-        HistoryQuery { window: window.map(Into::into), from: from.map(Into::into), to: to.map(Into::into) }
+        HistoryQuery {
+            window: window.map(Into::into),
+            from: from.map(Into::into),
+            to: to.map(Into::into),
+            ..Default::default()
+        }
+    }
+
+    /// A day asked of a store that recorded 8 minutes: the 8 minutes, in
+    /// buckets fit for them, said; a store older than the window, or with
+    /// nothing in it, leaves the window as asked.
+    #[test]
+    fn the_window_fits_the_store_history() {
+        let now = 10_000_000;
+        let (w, _) = window_of(&q(Some("1d"), None, None), now).unwrap();
+        let (f, words) = fit(&w, Some(now - 480)).expect("cut to the data");
+        assert_eq!((f.to, f.from, f.bucket), (now, now - 480, 5), "96 buckets of 5 s");
+        assert_eq!(words, format!("since {} UTC, 8m of data", fmt_t(now - 480).trim_end_matches('Z')));
+        assert_eq!(fit(&w, Some(now - 2 * 86_400)), None, "the store covers the window");
+        assert_eq!(fit(&w, None), None, "nothing recorded");
+        assert_eq!(fit(&w, Some(now)), None, "nothing recorded in the window");
+    }
+
+    #[test]
+    fn the_table_links_keep_the_window_and_filters() {
+        let mut x = q(Some("6h"), None, None);
+        x.state = Some("failed".into());
+        x.account = Some(" lab/x ".into());
+        assert_eq!(x.href_ended(Some("41")), "/history?window=6h&state=failed&account=lab/x&before=41#ended");
+        assert_eq!(q(None, None, None).href_ended(None), "/history#ended");
     }
 
     /// Every offered window has 48 to 200 buckets; `from`/`to` pick a

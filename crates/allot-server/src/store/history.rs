@@ -10,7 +10,10 @@
 //! * workloads alive at some time in the window (submitted before its end,
 //!   not ended before its start) of the accounts asked, for the queue;
 //! * the node events of the window, and before it each node's last event
-//!   and last failure or repair (the health the window starts with).
+//!   and last failure or repair (the health the window starts with);
+//! * apart, the first instant the store recorded anything the measures read
+//!   (a submission or a node event: [`Store::history_since`]), so a window
+//!   longer than the store's history is cut to the span it covers.
 
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -165,5 +168,21 @@ impl Store {
             rows.iter().map(super::workloads::node_event_row).collect::<Result<_, _>>().ctx("decode node events")?;
         tx.commit().await.ctx("end a read")?;
         Ok(HistoryRows { attempts, workloads, events })
+    }
+
+    /// The first instant of the store's history: its earliest submission
+    /// or node event (two index lookups); `None` when it recorded neither.
+    /// An attempt starts after its workload's submission, so nothing the
+    /// History page measures lies before it.
+    pub async fn history_since(&self) -> Result<Option<i64>, StoreError> {
+        let row = sqlx::query(
+            "SELECT (SELECT MIN(submit_t) FROM workloads) AS submitted, (SELECT MIN(t) FROM node_events) AS event",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .ctx("read when the history begins")?;
+        let submitted: Option<i64> = row.try_get("submitted").ctx("decode the first submission")?;
+        let event: Option<i64> = row.try_get("event").ctx("decode the first node event")?;
+        Ok(submitted.into_iter().chain(event).min())
     }
 }

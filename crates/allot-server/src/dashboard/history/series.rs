@@ -12,6 +12,9 @@
 //! * **used GPU-s**: assigned × the attempt's measured mean utilization
 //!   where GPU telemetry sampled it, × its declared `util` elsewhere, kept
 //!   apart; `utilization` = (measured + declared used) / available.
+//! * **declared** and **measured** apart: Σ assigned × declared `util`
+//!   over every attempt, and the assigned GPU-s of the attempts telemetry
+//!   sampled (so a page says "not measured" where none was, rather than 0).
 //! * **queue time**: first start − submit, of the workloads whose first
 //!   attempt started in the bucket; percentiles by nearest rank.
 //! * **preemptions**: attempts that ended `preempted` in the bucket.
@@ -86,8 +89,15 @@ pub struct Series {
     pub total_gpus: u64,
     pub available_s: Vec<f64>,
     pub assigned_s: Vec<f64>,
+    /// Assigned × measured utilization, of the attempts telemetry sampled.
     pub used_measured_s: Vec<f64>,
+    /// Assigned × declared `util`, of the attempts telemetry did not sample.
     pub used_declared_s: Vec<f64>,
+    /// Assigned GPU-s of the attempts telemetry sampled.
+    pub measured_assigned_s: Vec<f64>,
+    /// Assigned × declared `util`, of every attempt (what was declared,
+    /// measured or not).
+    pub declared_s: Vec<f64>,
     pub waiting_s: Vec<f64>,
     /// Queue times (s) of the workloads first started in each bucket.
     pub queue_times: Vec<Vec<i64>>,
@@ -142,6 +152,8 @@ impl Series {
             assigned_s: vec![0.0; n],
             used_measured_s: vec![0.0; n],
             used_declared_s: vec![0.0; n],
+            measured_assigned_s: vec![0.0; n],
+            declared_s: vec![0.0; n],
             waiting_s: vec![0.0; n],
             queue_times: vec![Vec::new(); n],
             preemptions: vec![0; n],
@@ -153,8 +165,12 @@ impl Series {
             let end = a.end_t.unwrap_or(w.to);
             let gpus = a.gpus.max(0) as f64;
             w.spread(&mut s.assigned_s, a.start_t, end, gpus);
+            w.spread(&mut s.declared_s, a.start_t, end, gpus * a.declared_util);
             match a.measured_util {
-                Some(u) => w.spread(&mut s.used_measured_s, a.start_t, end, gpus * u),
+                Some(u) => {
+                    w.spread(&mut s.used_measured_s, a.start_t, end, gpus * u);
+                    w.spread(&mut s.measured_assigned_s, a.start_t, end, gpus);
+                }
                 None => w.spread(&mut s.used_declared_s, a.start_t, end, gpus * a.declared_util),
             }
             if a.first
@@ -364,6 +380,8 @@ mod tests {
         assert_eq!(sum(&s.available_s), 400.0);
         assert_eq!(sum(&s.assigned_s), 200.0);
         assert_eq!((sum(&s.used_measured_s), sum(&s.used_declared_s)), (50.0, 25.0));
+        assert_eq!(sum(&s.measured_assigned_s), 100.0, "the measured attempt's GPU-s alone");
+        assert_eq!(sum(&s.declared_s), 100.0 * 1.0 + 100.0 * 0.25, "every visible attempt's declared use");
         assert_eq!(s.assigned_s, [100.0, 100.0], "spread over both buckets");
     }
 
