@@ -9,13 +9,18 @@ out=out/results
 mkdir -p "$out"
 [ -n "${ALLOT_BIN:-}" ] || cargo build --release --locked -q -p allot
 allot=${ALLOT_BIN:-target/release/allot}
+# Each step's wall time goes to stderr.
+step_start=$SECONDS
+step_done() { echo "results.sh: step $1 took $((SECONDS - step_start)) s" >&2; step_start=$SECONDS; }
 
 # 1. Philly (82,247 jobs, 15 virtual clusters) on 512 GPUs: the trace's mean
 #    demand is 374 busy GPUs, so the cluster is busy with real bursts.
 $allot trace import --format philly-pollux "$traces/philly_pollux.csv" --gpus 512 \
   --out "$out/philly.csv" --config-out "$out/philly.toml"
 $allot compare --config "$out/philly.toml" --trace "$out/philly.csv" \
-  --policies priority,fifo-backfill,allot --out "$out/philly"
+  --policies priority,fifo-backfill,slurm,allot --out "$out/philly"
+
+step_done 1
 
 # 2. Alibaba openb (8,152 pods; fractional GPUs rounded up to whole ones)
 #    on 40 GPUs: the pods' mean demand is ~17 busy GPUs on a 6,212-GPU
@@ -23,18 +28,28 @@ $allot compare --config "$out/philly.toml" --trace "$out/philly.csv" \
 $allot trace import --format alibaba-openb "$traces/alibaba_openb_pods.csv" --gpus 40 \
   --out "$out/alibaba.csv" --config-out "$out/alibaba.toml"
 $allot compare --config "$out/alibaba.toml" --trace "$out/alibaba.csv" \
-  --policies priority,fifo-backfill,allot --out "$out/alibaba"
+  --policies priority,fifo-backfill,slurm,allot --out "$out/alibaba"
+
+step_done 2
 
 # 3. The Ai2-like generator: 1,024 GPUs, 30 days, 3 seeds.
 $allot compare --scenario ai2 --gpus 1024 --days 30 --seeds 3 \
-  --policies priority,fifo-backfill,allot --out "$out/ai2"
+  --policies priority,fifo-backfill,slurm,allot --out "$out/ai2"
+
+step_done 3
 
 # 4. The fleet: the Ai2-like lab on five clusters (384 to 88 GPUs, 1,024 in
 #    all), 35% of workloads pinned to their team's home cluster: the legacy
 #    model (team pools per cluster), Allot with budgets split per cluster (one
-#    scheduler per cluster) and Allot with one fleet-wide ledger.
+#    scheduler per cluster) and Allot with one fleet-wide ledger. No slurm
+#    column: the slurm policy models one slurmctld, and on a fleet it would
+#    be one controller and one Fair Tree over five clusters with a partition
+#    per GPU type spanning them, a set-up no multi-cluster Slurm site runs
+#    (each cluster has its own controller and its own fair share).
 $allot compare --scenario ai2-fleet --gpus 1024 --days 7 --until 7d --seeds 3 \
   --policies priority,allot-split,allot --out "$out/fleet"
+
+step_done 4
 
 # 5. Assumption sweep: the Philly trace records no checkpoints, and the
 #    import assumes every batch job checkpoints hourly (which favours the
@@ -49,7 +64,7 @@ for ckpt in 0 14400 3600; do
   $allot trace import --format philly-pollux "$traces/philly_pollux.csv" --gpus 512 --checkpoint-s "$ckpt" \
     --out "$out/philly-ckpt$ckpt.csv" --config-out "$out/philly-ckpt$ckpt.toml"
   $allot compare --config "$out/philly-ckpt$ckpt.toml" --trace "$out/philly-ckpt$ckpt.csv" \
-    --policies priority,fifo-backfill,allot "${until_args[@]}" --out "$out/sweep-ckpt$ckpt" >/dev/null
+    --policies priority,fifo-backfill,slurm,allot "${until_args[@]}" --out "$out/sweep-ckpt$ckpt" >/dev/null
 done
 {
   echo "| checkpoints | policy | completed | unfinished | preemptions | lost to preemption (fraction of assigned) | useful GPU-h | queue p95 (h) | budget attainment |"
@@ -60,4 +75,5 @@ done
       "$out/sweep-ckpt$ckpt/summary.json"
   done
 } >"$out/sweep-checkpoints.md"
+step_done 5
 cat "$out/sweep-checkpoints.md"
