@@ -377,6 +377,11 @@ fn encode(v: &str) -> String {
         .collect()
 }
 
+/// The query that says a request's users may be new here.
+fn new_users_query(new_users: bool) -> &'static str {
+    if new_users { "?new_users=true" } else { "" }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,9 +516,4 @@ mod tests {
         assert!(matches!(e, ClientError::Transport { .. }), "{e}");
         assert!(!e.is_transient(), "nothing was sent: reported, not retried");
     }
-}
-
-/// The query that says a request's users may be new here.
-fn new_users_query(new_users: bool) -> &'static str {
-    if new_users { "?new_users=true" } else { "" }
 }
