@@ -25,13 +25,13 @@ impl Run {
     }
 
     fn check(&mut self, t: Time) -> Vec<Effect> {
-        self.engine.state.sanity_check(t).expect("state invariants hold");
+        self.engine.state().sanity_check(t).expect("state invariants hold");
         self.engine.check_gate().expect("gate invariants hold");
         self.engine.take_effects()
     }
 
     fn wl(&self, id: &str, f: impl FnOnce(Wl) -> Wl, t: Time) -> WorkloadSpec {
-        f(Wl::new(id).account("org/a").gpus(8).submit(t).work(1000)).build(&self.engine.state)
+        f(Wl::new(id).account("org/a").gpus(8).submit(t).work(1000)).build(&self.engine.state())
     }
 
     fn arrive(&mut self, spec: WorkloadSpec, t: Time) -> WorkloadId {
@@ -46,13 +46,13 @@ impl Run {
     }
 
     fn exit(&mut self, w: WorkloadId, code: i32, t: Time) -> Vec<Effect> {
-        let attempt = self.engine.state.run(w).attempts;
+        let attempt = self.engine.state().run(w).attempts;
         self.engine.exited(w, attempt, Exit::Status { code: Some(code), signal: None }, t);
         self.check(t)
     }
 
     fn phase(&self, w: WorkloadId) -> Phase {
-        self.engine.state.run(w).phase
+        self.engine.state().run(w).phase
     }
 
     fn why(&self, w: WorkloadId, t: Time) -> allot_core::Reason {
@@ -87,7 +87,7 @@ fn a_held_workload_never_starts_until_released_under_every_policy() {
         r.check(10);
         r.pass(10);
         assert_eq!(r.phase(h), Phase::Running, "{kind:?}: released");
-        assert_eq!(r.engine.state.run(h).queued, Some(10), "queue time counts from the release");
+        assert_eq!(r.engine.state().run(h).queued, Some(10), "queue time counts from the release");
     }
 }
 
@@ -139,14 +139,14 @@ fn afterok_waits_for_success_and_a_failure_cancels_the_chain() {
         r.exit(a, 0, 100);
         r.pass(100);
         assert_eq!((r.phase(b), r.phase(c)), (Phase::Running, Phase::Pending), "{kind:?}");
-        assert_eq!(r.engine.state.run(b).queued, Some(100));
+        assert_eq!(r.engine.state().run(b).queued, Some(100));
 
         // The same chain whose head fails: both dependents are cancelled, in turn.
         let (mut r, [a, b, c]) = chain(kind);
         let effects = r.exit(a, 3, 50);
         assert_eq!(cancels(&effects), [(b, Rule::DepNever), (c, Rule::DepNever)], "{kind:?}");
         assert_eq!((r.phase(a), r.phase(b), r.phase(c)), (Phase::Failed, Phase::Cancelled, Phase::Cancelled));
-        let reason = r.engine.state.run(c).last_reason.clone().expect("a reason");
+        let reason = r.engine.state().run(c).last_reason.clone().expect("a reason");
         assert_eq!(
             reason.to_string(),
             "DEP-2: dependency afterok:b can never be satisfied: b ended cancelled; cancelled"
@@ -196,7 +196,7 @@ fn a_dependency_on_a_workload_already_ended_is_decided_at_arrival() {
     let never = r.arrive(spec, 20);
     let effects = r.pass(20);
     assert_eq!(r.phase(ok), Phase::Running);
-    assert_eq!(r.engine.state.run(ok).queued, Some(20));
+    assert_eq!(r.engine.state().run(ok).queued, Some(20));
     assert_eq!(r.phase(never), Phase::Cancelled);
     assert!(cancels(&effects).is_empty(), "the cancel was recorded at arrival");
 }
@@ -307,7 +307,7 @@ fn a_preempted_element_keeps_its_place() {
     r.pass(0);
     assert_eq!(r.phase(ids[0]), Phase::Running);
     // A failure that is retried requeues it: still its array's one place.
-    let attempt = r.engine.state.run(ids[0]).attempts;
+    let attempt = r.engine.state().run(ids[0]).attempts;
     r.engine.node_event(&allot_core::NodeEvent {
         t: 10,
         node: allot_core::NodeId(0),
@@ -317,8 +317,8 @@ fn a_preempted_element_keeps_its_place() {
     r.engine.exited(ids[0], attempt, Exit::KILLED, 10);
     r.check(10);
     assert_eq!(r.phase(ids[0]), Phase::Pending);
-    assert!(!r.engine.state.parked.contains(&ids[0]), "requeued, queued");
-    assert!(r.engine.state.parked.contains(&ids[1]), "still waiting for the place");
+    assert!(!r.engine.state().parked.contains(&ids[0]), "requeued, queued");
+    assert!(r.engine.state().parked.contains(&ids[1]), "still waiting for the place");
 }
 
 /// One step of a random scenario.
@@ -362,7 +362,7 @@ proptest! {
             match s {
                 Step::Arrive { hold, deps, array } => {
                     let n = ws.len();
-                    let idx = array.map(|(a, _)| ws.iter().filter(|w| r.engine.state.spec(**w).array.is_some_and(|p| p.array == u64::from(a))).count() as u32);
+                    let idx = array.map(|(a, _)| ws.iter().filter(|w| r.engine.state().spec(**w).array.is_some_and(|p| p.array == u64::from(a))).count() as u32);
                     let spec = r.wl(&format!("w{n}"), |mut w| {
                         if hold { w = w.hold(); }
                         for (k, pick) in &deps {
@@ -385,11 +385,11 @@ proptest! {
             }
             // Started work had its dependencies satisfied.
             for &w in &ws {
-                let run = r.engine.state.run(w);
+                let run = r.engine.state().run(w);
                 if run.first_start.is_some() {
-                    for d in &r.engine.state.spec(w).after {
+                    for d in &r.engine.state().spec(w).after {
                         let allot_core::DepTarget::Workload(o) = d.on else { continue };
-                        prop_assert_eq!(d.kind.satisfied_by(r.phase(o)), Some(true), "{} started before its dependency", r.engine.state.spec(w).id);
+                        prop_assert_eq!(d.kind.satisfied_by(r.phase(o)), Some(true), "{} started before its dependency", r.engine.state().spec(w).id);
                     }
                 }
             }
@@ -404,11 +404,11 @@ proptest! {
             if running.is_empty() { break; }
             for w in running {
                 if r.phase(w) == Phase::Running { r.exit(w, 0, t); }
-                else { let a = r.engine.state.run(w).attempts; r.engine.exited(w, a, Exit::KILLED, t); r.check(t); }
+                else { let a = r.engine.state().run(w).attempts; r.engine.exited(w, a, Exit::KILLED, t); r.check(t); }
             }
         }
         for &w in &ws {
-            prop_assert!(r.phase(w).is_terminal(), "{} is {:?}: {:?}", r.engine.state.spec(w).id, r.phase(w), r.why(w, t));
+            prop_assert!(r.phase(w).is_terminal(), "{} is {:?}: {:?}", r.engine.state().spec(w).id, r.phase(w), r.why(w, t));
         }
     }
 }

@@ -33,13 +33,13 @@ impl Run {
     }
 
     fn effects(&mut self, t: Time) -> Vec<Effect> {
-        self.engine.state.sanity_check(t).expect("invariants hold after every step");
+        self.engine.state().sanity_check(t).expect("invariants hold after every step");
         self.engine.take_effects()
     }
 
     /// Starts `wl` (8 GPUs of org/a) at `t`.
     fn start(&mut self, wl: Wl, t: Time) -> WorkloadId {
-        let spec = wl.account("org/a").gpus(8).submit(t).build(&self.engine.state);
+        let spec = wl.account("org/a").gpus(8).submit(t).build(&self.engine.state());
         let w = self.engine.arrive(&*self.policy, spec, 0, t);
         self.engine.pass(self.policy.as_mut(), t);
         assert_eq!(changes(&self.effects(t)), [Change::Start]);
@@ -52,20 +52,20 @@ impl Run {
     }
 
     fn util(&mut self, w: WorkloadId, util: f64, t: Time) -> Vec<Effect> {
-        let attempt = self.engine.state.run(w).attempts;
+        let attempt = self.engine.state().run(w).attempts;
         self.engine.gpu_util(w, attempt, util, t);
         self.effects(t)
     }
 
     fn checkpoint(&mut self, w: WorkloadId, at: Time, now: Time) -> Result<Time, CheckpointRefused> {
-        let attempt = self.engine.state.run(w).attempts;
+        let attempt = self.engine.state().run(w).attempts;
         let r = self.engine.checkpointed(w, attempt, at, now);
         self.effects(now);
         r
     }
 
     fn exited(&mut self, w: WorkloadId, exit: Exit, t: Time) -> Vec<Effect> {
-        let attempt = self.engine.state.run(w).attempts;
+        let attempt = self.engine.state().run(w).attempts;
         self.engine.exited(w, attempt, exit, t);
         self.effects(t)
     }
@@ -117,7 +117,7 @@ fn a_stop_keeps_the_progress_of_the_last_reported_checkpoint() {
     let (change, _, detail) = last_record(&fx);
     assert_eq!(change, Change::Stop);
     assert!(detail.starts_with("grace over; 40 s of progress since the last checkpoint lost"), "{detail}");
-    assert_eq!(r.engine.state.run(w).remaining, 870, "CON-7: kept 130 s, not the declared 150 s");
+    assert_eq!(r.engine.state().run(w).remaining, 870, "CON-7: kept 130 s, not the declared 150 s");
 }
 
 #[test]
@@ -128,7 +128,7 @@ fn a_workload_that_reports_keeps_nothing_in_an_attempt_without_a_report() {
     r.drain(120);
     r.expire(220);
     r.exited(w, Exit::KILLED, 220);
-    assert_eq!(r.engine.state.run(w).remaining, 900);
+    assert_eq!(r.engine.state().run(w).remaining, 900);
     // The next attempt reports nothing: its declared interval no longer counts.
     r.engine.node_event(&NodeEvent { t: 300, node: NodeId(0), kind: NodeEventKind::Undrain });
     r.engine.pass(r.policy.as_mut(), 300);
@@ -137,7 +137,7 @@ fn a_workload_that_reports_keeps_nothing_in_an_attempt_without_a_report() {
     r.expire(600);
     let fx = r.exited(w, Exit::KILLED, 600);
     assert!(last_record(&fx).2.contains("200 s of progress since the last checkpoint lost"), "{fx:?}");
-    assert_eq!(r.engine.state.run(w).remaining, 900);
+    assert_eq!(r.engine.state().run(w).remaining, 900);
 }
 
 #[test]
@@ -152,7 +152,7 @@ fn a_checkpoint_reported_in_the_grace_loses_only_the_grace() {
     let ended = t.ended.as_ref().expect("ended");
     assert_eq!(ended.stop.lost_progress_s, 0, "CON-8: nothing lost but the grace");
     assert_eq!(ended.stop.assigned_gpu_s - ended.stop.useful_gpu_s, 60 * 8, "the 60 s of grace it held");
-    assert_eq!(r.engine.state.run(w).remaining, 600);
+    assert_eq!(r.engine.state().run(w).remaining, 600);
 }
 
 #[test]
@@ -173,7 +173,7 @@ fn stale_checkpoint_reports_are_refused_and_change_nothing() {
     assert_eq!(r.engine.checkpointed(w, 2, 50, 50), Err(CheckpointRefused::StaleAttempt { asked: 2, current: 1 }));
     r.exited(w, Exit::Completed, 100);
     assert_eq!(r.checkpoint(w, 100, 100), Err(CheckpointRefused::NotRunning { phase: "finished" }));
-    assert!(!r.engine.state.run(w).reports);
+    assert!(!r.engine.state().run(w).reports);
 }
 
 #[test]
@@ -200,26 +200,26 @@ fn victims_are_chosen_by_the_real_time_since_their_last_checkpoint() {
         if on_signal {
             b = b.on_signal();
         }
-        let a = engine.arrive(&*policy, a.build(&engine.state), 0, 0);
-        engine.arrive(&*policy, b.build(&engine.state), 0, 0);
+        let a = engine.arrive(&*policy, a.build(&engine.state()), 0, 0);
+        engine.arrive(&*policy, b.build(&engine.state()), 0, 0);
         engine.pass(policy.as_mut(), 0);
         if report {
             engine.checkpointed(a, 1, 3490, 3490).expect("taken");
         }
         engine.take_effects();
         let i = Wl::new("i").account("org/a").class(allot_core::Class::Interactive).gpus(8).work(600).submit(3500);
-        let i = engine.arrive(&*policy, i.build(&engine.state), 0, 3500);
+        let i = engine.arrive(&*policy, i.build(&engine.state()), 0, 3500);
         engine.pass(policy.as_mut(), 3500);
         let preempted: Vec<String> = engine
             .take_effects()
             .iter()
             .filter_map(|e| match e {
-                Effect::Record(t) if t.change == Change::Preempt => Some(engine.state.spec(t.workload).id.clone()),
+                Effect::Record(t) if t.change == Change::Preempt => Some(engine.state().spec(t.workload).id.clone()),
                 _ => None,
             })
             .collect();
         assert_eq!(preempted, [victim], "report {report}, on signal {on_signal}");
-        assert_eq!(engine.state.run(i).phase, Phase::Pending, "it waits for the grace");
+        assert_eq!(engine.state().run(i).phase, Phase::Pending, "it waits for the grace");
     }
 }
 
@@ -236,7 +236,7 @@ fn idle_gpus_are_warned_after_the_idle_time_and_reclaimed_after_the_warning() {
     assert_eq!(changes(&fx), [Change::IdleWarning]);
     assert_eq!(idle_effect(&fx), Some(Some(1000)));
     assert!(last_record(&fx).2.contains("below 10% for 600 s; stopping at 1000"), "{fx:?}");
-    assert_eq!(r.engine.state.run(w).phase, Phase::Running);
+    assert_eq!(r.engine.state().run(w).phase, Phase::Running);
     assert!(r.expire(999).is_empty(), "not before the warning is over");
     let fx = r.expire(1000);
     assert_eq!(changes(&fx), [Change::Preempt]);
@@ -247,7 +247,7 @@ fn idle_gpus_are_warned_after_the_idle_time_and_reclaimed_after_the_warning() {
     let (change, rule, detail) = last_record(&fx);
     assert_eq!((change, rule), (Change::Cancel, Rule::IdleReclaim));
     assert_eq!(detail, "idle GPUs reclaimed; ended, killed after grace");
-    assert_eq!(r.engine.state.run(w).phase, Phase::Cancelled, "ended, not requeued");
+    assert_eq!(r.engine.state().run(w).phase, Phase::Cancelled, "ended, not requeued");
     assert!(r.engine.reclaimed(w));
     assert_eq!(r.engine.next_deadline(), None);
 }
@@ -292,5 +292,5 @@ fn a_new_attempt_starts_with_no_idle_spell() {
     r.exited(w, Exit::KILLED, 200);
     assert_eq!(r.engine.idle_since(w), None);
     assert!(r.expire(600).is_empty(), "the old spell's warning never comes");
-    assert_eq!(r.engine.state.run(w).phase, Phase::Pending);
+    assert_eq!(r.engine.state().run(w).phase, Phase::Pending);
 }

@@ -24,13 +24,13 @@ impl Run {
 
     /// The effects of the last steps; the state is checked first.
     fn effects(&mut self, t: Time) -> Vec<Effect> {
-        self.engine.state.sanity_check(t).expect("invariants hold after every step");
+        self.engine.state().sanity_check(t).expect("invariants hold after every step");
         self.engine.take_effects()
     }
 
     fn submit(&mut self, id: &str, gpus: u32, work: Time, retries: u32, t: Time) -> WorkloadId {
         let spec =
-            Wl::new(id).account("org/a").gpus(gpus).submit(t).work(work).checkpoint(50).build(&self.engine.state);
+            Wl::new(id).account("org/a").gpus(gpus).submit(t).work(work).checkpoint(50).build(&self.engine.state());
         let w = self.engine.arrive(&*self.policy, spec, retries, t);
         self.effects(t);
         w
@@ -39,7 +39,7 @@ impl Run {
     /// A workload of 8 GPUs with a time limit (CON-6), started at `t`.
     fn start_limited(&mut self, id: &str, work: Time, limit: Time, t: Time) -> WorkloadId {
         let spec =
-            Wl::new(id).account("org/a").gpus(8).submit(t).work(work).time_limit(limit).build(&self.engine.state);
+            Wl::new(id).account("org/a").gpus(8).submit(t).work(work).time_limit(limit).build(&self.engine.state());
         let w = self.engine.arrive(&*self.policy, spec, 0, t);
         self.effects(t);
         assert_eq!(changes(&self.pass(t)), [Change::Start]);
@@ -57,7 +57,7 @@ impl Run {
     }
 
     fn exited(&mut self, w: WorkloadId, exit: Exit, t: Time) -> Vec<Effect> {
-        let attempt = self.engine.state.run(w).attempts;
+        let attempt = self.engine.state().run(w).attempts;
         self.engine.exited(w, attempt, exit, t);
         self.effects(t)
     }
@@ -90,14 +90,14 @@ fn a_start_launches_and_a_completion_frees_the_gpus() {
     let fx = r.pass(0);
     assert_eq!(changes(&fx), [Change::Start]);
     assert!(matches!(&fx[1], Effect::Launch { workload, attempt: 1 } if *workload == w));
-    assert_eq!(r.engine.state.run(w).alloc.as_ref().map(|a| a.gpus()), Some(8));
+    assert_eq!(r.engine.state().run(w).alloc.as_ref().map(|a| a.gpus()), Some(8));
     let fx = r.exited(w, Exit::Completed, 1000);
     assert_eq!(changes(&fx), [Change::Finish]);
     let Effect::Record(t) = &fx[0] else { panic!("a record") };
     let ended = t.ended.as_ref().expect("an attempt ended");
     assert_eq!((ended.outcome, ended.stop.useful_gpu_s, ended.started), (Outcome::Finished, 8000, 0));
-    assert_eq!(r.engine.state.run(w).phase, Phase::Finished);
-    assert_eq!(r.engine.state.free.free_on(NodeId(0)), 8);
+    assert_eq!(r.engine.state().run(w).phase, Phase::Finished);
+    assert_eq!(r.engine.state().free.free_on(NodeId(0)), 8);
     assert!(r.engine.dirty(), "released GPUs call for a pass");
 }
 
@@ -120,7 +120,7 @@ fn a_drain_signals_kills_after_grace_and_requeues_with_lost_progress() {
     // Progress frozen at the signal (170 s), checkpoints every 50 s.
     assert_eq!(t.reason.rule, Rule::Requeue);
     assert!(t.reason.detail.starts_with("grace over; 20 s of progress"), "{}", t.reason);
-    assert_eq!(r.engine.state.run(w).remaining, 850);
+    assert_eq!(r.engine.state().run(w).remaining, 850);
     assert!(fx.iter().any(|e| matches!(e, Effect::Health { health: Health::Drained, .. })), "MNT-1 completes");
 }
 
@@ -137,7 +137,7 @@ fn a_node_failure_kills_at_once_and_requeues_under_mnt_2() {
     assert_eq!(changes(&fx), [Change::Fail]);
     let Effect::Record(t) = &fx[0] else { panic!("a record") };
     assert_eq!((t.reason.rule, t.ended.as_ref().map(|e| e.outcome)), (Rule::Failure, Some(Outcome::NodeFailed)));
-    assert_eq!(r.engine.state.health[0], Health::Down);
+    assert_eq!(r.engine.state().health[0], Health::Down);
 }
 
 #[test]
@@ -147,13 +147,13 @@ fn failed_exits_are_retried_then_fail_for_good() {
     r.pass(0);
     let fx = r.exited(w, Exit::Status { code: Some(3), signal: None }, 10);
     assert_eq!(changes(&fx), [Change::Retry]);
-    assert_eq!(r.engine.state.run(w).phase, Phase::Pending);
+    assert_eq!(r.engine.state().run(w).phase, Phase::Pending);
     r.pass(10);
     let fx = r.exited(w, Exit::Status { code: None, signal: Some(11) }, 20);
     assert_eq!(changes(&fx), [Change::Failed]);
     let Effect::Record(t) = &fx[0] else { panic!("a record") };
     assert_eq!(t.reason.detail, "killed by signal 11; failed (1 retries)");
-    assert_eq!((r.engine.state.run(w).phase, r.engine.failures(w)), (Phase::Failed, 2));
+    assert_eq!((r.engine.state().run(w).phase, r.engine.failures(w)), (Phase::Failed, 2));
 }
 
 #[test]
@@ -188,7 +188,7 @@ fn launch_failures_outside_the_workload_requeue_for_free_and_drain_the_node() {
     for i in 0..LAUNCH_FAILURES_TO_DRAIN {
         let fx = r.pass(u64::from(i));
         assert_eq!(changes(&fx), [Change::Start]);
-        let node = r.engine.state.run(w).alloc.as_ref().and_then(|a| a.nodes().next()).expect("placed");
+        let node = r.engine.state().run(w).alloc.as_ref().and_then(|a| a.nodes().next()).expect("placed");
         assert_eq!(node, NodeId(0), "best fit takes the first node while it is up");
         let exit = Exit::NotStarted { message: "no cgroup".into(), fault: LaunchFault::Infrastructure, node: None };
         let fx = r.exited(w, exit, u64::from(i));
@@ -197,10 +197,10 @@ fn launch_failures_outside_the_workload_requeue_for_free_and_drain_the_node() {
         let drained = fx.iter().any(|e| matches!(e, Effect::NodeAction { kind: NodeEventKind::Drain, .. }));
         assert_eq!(drained, i + 1 == LAUNCH_FAILURES_TO_DRAIN, "MNT-3 drains at the third failure in a row");
     }
-    assert_eq!(r.engine.state.health[0], Health::Drained);
+    assert_eq!(r.engine.state().health[0], Health::Drained);
     let fx = r.pass(10);
     assert_eq!(changes(&fx), [Change::Start]);
-    assert_eq!(r.engine.state.run(w).alloc.as_ref().and_then(|a| a.nodes().next()), Some(NodeId(1)));
+    assert_eq!(r.engine.state().run(w).alloc.as_ref().and_then(|a| a.nodes().next()), Some(NodeId(1)));
 }
 
 /// MNT-4: a working directory missing on the node ends the workload at
@@ -225,11 +225,11 @@ fn a_missing_setup_ends_the_workload_without_a_retry_or_blaming_the_node() {
         );
         assert_eq!(tr.ended.as_ref().map(|e| e.outcome), Some(Outcome::LaunchFailed));
         assert!(!fx.iter().any(|e| matches!(e, Effect::NodeAction { .. })), "the node is not blamed: {fx:?}");
-        assert_eq!((r.engine.state.run(w).phase, r.engine.failures(w)), (Phase::Failed, 0), "no retry spent");
-        assert!(r.engine.state.pending.is_empty(), "not requeued");
-        assert_eq!(r.engine.state.free.free_on(NodeId(0)), 8, "its GPUs are released");
+        assert_eq!((r.engine.state().run(w).phase, r.engine.failures(w)), (Phase::Failed, 0), "no retry spent");
+        assert!(r.engine.state().pending.is_empty(), "not requeued");
+        assert_eq!(r.engine.state().free.free_on(NodeId(0)), 8, "its GPUs are released");
     }
-    assert_eq!(r.engine.state.health[0], Health::Up, "MNT-3 does not count a user's mistake");
+    assert_eq!(r.engine.state().health[0], Health::Up, "MNT-3 does not count a user's mistake");
     // Nor do they add to the node's count of launch failures in a row.
     let w = r.submit("infra", 8, 1000, 0, 100);
     let fail = Exit::NotStarted { message: "no cgroup".into(), fault: LaunchFault::Infrastructure, node: None };
@@ -250,7 +250,7 @@ fn a_started_launch_resets_the_count() {
         r.exited(w, fail.clone(), t);
     }
     r.pass(2);
-    r.engine.launched(w, r.engine.state.run(w).attempts);
+    r.engine.launched(w, r.engine.state().run(w).attempts);
     r.exited(w, Exit::Status { code: Some(1), signal: None }, 3);
     r.pass(3);
     let fx = r.exited(w, fail, 3);
@@ -270,7 +270,7 @@ fn cancels_end_pending_work_now_and_running_work_when_it_stops() {
     assert_eq!(r.engine.cancel(a, 6, "cancelled by bob"), Cancelled::Stopping, "asked twice");
     let fx = r.exited(a, Exit::KILLED, 105);
     assert_eq!(changes(&fx), [Change::Cancel]);
-    assert_eq!(r.engine.state.run(a).phase, Phase::Cancelled);
+    assert_eq!(r.engine.state().run(a).phase, Phase::Cancelled);
     assert_eq!(r.engine.cancel(a, 200, "cancelled by ann"), Cancelled::AlreadyEnded);
 }
 
@@ -284,13 +284,13 @@ fn stale_reports_change_nothing() {
     r.exited(w, Exit::Completed, 1000);
     r.engine.exited(w, 1, Exit::Status { code: Some(1), signal: None }, 1001);
     assert!(r.effects(1001).is_empty(), "an exit after the end");
-    assert_eq!(r.engine.state.run(w).phase, Phase::Finished);
+    assert_eq!(r.engine.state().run(w).phase, Phase::Finished);
 }
 
 #[test]
 fn with_nothing_to_change_no_wake_up_is_planned() {
     let mut r = Run::new(1);
-    let state = &r.engine.state;
+    let state = &r.engine.state();
     let big = Wl::new("x").account("org/a").gpus(8).nodes(1).submit(0).work(10).build(state);
     r.engine.arrive(&*r.policy, big, 0, 0);
     r.node(0, NodeEventKind::Fail, 0);
@@ -320,7 +320,7 @@ fn a_time_limit_signals_at_the_limit_kills_after_grace_and_fails_without_requeue
     let w = r.start_limited("a", 1000, 300, 0);
     assert_eq!(r.engine.next_deadline(), Some(300), "CON-6: the limit is a deadline");
     assert!(r.expire(299).is_empty(), "not before the limit");
-    assert_eq!(r.engine.state.run(w).phase, Phase::Running);
+    assert_eq!(r.engine.state().run(w).phase, Phase::Running);
     let fx = r.expire(300);
     assert_eq!(changes(&fx), [Change::Preempt]);
     assert!(fx.iter().any(|e| matches!(e, Effect::Signal { stop_at: 400, .. })), "CON-2 grace: {fx:?}");
@@ -334,9 +334,9 @@ fn a_time_limit_signals_at_the_limit_kills_after_grace_and_fails_without_requeue
     let (change, rule, detail) = last_record(&fx);
     assert_eq!((change, rule), (Change::Failed, Rule::TimeLimit));
     assert_eq!(detail, "time limit of 300 s reached; killed after grace");
-    let run = r.engine.state.run(w);
+    let run = r.engine.state().run(w);
     assert_eq!((run.phase, run.end), (Phase::Failed, Some(400)), "ends, not requeued");
-    assert!(r.engine.state.pending.is_empty());
+    assert!(r.engine.state().pending.is_empty());
     assert_eq!(r.engine.next_deadline(), None);
 }
 
@@ -351,7 +351,7 @@ fn a_workload_that_stops_or_finishes_in_the_grace_after_its_limit() {
     assert_eq!(last_record(&fx).2, "time limit of 300 s reached; stopped after the signal");
     let fx = r.exited(done, Exit::Completed, 350);
     assert_eq!(last_record(&fx).0, Change::Finish, "work done within the grace finishes (CON-2)");
-    assert_eq!(r.engine.state.run(done).phase, Phase::Finished);
+    assert_eq!(r.engine.state().run(done).phase, Phase::Finished);
     assert_eq!(r.engine.next_deadline(), None, "both deadlines are gone");
 }
 
@@ -374,7 +374,7 @@ fn the_limit_counts_per_attempt() {
     r.expire(300);
     assert!(!r.engine.timed_out(w), "a workload already stopping keeps its stop");
     r.exited(w, Exit::KILLED, 300);
-    assert_eq!(r.engine.state.run(w).phase, Phase::Pending, "requeued by the drain (CON-3)");
+    assert_eq!(r.engine.state().run(w).phase, Phase::Pending, "requeued by the drain (CON-3)");
     r.node(0, NodeEventKind::Undrain, 500);
     assert_eq!(changes(&r.pass(500)), [Change::Start]);
     assert_eq!(r.engine.next_deadline(), Some(800), "a fresh limit for the new attempt");
@@ -388,28 +388,30 @@ fn the_limit_counts_per_attempt() {
 #[test]
 fn an_adopted_attempt_holds_its_gpus_from_its_start_without_a_launch() {
     let mut r = Run::new(1);
-    let spec = Wl::new("k").account("org/a").gpus(8).submit(100).work(1000).build(&r.engine.state);
+    let spec = Wl::new("k").account("org/a").gpus(8).submit(100).work(1000).build(&r.engine.state());
     let (account, user) = (spec.account, spec.user.clone());
     // The server's replay of the open attempt's start, as at recovery.
-    r.engine.state.charge(account, &user, 400, 8, 1.0);
+    let span =
+        allot_core::engine::UsageSpan { account: "org/a", user: &user, start: 400, end: None, gpus: 8, weight: 1.0 };
+    r.engine.restore_usage(&[span]);
     let past = allot_core::engine::Past { kept_s: 100, attempts: 1, first_start: Some(200), ..Default::default() };
     let alloc = allot_core::Allocation { parts: vec![(NodeId(0), 0xff)] };
-    assert!(r.engine.state.can_hold(&alloc));
+    assert!(r.engine.state().can_hold(&alloc));
     let w = r.engine.adopt(spec, 0, &past, alloc.clone(), 400, 1000);
     let effects = r.effects(1000);
     assert!(!effects.iter().any(|e| matches!(e, Effect::Launch { .. })), "nothing is launched: {effects:?}");
-    let run = r.engine.state.run(w);
+    let run = r.engine.state().run(w);
     assert_eq!((run.phase, run.attempts, run.started, run.first_start), (Phase::Running, 2, Some(400), Some(200)));
     assert_eq!(run.last_reason.as_ref().map(|x| x.rule), Some(Rule::Adopt));
-    assert!(!r.engine.state.can_hold(&alloc), "its GPUs are held");
+    assert!(!r.engine.state().can_hold(&alloc), "its GPUs are held");
     // Another 8-GPU workload waits for them.
     let other = r.submit("o", 8, 100, 0, 1000);
     assert!(changes(&r.pass(1000)).is_empty());
     // It ends as any running attempt does; the ledger holds its whole interval once.
     assert_eq!(changes(&r.exited(w, Exit::Completed, 1300)), [Change::Finish]);
-    assert_eq!(r.engine.state.ledger.at(account, 1300).charged_gpu_s, 8 * 900);
+    assert_eq!(r.engine.state().ledger.at(account, 1300).charged_gpu_s, 8 * 900);
     assert_eq!(changes(&r.pass(1300)), [Change::Start]);
-    assert_eq!(r.engine.state.run(other).phase, Phase::Running);
+    assert_eq!(r.engine.state().run(other).phase, Phase::Running);
 }
 
 /// K8S-11: GPUs held outside Allot are neither free nor a workload's; what
@@ -425,9 +427,9 @@ fn gpus_held_outside_allot_are_set_aside_as_they_are_free() {
     let b = r.submit("b", 1, 100, 0, 1);
     assert!(changes(&r.pass(1)).is_empty(), "nothing free on the node");
     assert_eq!(changes(&r.exited(a, Exit::Completed, 1000)), [Change::Finish]);
-    assert_eq!(r.engine.state.outside[0].count_ones(), 6, "set aside as released");
+    assert_eq!(r.engine.state().outside[0].count_ones(), 6, "set aside as released");
     assert_eq!(changes(&r.pass(1000)), [Change::Start], "b takes one of the 2 left");
-    assert_eq!(r.engine.state.run(b).phase, Phase::Running);
+    assert_eq!(r.engine.state().run(b).phase, Phase::Running);
     let c = r.submit("c", 4, 100, 0, 1001);
     assert!(changes(&r.pass(1001)).is_empty(), "1 free of 8");
     let why = r.engine.explain(&*r.policy, c, 1001).to_string();
@@ -437,5 +439,5 @@ fn gpus_held_outside_allot_are_set_aside_as_they_are_free() {
     assert!(r.engine.dirty());
     r.effects(1002);
     assert_eq!(changes(&r.pass(1002)), [Change::Start]);
-    assert_eq!(r.engine.state.run(c).phase, Phase::Running);
+    assert_eq!(r.engine.state().run(c).phase, Phase::Running);
 }

@@ -37,13 +37,13 @@ impl Run {
     }
 
     fn check(&mut self, t: Time) -> Vec<Effect> {
-        self.engine.state.sanity_check(t).expect("invariants hold after every step");
+        self.engine.state().sanity_check(t).expect("invariants hold after every step");
         self.engine.take_effects()
     }
 
     fn submit(&mut self, id: &str, gpus: u32, nodes: u32, gpu: &str, t: Time) -> WorkloadId {
         let spec =
-            Wl::new(id).account("org/a").gpus(gpus).nodes(nodes).gpu_type(gpu).submit(t).build(&self.engine.state);
+            Wl::new(id).account("org/a").gpus(gpus).nodes(nodes).gpu_type(gpu).submit(t).build(&self.engine.state());
         let w = self.engine.arrive(&*self.policy, spec, 0, t);
         self.check(t);
         w
@@ -55,7 +55,7 @@ impl Run {
     }
 
     fn add(&mut self, pool: &str, name: &str, t: Time) -> NodeId {
-        let pool = self.engine.state.cluster.pool_by_name(pool).expect("a pool");
+        let pool = self.engine.state().cluster.pool_by_name(pool).expect("a pool");
         let n = self.engine.add_node(pool, name.to_string()).expect("a new name");
         let fx = self.check(t);
         assert_eq!(fx, [Effect::Health { node: n, health: Health::Up }], "MNT-5: the node is in service");
@@ -65,7 +65,7 @@ impl Run {
 
     /// (node, rack) of each part of the workload's allocation.
     fn placed(&self, w: WorkloadId) -> Vec<(u32, u32)> {
-        let st = &self.engine.state;
+        let st = &self.engine.state();
         let a = st.run(w).alloc.as_ref().expect("holds GPUs");
         a.nodes().map(|n| (n.0, st.cluster.node(n).rack)).collect()
     }
@@ -136,8 +136,8 @@ fn a_gang_waits_for_added_nodes_then_runs_on_them_inside_a_rack() {
             r.pass(0);
             let gang = r.submit("gang", 16, 2, "H100", 10);
             r.pass(10);
-            assert_eq!(r.engine.state.run(gang).phase, Phase::Pending, "{}: the gang waits before the add", c.name);
-            let nodes_before = r.engine.state.cluster.nodes.len() as u32;
+            assert_eq!(r.engine.state().run(gang).phase, Phase::Pending, "{}: the gang waits before the add", c.name);
+            let nodes_before = r.engine.state().cluster.nodes.len() as u32;
             for (k, name) in c.adds.iter().enumerate() {
                 assert_eq!(r.add("p", name, 20), NodeId(nodes_before + k as u32), "{}: appended", c.name);
             }
@@ -203,7 +203,7 @@ fn a_spread_pool_takes_gpus_from_laid_out_and_added_nodes() {
     r.pass(0);
     let six = r.submit("six", 6, 0, "H100", 1);
     r.pass(1);
-    assert_eq!(r.engine.state.run(six).phase, Phase::Pending, "3 free GPUs in the pool");
+    assert_eq!(r.engine.state().run(six).phase, Phase::Pending, "3 free GPUs in the pool");
     let n = r.add("p", "p-1", 2);
     r.submit("fill", 5, 1, "H100", 2);
     r.pass(2);
@@ -215,7 +215,7 @@ fn a_spread_pool_takes_gpus_from_laid_out_and_added_nodes() {
     // 3 free on node 0, 2 on node 3: PLACE-7 spreads over both.
     let parts: Vec<(u32, u32)> = r
         .engine
-        .state
+        .state()
         .run(seven)
         .alloc
         .as_ref()
@@ -243,11 +243,11 @@ fn an_added_node_fails_and_is_repaired_like_any_other() {
         fx.iter().any(|e| matches!(e, Effect::Record(t) if t.change == Change::Fail && t.reason.rule == Rule::Failure))
     );
     r.pass(50);
-    assert_eq!(r.engine.state.run(w).phase, Phase::Pending, "one node of p is down");
+    assert_eq!(r.engine.state().run(w).phase, Phase::Pending, "one node of p is down");
     r.engine.node_event(&NodeEvent { t: 60, node: n, kind: NodeEventKind::Repair });
     r.check(60);
     r.pass(60);
-    assert_eq!(r.engine.state.run(w).phase, Phase::Running);
+    assert_eq!(r.engine.state().run(w).phase, Phase::Running);
 }
 
 /// A step of the property test.
@@ -307,13 +307,13 @@ proptest! {
                     added += 1;
                 }
                 Op::Submit(g, n) => {
-                    let spec = Wl::new(format!("w{t}")).account("org/a").gpus(g).nodes(n).submit(t).build(&r.engine.state);
+                    let spec = Wl::new(format!("w{t}")).account("org/a").gpus(g).nodes(n).submit(t).build(&r.engine.state());
                     r.engine.arrive(&*r.policy, spec, 0, t);
                     r.check(t);
                 }
                 Op::Pass => {
                     let fx = r.pass(t);
-                    let st = &r.engine.state;
+                    let st = &r.engine.state();
                     for e in fx {
                         if let Effect::Launch { workload, .. } = e {
                             let a = st.run(workload).alloc.as_ref().expect("launched");
@@ -324,14 +324,14 @@ proptest! {
                     }
                 }
                 Op::Finish => {
-                    if let Some(&w) = r.engine.state.running.first() {
-                        let attempt = r.engine.state.run(w).attempts;
+                    if let Some(&w) = r.engine.state().running.first() {
+                        let attempt = r.engine.state().run(w).attempts;
                         r.engine.exited(w, attempt, Exit::Completed, t);
                         r.check(t);
                     }
                 }
                 Op::Fail(i) | Op::Repair(i) => {
-                    let node = NodeId(i % r.engine.state.cluster.nodes.len() as u32);
+                    let node = NodeId(i % r.engine.state().cluster.nodes.len() as u32);
                     let kind = if matches!(o, Op::Fail(_)) { NodeEventKind::Fail } else { NodeEventKind::Repair };
                     r.engine.node_event(&NodeEvent { t, node, kind });
                     // Killed attempts end at once, as an interpreter reports.
@@ -344,6 +344,6 @@ proptest! {
                 }
             }
         }
-        prop_assert_eq!(r.engine.state.cluster.nodes.len(), 3 + added);
+        prop_assert_eq!(r.engine.state().cluster.nodes.len(), 3 + added);
     }
 }

@@ -89,7 +89,7 @@ pub async fn recover(
     for row in live_rows.iter().filter(|r| r.phase().is_some_and(Phase::holds_gpus)) {
         holding.insert(row.seq, store.attempts_of(row.seq).await?);
     }
-    let mut offered = adoptable(&engine.state, &live_rows, &holding);
+    let mut offered = adoptable(engine.state(), &live_rows, &holding);
     let taken: BTreeSet<AttemptKey> = if offered.is_empty() {
         BTreeSet::new()
     } else {
@@ -103,7 +103,7 @@ pub async fn recover(
     let closed = close_open_attempts(store, exec, &live_rows, holding, &adopting, cfg.contract.grace, now).await?;
     let all_workloads = store.all_workloads().await?;
     let all_attempts = store.all_attempts().await?;
-    replay_ledger(&mut engine.state, &all_workloads, &all_attempts, &taken);
+    engine.restore_usage(&usage_spans(&all_workloads, &all_attempts, &taken));
 
     let mut attempts: BTreeMap<i64, Vec<&AttemptRow>> = BTreeMap::new();
     for a in &all_attempts {
@@ -115,7 +115,7 @@ pub async fn recover(
     let mut adopted = Vec::new();
     let mut ops = Vec::new();
     for row in store.live_workloads().await? {
-        match spec_of(&engine.state, &row) {
+        match spec_of(engine.state(), &row) {
             Ok(mut spec) => {
                 // Its conditions as stored (HOLD-1, DEP-1, ARR-1).
                 let c = &row.conditions;
@@ -243,7 +243,8 @@ async fn replay_node_events(engine: &mut Engine, store: &Store) -> Result<NodeHi
     let mut last: BTreeMap<allot_core::NodeId, bool> = BTreeMap::new();
     let mut reasons = HashMap::new();
     for e in store.node_events().await? {
-        let (Some(n), Some(kind)) = (engine.state.cluster.node_by_name(&e.node), NodeEventKind::parse(&e.kind)) else {
+        let (Some(n), Some(kind)) = (engine.state().cluster.node_by_name(&e.node), NodeEventKind::parse(&e.kind))
+        else {
             continue;
         };
         engine.node_event(&NodeEvent { t: e.t.max(0) as Time, node: n, kind });
@@ -382,34 +383,34 @@ async fn close_open_attempts(
 /// Charges the ledger (accounts and their users) with every recorded
 /// attempt interval, in time order; an adopted attempt (K8S-10) from its
 /// start on, as it still holds its GPUs.
-fn replay_ledger(
-    state: &mut State,
-    workloads: &[WorkloadRow],
-    attempts: &[AttemptRow],
+/// The recorded attempts as the ledger counts them: each from its start to
+/// its end, an adopted one (still holding GPUs) to now; an attempt left
+/// open and not adopted was closed before this is read.
+fn usage_spans<'a>(
+    workloads: &'a [WorkloadRow],
+    attempts: &'a [AttemptRow],
     adopted: &BTreeSet<AttemptKey>,
-) {
+) -> Vec<allot_core::engine::UsageSpan<'a>> {
     let owners: BTreeMap<i64, (&str, &str)> =
         workloads.iter().map(|w| (w.seq, (w.account.as_str(), w.submitter.as_str()))).collect();
-    let mut changes: Vec<(Time, u8, allot_core::AccountId, &str, i64, f64)> = Vec::new();
-    for a in attempts {
-        let Some(&(path, user)) = owners.get(&a.workload) else { continue };
-        let Some(acc) = state.accounts.get(path) else { continue };
-        let running = adopted.contains(&AttemptKey { seq: a.workload, attempt: a.attempt });
-        let end = match a.end_t {
-            Some(end) => Some(end),
-            None if running => None,
-            None => continue,
-        };
-        changes.push((a.start_t as Time, 0, acc, user, a.gpus, a.weight));
-        if let Some(end) = end {
-            changes.push((end as Time, 1, acc, user, -a.gpus, a.weight));
-        }
-    }
-    // Takes before releases at one instant keep the allocation non-negative.
-    changes.sort_by_key(|x| (x.0, x.1));
-    for (t, _, acc, user, gpus, weight) in changes {
-        state.charge(acc, user, t, gpus, weight);
-    }
+    attempts
+        .iter()
+        .filter_map(|a| {
+            let &(account, user) = owners.get(&a.workload)?;
+            let running = adopted.contains(&AttemptKey { seq: a.workload, attempt: a.attempt });
+            if a.end_t.is_none() && !running {
+                return None;
+            }
+            Some(allot_core::engine::UsageSpan {
+                account,
+                user,
+                start: a.start_t.max(0) as Time,
+                end: a.end_t.map(|e| e.max(0) as Time),
+                gpus: u32::try_from(a.gpus.max(0)).unwrap_or(u32::MAX),
+                weight: a.weight,
+            })
+        })
+        .collect()
 }
 
 fn past(list: &[&AttemptRow]) -> Past {

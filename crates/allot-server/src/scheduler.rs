@@ -522,14 +522,14 @@ impl Scheduler {
                 self.engine.mark_dirty();
             }
         } else {
-            if (self.engine.dirty() || woke) && !self.engine.state.pending.is_empty() {
+            if (self.engine.dirty() || woke) && !self.engine.state().pending.is_empty() {
                 self.pass(now);
             }
             self.engine.clear_dirty();
         }
         self.flush().await?;
         if cfg!(debug_assertions)
-            && let Err(e) = self.engine.state.sanity_check(now)
+            && let Err(e) = self.engine.state().sanity_check(now)
         {
             panic!("scheduler state invariant broken at t={now}: {e}");
         }
@@ -544,7 +544,7 @@ impl Scheduler {
     /// so a restart that notices one again adds nothing. A store failure
     /// keeps them for the next step and does not hold scheduling.
     async fn budget_events(&mut self, now: Time) -> Result<(), StoreError> {
-        let st = &self.engine.state;
+        let st = self.engine.state();
         for e in self.alerts.check(&st.ledger, &st.accounts, &st.contract.budget_alerts, now) {
             self.unrecorded_events.push(crate::store::budget::BudgetEventRow {
                 t: e.t as i64,

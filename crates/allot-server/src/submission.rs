@@ -312,6 +312,9 @@ impl Catalog {
         if let Some(closed) = closed_account(&template, spec.account) {
             return Err(bad("account", closed));
         }
+        if let Some(not_here) = not_own_work(&template, spec.account, &spec.user) {
+            return Err(bad("account", not_here));
+        }
         let retries = req.retries.unwrap_or(0);
         if retries > MAX_RETRIES {
             return Err(bad("retries", format!("at most {MAX_RETRIES}, got {retries}")));
@@ -430,6 +433,29 @@ fn closed_account(state: &State, account: AccountId) -> Option<String> {
     } else {
         format!("ACC-2: account {path:?} is below {:?}, which is closed; it takes no new work", c.path)
     })
+}
+
+/// ACC-4: live work goes to a project (an account without open
+/// sub-accounts). An account with sub-accounts takes work of its own (its
+/// own-work slot, FS-1) only from a user it names in `users` or
+/// `user_budgets` (as a site's Slurm associations of users at a parent
+/// account are imported); anyone else is told the sub-accounts to use.
+/// Work submitted to a parent by mistake would otherwise rank as a slot of
+/// its own, share 1, beside the projects its budget was split into.
+fn not_own_work(state: &State, account: AccountId, user: &str) -> Option<String> {
+    let tree = &state.accounts;
+    let a = tree.account(account);
+    let open: Vec<&str> =
+        a.children.iter().map(|&c| tree.account(c)).filter(|c| !c.closed).map(|c| c.path.as_str()).collect();
+    if open.is_empty() || a.users.contains_key(user) || a.user_budgets.contains_key(user) {
+        return None;
+    }
+    Some(format!(
+        "account {:?} is split into sub-accounts; submit to one of them ({}), or ask its manager to name {user} \
+         in its users for work of its own (ACC-4)",
+        a.path,
+        allot_trace::choices::list(&a.path, &open)
+    ))
 }
 
 /// The answer for an account that does not exist or that `who` may not
@@ -574,6 +600,12 @@ path = "org/x"
 max_service_gpus = 2
 [[accounts]]
 path = "lab/y"
+[[accounts]]
+path = "lab"
+users = { ann = 2 }
+[[accounts]]
+path = "old/done"
+closed = true
 [contract]
 interactive_max_gpus = 2
 "#;
@@ -616,7 +648,9 @@ interactive_max_gpus = 2
         let cases: Vec<(&str, SubmitRequest, Option<&str>)> = vec![
             ("valid", req(), None),
             ("unknown account", SubmitRequest { account: "org/y".into(), ..req() }, Some("account")),
-            ("parent is fine", SubmitRequest { account: "org".into(), ..req() }, None),
+            ("parent, user not named", SubmitRequest { account: "org".into(), ..req() }, Some("account")),
+            ("parent naming the user", SubmitRequest { account: "lab".into(), ..req() }, None),
+            ("parent of closed accounts only", SubmitRequest { account: "old".into(), ..req() }, None),
             ("zero gpus", SubmitRequest { gpus: 0, ..req() }, Some("gpus")),
             ("nodes divide gpus", SubmitRequest { gpus: 3, nodes: Some(2), ..req() }, Some("nodes")),
             ("too large", SubmitRequest { gpus: 9, ..req() }, Some("gpus")),
@@ -711,6 +745,24 @@ interactive_max_gpus = 2
         assert_eq!(c.check(&nul, &admin(), 100).unwrap_err().field, "env.A");
         let nul = SubmitRequest { command: vec!["echo".into(), "x\0y".into()], ..req() };
         assert_eq!(c.check(&nul, &admin(), 100).unwrap_err().field, "command");
+    }
+
+    /// ACC-4 (issue 30, point 11): `--account org` for a project of org is
+    /// refused with the projects to use, not queued as org's own work.
+    #[test]
+    fn work_goes_to_a_project_unless_the_parent_names_its_user() {
+        let c = catalog();
+        let e = c.check(&SubmitRequest { account: "org".into(), ..req() }, &admin(), 100).unwrap_err();
+        assert_eq!(e.field, "account");
+        assert_eq!(
+            e.message,
+            "account \"org\" is split into sub-accounts; submit to one of them (org/x), or ask its manager to \
+             name ann in its users for work of its own (ACC-4)"
+        );
+        let bob = Principal { name: "bob".into(), ..admin() };
+        let e = c.check(&SubmitRequest { account: "lab".into(), ..req() }, &bob, 100).unwrap_err();
+        assert!(e.message.contains("(lab/y)"), "{}", e.message);
+        assert!(c.check(&SubmitRequest { account: "lab".into(), ..req() }, &admin(), 100).is_ok());
     }
 
     #[test]

@@ -228,7 +228,7 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
     let guarded = async {
         let a = submit(&mut s, &store, row(0), spec("1", 0)).await;
         s.step().await.unwrap();
-        assert_eq!(s.engine.state.run(a).phase, Phase::Running);
+        assert_eq!(s.engine.state().run(a).phase, Phase::Running);
         // 4 GPUs for an hour: 4 NGH, past 80 % and 100 % of 1 NGH.
         clock.store(3600, Ordering::SeqCst);
         s.step().await.unwrap();
@@ -238,7 +238,7 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
         clock.store(3601, Ordering::SeqCst);
         let b = submit(&mut s, &store, row(3601), spec("2", 3601)).await;
         s.step().await.unwrap();
-        assert_eq!(s.engine.state.run(b).phase, Phase::Running, "started while the webhook hangs");
+        assert_eq!(s.engine.state().run(b).phase, Phase::Running, "started while the webhook hangs");
     };
     tokio::time::timeout(Duration::from_secs(30), guarded).await.expect("the scheduler was held by the webhook");
     assert_eq!(store.budget_events().await.unwrap().len(), 2, "both thresholds recorded");

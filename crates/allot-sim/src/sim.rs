@@ -193,7 +193,7 @@ pub fn simulate_observed(
     sim.record_capacity(0);
     sim.run(workloads, (events, nodes_added), requests, trees);
     let Sim { engine, out, .. } = sim;
-    (engine.state, out)
+    (engine.into_state(), out)
 }
 
 /// Sorts workloads stably by submit time; dependencies (DEP-1) name
@@ -304,13 +304,13 @@ impl Sim<'_> {
                 self.request(&r);
             }
             let woke = self.engine.take_wake(t);
-            if (self.engine.dirty() || woke) && !self.engine.state.pending.is_empty() {
+            if (self.engine.dirty() || woke) && !self.engine.state().pending.is_empty() {
                 self.out.passes += 1;
                 self.engine.pass(self.policy, t);
                 self.apply(t);
             }
             if self.opts.check_invariants
-                && let Err(e) = self.engine.state.sanity_check(t)
+                && let Err(e) = self.engine.state().sanity_check(t)
             {
                 panic!("invariant broken at t={t}: {e}");
             }
@@ -328,7 +328,7 @@ impl Sim<'_> {
     fn add_node(&mut self, a: &NodeAdded) {
         let got = self.engine.add_node(a.pool, a.name.as_str());
         assert_eq!(got, Ok(a.node), "node {} added at t={} must get the id its events were resolved to", a.name, a.t);
-        let cluster = &self.engine.state.cluster;
+        let cluster = &self.engine.state().cluster;
         let gpus = u64::from(cluster.node(a.node).gpus);
         self.out.added_gpus.push((a.t, gpus));
         if let Some(c) = self.out.clusters.get_mut(cluster.cluster_of(a.node).0 as usize) {
@@ -339,7 +339,7 @@ impl Sim<'_> {
     /// MNT-2: a `fail` event on a node that is not already down is a node
     /// failure (one on a failed node changes nothing).
     fn count_failure(&mut self, e: &NodeEvent) {
-        let down = self.engine.state.health[e.node.0 as usize] == allot_core::Health::Down;
+        let down = self.engine.state().health[e.node.0 as usize] == allot_core::Health::Down;
         if e.kind == allot_core::NodeEventKind::Fail && !down {
             self.out.node_failures += 1;
         }
@@ -350,7 +350,7 @@ impl Sim<'_> {
     /// the replay going.
     fn drop_timed_out(&mut self) {
         while let Some(&Reverse((_, w, attempt))) = self.heap.peek() {
-            let run = self.engine.state.run(w);
+            let run = self.engine.state().run(w);
             let ended = self.engine.timed_out(w) || self.engine.reclaimed(w);
             if !(ended && run.attempts == attempt && run.phase.is_terminal()) {
                 break;
@@ -366,7 +366,7 @@ impl Sim<'_> {
                 self.engine.cancel(w, r.t, &format!("cancelled by {by}"));
             }
             RequestKind::Exit { code } => {
-                let attempt = self.engine.state.run(w).attempts;
+                let attempt = self.engine.state().run(w).attempts;
                 self.engine.exited(w, attempt, Exit::Status { code: Some(*code), signal: None }, r.t);
             }
         }
@@ -386,11 +386,11 @@ impl Sim<'_> {
             for e in &effects {
                 match e {
                     Effect::Launch { workload: w, attempt, .. } => {
-                        let finish = self.engine.state.finish_time(*w).expect("started");
+                        let finish = self.engine.state().finish_time(*w).expect("started");
                         self.heap.push(Reverse((finish, *w, *attempt)));
                         // A replay's workload uses its GPUs at its trace
                         // `util` throughout (CON-9 reads it as telemetry).
-                        let util = self.engine.state.spec(*w).util;
+                        let util = self.engine.state().spec(*w).util;
                         self.engine.gpu_util(*w, *attempt, util, t);
                     }
                     // The virtual process runs on until its work is done or
@@ -398,7 +398,7 @@ impl Sim<'_> {
                     // (CON-8) reports it at once, and stays for the grace
                     // (with none, it has no time to save).
                     Effect::Signal { workload: w, attempt, stop_at } => {
-                        if *stop_at > t && self.engine.state.spec(*w).checkpoint_on_signal {
+                        if *stop_at > t && self.engine.state().spec(*w).checkpoint_on_signal {
                             let _ = self.engine.checkpointed(*w, *attempt, t, t);
                         }
                     }
@@ -432,7 +432,7 @@ impl Sim<'_> {
         if !self.opts.keep_log {
             return;
         }
-        let st = &self.engine.state;
+        let st = self.engine.state();
         for e in self.alerts.check(&st.ledger, &st.accounts, &st.contract.budget_alerts, t) {
             self.out.log.push(LogEvent {
                 t: e.t,
@@ -450,7 +450,7 @@ impl Sim<'_> {
         let end = self.opts.until.unwrap_or(now);
         self.budget_events(end);
         self.out.horizon_end = end;
-        let state = &self.engine.state;
+        let state = self.engine.state();
         // Attempts still holding GPUs at the horizon are cut there; their
         // progress so far counts as useful (it has not been lost).
         for &w in &state.running {
@@ -475,16 +475,11 @@ impl Sim<'_> {
         }
         // Pending workloads keep the explanation of why they wait: the
         // policy's, or the condition they wait on (HOLD-1, DEP-1, ARR-1).
-        let mut waiting: Vec<WorkloadId> = state.pending.iter().map(|(_, w)| *w).collect();
-        waiting.extend(state.parked.iter().copied());
-        let reasons = self.engine.explain_all(&*self.policy, &waiting, end);
-        for (w, r) in waiting.into_iter().zip(reasons) {
-            self.engine.state.runs[w.0 as usize].last_reason = Some(r);
-        }
+        self.engine.keep_reasons(&*self.policy, end);
     }
 
     fn attempt_record(&self, w: WorkloadId, ended: &Ended, t: Time) -> Attempt {
-        let state = &self.engine.state;
+        let state = self.engine.state();
         let spec = state.spec(w);
         let (gpu, weight, cluster) = placed(state, &ended.alloc);
         Attempt {
@@ -512,7 +507,7 @@ impl Sim<'_> {
     }
 
     fn log(&mut self, tr: &Transition) {
-        let state = &self.engine.state;
+        let state = self.engine.state();
         let alloc = match &tr.ended {
             Some(e) => Some(&e.alloc),
             None => state.run(tr.workload).alloc.as_ref(),
@@ -532,7 +527,7 @@ impl Sim<'_> {
     }
 
     fn record_capacity(&mut self, t: Time) {
-        let state = &self.engine.state;
+        let state = self.engine.state();
         let cluster = &state.cluster;
         // (GPUs, normalised milli-GPUs) in service: the fleet's, then per
         // cluster of a fleet of several.

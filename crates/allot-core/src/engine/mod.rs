@@ -17,4 +17,4 @@ mod effect;
 mod reactor;
 
 pub use effect::{Change, Effect, Ended, Exit, LaunchFault, Outcome, Transition};
-pub use reactor::{Cancelled, CheckpointRefused, Engine, HoldRefused, LAUNCH_FAILURES_TO_DRAIN, Past};
+pub use reactor::{Cancelled, CheckpointRefused, Engine, HoldRefused, LAUNCH_FAILURES_TO_DRAIN, Past, UsageSpan};

@@ -64,10 +64,24 @@ pub struct Past {
     pub cancel: bool,
 }
 
+/// One recorded attempt as the ledger counts it ([`Engine::restore_usage`]).
+#[derive(Copy, Clone, Debug)]
+pub struct UsageSpan<'a> {
+    /// The account's path as recorded.
+    pub account: &'a str,
+    pub user: &'a str,
+    pub start: Time,
+    /// `None`: it still holds GPUs.
+    pub end: Option<Time>,
+    pub gpus: u32,
+    /// The GPU type's weight.
+    pub weight: f64,
+}
+
 /// The state and everything that changes it.
 #[derive(Clone, Debug)]
 pub struct Engine {
-    pub state: State,
+    state: State,
     extra: Vec<Extra>,
     /// Grace deadlines of signalled attempts still holding GPUs: (stop at,
     /// workload, attempt).
@@ -100,6 +114,16 @@ impl Engine {
             launch_failures: BTreeMap::new(),
             gate: gate::Gate::default(),
         }
+    }
+
+    /// The engine's state, to read: only the engine changes it.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// The state, the engine given up (a replay's end).
+    pub fn into_state(self) -> State {
+        self.state
     }
 
     /// The effects left by the calls since the last take, in order.
@@ -248,6 +272,27 @@ impl Engine {
         x.cancel = past.cancel;
         self.dirty = true;
         w
+    }
+
+    /// The ledger's history recovered from a live store: every recorded
+    /// attempt charged to its account and user from its start to its end
+    /// (`None`: it still holds GPUs, adopted), as the engine charged it
+    /// live (BUD-3). Takes before releases at one instant keep the
+    /// allocation non-negative. Attempts of an account the tree no longer
+    /// has are skipped.
+    pub fn restore_usage(&mut self, spans: &[UsageSpan<'_>]) {
+        let mut changes: Vec<(Time, u8, crate::AccountId, &str, i64, f64)> = Vec::with_capacity(spans.len() * 2);
+        for s in spans {
+            let Some(acc) = self.state.accounts.get(s.account) else { continue };
+            changes.push((s.start, 0, acc, s.user, i64::from(s.gpus), s.weight));
+            if let Some(end) = s.end {
+                changes.push((end, 1, acc, s.user, -i64::from(s.gpus), s.weight));
+            }
+        }
+        changes.sort_by_key(|x| (x.0, x.1));
+        for (t, _, acc, user, gpus, weight) in changes {
+            self.state.charge(acc, user, t, gpus, weight);
+        }
     }
 
     /// K8S-10: a workload recovered from a live store whose attempt kept

@@ -20,8 +20,8 @@ impl Scheduler {
     }
 
     fn account_class(&self, w: WorkloadId) -> crate::metrics::AccountClass {
-        let spec = self.engine.state.spec(w);
-        labels(&self.engine.state.accounts.account(spec.account).path, spec.class.as_str())
+        let spec = self.engine.state().spec(w);
+        labels(&self.engine.state().accounts.account(spec.account).path, spec.class.as_str())
     }
 
     /// One scheduling pass: the policy's decisions, applied by the engine.
@@ -56,7 +56,7 @@ impl Scheduler {
                     self.idle_warning(*workload, *attempt, *reclaim_at, now);
                 }
                 Effect::NodeAction { node, kind, cause } => {
-                    let name = self.engine.state.cluster.node(*node).name.clone();
+                    let name = self.engine.state().cluster.node(*node).name.clone();
                     let by = format!("{}: {cause}", self.exec.name());
                     tracing::warn!(node = %name, principal = %by, "taking the node out of service");
                     self.ops.push(Op::NodeEvent {
@@ -78,7 +78,7 @@ impl Scheduler {
             .parts
             .iter()
             .map(|(n, m)| NodeGpusView {
-                node: self.engine.state.cluster.node(*n).name.clone(),
+                node: self.engine.state().cluster.node(*n).name.clone(),
                 gpus: Allocation::indices(*m).collect(),
             })
             .collect()
@@ -87,7 +87,7 @@ impl Scheduler {
     /// A start: the attempt recorded as `starting`; its process is launched
     /// after the commit.
     fn launch(&mut self, w: WorkloadId, attempt: u32) {
-        let st = &self.engine.state;
+        let st = self.engine.state();
         let alloc = st.run(w).alloc.as_ref().expect("a launched attempt holds its GPUs until its effects are applied");
         let nodes = self.allocation_view(alloc);
         let weight = alloc.parts.first().map_or(1.0, |(n, _)| st.cluster.weight(st.cluster.node(*n).gpu));
@@ -123,7 +123,7 @@ impl Scheduler {
             }),
         });
         let checkpoint_dir = self.paths.checkpoint_dir(&id);
-        let started = self.engine.state.run(w).started.unwrap_or_default();
+        let started = self.engine.state().run(w).started.unwrap_or_default();
         let mut env = self.live[w.0 as usize].env.clone();
         env.extend(self.report_env(key, &checkpoint_dir, started));
         let l = &self.live[w.0 as usize];
@@ -162,8 +162,8 @@ impl Scheduler {
         let state = match tr.change {
             Change::Start => {
                 self.metrics.starts.get_or_create(&ac).inc();
-                let spec = self.engine.state.spec(w);
-                if self.engine.state.run(w).first_start == Some(tr.t) && tr.attempt == 1 {
+                let spec = self.engine.state().spec(w);
+                if self.engine.state().run(w).first_start == Some(tr.t) && tr.attempt == 1 {
                     let waited = tr.t.saturating_sub(spec.submit) as f64;
                     self.metrics
                         .queue_time
@@ -198,7 +198,7 @@ impl Scheduler {
             Change::Reject => Phase::Rejected,
             Change::IdleWarning | Change::IdleCleared => Phase::Running,
         };
-        let end_t = self.engine.state.run(w).phase.is_terminal().then_some(t);
+        let end_t = self.engine.state().run(w).phase.is_terminal().then_some(t);
         self.ops.push(Op::WorkloadState { seq, state, reason, end_t });
     }
 
@@ -207,7 +207,7 @@ impl Scheduler {
         if self.decisions.is_none() || tr.change == Change::Abort {
             return;
         }
-        let st = &self.engine.state;
+        let st = self.engine.state();
         let alloc = tr.ended.as_ref().map(|e| &e.alloc).or(st.run(tr.workload).alloc.as_ref());
         let nodes = alloc.map(|a| a.nodes().map(|n| st.cluster.node(n).name.clone()).collect()).unwrap_or_default();
         let line = (
@@ -223,7 +223,7 @@ impl Scheduler {
 
     fn close_attempt(&mut self, w: WorkloadId, key: AttemptKey, t: Time, ended: &Ended) {
         self.forget_attempt(key);
-        let gpus = u64::from(self.engine.state.spec(w).gpus);
+        let gpus = u64::from(self.engine.state().spec(w).gpus);
         // A finished attempt kept all it ran; others what they checkpointed.
         let kept_s = match ended.outcome {
             Outcome::Finished => t - ended.started,
@@ -261,7 +261,7 @@ impl Scheduler {
             }
             ExecEvent::LaunchFailed { key, error } => {
                 if let Some((w, a)) = attempt_of(self, key) {
-                    let node = error.node.as_deref().and_then(|n| self.engine.state.cluster.node_by_name(n));
+                    let node = error.node.as_deref().and_then(|n| self.engine.state().cluster.node_by_name(n));
                     let fault = error.fault;
                     if fault != LaunchFault::Workload {
                         tracing::warn!(workload = key.seq, attempt = key.attempt, error = %error.message, ?fault, "launch failed outside the workload's command");
@@ -282,7 +282,7 @@ impl Scheduler {
             }
             ExecEvent::ClusterDown { cluster, reason } => self.cluster_down(&cluster, &reason, now),
             ExecEvent::ClusterUp { cluster } => self.cluster_up(&cluster, now),
-            ExecEvent::Outside { node, gpus } => match self.engine.state.cluster.node_by_name(&node) {
+            ExecEvent::Outside { node, gpus } => match self.engine.state().cluster.node_by_name(&node) {
                 Some(n) => {
                     let held = self.engine.hold_outside(n, gpus);
                     tracing::info!(node, gpus, set_aside = held, "GPUs held by work Allot does not manage (K8S-11)");
@@ -300,7 +300,7 @@ impl Scheduler {
 
 /// Refreshes the gauges from the state.
 pub(crate) fn gauges(s: &Scheduler, now: Time) {
-    let st = &s.engine.state;
+    let st = s.engine.state();
     let m = &s.metrics;
     let mut queue = [0i64; 3];
     for (_, w) in &st.pending {

@@ -12,7 +12,7 @@ impl Scheduler {
     /// The executor of `cluster` cannot be reached: each of its nodes in
     /// service fails; the decisions this makes cite FLEET-3.
     pub(crate) fn cluster_down(&mut self, cluster: &str, why: &str, now: Time) {
-        let st = &self.engine.state;
+        let st = self.engine.state();
         let Some(c) = st.cluster.cluster_by_name(cluster) else {
             tracing::warn!(cluster, "an executor reported an unknown cluster down");
             return;
@@ -26,7 +26,7 @@ impl Scheduler {
         let by = outage_principal(self.exec.name(), &reason);
         self.cause = Some(reason);
         for &n in &nodes {
-            let name = self.engine.state.cluster.node(n).name.clone();
+            let name = self.engine.state().cluster.node(n).name.clone();
             let why = Some(format!("cluster {cluster} is out of service: {why}"));
             if let Err(e) = self.node_action(&name, NodeEventKind::Fail, &by, why, now) {
                 tracing::warn!(node = name, error = ?e, "cannot take the node out of service");
@@ -41,7 +41,7 @@ impl Scheduler {
     /// in service, in the engine and in the catalog's admission check. One
     /// that fits no pool, or whose name a node has, is logged and not used.
     pub(crate) fn node_added(&mut self, cluster: &str, node: &str, gpus: u32, product: Option<&str>) {
-        let st = &self.engine.state;
+        let st = self.engine.state();
         if st.cluster.node_by_name(node).is_some() {
             return;
         }
@@ -58,7 +58,7 @@ impl Scheduler {
         };
         match self.engine.add_node(pool, node) {
             Ok(n) => {
-                let pool_name = &self.engine.state.cluster.pool(pool).name;
+                let pool_name = &self.engine.state().cluster.pool(pool).name;
                 tracing::info!(cluster, node, pool = %pool_name, id = n.0, "MNT-5: node added to its pool, in service");
                 if let Some(catalog) = &self.catalog {
                     catalog.add_node(pool, node);
@@ -77,14 +77,14 @@ impl Scheduler {
     pub(crate) fn resume_after_outages(&mut self, nodes: Vec<NodeId>, now: Time) {
         let mut clusters = Vec::new();
         for n in nodes {
-            let c = self.engine.state.cluster.cluster_of(n);
+            let c = self.engine.state().cluster.cluster_of(n);
             self.outages.entry(c).or_default().push(n);
             if !clusters.contains(&c) {
                 clusters.push(c);
             }
         }
         for c in clusters {
-            let name = self.engine.state.cluster.cluster_name(c).to_string();
+            let name = self.engine.state().cluster.cluster_name(c).to_string();
             self.cluster_up(&name, now);
         }
     }
@@ -94,7 +94,7 @@ impl Scheduler {
     /// before it (drained, failed) stay as they were; the executor then
     /// reports the cluster's own node states afresh.
     pub(crate) fn cluster_up(&mut self, cluster: &str, now: Time) {
-        let Some(c) = self.engine.state.cluster.cluster_by_name(cluster) else {
+        let Some(c) = self.engine.state().cluster.cluster_by_name(cluster) else {
             tracing::warn!(cluster, "an executor reported an unknown cluster back");
             return;
         };
@@ -103,10 +103,10 @@ impl Scheduler {
         tracing::warn!(cluster, nodes = nodes.len(), %reason, "cluster back in service");
         let by = format!("{}: {reason}", self.exec.name());
         for n in nodes {
-            if self.engine.state.health[n.0 as usize] != Health::Down {
+            if self.engine.state().health[n.0 as usize] != Health::Down {
                 continue;
             }
-            let name = self.engine.state.cluster.node(n).name.clone();
+            let name = self.engine.state().cluster.node(n).name.clone();
             if let Err(e) = self.node_action(&name, NodeEventKind::Repair, &by, None, now) {
                 tracing::warn!(node = name, error = ?e, "cannot return the node to service");
             }
@@ -193,11 +193,11 @@ share = 1
         s.ops.clear();
 
         s.exec_event(ExecEvent::ClusterDown { cluster: "a".into(), reason: "Slurm has not answered for 30 s".into() });
-        let st = &s.engine.state;
+        let st = s.engine.state();
         let health = |n: &str| st.health[st.cluster.node_by_name(n).unwrap().0 as usize];
         assert_eq!((health("a/gpu-0"), health("a/gpu-1")), (Health::Down, Health::Drained), "in service: failed");
         assert_eq!(health("b/gpu-0"), Health::Up, "the other cluster keeps scheduling");
-        assert_eq!(s.engine.state.run(w).phase, Phase::Stopping);
+        assert_eq!(s.engine.state().run(w).phase, Phase::Stopping);
         let reasons: Vec<&str> = s
             .ops
             .iter()
@@ -217,7 +217,7 @@ share = 1
         assert_eq!((second.key.attempt, nodes_of(&second)), (2, vec!["b/gpu-0"]), "on the other cluster");
 
         s.exec_event(ExecEvent::ClusterUp { cluster: "a".into() });
-        let st = &s.engine.state;
+        let st = s.engine.state();
         let health = |n: &str| st.health[st.cluster.node_by_name(n).unwrap().0 as usize];
         assert_eq!(health("a/gpu-0"), Health::Up, "the outage's node is back");
         assert_eq!(health("a/gpu-1"), Health::Drained, "a node drained before the outage stays drained");
@@ -252,11 +252,11 @@ share = 1
                 .await
                 .unwrap();
         let names: Vec<&str> =
-            rec.outage_nodes.iter().map(|&n| rec.engine.state.cluster.node(n).name.as_str()).collect();
+            rec.outage_nodes.iter().map(|&n| rec.engine.state().cluster.node(n).name.as_str()).collect();
         assert_eq!(names, ["a/gpu-0"], "only the node the outage failed");
         let mut s = scheduler(rec.engine, store, &dir);
         s.resume_after_outages(rec.outage_nodes, now + 60);
-        let st = &s.engine.state;
+        let st = s.engine.state();
         let health = |n: &str| st.health[st.cluster.node_by_name(n).unwrap().0 as usize];
         assert_eq!(
             (health("a/gpu-0"), health("a/gpu-1"), health("b/gpu-0")),

@@ -156,13 +156,13 @@ impl Server {
                 match c {
                     Cmd::Launch(job) => {
                         let w = self.sched.by_seq[&job.key.seq];
-                        let remaining = self.sched.engine.state.run(w).remaining;
+                        let remaining = self.sched.engine.state().run(w).remaining;
                         self.ends.push(Reverse((t + remaining, job.key.seq, job.key.attempt)));
                         self.alive.insert(job.key.seq, job.key.attempt);
                         self.sched.exec_event(ExecEvent::Started { key: job.key, pid: 1 });
                         // Its GPUs at the trace's util throughout, as the
                         // simulator reads it (CON-9).
-                        let util = self.sched.engine.state.spec(w).util;
+                        let util = self.sched.engine.state().spec(w).util;
                         let gpus = job
                             .gpus
                             .iter()
@@ -179,7 +179,7 @@ impl Server {
                     }
                     Cmd::Signal(key) => {
                         let w = self.sched.by_seq[&key.seq];
-                        let on_signal = self.sched.engine.state.spec(w).checkpoint_on_signal;
+                        let on_signal = self.sched.engine.state().spec(w).checkpoint_on_signal;
                         if on_signal && self.alive.get(&key.seq) == Some(&key.attempt) {
                             let _ = self.sched.checkpointed(key, t, t);
                         }
@@ -232,7 +232,7 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
     loop {
         let inputs =
             arrivals.peek().is_some() || events.peek().is_some() || requests.peek().is_some() || edits.peek().is_some();
-        let st = &s.sched.engine.state;
+        let st = s.sched.engine.state();
         // As the simulator: with nothing running, no input to come and no
         // process left to end, nothing can change any more.
         if !inputs
@@ -266,7 +266,7 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
                 continue; // killed before
             }
             let w = s.sched.by_seq[&seq];
-            if s.sched.engine.state.run(w).phase == Phase::Stopping {
+            if s.sched.engine.state().run(w).phase == Phase::Stopping {
                 s.diverged.get_or_insert(t);
             }
             s.exit(seq, 0);
@@ -276,7 +276,7 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
         s.play(t).await;
         while events.peek().is_some_and(|e| e.t == t) {
             let e = events.next().expect("peeked");
-            let name = s.sched.engine.state.cluster.node(e.node).name.clone();
+            let name = s.sched.engine.state().cluster.node(e.node).name.clone();
             let (reply, rx) = oneshot::channel();
             s.sched
                 .handle(Msg::Node { name, kind: e.kind, by: "operator".into(), reason: None, reply })
@@ -298,7 +298,7 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
         }
         while arrivals.peek().is_some_and(|w| w.submit == t) {
             let spec = arrivals.next().expect("peeked");
-            let seq = store.insert_workload(&new_row(&s.sched.engine.state, spec)).await.expect("insert");
+            let seq = store.insert_workload(&new_row(s.sched.engine.state(), spec)).await.expect("insert");
             assert_eq!(seq.to_string(), spec.id, "the store numbers workloads in arrival order");
             let (accepted, rx) = oneshot::channel();
             let live = super::Live {

@@ -195,10 +195,10 @@ impl Scheduler {
     /// withdrawn), and recorded on the attempt.
     pub(crate) fn idle_warning(&mut self, w: WorkloadId, attempt: u32, reclaim_at: Option<Time>, now: Time) {
         let key = self.key(w, attempt);
-        let id = self.engine.state.spec(w).id.clone();
+        let id = self.engine.state().spec(w).id.clone();
         let dir = self.paths.checkpoint_dir(&id);
         let body = reclaim_at.map(|at| {
-            let reason = self.engine.state.run(w).last_reason.as_ref().map(ToString::to_string).unwrap_or_default();
+            let reason = self.engine.state().run(w).last_reason.as_ref().map(ToString::to_string).unwrap_or_default();
             let body = serde_json::json!({
                 "workload": id, "attempt": attempt, "warned_t": now, "reclaim_t": at, "reason": reason,
             });

@@ -57,12 +57,12 @@ impl Scheduler {
                 let _ = reply.send(self.explain_pending(&seqs, now));
             }
             Msg::Accounts { reply } => {
-                let _ = reply.send(crate::accounts::views(&self.engine.state, now, true));
+                let _ = reply.send(crate::accounts::views(self.engine.state(), now, true));
             }
             Msg::Nodes { reply } => {
                 let _ = reply.send(
                     self.engine
-                        .state
+                        .state()
                         .cluster
                         .nodes
                         .iter()
@@ -72,7 +72,7 @@ impl Scheduler {
                 );
             }
             Msg::AccountDecls { reply } => {
-                let c = &self.engine.state.cluster;
+                let c = &self.engine.state().cluster;
                 let _ = reply.send(self.book.specs().map(|s| crate::accounts::decl_of(s, c)).collect());
             }
             Msg::ImportAccounts { specs, reply } => {
@@ -121,7 +121,7 @@ impl Scheduler {
     /// The waiting workloads the passes preempted running work for, in the
     /// order chosen, with their victims (`scheduler/next.rs`).
     pub(crate) fn next_starts(&self) -> Vec<super::NextStart> {
-        let st = &self.engine.state;
+        let st = self.engine.state();
         let chosen = super::next::lock(&self.chosen);
         chosen
             .choices
@@ -182,7 +182,7 @@ impl Scheduler {
         let super::Submission { mut spec, live, retries, accepted } = sub;
         spec.id = live.seq.to_string();
         let labels =
-            crate::metrics::labels(&self.engine.state.accounts.account(spec.account).path, spec.class.as_str());
+            crate::metrics::labels(&self.engine.state().accounts.account(spec.account).path, spec.class.as_str());
         self.metrics.submissions.get_or_create(&labels).inc();
         let retries = u32::try_from(retries.max(0)).unwrap_or(u32::MAX);
         self.arrive(spec, live, retries, now);
@@ -200,7 +200,7 @@ impl Scheduler {
                 let held = self.engine.held(w);
                 self.ops.push(Op::Held { seq, held });
                 self.apply(now);
-                Ok(if held { "held".to_string() } else { self.engine.state.run(w).phase.as_str().to_string() })
+                Ok(if held { "held".to_string() } else { self.engine.state().run(w).phase.as_str().to_string() })
             }
             Err(e) => Err(format!("workload {seq}: {e}")),
         }
@@ -223,13 +223,13 @@ impl Scheduler {
     }
 
     fn account_of(&self, w: WorkloadId) -> &str {
-        let st = &self.engine.state;
+        let st = self.engine.state();
         &st.accounts.account(st.spec(w).account).path
     }
 
     fn explain(&self, seq: i64, now: Time) -> Option<String> {
         let &w = self.by_seq.get(&seq)?;
-        let run = self.engine.state.run(w);
+        let run = self.engine.state().run(w);
         if run.phase == Phase::Pending {
             return Some(crate::views::for_people(&self.engine.explain(&*self.policy, w, now), now as i64));
         }
@@ -238,7 +238,7 @@ impl Scheduler {
 
     /// [`Policy::explain_all`] of those of `seqs` that are pending.
     fn explain_pending(&self, seqs: &[i64], now: Time) -> Vec<Option<String>> {
-        let st = &self.engine.state;
+        let st = self.engine.state();
         let pending = |seq: &i64| self.by_seq.get(seq).copied().filter(|&w| st.run(w).phase == Phase::Pending);
         let ws: Vec<WorkloadId> = seqs.iter().filter_map(pending).collect();
         let mut reasons = self.engine.explain_all(&*self.policy, &ws, now).into_iter();
@@ -252,7 +252,7 @@ impl Scheduler {
     /// GPUs each holds and, from the attempt's last GPU telemetry sample,
     /// whether it leaves them idle (`[telemetry] idle_threshold`).
     pub(crate) fn node_view(&self, n: NodeId, now: Time) -> NodeView {
-        let st = &self.engine.state;
+        let st = self.engine.state();
         let node = st.cluster.node(n);
         let health = match st.health[n.0 as usize] {
             Health::Up => "up",
@@ -308,7 +308,7 @@ impl Scheduler {
         by: &str,
         now: Time,
     ) -> Result<Result<AccountEdits, Refusal>, StoreError> {
-        let cluster = &self.engine.state.cluster;
+        let cluster = &self.engine.state().cluster;
         let decl = |b: &AccountBook, p: &str| -> serde_json::Value {
             b.spec(p).map_or(serde_json::Value::Null, |s| serde_json::json!(crate::accounts::decl_of(s, cluster)))
         };
@@ -370,7 +370,7 @@ impl Scheduler {
             crate::accounts::views(state, now, true).into_iter().filter(|v| touched.contains(&v.path)).collect()
         };
         if dry_run {
-            let mut state = self.engine.state.clone();
+            let mut state = self.engine.state().clone();
             state.ledger.grow(book.tree().len());
             state.accounts = book.tree().clone();
             return Ok(Ok(AccountEdits { changes, applied: false, accounts: views(&state), stopped: 0 }));
@@ -397,13 +397,13 @@ impl Scheduler {
         if stop {
             stopped = self.stop_closed(&closed, by, now);
         }
-        Ok(Ok(AccountEdits { changes, applied: true, accounts: views(&self.engine.state), stopped }))
+        Ok(Ok(AccountEdits { changes, applied: true, accounts: views(self.engine.state()), stopped }))
     }
 
     /// ACC-3: cancels the pending work and stops the running work (after
     /// grace, CON-2) of the subtrees of `closed`; returns how many.
     fn stop_closed(&mut self, closed: &[String], by: &str, now: Time) -> u64 {
-        let st = &self.engine.state;
+        let st = self.engine.state();
         let roots: Vec<allot_core::AccountId> = closed.iter().filter_map(|p| st.accounts.get(p)).collect();
         let within = |w: WorkloadId| roots.iter().any(|r| st.accounts.is_within(st.spec(w).account, *r));
         let mut ws: Vec<WorkloadId> = st.pending.iter().map(|(_, w)| *w).chain(st.running.iter().copied()).collect();
@@ -437,8 +437,8 @@ impl Scheduler {
         reason: Option<String>,
         now: Time,
     ) -> Result<NodeView, Refusal> {
-        let Some(n) = self.engine.state.cluster.node_by_name(name) else {
-            let known: Vec<&str> = self.engine.state.cluster.nodes.iter().map(|n| n.name.as_str()).collect();
+        let Some(n) = self.engine.state().cluster.node_by_name(name) else {
+            let known: Vec<&str> = self.engine.state().cluster.nodes.iter().map(|n| n.name.as_str()).collect();
             let known = allot_trace::choices::list(name, &known);
             return Err(Refusal::NotFound(format!("unknown node {name:?} (nodes: {known})")));
         };

@@ -97,7 +97,7 @@ impl Scheduler {
     /// running one (it ended meanwhile) is dropped.
     pub(crate) fn on_telemetry(&mut self, key: AttemptKey, t: Time, gpus: &[GpuSample], now: Time) {
         let Some(&w) = self.by_seq.get(&key.seq) else { return };
-        let run = self.engine.state.run(w);
+        let run = self.engine.state().run(w);
         let current = i64::from(run.attempts) == key.attempt && matches!(run.phase, Phase::Running | Phase::Stopping);
         if !current || gpus.is_empty() {
             return;
@@ -143,7 +143,7 @@ impl Scheduler {
 /// utilization by source: measured where an attempt has a recent sample,
 /// declared (the submission's `util`) elsewhere.
 pub(crate) fn utilization(s: &Scheduler, now: Time) -> BTreeMap<UtilSource, f64> {
-    let st = &s.engine.state;
+    let st = s.engine.state();
     let mut groups: HashMap<ClusterAccountClass, (f64, f64)> = HashMap::new();
     let mut sums = BTreeMap::from([(UtilSource::Measured, 0.0), (UtilSource::Declared, 0.0)]);
     for &w in &st.running {

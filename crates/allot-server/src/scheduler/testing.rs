@@ -28,7 +28,7 @@ impl Executor for Unused {
 
 /// The `allot` policy's scheduler task on `engine`, `store` and `dir`.
 pub(crate) fn scheduler(engine: Engine, store: Store, dir: &std::path::Path) -> Scheduler {
-    let book = allot_core::AccountBook::seed(&engine.state.accounts);
+    let book = allot_core::AccountBook::seed(&engine.state().accounts);
     Scheduler::new(
         engine,
         allot_core::PolicyKind::parse("allot").unwrap().build(),

@@ -292,6 +292,18 @@ impl Engine {
             .collect()
     }
 
+    /// Every pending workload's reason now ([`Engine::explain_all`]), kept
+    /// as its last reason: the end of a replay, where the reasons people
+    /// would read are the ones the record keeps.
+    pub fn keep_reasons(&mut self, policy: &dyn crate::Policy, now: Time) {
+        let mut waiting: Vec<WorkloadId> = self.state.pending.iter().map(|(_, w)| *w).collect();
+        waiting.extend(self.state.parked.iter().copied());
+        let reasons = self.explain_all(policy, &waiting, now);
+        for (w, r) in waiting.into_iter().zip(reasons) {
+            self.state.runs[w.0 as usize].last_reason = Some(r);
+        }
+    }
+
     /// [`Engine::explain_all`] of one workload.
     pub fn explain(&self, policy: &dyn crate::Policy, w: WorkloadId, now: Time) -> Reason {
         self.explain_all(policy, &[w], now).pop().expect("one reason")
