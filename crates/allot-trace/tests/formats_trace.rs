@@ -73,6 +73,7 @@ fn defaults_expected(cfg: &Config, id: &str, submit: u64, account: &str, gpus: u
         after: Vec::new(),
         array: None,
         hold: false,
+        billing: None,
     }
 }
 
