@@ -16,6 +16,11 @@
 //! FS-2, which ranks the users of a project by it, and the same period usage
 //! (same calendar, BUD-4; same carry-over, BUD-5) for the members' own
 //! budgets (BUD-6).
+//!
+//! A second decayed usage, `priority_decayed_ngs`, is the `slurm` policy's
+//! (SLURM-2): it accrues at `priority_rate`, the billing of the workloads
+//! held (a workload's `billing` per second when it has one, else its
+//! normalised GPUs), decayed by `priority_half_life`. Nothing else reads it.
 
 use crate::Time;
 use crate::account::{AccountId, AccountTree};
@@ -35,8 +40,10 @@ pub struct Usage {
     /// Normalised GPU-seconds used in the period before the one containing `last`.
     pub prev_period_ngs: f64,
     pub decayed_ngs: f64,
-    /// The same decayed by [`Ledger::priority_half_life`] (SLURM-2).
+    /// Billed usage decayed by [`Ledger::priority_half_life`] (SLURM-2).
     pub priority_decayed_ngs: f64,
+    /// Billing held now: what `priority_decayed_ngs` accrues per second.
+    pub priority_rate: f64,
     pub last: Time,
 }
 
@@ -49,8 +56,10 @@ pub struct MemberUsage {
     /// Normalised GPUs held now.
     pub alloc_ngpus: f64,
     pub decayed_ngs: f64,
-    /// The same decayed by [`Ledger::priority_half_life`] (SLURM-2).
+    /// Billed usage decayed by [`Ledger::priority_half_life`] (SLURM-2).
     pub priority_decayed_ngs: f64,
+    /// Billing held now: what `priority_decayed_ngs` accrues per second.
+    pub priority_rate: f64,
     /// Normalised GPU-seconds in the current budget period (BUD-4).
     pub period_ngs: f64,
     /// The same in the period before the one containing `last` (BUD-5).
@@ -198,12 +207,18 @@ impl Ledger {
     pub fn member_priority_decayed_ngs_at(&self, m: usize, now: Time) -> f64 {
         self.members
             .get(m)
-            .map_or(0.0, |u| decay(u.priority_decayed_ngs, u.alloc_ngpus, u.last, now, self.priority_half_life))
+            .map_or(0.0, |u| decay(u.priority_decayed_ngs, u.priority_rate, u.last, now, self.priority_half_life))
     }
 
     /// Changes the allocation of member `m` by `gpus` raw GPUs of weight
-    /// `weight` (negative to release).
+    /// `weight` (negative to release), billed by its normalised GPUs.
     pub fn change_member(&mut self, m: usize, now: Time, gpus: i64, weight: f64) {
+        self.change_member_billed(m, now, gpus, weight, gpus as f64 * weight);
+    }
+
+    /// [`Ledger::change_member`] with the billing held changed by `billing`
+    /// (SLURM-2; negative to release).
+    pub fn change_member_billed(&mut self, m: usize, now: Time, gpus: i64, weight: f64, billing: f64) {
         if self.members.len() <= m {
             self.members.resize(m + 1, MemberUsage::default());
         }
@@ -220,8 +235,9 @@ impl Ledger {
         u.last = u.last.max(now);
         u.alloc_gpus = u.alloc_gpus.checked_add_signed(gpus).expect("member allocation went negative");
         u.alloc_ngpus += gpus as f64 * weight;
+        u.priority_rate += billing;
         if u.alloc_gpus == 0 {
-            u.alloc_ngpus = 0.0;
+            (u.alloc_ngpus, u.priority_rate) = (0.0, 0.0);
         }
     }
 
@@ -388,19 +404,27 @@ impl Ledger {
     /// `at(a, now).priority_decayed_ngs`, without the rest (SLURM-2).
     pub fn priority_decayed_ngs_at(&self, a: AccountId, now: Time) -> f64 {
         let u = &self.usage[a.0 as usize];
-        decay(u.priority_decayed_ngs, u.alloc_ngpus, u.last, now, self.priority_half_life)
+        decay(u.priority_decayed_ngs, u.priority_rate, u.last, now, self.priority_half_life)
     }
 
     /// Changes the allocation of `a` and its ancestors by `gpus` raw GPUs of
-    /// normalisation weight `weight` (negative to release).
+    /// normalisation weight `weight` (negative to release), billed by its
+    /// normalised GPUs.
     pub fn change(&mut self, tree: &AccountTree, a: AccountId, now: Time, gpus: i64, weight: f64) {
+        self.change_billed(tree, a, now, gpus, weight, gpus as f64 * weight);
+    }
+
+    /// [`Ledger::change`] with the billing held changed by `billing`
+    /// (SLURM-2; negative to release).
+    pub fn change_billed(&mut self, tree: &AccountTree, a: AccountId, now: Time, gpus: i64, weight: f64, billing: f64) {
         self.origin.get_or_insert(now);
         for x in tree.ancestry(a) {
             let mut v = self.at(x, now);
             v.alloc_gpus = v.alloc_gpus.checked_add_signed(gpus).expect("ledger allocation went negative");
             v.alloc_ngpus += gpus as f64 * weight;
+            v.priority_rate += billing;
             if v.alloc_gpus == 0 {
-                v.alloc_ngpus = 0.0; // no float residue when nothing is held
+                (v.alloc_ngpus, v.priority_rate) = (0.0, 0.0); // no float residue when nothing is held
             }
             self.usage[x.0 as usize] = v;
         }

@@ -516,6 +516,7 @@ mod tests {
             after: Vec::new(),
             array: None,
             hold: false,
+            billing: None,
         };
         let a = find(&cluster, &free, &spec, &|_| true)?;
         Some(a.parts.iter().map(|(n, m)| (n.0, m.count_ones())).collect())

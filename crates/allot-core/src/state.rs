@@ -373,8 +373,19 @@ impl State {
         let gpus = i64::from(alloc.gpus());
         let weight = self.weight_of(&alloc);
         self.occupy(w, alloc, now, reason);
-        self.ledger.change(&self.accounts, self.specs[i].account, now, gpus, weight);
-        self.ledger.change_member(self.member_of[i].0 as usize, now, gpus, weight);
+        let billing = self.billing_of(i, gpus, weight);
+        self.ledger.change_billed(&self.accounts, self.specs[i].account, now, gpus, weight, billing);
+        self.ledger.change_member_billed(self.member_of[i].0 as usize, now, gpus, weight, billing);
+    }
+
+    /// SLURM-2: what workload `i` holding `gpus` GPUs of weight `weight`
+    /// is billed per second: its `billing` when it has one, else its
+    /// normalised GPUs (negative `gpus`: the release of as much).
+    fn billing_of(&self, i: usize, gpus: i64, weight: f64) -> f64 {
+        match self.specs[i].billing {
+            Some(b) => (b as f64).copysign(gpus as f64),
+            None => gpus as f64 * weight,
+        }
     }
 
     /// K8S-10: a pending workload whose attempt has run on `alloc` since
@@ -470,8 +481,9 @@ impl State {
         }
         let gpus = alloc.gpus();
         let weight = self.weight_of(&alloc);
-        self.ledger.change(&self.accounts, self.specs[i].account, now, -i64::from(gpus), weight);
-        self.ledger.change_member(self.member_of[i].0 as usize, now, -i64::from(gpus), weight);
+        let billing = self.billing_of(i, -i64::from(gpus), weight);
+        self.ledger.change_billed(&self.accounts, self.specs[i].account, now, -i64::from(gpus), weight, billing);
+        self.ledger.change_member_billed(self.member_of[i].0 as usize, now, -i64::from(gpus), weight, billing);
         self.running.remove(&w);
         let at = self.holding_at(w).expect("a released workload was holding");
         self.holding.remove(at);

@@ -119,6 +119,10 @@ pub struct WorkloadSpec {
     pub array: Option<ArrayPart>,
     /// HOLD-1: submitted on hold; it waits until released.
     pub hold: bool,
+    /// SLURM-2: what it is billed per second it runs (Slurm's `billing`
+    /// TRES), which only the `slurm` policy's Fair Tree usage counts;
+    /// `None`: its normalised GPUs.
+    pub billing: Option<u64>,
 }
 
 impl WorkloadSpec {

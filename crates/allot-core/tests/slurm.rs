@@ -162,6 +162,33 @@ fn fair_tree_ranks_the_documented_example() {
 }
 
 #[test]
+fn fair_tree_charges_billing_when_given() {
+    // teama: 4 GPUs for 1 h; teamb: 1 GPU for 2 h; each job billed 1 (one
+    // CPU, no TRESBillingWeights) or not billed (its normalised GPUs).
+    for (billed, first) in [(true, "teama"), (false, "teamb")] {
+        let mut state = StateBuilder::new().pool("p", "H100", 2, 4).account("teama").account("teamb").build();
+        let wl = |name: &str, team: &str, gpus: u32| {
+            let w = Wl::new(name).account(team).user(team).gpus(gpus);
+            if billed { w.billing(1) } else { w }
+        };
+        let a = run(&mut state, wl("a", "teama", 4), 0);
+        let b = run(&mut state, wl("b", "teamb", 1), 0);
+        state.finish(a, 3600, Reason::new(Rule::SlurmMain, "test"));
+        state.finish(b, 7200, Reason::new(Rule::SlurmMain, "test"));
+        let t = FairTree::compute(&state, 7200);
+        let (ta, tb) = (state.accounts.get("teama").unwrap(), state.accounts.get("teamb").unwrap());
+        let (fa, fb) = (t.factor(ta, "teama"), t.factor(tb, "teamb"));
+        let want = if first == "teama" { (1.0, 0.5) } else { (0.5, 1.0) };
+        assert_eq!((fa, fb), want, "billed {billed}");
+        // Allot's own usage (FS-*, budgets) is GPU-time either way.
+        assert!(state.ledger.decayed_ngs_at(ta, 7200) > state.ledger.decayed_ngs_at(tb, 7200), "billed {billed}");
+        assert_eq!(state.ledger.at(ta, 7200).charged_gpu_s, 4 * 3600);
+        // Nothing held: nothing accrues.
+        assert_eq!(state.ledger.at(ta, 7200).priority_rate, 0.0);
+    }
+}
+
+#[test]
 fn fair_tree_ties() {
     struct Case {
         name: &'static str,

@@ -346,6 +346,7 @@ fn core_pass(n: usize) {
             after: Vec::new(),
             array: None,
             hold: false,
+            billing: None,
         };
         state.submit(spec);
     }

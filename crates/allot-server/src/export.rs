@@ -290,6 +290,7 @@ fn row(w: &WorkloadRow, work_s: u64, t0: i64) -> TraceRow {
         array: w.conditions.array_id.map(|a| a.to_string()).unwrap_or_default(),
         array_index: w.conditions.array_index.map(|i| i.max(0) as u32),
         array_limit: w.conditions.array_limit.map(|l| l.max(1) as u32),
+        billing: None,
     }
 }
 

@@ -452,6 +452,7 @@ fn spec_of(state: &State, row: &WorkloadRow) -> Result<WorkloadSpec, String> {
         clusters: row.clusters.as_deref(),
         time_limit_s: row.time_limit_s.map(uint),
         checkpoint_on_signal: row.checkpoint_on_signal,
+        billing: None,
     };
     Validator::for_state(state)
         .check(&raw)

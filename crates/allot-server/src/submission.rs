@@ -304,6 +304,7 @@ impl Catalog {
             clusters: clusters.as_deref(),
             time_limit_s: req.time_limit_s,
             checkpoint_on_signal: req.checkpoint_on_signal.unwrap_or(false),
+            billing: None,
         };
         let template = self.template();
         let spec = Validator::for_state(&template)

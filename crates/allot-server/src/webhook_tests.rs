@@ -171,6 +171,7 @@ async fn a_hanging_receiver_does_not_hold_the_scheduler() {
         after: Vec::new(),
         array: None,
         hold: false,
+        billing: None,
     };
     let row = |submit_t| crate::store::NewWorkload {
         run_as: None,

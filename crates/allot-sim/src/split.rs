@@ -252,6 +252,7 @@ mod tests {
             after: Vec::new(),
             array: None,
             hold: false,
+            billing: None,
         }
     }
 

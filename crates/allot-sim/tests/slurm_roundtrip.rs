@@ -230,9 +230,38 @@ fn the_model_starts_the_real_slurms_jobs_in_its_order_and_time() {
     assert!(p50 <= tol, "first period: median |wait difference| {p50} s > {tol} s");
     assert!(within * 2 >= first.len(), "first period: {within} of {} jobs within {tol} s", first.len());
     assert!(inv * 10 <= pairs, "first period: {inv} of {pairs} pairs inverted");
-    // Over the whole run Fair Tree ranks by usage; see docs/baselines.md
-    // for why the model's GPU-seconds and this Slurm's billing (one CPU
-    // per job) diverge: the order must still agree on most pairs.
+    // Over the whole run Fair Tree ranks by usage, charged as Slurm
+    // charges it: the billing TRES the import reads (one CPU per job
+    // here). The bound holds with a margin (docs/baselines.md: 88 of 727
+    // pairs, p50 8 s after the first period) and fails when the fair-share
+    // and age weights are swapped (106 of 727, p50 15 s): the fair-share
+    // ranking is what the model must get right.
+    let swapped = replay(|p| std::mem::swap(&mut p.weight_fairshare, &mut p.weight_age));
+    let later = |rows: &[Row]| -> Vec<Row> { rows.iter().filter(|r| r.real >= calc).cloned().collect() };
+    let (l_inv, l_pairs, l_p50, l_p95, l_max, l_within) = agreement(&later(&rows), tol);
+    eprintln!(
+        "after the first period: {} jobs, {l_inv} of {l_pairs} ordered pairs inverted, |wait difference| p50 \
+         {l_p50} s, p95 {l_p95} s, max {l_max} s, {l_within} within {tol} s",
+        later(&rows).len()
+    );
+    let (inv, pairs, p50, p95, max, within) = agreement(&swapped, tol);
+    let (l_inv, l_pairs, l_p50, ..) = agreement(&later(&swapped), tol);
+    eprintln!(
+        "fair-share and age weights swapped, whole run: {inv} of {pairs} ordered pairs inverted, |wait difference| \
+         p50 {p50} s, p95 {p95} s, max {max} s, {within} within {tol} s; after the first period {l_inv} of \
+         {l_pairs}, p50 {l_p50} s"
+    );
+    // (whole-run order within 2 inversions in 15 pairs, median wait after the first period within 4 × tol)
+    let fair_share_decides = |rows: &[Row]| {
+        let (inv, pairs, ..) = agreement(rows, tol);
+        let (_, _, p50, ..) = agreement(&later(rows), tol);
+        (inv * 15 <= pairs * 2, p50 <= 4 * tol)
+    };
     let (inv, pairs, ..) = agreement(&rows, tol);
-    assert!(inv * 4 <= pairs, "whole run: {inv} of {pairs} pairs inverted");
+    let (_, _, p50, ..) = agreement(&later(&rows), tol);
+    let (order_ok, wait_ok) = fair_share_decides(&rows);
+    assert!(order_ok, "whole run: {inv} of {pairs} pairs inverted (at most 2 in 15)");
+    assert!(wait_ok, "after the first period: median |wait difference| {p50} s > {} s", 4 * tol);
+    // The bound can fail: with the weights swapped it does, on both counts.
+    assert_eq!(fair_share_decides(&swapped), (false, false), "the bound does not tell the weights apart");
 }

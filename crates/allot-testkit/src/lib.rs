@@ -158,6 +158,7 @@ pub struct Wl {
     after: Vec<allot_core::Dependency>,
     array: Option<allot_core::ArrayPart>,
     hold: bool,
+    billing: Option<u64>,
 }
 
 impl Wl {
@@ -182,7 +183,14 @@ impl Wl {
             after: Vec::new(),
             array: None,
             hold: false,
+            billing: None,
         }
+    }
+
+    /// SLURM-2: billed `b` per second it runs (Slurm's `billing` TRES).
+    pub fn billing(mut self, b: u64) -> Self {
+        self.billing = Some(b);
+        self
     }
 
     /// HOLD-1: submitted on hold.
@@ -301,6 +309,7 @@ impl Wl {
             after: self.after.clone(),
             array: self.array,
             hold: self.hold,
+            billing: self.billing,
         }
     }
 }

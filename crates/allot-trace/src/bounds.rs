@@ -34,6 +34,9 @@ pub const CHECKPOINT_S: IntBound = IntBound { min: 0, max: MAX_DURATION_S };
 pub const SUBMIT_S: IntBound = IntBound { min: 0, max: 10 * MAX_DURATION_S };
 /// GPUs of one workload (the cluster's largest pool bounds it further).
 pub const GPUS: IntBound = IntBound { min: 1, max: 1 << 20 };
+/// A workload's billing per second it runs (Slurm's `billing` TRES,
+/// SLURM-2); 0 = charges the `slurm` policy's fair share nothing.
+pub const BILLING: IntBound = IntBound { min: 0, max: 1 << 40 };
 /// Nodes of one workload; 0 = any packing.
 pub const NODES: IntBound = IntBound { min: 0, max: POOL_NODES.max };
 /// Nodes of one pool (and its rack size).

@@ -13,7 +13,9 @@
 //! arrays), `array`, `array_index`, `array_limit` (none: ARR-1, the row
 //! is element `array_index` of the array named `array`, of which at most
 //! `array_limit` run at once; every element of an array is a row of its
-//! own and gives the same limit). Every bad value is an
+//! own and gives the same limit), `billing` (not given: SLURM-2, what the
+//! `slurm` policy's Fair Tree charges per second it runs, Slurm's `billing`
+//! TRES; without it, its normalised GPUs). Every bad value is an
 //! error naming the file, the line and the field; nothing is guessed.
 //!
 //! Rows made in memory (the generator's [`TraceRow`]s) go through the same
@@ -58,9 +60,10 @@ enum Col {
     Array,
     ArrayIndex,
     ArrayLimit,
+    Billing,
 }
 
-const NCOLS: usize = 20;
+const NCOLS: usize = 21;
 
 /// Column names, indexed by `Col as usize`.
 pub(crate) const COLUMNS: [&str; NCOLS] = [
@@ -84,6 +87,7 @@ pub(crate) const COLUMNS: [&str; NCOLS] = [
     "array",
     "array_index",
     "array_limit",
+    "billing",
 ];
 
 const REQUIRED: [Col; 5] = [Col::Id, Col::SubmitS, Col::Account, Col::Gpus, Col::WorkS];
@@ -168,6 +172,7 @@ pub fn check_trace_rows(rows: &[TraceRow], file: &str, cfg: &Config) -> Result<V
             clusters: text(&r.clusters),
             time_limit_s: r.time_limit_s,
             checkpoint_on_signal: r.checkpoint_on_signal,
+            billing: r.billing,
         };
         let mut spec = ctx.checked(&raw, line)?;
         let index = r.array_index.map(|i| i.to_string());
@@ -392,6 +397,7 @@ impl<'a> TraceCtx<'a> {
             time_limit_s: get(Col::TimeLimitS).map(|v| uint(Col::TimeLimitS, v)).transpose()?,
             checkpoint_on_signal: get(Col::CheckpointOnSignal)
                 .map_or(Ok(false), |v| self.boolean(line, Col::CheckpointOnSignal, v))?,
+            billing: get(Col::Billing).map(|v| uint(Col::Billing, v)).transpose()?,
         };
         let mut spec = self.checked(&raw, line)?;
         let cond = [get(Col::After), get(Col::Array), get(Col::ArrayIndex), get(Col::ArrayLimit)];

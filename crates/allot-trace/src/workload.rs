@@ -56,6 +56,9 @@ pub struct RawWorkload<'a> {
     pub time_limit_s: Option<u64>,
     /// CON-8: it saves its progress when signalled (default false).
     pub checkpoint_on_signal: bool,
+    /// SLURM-2: its billing per second (Slurm's `billing` TRES); `None`:
+    /// not given (the `slurm` policy bills its normalised GPUs).
+    pub billing: Option<u64>,
 }
 
 /// A field of a workload, named as in traces (the API renames some).
@@ -72,10 +75,11 @@ pub enum Field {
     Util,
     Priority,
     TimeLimitS,
+    Billing,
 }
 
 impl Field {
-    pub const ALL: [Field; 11] = [
+    pub const ALL: [Field; 12] = [
         Field::Account,
         Field::Class,
         Field::Gpus,
@@ -87,6 +91,7 @@ impl Field {
         Field::Util,
         Field::Priority,
         Field::TimeLimitS,
+        Field::Billing,
     ];
 
     /// The trace column (and JSON Lines key) of the field.
@@ -103,6 +108,7 @@ impl Field {
             Field::Util => "util",
             Field::Priority => "priority",
             Field::TimeLimitS => "time_limit_s",
+            Field::Billing => "billing",
         }
     }
 }
@@ -226,6 +232,7 @@ impl<'a> Validator<'a> {
         let util = bounds::UTIL.check(raw.util).map_err(|e| FieldError::new(Field::Util, e))?;
         let priority = raw.priority.map_or(Ok(Priority::Normal), parse_priority)?;
         let time_limit_s = self.time_limit(class, raw.time_limit_s)?;
+        let billing = raw.billing.map(|b| bounded(Field::Billing, b, bounds::BILLING)).transpose()?;
         if !self.cluster.fits_anywhere(gpus, nodes, gpu_type, clusters) {
             let why = too_large(self.cluster, gpus, nodes, gpu_type, clusters);
             return Err(FieldError::new(Field::Gpus, FieldErrorKind::TooLarge(why)));
@@ -250,6 +257,7 @@ impl<'a> Validator<'a> {
             after: Vec::new(),
             array: None,
             hold: false,
+            billing,
         })
     }
 
@@ -363,6 +371,7 @@ mod tests {
             preemptible: false,
             time_limit_s: None,
             checkpoint_on_signal: false,
+            billing: None,
         }
     }
 
@@ -395,6 +404,8 @@ mod tests {
             ("checkpoint", RawWorkload { checkpoint_s: 1 << 63, ..raw() }, Some((Field::CheckpointS, "at most"))),
             ("util nan", RawWorkload { util: f64::NAN, ..raw() }, Some((Field::Util, "between 0 and 1, got NaN"))),
             ("priority", RawWorkload { priority: Some("max"), ..raw() }, Some((Field::Priority, "unknown priority"))),
+            ("billing zero", RawWorkload { billing: Some(0), ..raw() }, None),
+            ("billing", RawWorkload { billing: Some(1 << 41), ..raw() }, Some((Field::Billing, "at most"))),
             (
                 "too large",
                 RawWorkload { gpus: 12, ..raw() },

@@ -70,6 +70,9 @@ pub struct TraceRow {
     pub array: String,
     pub array_index: Option<u32>,
     pub array_limit: Option<u32>,
+    /// SLURM-2: billing per second it runs (Slurm's `billing` TRES);
+    /// `None`: not given.
+    pub billing: Option<u64>,
 }
 
 impl TraceRow {
@@ -94,7 +97,8 @@ pub fn format_util(util: f64) -> String {
 /// only when some row has a limit (CON-6), `checkpoint_on_signal` only
 /// when some row checkpoints on the signal (CON-8), `after` only when some
 /// row has dependencies (DEP-1), `array`, `array_index` and `array_limit`
-/// only when some row is an array's element (ARR-1).
+/// only when some row is an array's element (ARR-1), `billing` only when
+/// some row has one (SLURM-2; empty for a row without).
 pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
     let mut out = csv::WriterBuilder::new().has_headers(false).from_writer(w);
     let clusters = rows.iter().any(|r| !r.clusters.is_empty());
@@ -102,6 +106,7 @@ pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
     let on_signal = rows.iter().any(|r| r.checkpoint_on_signal);
     let after = rows.iter().any(|r| !r.after.is_empty());
     let arrays = rows.iter().any(|r| !r.array.is_empty());
+    let billing = rows.iter().any(|r| r.billing.is_some());
     let mut header: Vec<&str> = TRACE_HEADER.to_vec();
     if clusters {
         header.push("clusters");
@@ -117,6 +122,9 @@ pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
     }
     if arrays {
         header.extend(["array", "array_index", "array_limit"]);
+    }
+    if billing {
+        header.push("billing");
     }
     out.write_record(&header).map_err(io::Error::other)?;
     let mut nums: [String; 6] = Default::default();
@@ -146,6 +154,7 @@ pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
         let signal = if r.checkpoint_on_signal { "true" } else { "false" };
         let index = r.array_index.map(|l| l.to_string()).unwrap_or_default();
         let alimit = r.array_limit.map(|l| l.to_string()).unwrap_or_default();
+        let billed = r.billing.map(|b| b.to_string()).unwrap_or_default();
         let extra = [
             clusters.then_some(r.clusters.as_str()),
             limits.then_some(limit.as_str()),
@@ -154,6 +163,7 @@ pub fn write_trace_csv<W: Write>(w: W, rows: &[TraceRow]) -> io::Result<()> {
             arrays.then_some(r.array.as_str()),
             arrays.then_some(index.as_str()),
             arrays.then_some(alimit.as_str()),
+            billing.then_some(billed.as_str()),
         ];
         out.write_record(rec.iter().copied().chain(extra.into_iter().flatten())).map_err(io::Error::other)?;
     }
@@ -518,7 +528,22 @@ mod tests {
             array: String::new(),
             array_index: None,
             array_limit: None,
+            billing: None,
         }
+    }
+
+    #[test]
+    fn billing_is_written_only_when_some_row_has_it() {
+        let mut out = Vec::new();
+        let billed = TraceRow { id: "b".into(), billing: Some(3), ..row() };
+        write_trace_csv(&mut out, &[row(), billed]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "id,submit_s,account,user,class,gpus,nodes,gpu_type,work_s,checkpoint_s,util,priority,preemptible,billing\n\
+             \"a,1\",5,org/t/jobs,u,batch,16,2,,60,0,0.457,high,true,\n\
+             b,5,org/t/jobs,u,batch,16,2,,60,0,0.457,high,true,3\n"
+        );
     }
 
     #[test]

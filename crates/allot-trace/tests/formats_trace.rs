@@ -73,6 +73,7 @@ fn defaults_expected(cfg: &Config, id: &str, submit: u64, account: &str, gpus: u
         after: Vec::new(),
         array: None,
         hold: false,
+        billing: None,
     }
 }
 
@@ -265,6 +266,33 @@ fn time_limits_come_from_the_column_or_the_class_default_and_are_held_to_the_max
     ];
     for (name, cell, want) in cases {
         let text = format!("id,submit_s,account,gpus,work_s,time_limit_s\na,0,org/a/p1,1,60,{cell}\n");
+        let err = parse_trace_csv(text.as_bytes(), "t.csv", &cfg).unwrap_err().to_string();
+        assert!(err.contains(want), "case {name}: {err}");
+    }
+}
+
+#[test]
+fn billing_is_optional_and_checked() {
+    let cfg = config();
+    // SLURM-2: absent column or empty cell is "not given"; 0 is a billing.
+    let text = "id,submit_s,account,gpus,work_s,billing\n\
+                a,0,org/a/p1,1,60,8\n\
+                b,0,org/a/p1,1,60,\n\
+                c,0,org/a/p1,1,60,0\n";
+    let specs = parse_trace_csv(text.as_bytes(), "t.csv", &cfg).unwrap();
+    let billing: Vec<Option<u64>> = specs.iter().map(|w| w.billing).collect();
+    assert_eq!(billing, [Some(8), None, Some(0)]);
+    let old = parse_trace_csv("id,submit_s,account,gpus,work_s\na,0,org/a/p1,1,60\n".as_bytes(), "o.csv", &cfg);
+    assert_eq!(old.unwrap()[0].billing, None, "a trace without the column");
+    let jsonl = "{\"id\":\"a\",\"submit_s\":0,\"account\":\"org/a/p1\",\"gpus\":1,\"work_s\":60,\"billing\":3}\n";
+    assert_eq!(parse_trace_jsonl(jsonl.as_bytes(), "t.jsonl", &cfg).unwrap()[0].billing, Some(3));
+    let cases = [
+        ("fraction", "1.5", "t.csv:2: field `billing`: expected a non-negative integer, got \"1.5\""),
+        ("negative", "-1", "t.csv:2: field `billing`: expected a non-negative integer"),
+        ("too large", "2199023255553", "t.csv:2: field `billing`: must be at most 1099511627776"),
+    ];
+    for (name, cell, want) in cases {
+        let text = format!("id,submit_s,account,gpus,work_s,billing\na,0,org/a/p1,1,60,{cell}\n");
         let err = parse_trace_csv(text.as_bytes(), "t.csv", &cfg).unwrap_err().to_string();
         assert!(err.contains(want), "case {name}: {err}");
     }

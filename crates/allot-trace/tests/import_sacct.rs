@@ -14,29 +14,30 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 const HEADER: &str = "id,submit_s,account,user,class,gpus,nodes,gpu_type,work_s,checkpoint_s,util,priority,preemptible,\
-                      time_limit_s,array,array_index,array_limit\n";
+                      time_limit_s,array,array_index,array_limit,billing\n";
 
 #[test]
 fn epoch_pull_every_state_and_pitfall() {
     let got = import(Format::Sacct, &fixture("epoch.txt"), &ImportOptions::default()).unwrap();
     let want = String::from(HEADER)
+        // The last column is AllocTRES's billing=8 (8 CPUs) of every job.
         // Typed TRES: h100 is dropped, since the written pools (from demand) are of model GPU.
-        + "100,0,slurm/physics/jobs,alice,batch,2,1,,3600,3600,0.5,normal,false,7200,,,\n"
+        + "100,0,slurm/physics/jobs,alice,batch,2,1,,3600,3600,0.5,normal,false,7200,,,,8\n"
         // CANCELLED by 1002 after 600 s: it ran 600 s.
-        + "104,40,slurm/physics/jobs,bob,batch,1,1,,600,3600,0.5,normal,false,3600,,,\n"
+        + "104,40,slurm/physics/jobs,bob,batch,1,1,,600,3600,0.5,normal,false,3600,,,,8\n"
         // TIMEOUT: work is the limit hit (or the elapsed time past it).
-        + "105,50,slurm/bio/jobs,carol,batch,8,1,,3605,3600,0.5,normal,false,3600,,,\n"
+        + "105,50,slurm/bio/jobs,carol,batch,8,1,,3605,3600,0.5,normal,false,3600,,,,8\n"
         // Requeued: submitted at the first record, work of the final attempt.
-        + "106,200,slurm/bio/jobs,carol,batch,8,1,,2000,3600,0.5,normal,false,7200,,,\n"
+        + "106,200,slurm/bio/jobs,carol,batch,8,1,,2000,3600,0.5,normal,false,7200,,,,8\n"
         // Preempted, then completed.
-        + "107,250,slurm/chem/jobs,dave,batch,4,1,,1000,3600,0.5,normal,false,7200,,,\n"
-        + "110_1,300,slurm/physics/jobs,alice,batch,1,1,,600,3600,0.5,normal,false,1800,110,1,\n"
-        + "110_2,300,slurm/physics/jobs,alice,batch,1,1,,60,3600,0.5,normal,false,1800,110,2,\n"
+        + "107,250,slurm/chem/jobs,dave,batch,4,1,,1000,3600,0.5,normal,false,7200,,,,8\n"
+        + "110_1,300,slurm/physics/jobs,alice,batch,1,1,,600,3600,0.5,normal,false,1800,110,1,,8\n"
+        + "110_2,300,slurm/physics/jobs,alice,batch,1,1,,60,3600,0.5,normal,false,1800,110,2,,8\n"
         // NODE_FAIL: the time it held its nodes; Partition_Limit: no limit.
-        + "120,400,slurm/chem/jobs,dave,batch,16,2,,500,3600,0.5,normal,false,,,,\n"
-        + "121,420,slurm/chem/jobs,dave,batch,2,1,,50,3600,0.5,normal,false,,,,\n"
+        + "120,400,slurm/chem/jobs,dave,batch,16,2,,500,3600,0.5,normal,false,,,,,8\n"
+        + "121,420,slurm/chem/jobs,dave,batch,2,1,,50,3600,0.5,normal,false,,,,,8\n"
         // Submitted at Eligible (a dependency held it 490 s after Submit).
-        + "140,500,slurm/physics/jobs,alice,batch,2,1,,100,3600,0.5,normal,false,,,,\n";
+        + "140,500,slurm/physics/jobs,alice,batch,2,1,,100,3600,0.5,normal,false,,,,,8\n";
     assert_eq!(trace_text(&got.rows), want);
     let s = &got.summary;
     assert_eq!((s.rows_read, s.imported, s.skipped_total()), (23, 10, 11));
@@ -77,9 +78,11 @@ fn iso_local_times_in_a_zone_with_columns_in_another_order() {
     let mut opts = ImportOptions { time_zone: Some("America/Denver".into()), ..Default::default() };
     let got = import(Format::Sacct, &fixture("iso_denver.txt"), &opts).unwrap();
     // Eligible=None (201): submitted at Submit; UNLIMITED: no limit.
-    let want = "id,submit_s,account,user,class,gpus,nodes,gpu_type,work_s,checkpoint_s,util,priority,preemptible,time_limit_s\n\
-                200,0,slurm/physics/jobs,alice,batch,1,1,,3600,3600,0.5,normal,false,5400\n\
-                201,1800,slurm/physics/jobs,bob,batch,4,1,,600,3600,0.5,normal,false,\n";
+    // Billing: AllocTRES's billing=4.
+    let want = "id,submit_s,account,user,class,gpus,nodes,gpu_type,work_s,checkpoint_s,util,priority,preemptible,\
+                time_limit_s,billing\n\
+                200,0,slurm/physics/jobs,alice,batch,1,1,,3600,3600,0.5,normal,false,5400,4\n\
+                201,1800,slurm/physics/jobs,bob,batch,4,1,,600,3600,0.5,normal,false,,4\n";
     assert_eq!(trace_text(&got.rows), want);
     assert_eq!(got.summary.skips(SkipReason::NeverStarted), 1, "202 failed before it started (Start=Unknown)");
     assert!(got.summary.notes.iter().any(|n| n == "times without an offset read in America/Denver"));
@@ -87,6 +90,29 @@ fn iso_local_times_in_a_zone_with_columns_in_another_order() {
     let err = import(Format::Sacct, &fixture("iso_denver.txt"), &opts).unwrap_err();
     assert!(matches!(err, ImportError::BadOption(_)), "{err}");
     assert!(err.to_string().contains("Mars/Olympus"), "{err}");
+}
+
+#[test]
+fn billing_reaches_the_trace_and_a_bad_one_is_a_counted_skip() {
+    // epoch.txt bills 8 CPUs for job 100: the trace's billing column says so.
+    let got = import(Format::Sacct, &fixture("epoch.txt"), &ImportOptions::default()).unwrap();
+    let billing = |rows: &[allot_trace::write::TraceRow], id: &str| rows.iter().find(|r| r.id == id).unwrap().billing;
+    assert_eq!(billing(&got.rows, "100"), Some(8));
+    // A billing that is not a whole number: that record is skipped and counted, the rest imported.
+    let text = std::fs::read_to_string(fixture("epoch.txt")).unwrap();
+    let first = text.lines().nth(1).unwrap();
+    assert!(first.starts_with("100|100|") && first.matches("billing=8,").count() == 2, "{first}");
+    let bad = text.replacen(first, &first.replace("billing=8,", "billing=8.5,"), 1);
+    let dir = std::env::temp_dir().join(format!("allot-sacct-billing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("epoch.txt");
+    std::fs::write(&path, bad).unwrap();
+    let again = import(Format::Sacct, &path, &ImportOptions::default()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(again.summary.skips(SkipReason::BadBilling), 1);
+    assert_eq!(again.summary.imported, got.summary.imported - 1);
+    assert!(again.rows.iter().all(|r| r.id != "100"));
+    assert!(again.summary.to_string().contains("unparsable billing TRES"), "{}", again.summary);
 }
 
 #[test]

@@ -100,6 +100,16 @@ fn the_real_qos_table_labels_every_job_and_gives_the_qos_factor() {
     let one_gpu = got.rows.iter().filter(|r| r.gpus == 1).count();
     let note = format!("{} of 47 jobs were billed other than by their GPUs", 47 - one_gpu);
     assert!(s.contains(&note), "{note}: {s}");
+    // The trace carries the billing (SLURM-2): one CPU per node Slurm
+    // allocated (NNodes; job 26 was repacked onto one node by the import).
+    let nnodes: BTreeMap<&str, u64> = text
+        .lines()
+        .skip(1)
+        .map(|l| (l.split('|').nth(1).unwrap(), l.split('|').nth(22).unwrap().parse().unwrap()))
+        .collect();
+    for r in &got.rows {
+        assert_eq!(r.billing, Some(nnodes[r.id.as_str()]), "{}", r.id);
+    }
     // A QOS the table does not list keeps the default label, counted.
     let dir = std::env::temp_dir().join(format!("allot-real-qos-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -63,5 +63,6 @@ pub(crate) fn batch(id: &str, account: AccountId, gpus: u32, nodes: u32, now: Ti
         after: Vec::new(),
         array: None,
         hold: false,
+        billing: None,
     }
 }

@@ -383,6 +383,7 @@ impl Gen<'_> {
             array: String::new(),
             array_index: None,
             array_limit: None,
+            billing: None,
         });
     }
 

@@ -348,6 +348,7 @@ fn build_rows(
             array: r.array.as_ref().map(|a| a.0.clone()).unwrap_or_default(),
             array_index: r.array.as_ref().map(|a| a.1),
             array_limit: None,
+            billing: r.billing,
         });
     }
     (rows, teams)

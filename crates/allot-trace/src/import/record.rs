@@ -44,6 +44,8 @@ pub(crate) struct Record {
     pub array: Option<(String, u32)>,
     /// sacct: the job's QOS (`--slurm-qos` maps it to a priority label).
     pub qos: Option<String>,
+    /// sacct: the `billing=` TRES of its allocation (SLURM-2).
+    pub billing: Option<u64>,
 }
 
 impl Record {
@@ -74,6 +76,7 @@ impl Record {
             time_limit_s: None,
             array: None,
             qos: None,
+            billing: None,
         }
     }
 }

@@ -224,9 +224,25 @@ pub(crate) fn tres_gpus(s: &str) -> Result<TresGpus, SkipReason> {
     Ok(TresGpus { count, gpu_type, mixed })
 }
 
-/// The `billing=N` of a TRES list.
-fn billing(s: &str) -> Option<u64> {
-    s.split(',').find_map(|i| i.trim().strip_prefix("billing=")).and_then(|v| v.parse().ok())
+/// The `billing=N` of a TRES list (`None`: the list has none); a value
+/// that is not a whole number skips the record.
+fn billing(s: &str) -> Result<Option<u64>, SkipReason> {
+    match s.split(',').find_map(|i| i.trim().strip_prefix("billing=")) {
+        None => Ok(None),
+        Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => {
+            v.parse().map(Some).map_err(|_| SkipReason::BadBilling)
+        }
+        Some(_) => Err(SkipReason::BadBilling),
+    }
+}
+
+/// The billing of a record: `AllocTRES`'s, else `ReqTRES`'s (a job that
+/// never started has no allocation; a pull may lack it).
+fn billing_of(alloc: &str, req: &str) -> Result<Option<u64>, SkipReason> {
+    match billing(alloc)? {
+        Some(b) => Ok(Some(b)),
+        None => billing(req),
+    }
 }
 
 /// One allocation record after step 2, with its fields as text.
@@ -275,7 +291,7 @@ struct Attempt {
     /// First word of `State` (`CANCELLED by 1234` → `CANCELLED`).
     state: String,
     gpus: TresGpus,
-    /// `billing=` of `AllocTRES`, if there.
+    /// `billing=` of `AllocTRES`, else of `ReqTRES`, if there.
     billing: Option<u64>,
     allocated: bool,
     nodes: Option<u32>,
@@ -304,7 +320,7 @@ fn attempt(l: &Line, cols: &[Option<usize>], tz: Tz) -> Result<Attempt, SkipReas
         limit: time_limit(g(Col::Limit))?,
         state: g(Col::State).split_whitespace().next().unwrap_or("").to_string(),
         gpus,
-        billing: billing(alloc),
+        billing: billing_of(alloc, g(Col::ReqTres))?,
         allocated: !alloc.is_empty(),
         nodes: g(Col::NNodes).parse::<u32>().ok().filter(|n| *n > 0),
     })
@@ -406,14 +422,23 @@ pub(crate) fn read(path: &Path, opts: &ImportOptions, summary: &mut ImportSummar
             requeues.gpu_s as f64 / 3600.0
         ));
     }
-    // Fair Tree's usage is the billing TRES: when it is not the GPUs (no
-    // TRESBillingWeights for them), Slurm ranks by other usage than the model.
+    // Fair Tree's usage is the billing TRES: the trace's `billing` column
+    // carries it, and the slurm policy charges it (SLURM-2); a job without
+    // one is charged its normalised GPU-seconds.
     let other = billed.iter().filter(|(b, g)| *b != u64::from(*g)).count();
     if other > 0 {
         summary.notes.push(format!(
-            "{other} of {} jobs were billed other than by their GPUs (AllocTRES billing): Slurm's fair share counts \
-             billing-seconds, the slurm policy GPU-seconds (docs/baselines.md)",
+            "{other} of {} jobs were billed other than by their GPUs (TRES billing): the slurm policy's fair \
+             share charges billing-seconds, as Slurm's does (docs/baselines.md)",
             billed.len()
+        ));
+    }
+    let unbilled = out.len() - billed.len();
+    if unbilled > 0 && !billed.is_empty() {
+        summary.notes.push(format!(
+            "{unbilled} of {} jobs have no billing in AllocTRES or ReqTRES: the slurm policy's fair share charges \
+             them normalised GPU-seconds, the others billing-seconds (docs/baselines.md)",
+            out.len()
         ));
     }
     if tz != Tz::UTC {
@@ -468,6 +493,7 @@ fn workload(attempts: &[Attempt], opts: &ImportOptions) -> Result<(Record, u64),
     r.array = array_of(&last.job_id);
     r.status = Some(last.state.clone()).filter(|s| !s.is_empty());
     r.qos = Some(last.qos.clone()).filter(|q| !q.is_empty());
+    r.billing = last.billing;
     let earlier = &attempts[..attempts.len() - 1];
     if !earlier.is_empty() {
         r.adjusted.push(Adjustment::AttemptsMerged);
@@ -516,6 +542,28 @@ mod tests {
         ];
         for (name, input, want) in cases {
             assert_eq!(tres_gpus(input), want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn billing_from_alloc_else_req() {
+        let cases = [
+            ("in both", "billing=2,cpu=2,gres/gpu=1", "billing=1,cpu=1,gres/gpu=1", Ok(Some(2))),
+            ("absent", "cpu=2,gres/gpu=1", "cpu=2,gres/gpu=1", Ok(None)),
+            ("empty lists", "", "", Ok(None)),
+            ("in ReqTRES only", "", "billing=7,cpu=7,gres/gpu=2", Ok(Some(7))),
+            ("alloc without it", "cpu=2,gres/gpu=1", "billing=3,cpu=3", Ok(Some(3))),
+            ("zero", "billing=0,cpu=1", "", Ok(Some(0))),
+            ("fraction", "billing=1.5,cpu=1", "", Err(SkipReason::BadBilling)),
+            ("negative", "billing=-1,cpu=1", "", Err(SkipReason::BadBilling)),
+            ("empty value", "billing=,cpu=1", "", Err(SkipReason::BadBilling)),
+            ("past u64", "billing=99999999999999999999", "", Err(SkipReason::BadBilling)),
+            ("bad in ReqTRES only", "", "billing=x", Err(SkipReason::BadBilling)),
+            // AllocTRES has one: ReqTRES is not read.
+            ("bad ReqTRES unread", "billing=4", "billing=x", Ok(Some(4))),
+        ];
+        for (name, alloc, req, want) in cases {
+            assert_eq!(billing_of(alloc, req), want, "case {name}");
         }
     }
 

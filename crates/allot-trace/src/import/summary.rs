@@ -43,6 +43,8 @@ pub enum SkipReason {
     Duplicate,
     /// SWF: a partial-execution line (status 2, 3, 4); its job's summary line is imported.
     PartialExecution,
+    /// sacct: a `billing=` of `AllocTRES` (or `ReqTRES`) that is not a whole number.
+    BadBilling,
 }
 
 impl SkipReason {
@@ -64,6 +66,7 @@ impl SkipReason {
             SkipReason::JobStep => "job step (pull without --allocations)",
             SkipReason::Duplicate => "duplicate record (overlapping pulls)",
             SkipReason::PartialExecution => "partial-execution line",
+            SkipReason::BadBilling => "unparsable billing TRES",
         }
     }
 }
