@@ -123,6 +123,40 @@ fn main_scheduler_stops_a_partition_at_its_first_blocked_job() {
     assert!(why.detail.contains("stops its partition at higher-priority big"), "{why}");
 }
 
+/// Once every partition is blocked the main scheduler looks at nothing
+/// lower, yet each workload below still learns who blocks its partition.
+#[test]
+fn workloads_below_a_fully_blocked_queue_are_told_who_blocks_them() {
+    let mut state = StateBuilder::new()
+        .pool("h", "H100", 1, 8)
+        .pool("a", "A100", 1, 8)
+        .account("org/x")
+        .contract(|c| c.slurm.bf_max_job_test = 0)
+        .build();
+    run(&mut state, Wl::new("rh").account("org/x").gpus(6).gpu_type("H100"), 0);
+    run(&mut state, Wl::new("ra").account("org/x").gpus(6).gpu_type("A100"), 0);
+    let queue = [("bigh", 8, "H100"), ("biga", 8, "A100"), ("one", 1, ""), ("onea", 1, "A100"), ("oneh", 1, "H100")];
+    for (s, (name, g, t)) in queue.into_iter().enumerate() {
+        let mut wl = Wl::new(name).account("org/x").gpus(g).submit(s as Time + 1);
+        if !t.is_empty() {
+            wl = wl.gpu_type(t);
+        }
+        sub_wl(&mut state, wl);
+    }
+    let mut p = SlurmPolicy::new();
+    assert!(started(&state, &p.schedule(&state, 10)).is_empty(), "each small one fits, but behind a blocked partition");
+    for (name, by) in [("biga", None), ("one", Some("bigh")), ("onea", Some("biga")), ("oneh", Some("bigh"))] {
+        let why = p.explain(&state, id(&state, name), 10);
+        match by {
+            Some(by) => {
+                assert_eq!(why.rule, Rule::SlurmMain, "{name}: {why}");
+                assert!(why.detail.contains(&format!("stops its partition at higher-priority {by},")), "{name}: {why}");
+            }
+            None => assert!(!why.detail.contains("stops its partition"), "{name}: {why}"),
+        }
+    }
+}
+
 /// The account tree of the Fair Tree page's example (root ⇒ Acct1 ⇒
 /// Acct12 ⇒ UserA, root ⇒ Acct1 ⇒ Acct16 ⇒ UserB), with a sibling
 /// account and users of no usage to exercise the ordering.

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::Time;
 use crate::cluster::{GpuTypeId, PoolId};
 use crate::decision::{Action, Decision};
+use crate::pending::Shape;
 use crate::placement::{Allocation, FreeMap, find};
 use crate::rule::{Reason, Rule};
 use crate::state::State;
@@ -17,6 +18,10 @@ use super::super::PriorityPolicy;
 use super::super::priority::{Cand, reserve};
 use super::multifactor::{JobPriority, Multifactor};
 use crate::slurm_params::{SlurmParams, SlurmPreempt};
+
+/// A waiting workload's place in the queue: highest priority first, then
+/// earlier submission, then lower id (SLURM-3).
+pub(crate) type QueueKey = (Reverse<u32>, Time, WorkloadId);
 
 /// "Never" in the time map: the end of a workload without a time limit.
 pub(crate) const NEVER: Time = Time::MAX;
@@ -35,7 +40,7 @@ pub(crate) fn queue(
         .iter()
         .map(|&(_, w)| (prio.get(&w).copied().unwrap_or_else(|| mf.of(state, w, now)), w))
         .collect();
-    q.sort_by_key(|(p, w)| (Reverse(p.priority), state.spec(*w).submit, *w));
+    q.sort_by_key(|(p, w)| -> QueueKey { (Reverse(p.priority), state.spec(*w).submit, *w) });
     q
 }
 
@@ -50,7 +55,7 @@ fn end_of(start: Time, limit: Option<Time>) -> Time {
 }
 
 /// The GPU types (partitions) of the pools that may serve `spec`.
-fn partitions(state: &State, spec: &WorkloadSpec) -> BTreeSet<GpuTypeId> {
+pub(crate) fn partitions(state: &State, spec: &WorkloadSpec) -> BTreeSet<GpuTypeId> {
     state.cluster.pools.iter().filter(|p| p.may_serve(spec.gpu_type, spec.clusters)).map(|p| p.gpu).collect()
 }
 
@@ -139,21 +144,33 @@ impl<'a> Pass<'a> {
     }
 
     /// SLURM-3: starts workloads in priority order; one that does not fit
-    /// blocks its partitions (GPU types) for every lower one.
-    pub(crate) fn main(&mut self, queue: &[(JobPriority, WorkloadId)]) {
+    /// blocks its partitions (GPU types) for every lower one. Once every
+    /// partition is blocked, nothing lower can start and the walk stops:
+    /// the key of the last workload looked at and who blocked each
+    /// partition are returned (the first workload not looked at is the
+    /// key), so that a reason can say what each workload
+    /// after it waits for without a pass visiting all of them.
+    pub(crate) fn main<'q>(
+        &mut self,
+        queue: impl Iterator<Item = (QueueKey, &'q JobPriority)>,
+    ) -> Option<(QueueKey, BTreeMap<GpuTypeId, WorkloadId>)> {
         let state = self.state;
+        let every: BTreeSet<GpuTypeId> = state.cluster.pools.iter().map(|p| p.gpu).collect();
         let mut blocked: BTreeMap<GpuTypeId, WorkloadId> = BTreeMap::new();
-        for (prio, w) in queue {
-            let (w, spec) = (*w, state.spec(*w));
+        for (key, prio) in queue {
+            if !blocked.is_empty() && blocked.len() == every.len() {
+                return Some((key, blocked));
+            }
+            let w = key.2;
+            let spec = state.spec(w);
             let open = |p: PoolId| !blocked.contains_key(&state.cluster.pool(p).gpu);
-            let parts = partitions(state, spec);
             let any_open = state
                 .cluster
                 .pools
                 .iter()
                 .any(|p| p.may_serve(spec.gpu_type, spec.clusters) && !blocked.contains_key(&p.gpu));
             if !any_open {
-                if let Some(by) = parts.iter().find_map(|g| blocked.get(g)) {
+                if let Some(by) = partitions(state, spec).iter().find_map(|g| blocked.get(g)) {
                     self.waiting.insert(w, Waiting::Blocked { by: *by });
                 }
                 continue;
@@ -166,10 +183,11 @@ impl<'a> Pass<'a> {
             if self.params.preempt == SlurmPreempt::Qos && self.preempt(w, &open) {
                 self.waiting.insert(w, Waiting::Preempting);
             }
-            for g in parts {
+            for g in partitions(state, spec) {
                 blocked.entry(g).or_insert(w);
             }
         }
+        None
     }
 
     /// SLURM-5: claims GPUs being freed, or preempts preemptible running
@@ -211,13 +229,27 @@ impl<'a> Pass<'a> {
     /// each starts now if it fits without delaying any reservation made
     /// before it, else gets a reservation at its earliest start within
     /// `bf_window`.
-    pub(crate) fn backfill(&mut self, queue: &[(JobPriority, WorkloadId)]) {
+    ///
+    /// GPUs only get scarcer as the walk goes on (each start and each
+    /// reservation takes some), so a workload of the same shape and time
+    /// limit as one before it cannot start earlier than that one could:
+    /// its search begins where the earlier one's ended, and ends at once
+    /// when that one found no start. Placement sees nothing of a workload
+    /// but its shape, so this changes no decision, only the work.
+    pub(crate) fn backfill<'q>(&mut self, queue: impl Iterator<Item = (QueueKey, &'q JobPriority)>) {
         let state = self.state;
-        let mut reservations: Vec<Block> = Vec::new();
-        let horizon = self.now.saturating_add(self.params.bf_window);
+        let now = self.now;
+        let horizon = now.saturating_add(self.params.bf_window);
+        let mut plan = Plan {
+            reservations: Vec::new(),
+            times: self.held.iter().map(|b| b.to).filter(|&t| t > now && t <= horizon).collect(),
+            ends: (0..self.held.len()).filter(|&i| self.held[i].to > now).collect(),
+        };
+        plan.times.insert(now);
+        plan.ends.sort_by_key(|&i| self.held[i].to);
+        let mut searched: BTreeMap<(Shape, Option<Time>), Option<Time>> = BTreeMap::new();
         let mut tested = 0u32;
-        for (prio, w) in queue {
-            let w = *w;
+        for ((_, _, w), prio) in queue {
             if self.started.contains(&w) || self.waiting.get(&w) == Some(&Waiting::Preempting) {
                 continue;
             }
@@ -227,11 +259,21 @@ impl<'a> Pass<'a> {
             tested += 1;
             let spec = state.spec(w);
             let len = limit(&self.params, spec);
-            let Some((at, alloc)) = self.earliest(spec, len, &reservations, horizon) else {
+            let from = match searched.get(&(Shape::of(spec), len)) {
+                Some(None) => {
+                    self.waiting.insert(w, Waiting::Beyond);
+                    continue;
+                }
+                Some(Some(at)) => *at,
+                None => now,
+            };
+            let found = self.earliest(spec, len, &plan, from);
+            searched.insert((Shape::of(spec), len), found.as_ref().map(|(at, _)| *at));
+            let Some((at, alloc)) = found else {
                 self.waiting.insert(w, Waiting::Beyond);
                 continue;
             };
-            if at == self.now {
+            if at == now {
                 let why = match len {
                     Some(l) => {
                         format!("backfilled: fits now and its time limit of {} delays no reservation, {prio}", span(l))
@@ -239,31 +281,29 @@ impl<'a> Pass<'a> {
                     None => format!("backfilled: fits now on GPUs no reservation needs, {prio}"),
                 };
                 self.start(w, alloc, Reason::new(Rule::SlurmBackfill, why));
+                let i = self.held.len() - 1;
+                let (held, to) = (&self.held, self.held[i].to);
+                if to <= horizon {
+                    plan.times.insert(to);
+                }
+                plan.ends.insert(plan.ends.partition_point(|&j| held[j].to <= to), i);
                 self.waiting.remove(&w);
             } else {
-                reservations.push(Block { alloc, from: at, to: end_of(at, len) });
+                let to = end_of(at, len);
+                if to <= horizon {
+                    plan.times.insert(to);
+                }
+                plan.reservations.push(Block { alloc, from: at, to });
                 self.waiting.insert(w, Waiting::Reserved { at });
             }
         }
     }
 
-    /// The earliest time within the horizon at which `spec`, running for
-    /// `len`, finds GPUs free for its whole run, and where.
-    fn earliest(
-        &self,
-        spec: &WorkloadSpec,
-        len: Option<Time>,
-        res: &[Block],
-        horizon: Time,
-    ) -> Option<(Time, Allocation)> {
+    /// The earliest time within the horizon, and not before `from`, at
+    /// which `spec`, running for `len`, finds GPUs free for its whole run,
+    /// and where.
+    fn earliest(&self, spec: &WorkloadSpec, len: Option<Time>, plan: &Plan, from: Time) -> Option<(Time, Allocation)> {
         let cluster = &self.state.cluster;
-        let mut times: Vec<Time> = self.held.iter().map(|b| b.to).chain(res.iter().map(|b| b.to)).collect();
-        times.retain(|&t| t > self.now && t <= horizon);
-        times.push(self.now);
-        times.sort_unstable();
-        times.dedup();
-        let mut ends: Vec<&Block> = self.held.iter().filter(|b| b.to > self.now).collect();
-        ends.sort_by_key(|b| b.to);
         let mut base = self.free.clone();
         let mut next = 0;
         let serving = |f: &FreeMap| -> u32 {
@@ -275,17 +315,17 @@ impl<'a> Pass<'a> {
                 .map(|(_, n)| *n)
                 .sum()
         };
-        for t in times {
-            while next < ends.len() && ends[next].to <= t {
-                base.give(cluster, &ends[next].alloc);
+        for &t in &plan.times {
+            while next < plan.ends.len() && self.held[plan.ends[next]].to <= t {
+                base.give(cluster, &self.held[plan.ends[next]].alloc);
                 next += 1;
             }
-            if serving(&base) < spec.gpus {
+            if t < from || serving(&base) < spec.gpus {
                 continue;
             }
             let stop = end_of(t, len);
             let mut f = base.clone();
-            for r in res.iter().filter(|r| r.from < stop && r.to > t) {
+            for r in plan.reservations.iter().filter(|r| r.from < stop && r.to > t) {
                 reserve(cluster, &mut f, &r.alloc);
             }
             if let Some(a) = find(cluster, &f, spec, &|_| true) {
@@ -294,6 +334,18 @@ impl<'a> Pass<'a> {
         }
         None
     }
+}
+
+/// What one backfill pass has planned so far (SLURM-4).
+struct Plan {
+    /// Its reservations.
+    reservations: Vec<Block>,
+    /// The times a start is tried at: now, and every end of running work
+    /// or of a reservation within the window.
+    times: BTreeSet<Time>,
+    /// Indexes into `Pass::held` of the work still running after now, by
+    /// its end.
+    ends: Vec<usize>,
 }
 
 /// `n GPUs` for reasons.

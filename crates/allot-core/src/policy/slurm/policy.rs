@@ -1,8 +1,10 @@
 //! The `slurm` policy: the [`Policy`] of rules SLURM-1 … SLURM-5.
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Time;
+use crate::cluster::GpuTypeId;
 use crate::decision::Decision;
 use crate::placement::place;
 use crate::rule::{Reason, Rule};
@@ -13,7 +15,7 @@ use crate::workload::{Phase, WorkloadId, WorkloadSpec};
 use super::super::Policy;
 use super::fairtree::FairTree;
 use super::multifactor::{JobPriority, Multifactor};
-use super::pass::{Pass, Waiting, gpus_of, queue};
+use super::pass::{Pass, QueueKey, Waiting, gpus_of, partitions, queue};
 
 /// Slurm's multifactor priority, main scheduler and backfill.
 ///
@@ -30,8 +32,21 @@ pub struct SlurmPolicy {
     /// Each waiting workload's priority as of the last recalculation, or
     /// as of the pass that first saw it queued.
     prio: BTreeMap<WorkloadId, JobPriority>,
+    /// The workloads of `prio` in the order the passes walk them
+    /// (SLURM-3), kept in step with `prio` so that a pass walks only the
+    /// head of the queue instead of sorting all of it.
+    order: BTreeSet<QueueKey>,
+    /// Per workload id: whether `prio` holds it (a pass finds the newly
+    /// queued without a lookup per waiting workload).
+    known: Vec<bool>,
     /// Per waiting workload: what the last main scheduler found.
     blocked: BTreeMap<WorkloadId, Waiting>,
+    /// Where the last main scheduler stopped because every partition was
+    /// blocked: the key of the first workload it did not look at and which
+    /// workload blocked each partition. Every workload after it waits for
+    /// the workload that blocked its first partition (SLURM-3).
+    /// `None` when it walked the whole queue.
+    cut: Option<(QueueKey, BTreeMap<GpuTypeId, WorkloadId>)>,
     /// Per waiting workload: what the last backfill pass found.
     planned: BTreeMap<WorkloadId, Waiting>,
 }
@@ -54,20 +69,60 @@ impl SlurmPolicy {
     /// (periods counted from t = 0), the Fair Tree and every waiting
     /// workload's priority are recomputed; a workload queued since gets its
     /// priority at the first pass that sees it, with the period's tree.
-    fn recalc(&mut self, state: &State, now: Time) -> Multifactor {
+    fn recalc(&mut self, state: &State, now: Time) {
         let period = state.contract.slurm.calc_period.max(1);
         let start = now - now % period;
         if self.calc.is_none_or(|c| c < start) {
             self.tree = FairTree::compute(state, now);
             self.calc = Some(start);
+            for w in self.prio.keys() {
+                self.known[w.0 as usize] = false;
+            }
             self.prio.clear();
+            self.order.clear();
         }
-        let mf = Multifactor::with_tree(state, self.tree.clone());
-        self.prio.retain(|w, _| state.run(*w).phase == Phase::Pending);
+        let (order, known) = (&mut self.order, &mut self.known);
+        self.prio.retain(|&w, p| {
+            let keep = state.run(w).phase == Phase::Pending;
+            if !keep {
+                known[w.0 as usize] = false;
+                order.remove(&(Reverse(p.priority), state.spec(w).submit, w));
+            }
+            keep
+        });
+        known.resize(state.specs.len(), false);
+        let mut mf = None;
         for &(_, w) in state.pending.iter() {
-            self.prio.entry(w).or_insert_with(|| mf.of(state, w, now));
+            if known[w.0 as usize] {
+                continue;
+            }
+            let mf = mf.get_or_insert_with(|| Multifactor::with_tree(state, self.tree.clone()));
+            let p = mf.of(state, w, now);
+            self.prio.insert(w, p);
+            order.insert((Reverse(p.priority), state.spec(w).submit, w));
+            known[w.0 as usize] = true;
         }
-        mf
+    }
+
+    /// The queue the passes walk: the waiting workloads that are queued
+    /// (not parked), highest priority first, with their priorities.
+    fn queued<'s>(&'s self, state: &'s State) -> impl Iterator<Item = (QueueKey, &'s JobPriority)> + 's {
+        self.order.iter().filter(|k| !state.parked.contains(&k.2)).map(|&k| (k, &self.prio[&k.2]))
+    }
+
+    /// What the last main scheduler found for `w`, also when it stopped
+    /// before reaching it because every partition was blocked.
+    fn main_found(&self, state: &State, w: WorkloadId) -> Option<Waiting> {
+        if let Some(x) = self.blocked.get(&w) {
+            return Some(x.clone());
+        }
+        let (cut, by_part) = self.cut.as_ref()?;
+        let p = self.prio.get(&w)?;
+        let spec = state.spec(w);
+        if (Reverse(p.priority), spec.submit, w) < *cut {
+            return None;
+        }
+        partitions(state, spec).iter().find_map(|g| by_part.get(g)).map(|&by| Waiting::Blocked { by })
     }
 
     /// Whether backfill runs at a pass at `now` (SLURM-4: every `bf_interval`).
@@ -89,16 +144,17 @@ impl SlurmPolicy {
                 ),
             );
         }
-        if let Some(Waiting::Blocked { by }) = self.blocked.get(&w) {
+        let found = self.main_found(state, w);
+        if let Some(Waiting::Blocked { by }) = found {
             return Reason::new(
                 Rule::SlurmMain,
                 format!(
                     "{head}; the main scheduler stops its partition at higher-priority {}, which does not fit",
-                    state.spec(*by).id
+                    state.spec(by).id
                 ),
             );
         }
-        if self.blocked.get(&w) == Some(&Waiting::Preempting) {
+        if found == Some(Waiting::Preempting) {
             return Reason::new(Rule::SlurmPreempt, format!("{head}; waits for the GPUs of workloads it preempted"));
         }
         match place(&state.cluster, &state.free, spec, &|_| true) {
@@ -138,13 +194,12 @@ impl Policy for SlurmPolicy {
     }
 
     fn schedule(&mut self, state: &State, now: Time) -> Vec<Decision> {
-        let mf = self.recalc(state, now);
-        let q = queue(state, &self.prio, &mf, now);
+        self.recalc(state, now);
         let mut pass = Pass::new(state, now);
-        pass.main(&q);
+        self.cut = pass.main(self.queued(state));
         self.blocked = pass.waiting.clone();
-        if !q.is_empty() && self.backfill_due(state, now) {
-            pass.backfill(&q);
+        if !state.pending.is_empty() && self.backfill_due(state, now) {
+            pass.backfill(self.queued(state));
             self.last_backfill = Some(now);
             self.planned = pass
                 .waiting
