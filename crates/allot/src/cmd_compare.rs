@@ -32,8 +32,9 @@ pub struct CompareArgs {
     #[arg(long, requires = "trace")]
     account_changes: Option<PathBuf>,
     /// Policies to compare, separated by commas: fifo, fifo-backfill,
-    /// priority, allot, and allot-split (allot with every budget split per
-    /// cluster of a fleet, as one scheduler per cluster would have it).
+    /// priority, slurm, allot, and allot-split (allot with every budget
+    /// split per cluster of a fleet, as one scheduler per cluster would have
+    /// it).
     #[arg(long, default_value = "priority,fifo-backfill,allot")]
     policies: String,
     /// Stop at this time (e.g. 30d); measures cover [0, until]. Default: run

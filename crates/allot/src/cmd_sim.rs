@@ -33,7 +33,7 @@ pub struct SimArgs {
     #[arg(long)]
     account_changes: Option<PathBuf>,
     /// Policy, or several separated by commas to compare side by side:
-    /// fifo, fifo-backfill, priority, allot.
+    /// fifo, fifo-backfill, priority, slurm, allot.
     #[arg(long, default_value = "allot")]
     policy: String,
     /// Stop at this time (e.g. 30d); measures cover [0, until]. Default:

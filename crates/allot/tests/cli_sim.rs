@@ -274,3 +274,23 @@ fn failures_and_the_attempts_they_killed_are_counted_apart() {
     assert_eq!(row("node failures —"), "2");
     assert_eq!(row("attempts killed by failures ↓"), killed.to_string());
 }
+
+/// `allot sim --help` and `allot compare --help` name every policy there is.
+#[test]
+fn help_names_every_policy() {
+    for cmd in ["sim", "compare"] {
+        let o = allot(&[cmd, "--help"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let help = String::from_utf8_lossy(&o.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+        // The option's own text: from its name to the next option.
+        let from = help.find("--polic").expect("a policy option");
+        let rest = &help[from + 2..];
+        let text = &rest[..rest.find(" --").unwrap_or(rest.len())];
+        let words: Vec<&str> = text.split([' ', ',', '.', ':']).collect();
+        for kind in allot_core::PolicyKind::ALL {
+            let name = kind.as_str();
+            let listed = words.contains(&name);
+            assert!(listed, "allot {cmd} --help does not name the policy {name}: {text}");
+        }
+    }
+}
