@@ -194,6 +194,11 @@ pub struct State {
     pub runs: Vec<Run>,
     /// Pending workloads in FIFO order: (submit, id).
     pub pending: BTreeSet<(Time, WorkloadId)>,
+    /// Every workload put into `pending` or taken out of it, in the order
+    /// it happened (appended by every mutation of `pending`): a policy that
+    /// keeps its own view of the queue between passes reads what changed
+    /// since its last pass instead of the whole queue.
+    pub queue_changes: Vec<WorkloadId>,
     /// Workloads holding GPUs (running or stopping).
     pub running: BTreeSet<WorkloadId>,
     /// Pending workloads that are not queued: a condition of theirs is not
@@ -228,6 +233,7 @@ impl State {
             specs: Vec::new(),
             runs: Vec::new(),
             pending: BTreeSet::new(),
+            queue_changes: Vec::new(),
             running: BTreeSet::new(),
             parked: BTreeSet::new(),
             ledger,
@@ -302,12 +308,14 @@ impl State {
     fn enqueue(&mut self, w: WorkloadId) {
         let spec = &self.specs[w.0 as usize];
         self.pending.insert((spec.submit, w));
+        self.queue_changes.push(w);
         self.index.insert(w, spec, self.member_of[w.0 as usize]);
     }
 
     fn dequeue(&mut self, w: WorkloadId) {
         let spec = &self.specs[w.0 as usize];
         self.pending.remove(&(spec.submit, w));
+        self.queue_changes.push(w);
         self.index.remove(w, spec, self.member_of[w.0 as usize]);
     }
 

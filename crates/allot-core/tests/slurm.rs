@@ -2,6 +2,7 @@
 
 use allot_core::placement::find;
 use allot_core::policy::{FairTree, Multifactor, SlurmPolicy, SlurmPreempt};
+use allot_core::workload::Phase;
 use allot_core::{Action, Decision, Policy, PolicyKind, Priority, Reason, Rule, State, Time, WorkloadId};
 use allot_testkit::{StateBuilder, Wl};
 use proptest::prelude::*;
@@ -155,6 +156,29 @@ fn workloads_below_a_fully_blocked_queue_are_told_who_blocks_them() {
             None => assert!(!why.detail.contains("stops its partition"), "{name}: {why}"),
         }
     }
+}
+
+/// The policy keeps priorities between passes and reads only what changed
+/// in the queue: a workload parked, requeued or ended while parked is
+/// never started from a stale entry, and one queued again is seen.
+#[test]
+fn the_kept_queue_follows_parking_and_ends_while_parked() {
+    let mut state = StateBuilder::new().pool("p", "H100", 1, 8).account("org/x").build();
+    let r = run(&mut state, Wl::new("r").account("org/x").gpus(8), 0);
+    let gone = sub_wl(&mut state, Wl::new("gone").account("org/x").gpus(8).submit(1));
+    let back = sub_wl(&mut state, Wl::new("back").account("org/x").gpus(8).submit(2));
+    let mut p = SlurmPolicy::new();
+    assert!(p.schedule(&state, 10).is_empty(), "the node is full");
+    // Both have priorities now; `gone` is parked and cancelled while
+    // parked, `back` parked and queued again.
+    state.park(gone);
+    state.park(back);
+    assert!(p.schedule(&state, 20).is_empty());
+    state.end_pending(gone, 25, Phase::Cancelled, Reason::new(Rule::SlurmMain, "test"));
+    state.unpark(back, 26);
+    state.finish(r, 30, Reason::new(Rule::SlurmMain, "test"));
+    let d = p.schedule(&state, 30);
+    assert_eq!(started(&state, &d), ["back"], "the cancelled one is not started, the requeued one is");
 }
 
 /// The account tree of the Fair Tree page's example (root ⇒ Acct1 ⇒

@@ -36,9 +36,11 @@ pub struct SlurmPolicy {
     /// (SLURM-3), kept in step with `prio` so that a pass walks only the
     /// head of the queue instead of sorting all of it.
     order: BTreeSet<QueueKey>,
-    /// Per workload id: whether `prio` holds it (a pass finds the newly
-    /// queued without a lookup per waiting workload).
+    /// Per workload id: whether `prio` holds it.
     known: Vec<bool>,
+    /// How much of `State::queue_changes` the last pass had read: a pass
+    /// looks only at the workloads queued or taken out since.
+    seen: usize,
     /// Per waiting workload: what the last main scheduler found.
     blocked: BTreeMap<WorkloadId, Waiting>,
     /// Where the last main scheduler stopped because every partition was
@@ -72,6 +74,9 @@ impl SlurmPolicy {
     fn recalc(&mut self, state: &State, now: Time) {
         let period = state.contract.slurm.calc_period.max(1);
         let start = now - now % period;
+        self.known.resize(state.specs.len(), false);
+        let changed = state.queue_changes.get(self.seen..).unwrap_or_default();
+        self.seen = state.queue_changes.len();
         if self.calc.is_none_or(|c| c < start) {
             self.tree = FairTree::compute(state, now);
             self.calc = Some(start);
@@ -80,34 +85,46 @@ impl SlurmPolicy {
             }
             self.prio.clear();
             self.order.clear();
-        }
-        let (order, known) = (&mut self.order, &mut self.known);
-        self.prio.retain(|&w, p| {
-            let keep = state.run(w).phase == Phase::Pending;
-            if !keep {
-                known[w.0 as usize] = false;
-                order.remove(&(Reverse(p.priority), state.spec(w).submit, w));
+            let mf = Multifactor::with_tree(state, self.tree.clone());
+            for &(_, w) in state.pending.iter() {
+                self.add(state, &mf, w, now);
             }
-            keep
-        });
-        known.resize(state.specs.len(), false);
+            return;
+        }
+        // A priority is kept while its workload stays pending at every
+        // pass; one that left the queue since the last pass is in
+        // `changed`, as is every workload queued since.
+        for &w in changed {
+            if self.known[w.0 as usize] && state.run(w).phase != Phase::Pending {
+                let p = self.prio.remove(&w).expect("known");
+                self.order.remove(&(Reverse(p.priority), state.spec(w).submit, w));
+                self.known[w.0 as usize] = false;
+            }
+        }
         let mut mf = None;
-        for &(_, w) in state.pending.iter() {
-            if known[w.0 as usize] {
-                continue;
+        for &w in changed {
+            if !self.known[w.0 as usize] && state.pending.contains(&(state.spec(w).submit, w)) {
+                let mf = mf.get_or_insert_with(|| Multifactor::with_tree(state, self.tree.clone()));
+                self.add(state, mf, w, now);
             }
-            let mf = mf.get_or_insert_with(|| Multifactor::with_tree(state, self.tree.clone()));
-            let p = mf.of(state, w, now);
-            self.prio.insert(w, p);
-            order.insert((Reverse(p.priority), state.spec(w).submit, w));
-            known[w.0 as usize] = true;
         }
+    }
+
+    /// Gives queued `w` its priority at `now`.
+    fn add(&mut self, state: &State, mf: &Multifactor, w: WorkloadId, now: Time) {
+        let p = mf.of(state, w, now);
+        self.prio.insert(w, p);
+        self.order.insert((Reverse(p.priority), state.spec(w).submit, w));
+        self.known[w.0 as usize] = true;
     }
 
     /// The queue the passes walk: the waiting workloads that are queued
     /// (not parked), highest priority first, with their priorities.
     fn queued<'s>(&'s self, state: &'s State) -> impl Iterator<Item = (QueueKey, &'s JobPriority)> + 's {
-        self.order.iter().filter(|k| !state.parked.contains(&k.2)).map(|&k| (k, &self.prio[&k.2]))
+        // A workload that ended while parked is not among the queue's
+        // changes; its priority stays until the next recalculation, unused.
+        let queued = |w: WorkloadId| state.run(w).phase == Phase::Pending && !state.parked.contains(&w);
+        self.order.iter().filter(move |k| queued(k.2)).map(|&k| (k, &self.prio[&k.2]))
     }
 
     /// What the last main scheduler found for `w`, also when it stopped
