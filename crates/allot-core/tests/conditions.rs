@@ -31,7 +31,7 @@ impl Run {
     }
 
     fn wl(&self, id: &str, f: impl FnOnce(Wl) -> Wl, t: Time) -> WorkloadSpec {
-        f(Wl::new(id).account("org/a").gpus(8).submit(t).work(1000)).build(&self.engine.state())
+        f(Wl::new(id).account("org/a").gpus(8).submit(t).work(1000)).build(self.engine.state())
     }
 
     fn arrive(&mut self, spec: WorkloadSpec, t: Time) -> WorkloadId {

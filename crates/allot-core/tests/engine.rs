@@ -30,7 +30,7 @@ impl Run {
 
     fn submit(&mut self, id: &str, gpus: u32, work: Time, retries: u32, t: Time) -> WorkloadId {
         let spec =
-            Wl::new(id).account("org/a").gpus(gpus).submit(t).work(work).checkpoint(50).build(&self.engine.state());
+            Wl::new(id).account("org/a").gpus(gpus).submit(t).work(work).checkpoint(50).build(self.engine.state());
         let w = self.engine.arrive(&*self.policy, spec, retries, t);
         self.effects(t);
         w
@@ -39,7 +39,7 @@ impl Run {
     /// A workload of 8 GPUs with a time limit (CON-6), started at `t`.
     fn start_limited(&mut self, id: &str, work: Time, limit: Time, t: Time) -> WorkloadId {
         let spec =
-            Wl::new(id).account("org/a").gpus(8).submit(t).work(work).time_limit(limit).build(&self.engine.state());
+            Wl::new(id).account("org/a").gpus(8).submit(t).work(work).time_limit(limit).build(self.engine.state());
         let w = self.engine.arrive(&*self.policy, spec, 0, t);
         self.effects(t);
         assert_eq!(changes(&self.pass(t)), [Change::Start]);
@@ -388,7 +388,7 @@ fn the_limit_counts_per_attempt() {
 #[test]
 fn an_adopted_attempt_holds_its_gpus_from_its_start_without_a_launch() {
     let mut r = Run::new(1);
-    let spec = Wl::new("k").account("org/a").gpus(8).submit(100).work(1000).build(&r.engine.state());
+    let spec = Wl::new("k").account("org/a").gpus(8).submit(100).work(1000).build(r.engine.state());
     let (account, user) = (spec.account, spec.user.clone());
     // The server's replay of the open attempt's start, as at recovery.
     let span =

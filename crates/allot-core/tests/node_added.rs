@@ -43,7 +43,7 @@ impl Run {
 
     fn submit(&mut self, id: &str, gpus: u32, nodes: u32, gpu: &str, t: Time) -> WorkloadId {
         let spec =
-            Wl::new(id).account("org/a").gpus(gpus).nodes(nodes).gpu_type(gpu).submit(t).build(&self.engine.state());
+            Wl::new(id).account("org/a").gpus(gpus).nodes(nodes).gpu_type(gpu).submit(t).build(self.engine.state());
         let w = self.engine.arrive(&*self.policy, spec, 0, t);
         self.check(t);
         w
@@ -307,7 +307,7 @@ proptest! {
                     added += 1;
                 }
                 Op::Submit(g, n) => {
-                    let spec = Wl::new(format!("w{t}")).account("org/a").gpus(g).nodes(n).submit(t).build(&r.engine.state());
+                    let spec = Wl::new(format!("w{t}")).account("org/a").gpus(g).nodes(n).submit(t).build(r.engine.state());
                     r.engine.arrive(&*r.policy, spec, 0, t);
                     r.check(t);
                 }
