@@ -20,6 +20,16 @@ $allot trace import --format philly-pollux "$traces/philly_pollux.csv" --gpus 51
 $allot compare --config "$out/philly.toml" --trace "$out/philly.csv" \
   --policies priority,fifo-backfill,slurm,allot --out "$out/philly"
 
+# 1b. The slurm baseline with the weights many sites use (fair share first,
+#     age second), beside the defaults' column: the trace has no slurm.conf.
+slurm_weighted() {
+  cp "$out/$1.toml" "$out/$1-fairshare.toml"
+  printf '\n[slurm]\nweight_age = 1000\nweight_fairshare = 10000\n' >>"$out/$1-fairshare.toml"
+  $allot sim --config "$out/$1-fairshare.toml" --trace "$out/$1.csv" --policy slurm \
+    --json "$out/$1-slurm-fairshare.json" >"$out/$1-slurm-fairshare.txt"
+}
+slurm_weighted philly
+
 step_done 1
 
 # 2. Alibaba openb (8,152 pods; fractional GPUs rounded up to whole ones)
@@ -29,6 +39,7 @@ $allot trace import --format alibaba-openb "$traces/alibaba_openb_pods.csv" --gp
   --out "$out/alibaba.csv" --config-out "$out/alibaba.toml"
 $allot compare --config "$out/alibaba.toml" --trace "$out/alibaba.csv" \
   --policies priority,fifo-backfill,slurm,allot --out "$out/alibaba"
+slurm_weighted alibaba
 
 step_done 2
 
