@@ -441,3 +441,47 @@ fn gpus_held_outside_allot_are_set_aside_as_they_are_free() {
     assert_eq!(changes(&r.pass(1002)), [Change::Start]);
     assert_eq!(r.engine.state().run(c).phase, Phase::Running);
 }
+
+/// ACC-3: closing an account with stop cancels every workload of its
+/// subtree that has not ended — queued, held (parked) and running (after
+/// grace) — under the rule ACC-3, and nothing of any other account.
+#[test]
+fn stopping_an_account_cancels_its_queued_held_and_running_work_only() {
+    let state = StateBuilder::new()
+        .pool("p", "H100", 1, 8)
+        .account("org/a")
+        .account("org/b")
+        .contract(|c| c.grace = 100)
+        .build();
+    let mut engine = Engine::new(state);
+    let mut policy = PolicyKind::FifoBackfill.build();
+    let arrive = |engine: &mut Engine, policy: &dyn Policy, id: &str, account: &str| {
+        let spec = Wl::new(id).account(account).gpus(8).work(1000).build(engine.state());
+        engine.arrive(policy, spec, 0, 0)
+    };
+    let run = arrive(&mut engine, &*policy, "run", "org/a");
+    engine.pass(&mut *policy, 0);
+    let queued = arrive(&mut engine, &*policy, "queued", "org/a");
+    let held = arrive(&mut engine, &*policy, "held", "org/a");
+    engine.hold(held, 0).expect("a queued workload can be held");
+    let other = arrive(&mut engine, &*policy, "other", "org/b");
+    assert_eq!(engine.state().run(run).phase, Phase::Running);
+    let a = engine.state().accounts.get("org/a").expect("org/a");
+    let stopped = engine.stop_accounts(&[a], "admin", 10);
+    assert_eq!(stopped, [(run, Cancelled::Stopping), (queued, Cancelled::Ended), (held, Cancelled::Ended)]);
+    let st = engine.state();
+    st.sanity_check(10).expect("invariants hold");
+    for w in [queued, held] {
+        assert_eq!(st.run(w).phase, Phase::Cancelled);
+        assert_eq!(st.run(w).last_reason.as_ref().map(|r| r.rule), Some(Rule::AccountStop), "cited as ACC-3");
+    }
+    assert_eq!(st.run(other).phase, Phase::Pending, "another account's work waits on");
+    assert_eq!(st.run(run).phase, Phase::Stopping, "running work stops after grace (CON-2)");
+    let effects = engine.take_effects();
+    let signalled = effects.iter().any(|e| matches!(e, Effect::Signal { workload, .. } if *workload == run));
+    let recorded = effects.iter().find_map(|e| match e {
+        Effect::Record(t) if t.workload == run && t.change == Change::Preempt => Some(t.reason.rule),
+        _ => None,
+    });
+    assert!(signalled && recorded == Some(Rule::AccountStop), "signalled, cited as ACC-3: {effects:?}");
+}

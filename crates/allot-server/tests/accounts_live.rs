@@ -122,12 +122,16 @@ async fn live_tree(backend: Backend) {
     let (_, w) = s.http("GET", &format!("/v1/workloads/{b1}"), Some(admin), None).await;
     assert_eq!(state(&w), "running", "accepted work runs on: {w}");
 
-    // Close org/alpha with stop (ACC-3): its running work is stopped.
+    // Close org/alpha with stop (ACC-3): its running work is stopped, and
+    // its held work (parked, in no queue) cancelled too.
+    let held = submit(&s, admin, &["--account", "org/alpha", "--gpus", "1", "--hold", "--", "true"]);
     let (status, v) =
         s.http("PATCH", "/v1/accounts/org/alpha", Some(admin), Some(r#"{"closed":true,"stop":true}"#)).await;
     assert_eq!((status, v["closed"].clone()), (200, true.into()), "{v}");
     let w = s.wait_for(admin, &a1, 30, |v| state(v) == "cancelled").await;
     assert!(w.to_string().contains("ACC-3"), "the reason cites the rule: {w}");
+    let w = s.wait_for(admin, &held, 30, |v| state(v) == "cancelled").await;
+    assert!(w.to_string().contains("ACC-3"), "the held workload's reason cites the rule: {w}");
 
     // Export, restart (the store is the truth), import.
     let exported = s.cli_ok(admin, &["accounts", "export"]);

@@ -762,9 +762,36 @@ impl Engine {
     /// Cancels a workload: a pending one ends now; one holding GPUs is
     /// signalled (CON-2) and ends when it stops. `detail` says who asked.
     pub fn cancel(&mut self, w: WorkloadId, now: Time, detail: &str) -> Cancelled {
+        self.cancel_under(w, now, Rule::Grace, detail)
+    }
+
+    /// ACC-3: the accounts `roots` were closed with stop. Every workload of
+    /// their subtrees that has not ended (queued, parked, running or
+    /// stopping) is cancelled, a running one after grace (CON-2). Returns
+    /// each workload this cancelled and how; one that ends on the way (a
+    /// dependent of another, DEP-2) is not among them.
+    pub fn stop_accounts(&mut self, roots: &[crate::AccountId], by: &str, now: Time) -> Vec<(WorkloadId, Cancelled)> {
+        let st = &self.state;
+        let within = |w: WorkloadId| roots.iter().any(|&r| st.accounts.is_within(st.spec(w).account, r));
+        let queued = st.pending.iter().map(|&(_, w)| w);
+        let ws: BTreeSet<WorkloadId> =
+            queued.chain(st.parked.iter().copied()).chain(st.running.iter().copied()).filter(|&w| within(w)).collect();
+        let detail = format!("account closed with stop by {by}");
+        let mut out = Vec::with_capacity(ws.len());
+        for w in ws {
+            match self.cancel_under(w, now, Rule::AccountStop, &detail) {
+                Cancelled::AlreadyEnded => {}
+                c => out.push((w, c)),
+            }
+        }
+        out
+    }
+
+    /// A cancel under `rule`, with `detail` as its reason.
+    fn cancel_under(&mut self, w: WorkloadId, now: Time, rule: Rule, detail: &str) -> Cancelled {
         match self.state.run(w).phase {
             Phase::Pending => {
-                let reason = Reason::new(Rule::Grace, detail.to_string());
+                let reason = Reason::new(rule, detail.to_string());
                 self.record(now, w, Change::Cancel, reason.clone());
                 self.end_pending(w, now, Phase::Cancelled, reason);
                 self.dirty = true;
@@ -773,7 +800,7 @@ impl Engine {
             Phase::Running => {
                 self.extra[w.0 as usize].cancel = true;
                 let grace = self.state.contract.grace;
-                self.preempt(w, now, grace, Reason::new(Rule::Grace, format!("{detail}; stopping after grace")), None);
+                self.preempt(w, now, grace, Reason::new(rule, format!("{detail}; stopping after grace")), None);
                 Cancelled::Stopping
             }
             Phase::Stopping => {

@@ -400,31 +400,21 @@ impl Scheduler {
         Ok(Ok(AccountEdits { changes, applied: true, accounts: views(self.engine.state()), stopped }))
     }
 
-    /// ACC-3: cancels the pending work and stops the running work (after
-    /// grace, CON-2) of the subtrees of `closed`; returns how many.
+    /// ACC-3: the engine cancels the work of the subtrees of `closed`
+    /// (pending and parked at once, running after grace, CON-2); returns
+    /// how many.
     fn stop_closed(&mut self, closed: &[String], by: &str, now: Time) -> u64 {
         let st = self.engine.state();
         let roots: Vec<allot_core::AccountId> = closed.iter().filter_map(|p| st.accounts.get(p)).collect();
-        let within = |w: WorkloadId| roots.iter().any(|r| st.accounts.is_within(st.spec(w).account, *r));
-        let mut ws: Vec<WorkloadId> = st.pending.iter().map(|(_, w)| *w).chain(st.running.iter().copied()).collect();
-        ws.retain(|w| within(*w));
-        ws.sort();
-        ws.dedup();
-        let detail = format!("ACC-3: account closed with stop by {by}");
-        let mut n = 0;
-        for w in ws {
-            let seq = self.live[w.0 as usize].seq;
-            match self.engine.cancel(w, now, &detail) {
-                Cancelled::Ended => n += 1,
-                Cancelled::Stopping => {
-                    self.ops.push(Op::CancelRequested { seq });
-                    n += 1;
-                }
-                Cancelled::AlreadyEnded => {}
+        let stopped = self.engine.stop_accounts(&roots, by, now);
+        for &(w, how) in &stopped {
+            if how == Cancelled::Stopping {
+                let seq = self.live[w.0 as usize].seq;
+                self.ops.push(Op::CancelRequested { seq });
             }
         }
         self.apply(now);
-        n
+        stopped.len() as u64
     }
 
     /// Drain, undrain, fail or repair a node: recorded with its principal,
