@@ -37,9 +37,20 @@ pub enum NodeEventKind {
     Drain,
     /// Drain cancelled or maintenance over: back in service.
     Undrain,
+    /// The node fails because its whole cluster is out of service
+    /// (FLEET-3): as `fail`, and remembered as the outage's.
+    Outage,
+    /// The cluster answers again (FLEET-4): a node its outage took out of
+    /// service (and nothing else did since) returns to service.
+    Return,
 }
 
 impl NodeEventKind {
+    /// The kinds an operator or an events file may ask for; `outage` and
+    /// `return` are the engine's own ([`crate::Engine::cluster_down`]).
+    pub const OPERATOR: [NodeEventKind; 4] =
+        [NodeEventKind::Fail, NodeEventKind::Repair, NodeEventKind::Drain, NodeEventKind::Undrain];
+
     pub fn as_str(self) -> &'static str {
         self.into()
     }
@@ -204,6 +215,9 @@ pub struct State {
     /// Pending workloads that are not queued: a condition of theirs is not
     /// met (HOLD-1, DEP-1, ARR-1), so no policy sees them.
     pub parked: BTreeSet<WorkloadId>,
+    /// FLEET-3: the nodes out of service because their cluster is, and
+    /// nothing else took them out since; FLEET-4 returns exactly these.
+    pub by_outage: BTreeSet<NodeId>,
     pub ledger: Ledger,
     /// Per workload: its member (account and user).
     member_of: Vec<MemberId>,
@@ -236,6 +250,7 @@ impl State {
             queue_changes: Vec::new(),
             running: BTreeSet::new(),
             parked: BTreeSet::new(),
+            by_outage: BTreeSet::new(),
             ledger,
             member_of: Vec::new(),
             members: Vec::new(),

@@ -3,6 +3,7 @@
 //! which effects it leaves (CON-2, CON-3, CON-6, ENG-1, MNT-1 … MNT-3,
 //! cancels, retries, stale reports).
 
+use allot_core::cluster::ClusterId;
 use allot_core::engine::{Cancelled, Change, LAUNCH_FAILURES_TO_DRAIN, LaunchFault, Outcome};
 use allot_core::{
     Effect, Engine, Exit, Health, NodeEvent, NodeEventKind, NodeId, Phase, Policy, PolicyKind, Rule, Time, WorkloadId,
@@ -484,4 +485,73 @@ fn stopping_an_account_cancels_its_queued_held_and_running_work_only() {
         _ => None,
     });
     assert!(signalled && recorded == Some(Rule::AccountStop), "signalled, cited as ACC-3: {effects:?}");
+}
+
+/// FLEET-3, FLEET-4 in the engine: an outage fails the cluster's nodes in
+/// service (each left as an `outage` node action before its workloads'
+/// aborts, which cite FLEET-3 then MNT-2) and remembers them; the return
+/// brings back those and only those: a node drained before stays drained,
+/// and one an operator failed during the outage stays failed.
+#[test]
+fn an_outage_takes_the_nodes_in_service_and_its_return_gives_back_only_those() {
+    let mut r = Run::new(3);
+    let w = r.submit("a", 8, 1000, 0, 0);
+    assert_eq!(changes(&r.pass(0)), [Change::Start]);
+    let on = r.engine.state().run(w).alloc.as_ref().and_then(|a| a.nodes().next()).expect("placed");
+    let others: Vec<u32> = (0..3).filter(|&n| n != on.0).collect();
+    r.node(others[0], NodeEventKind::Drain, 1);
+
+    r.engine.cluster_down(ClusterId(0), "no answer for 30 s", 10);
+    let fx = r.effects(10);
+    let actions: Vec<(NodeId, NodeEventKind)> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::NodeAction { node, kind, cause } => {
+                assert_eq!(cause.rule, Rule::FleetOutage);
+                Some((*node, *kind))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut taken = vec![on, NodeId(others[1])];
+    taken.sort();
+    assert_eq!(actions, taken.iter().map(|&n| (n, NodeEventKind::Outage)).collect::<Vec<_>>(), "in service only");
+    let abort = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::Record(tr) if tr.change == Change::Abort => Some(tr.reason.to_string()),
+            _ => None,
+        })
+        .expect("its running workload is aborted");
+    assert!(abort.starts_with("FLEET-3: cluster test is out of service: no answer for 30 s; node "), "{abort}");
+    assert!(abort.ends_with("failed (MNT-2)"), "{abort}");
+    assert_eq!(r.engine.state().by_outage.iter().copied().collect::<Vec<_>>(), taken);
+    assert_eq!(r.engine.clusters_out().into_iter().collect::<Vec<_>>(), [ClusterId(0)]);
+    let fx = r.exited(w, Exit::Status { code: None, signal: Some(9) }, 11);
+    let Some(Effect::Record(tr)) = fx.first() else { panic!("a record: {fx:?}") };
+    assert_eq!((tr.change, tr.ended.as_ref().map(|e| e.outcome)), (Change::Fail, Some(Outcome::NodeFailed)));
+    assert_eq!(r.engine.state().run(w).phase, Phase::Pending, "requeued (CON-3)");
+
+    // An operator fails one of the outage's nodes: that outlasts it.
+    r.node(others[1], NodeEventKind::Fail, 20);
+    r.engine.cluster_up(ClusterId(0), 30);
+    let fx = r.effects(30);
+    let returned: Vec<NodeId> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::NodeAction { node, kind: NodeEventKind::Return, cause } => {
+                assert_eq!(cause.rule, Rule::FleetReturn);
+                Some(*node)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(returned, [on]);
+    let health = &r.engine.state().health;
+    assert_eq!(
+        (health[on.0 as usize], health[others[0] as usize], health[others[1] as usize]),
+        (Health::Up, Health::Drained, Health::Down)
+    );
+    assert!(r.engine.state().by_outage.is_empty());
+    assert_eq!(r.engine.cluster_up(ClusterId(0), 40), 0, "a second return changes nothing");
 }

@@ -20,6 +20,8 @@ fn names_are_the_documented_ones_and_read_back() {
         (NodeEventKind::Repair, "repair"),
         (NodeEventKind::Drain, "drain"),
         (NodeEventKind::Undrain, "undrain"),
+        (NodeEventKind::Outage, "outage"),
+        (NodeEventKind::Return, "return"),
     ];
     for (k, name) in kinds {
         assert_eq!((k.as_str(), NodeEventKind::parse(name)), (name, Some(k)));

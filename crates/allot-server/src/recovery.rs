@@ -64,9 +64,6 @@ pub struct Recovered {
     /// Every recorded workload and attempt, as read once after the
     /// survivors were closed (the metrics are restored from them).
     pub history: (Vec<WorkloadRow>, Vec<AttemptRow>),
-    /// Nodes out of service because their cluster was (FLEET-3): the last
-    /// event of each is a failure recorded by a cluster outage.
-    pub outage_nodes: Vec<allot_core::NodeId>,
     /// Why each node out of service was taken out, as its operator said.
     pub node_reasons: HashMap<allot_core::NodeId, String>,
 }
@@ -80,7 +77,7 @@ pub async fn recover(
 ) -> Result<Recovered, RecoveryError> {
     let book = account_book(cfg, store, now).await?;
     let mut engine = Engine::new(State::new(cfg.cluster.clone(), book.tree().clone(), cfg.contract));
-    let (outage_nodes, node_reasons) = replay_node_events(&mut engine, store).await?;
+    let node_reasons = replay_node_events(&mut engine, store).await?;
 
     let live_rows = store.live_workloads().await?;
     // The attempts of every workload holding GPUs, read once for both
@@ -178,7 +175,6 @@ pub async fn recover(
         adopted,
         closed_attempts: closed,
         history: (all_workloads, all_attempts),
-        outage_nodes,
         node_reasons,
     })
 }
@@ -236,11 +232,13 @@ async fn account_book(
 }
 
 /// The recorded node events, through the engine (no workload holds GPUs
-/// yet, so a drain is complete at once); returns the nodes whose last
-/// event is a failure by a cluster outage (FLEET-3), and why each node out
-/// of service was taken out, where that was said.
-async fn replay_node_events(engine: &mut Engine, store: &Store) -> Result<NodeHistory, StoreError> {
-    let mut last: BTreeMap<allot_core::NodeId, bool> = BTreeMap::new();
+/// yet, so a drain is complete at once; the engine remembers the nodes a
+/// cluster outage took out, FLEET-3); returns why each node out of service
+/// was taken out, where that was said.
+async fn replay_node_events(
+    engine: &mut Engine,
+    store: &Store,
+) -> Result<HashMap<allot_core::NodeId, String>, StoreError> {
     let mut reasons = HashMap::new();
     for e in store.node_events().await? {
         let (Some(n), Some(kind)) = (engine.state().cluster.node_by_name(&e.node), NodeEventKind::parse(&e.kind))
@@ -248,15 +246,10 @@ async fn replay_node_events(engine: &mut Engine, store: &Store) -> Result<NodeHi
             continue;
         };
         engine.node_event(&NodeEvent { t: e.t.max(0) as Time, node: n, kind });
-        last.insert(n, kind == NodeEventKind::Fail && crate::scheduler::by_outage(&e.principal));
         crate::scheduler::note_node_reason(&mut reasons, n, kind, e.reason);
     }
-    let outages = last.into_iter().filter(|&(_, outage)| outage).map(|(n, _)| n).collect();
-    Ok((outages, reasons))
+    Ok(reasons)
 }
-
-/// The nodes out of service by a cluster outage, and the operators' reasons.
-type NodeHistory = (Vec<allot_core::NodeId>, HashMap<allot_core::NodeId, String>);
 
 /// The attempts an executor may adopt (K8S-10): of a workload holding GPUs
 /// with no cancel asked, whose spec the config still accepts, recorded as

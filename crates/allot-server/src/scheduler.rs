@@ -31,7 +31,6 @@
 
 mod apply;
 mod fleet;
-pub(crate) use fleet::by_outage;
 mod next;
 pub use next::{NextStart, Victim};
 #[cfg(test)]
@@ -282,14 +281,9 @@ pub struct Scheduler {
     gauges_stale: bool,
     /// Since when the step's writes could not be committed.
     pub(crate) outage: Option<std::time::Instant>,
-    /// The nodes each cluster's outage took out of service (FLEET-3), to
-    /// return when it is back (FLEET-4).
-    pub(crate) outages: HashMap<allot_core::cluster::ClusterId, Vec<allot_core::NodeId>>,
     /// Why each node out of service (or draining) was taken out, as its
     /// operator (or the executor that took it out) said.
     pub(crate) node_reasons: HashMap<allot_core::NodeId, String>,
-    /// While a cluster's outage is applied: the reason its decisions cite.
-    pub(crate) cause: Option<allot_core::Reason>,
     /// Budget thresholds fired (each once per account, period, threshold),
     /// and those not yet recorded in the store.
     pub(crate) alerts: allot_core::alerts::Alerts,
@@ -320,7 +314,7 @@ pub(crate) fn note_node_reason(
     reason: Option<String>,
 ) {
     match (kind, reason) {
-        (NodeEventKind::Drain | NodeEventKind::Fail, Some(r)) => {
+        (NodeEventKind::Drain | NodeEventKind::Fail | NodeEventKind::Outage, Some(r)) => {
             reasons.insert(n, r);
         }
         _ => {
@@ -369,9 +363,7 @@ impl Scheduler {
             last_gauges: None,
             gauges_stale: false,
             outage: None,
-            outages: HashMap::new(),
             node_reasons: HashMap::new(),
-            cause: None,
             alerts: Default::default(),
             unrecorded_events: Vec::new(),
             webhook: None,

@@ -284,7 +284,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         sched.restore(spec, live, retries, &past, now);
     }
     sched.node_reasons = rec.node_reasons;
-    sched.resume_after_outages(rec.outage_nodes, now);
+    sched.resume_after_outages(now);
     tracing::info!(
         policy = kind.as_str(),
         store = store.backend.as_str(),

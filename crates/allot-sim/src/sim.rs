@@ -337,10 +337,16 @@ impl Sim<'_> {
     }
 
     /// MNT-2: a `fail` event on a node that is not already down is a node
-    /// failure (one on a failed node changes nothing).
+    /// failure (one on a failed node changes nothing); so is an `outage`
+    /// one on a node in service (FLEET-3).
     fn count_failure(&mut self, e: &NodeEvent) {
-        let down = self.engine.state().health[e.node.0 as usize] == allot_core::Health::Down;
-        if e.kind == allot_core::NodeEventKind::Fail && !down {
+        let health = self.engine.state().health[e.node.0 as usize];
+        let fails = match e.kind {
+            allot_core::NodeEventKind::Fail => health != allot_core::Health::Down,
+            allot_core::NodeEventKind::Outage => health.in_service(),
+            _ => false,
+        };
+        if fails {
             self.out.node_failures += 1;
         }
     }

@@ -7,6 +7,18 @@ use allot_testkit::{StateBuilder, Wl};
 
 #[test]
 fn golden_priority_schedule() {
+    schedule(NodeEventKind::Fail, NodeEventKind::Repair, "MNT-2");
+}
+
+/// The same schedule with p-1 taken out by its cluster's outage and given
+/// back by its return (FLEET-3, FLEET-4), as a live server's exported
+/// events file has them: the same decisions, the abort citing FLEET-3.
+#[test]
+fn golden_schedule_through_an_outage() {
+    schedule(NodeEventKind::Outage, NodeEventKind::Return, "FLEET-3");
+}
+
+fn schedule(fail: NodeEventKind, back: NodeEventKind, fail_rule: &str) {
     // 2 nodes × 4 GPUs in one shared pool; grace 60 s.
     let state =
         StateBuilder::new().pool("p", "H100", 2, 4).shared().account("org/x").contract(|c| c.grace = 60).build();
@@ -18,10 +30,8 @@ fn golden_priority_schedule() {
     .iter()
     .map(|w| w.build(&state))
     .collect();
-    let events = vec![
-        NodeEvent { t: 1000, node: NodeId(1), kind: NodeEventKind::Fail },
-        NodeEvent { t: 1100, node: NodeId(1), kind: NodeEventKind::Repair },
-    ];
+    let events =
+        vec![NodeEvent { t: 1000, node: NodeId(1), kind: fail }, NodeEvent { t: 1100, node: NodeId(1), kind: back }];
     let mut policy = PolicyKind::Priority.build();
     let opts = SimOptions { check_invariants: true, keep_log: true, ..Default::default() };
     let (state, out) = simulate(state, trace, events, policy.as_mut(), &opts);
@@ -58,7 +68,7 @@ fn golden_priority_schedule() {
         (360, "finish", "b", vec!["p-0"], "ENG-1"),
         (660, "finish", "c", vec!["p-1"], "ENG-1"),
         (660, "start", "a", vec!["p-0", "p-1"], "PRIO-1"),
-        (1000, "fail", "a", vec!["p-0", "p-1"], "MNT-2"),
+        (1000, "fail", "a", vec!["p-0", "p-1"], fail_rule),
         (1100, "start", "a", vec!["p-0", "p-1"], "PRIO-1"),
         (1800, "finish", "a", vec!["p-0", "p-1"], "ENG-1"),
     ];

@@ -29,8 +29,16 @@ use crate::lines::{csv_reader, record_line};
 use crate::trace::{Tabular, csv_header, json_cells, json_object, map_header, parse_uint, tabular_format};
 
 const COLUMNS: [&str; 3] = ["t_s", "node", "event"];
-const KINDS: [NodeEventKind; 4] =
-    [NodeEventKind::Fail, NodeEventKind::Repair, NodeEventKind::Drain, NodeEventKind::Undrain];
+/// An operator's four, and a cluster outage's two (FLEET-3, FLEET-4),
+/// which a store exported by a live server holds.
+const KINDS: [NodeEventKind; 6] = [
+    NodeEventKind::Fail,
+    NodeEventKind::Repair,
+    NodeEventKind::Drain,
+    NodeEventKind::Undrain,
+    NodeEventKind::Outage,
+    NodeEventKind::Return,
+];
 /// The event that adds a node (MNT-5).
 const ADD: &str = "add";
 
@@ -100,7 +108,13 @@ fn row_of(file: &str, row: &[Option<&str>; 3], line: u64) -> Result<Row, FormatE
         None
     } else {
         let kind = KINDS.into_iter().find(|k| k.as_str().eq_ignore_ascii_case(kind_text)).ok_or_else(|| {
-            err(2, format!("unknown event {} (use fail, repair, drain, undrain or add)", quoted(kind_text)))
+            err(
+                2,
+                format!(
+                    "unknown event {} (use fail, repair, drain, undrain, outage, return or add)",
+                    quoted(kind_text)
+                ),
+            )
         })?;
         Some(kind)
     };

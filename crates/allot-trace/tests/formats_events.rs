@@ -117,5 +117,5 @@ fn bad_add_events_name_file_line_and_field() {
         assert!(err.to_string().contains(fragment), "case {name}: {err}");
     }
     let err = parse_events_csv("t_s,node,event\n5,h100-1,remove\n".as_bytes(), "ev.csv", &cfg).unwrap_err();
-    assert!(err.to_string().contains("use fail, repair, drain, undrain or add"), "{err}");
+    assert!(err.to_string().contains("use fail, repair, drain, undrain, outage, return or add"), "{err}");
 }

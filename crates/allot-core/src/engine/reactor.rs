@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{Change, Effect, Ended, Exit, LaunchFault, Outcome, Transition};
 use crate::Time;
 use crate::allocation::Allocation;
-use crate::cluster::{AddNodeError, Health, NodeId, PoolId};
+use crate::cluster::{AddNodeError, ClusterId, Health, NodeId, PoolId};
 use crate::decision::{Action, Decision};
 use crate::placement::full_mask;
 use crate::policy::Policy;
@@ -557,7 +557,8 @@ impl Engine {
             (Change::Failed, Outcome::Failed, None)
         } else if x.reclaimed && why.rule == Rule::IdleReclaim {
             (Change::Cancel, Outcome::Cancelled, None)
-        } else if why.rule == Rule::Failure {
+        } else if matches!(why.rule, Rule::Failure | Rule::FleetOutage) {
+            // Its node failed (MNT-2), alone or with its cluster (FLEET-3).
             (Change::Fail, Outcome::NodeFailed, Some(why.clone()))
         } else {
             (Change::Stop, Outcome::Preempted, None)
@@ -694,26 +695,28 @@ impl Engine {
     }
 
     /// A node event (MNT-1 drain, MNT-2 failure, undrain, repair), from an
-    /// events file, an operator or an executor.
+    /// events file, an operator or an executor; `outage` and `return`
+    /// (FLEET-3, FLEET-4) as [`Engine::cluster_down`] and
+    /// [`Engine::cluster_up`] apply them to one node, as recovery replays
+    /// them.
     pub fn node_event(&mut self, e: &NodeEvent) {
         let n = e.node;
         let health = self.state.health[n.0 as usize];
         self.dirty = true;
         match e.kind {
             NodeEventKind::Fail => {
-                self.set_health(n, Health::Down);
+                // An operator's failure outlasts the cluster's outage.
+                self.state.by_outage.remove(&n);
                 let reason = Reason::new(Rule::Failure, format!("node {} failed", self.state.cluster.node(n).name));
-                for w in self.state.workloads_on(n) {
-                    let attempt = self.state.run(w).attempts;
-                    if self.state.run(w).phase == Phase::Running {
-                        // Signalled without grace, so that the store knows
-                        // it is being stopped, and killed at once.
-                        self.state.signal(w, e.t, 0, reason.clone());
-                        self.record(e.t, w, Change::Abort, reason.clone());
-                    } else {
-                        self.state.runs[w.0 as usize].last_reason = Some(reason.clone());
-                    }
-                    self.effects.push(Effect::Kill { workload: w, attempt });
+                self.fail_node(n, e.t, reason);
+            }
+            NodeEventKind::Outage => {
+                let cluster = self.state.cluster.cluster_name(self.state.cluster.cluster_of(n)).to_string();
+                self.outage_node(n, e.t, &format!("cluster {cluster} is out of service"));
+            }
+            NodeEventKind::Return => {
+                if self.state.by_outage.remove(&n) && health == Health::Down {
+                    self.set_health(n, Health::Up);
                 }
             }
             NodeEventKind::Drain => {
@@ -737,9 +740,85 @@ impl Engine {
                 if e.kind == NodeEventKind::Undrain && health == Health::Down {
                     return; // undrain does not repair a failed node
                 }
+                self.state.by_outage.remove(&n);
                 self.set_health(n, Health::Up);
             }
         }
+    }
+
+    /// MNT-2: node `n` is down; its workloads stop at once, for `reason`.
+    fn fail_node(&mut self, n: NodeId, t: Time, reason: Reason) {
+        self.set_health(n, Health::Down);
+        for w in self.state.workloads_on(n) {
+            let attempt = self.state.run(w).attempts;
+            if self.state.run(w).phase == Phase::Running {
+                // Signalled without grace, so that the store knows it is
+                // being stopped, and killed at once.
+                self.state.signal(w, t, 0, reason.clone());
+                self.record(t, w, Change::Abort, reason.clone());
+            } else {
+                self.state.runs[w.0 as usize].last_reason = Some(reason.clone());
+            }
+            self.effects.push(Effect::Kill { workload: w, attempt });
+        }
+    }
+
+    /// FLEET-3: node `n` fails because its cluster is out of service
+    /// (`why`), unless something else took it out of service before (a
+    /// drained or failed node stays as it was, and FLEET-4 leaves it so).
+    /// Returns whether it was taken out.
+    fn outage_node(&mut self, n: NodeId, t: Time, why: &str) -> bool {
+        if !self.state.health[n.0 as usize].in_service() {
+            return false;
+        }
+        self.dirty = true;
+        self.state.by_outage.insert(n);
+        let name = &self.state.cluster.node(n).name;
+        let reason = Reason::new(Rule::FleetOutage, format!("{why}; node {name} failed (MNT-2)"));
+        self.fail_node(n, t, reason);
+        true
+    }
+
+    /// FLEET-3: cluster `c` cannot be reached (`why`): every node of it in
+    /// service fails (MNT-2) and is remembered as the outage's; its
+    /// running work is aborted and requeued as on any failed node (CON-3).
+    /// Each node taken out is left as an [`Effect::NodeAction`] of kind
+    /// `outage` for the interpreter to record, before its workloads'
+    /// changes. Returns how many nodes it took out.
+    pub fn cluster_down(&mut self, c: ClusterId, why: &str, now: Time) -> usize {
+        let cluster = self.state.cluster.cluster_name(c).to_string();
+        let why = format!("cluster {cluster} is out of service: {why}");
+        let nodes: Vec<NodeId> = (0..self.state.cluster.nodes.len() as u32)
+            .map(NodeId)
+            .filter(|&n| self.state.cluster.cluster_of(n) == c && self.state.health[n.0 as usize].in_service())
+            .collect();
+        for &n in &nodes {
+            let cause = Reason::new(Rule::FleetOutage, why.clone());
+            self.effects.push(Effect::NodeAction { node: n, kind: NodeEventKind::Outage, cause });
+            self.outage_node(n, now, &why);
+        }
+        nodes.len()
+    }
+
+    /// FLEET-4: cluster `c` answers again and was reconciled: the nodes
+    /// its outage took out of service, and only those, return (each left
+    /// as an [`Effect::NodeAction`] of kind `return`). Returns how many.
+    pub fn cluster_up(&mut self, c: ClusterId, now: Time) -> usize {
+        let cluster = self.state.cluster.cluster_name(c).to_string();
+        let nodes: Vec<NodeId> =
+            self.state.by_outage.iter().copied().filter(|&n| self.state.cluster.cluster_of(n) == c).collect();
+        for &n in &nodes {
+            let cause = Reason::new(Rule::FleetReturn, format!("cluster {cluster} answers again and was reconciled"));
+            self.effects.push(Effect::NodeAction { node: n, kind: NodeEventKind::Return, cause });
+            self.node_event(&NodeEvent { t: now, node: n, kind: NodeEventKind::Return });
+        }
+        nodes.len()
+    }
+
+    /// The clusters with nodes an outage took out of service (FLEET-3),
+    /// as recovery leaves them.
+    pub fn clusters_out(&self) -> BTreeSet<ClusterId> {
+        self.state.by_outage.iter().map(|&n| self.state.cluster.cluster_of(n)).collect()
     }
 
     /// MNT-5: a node named `name` appears in `pool` (a Kubernetes Node

@@ -375,6 +375,7 @@ pub async fn node_action(
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<NodeView>, ApiError> {
     let kind = NodeEventKind::parse(&action)
+        .filter(|k| NodeEventKind::OPERATOR.contains(k))
         .ok_or_else(|| ApiError::not_found(format!("unknown node action {action:?} (drain, undrain, fail, repair)")))?;
     require_admin(&who, "drain, undrain, fail or repair nodes")?;
     let mut reason = None;

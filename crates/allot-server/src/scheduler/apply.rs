@@ -58,7 +58,7 @@ impl Scheduler {
                 Effect::NodeAction { node, kind, cause } => {
                     let name = self.engine.state().cluster.node(*node).name.clone();
                     let by = format!("{}: {cause}", self.exec.name());
-                    tracing::warn!(node = %name, principal = %by, "taking the node out of service");
+                    tracing::warn!(node = %name, principal = %by, "node {}", kind.as_str());
                     self.ops.push(Op::NodeEvent {
                         t: now as i64,
                         node: name,
@@ -145,12 +145,7 @@ impl Scheduler {
         let w = tr.workload;
         let key = self.key(w, tr.attempt);
         let seq = key.seq;
-        // A cluster's outage aborts its attempts through node failures: the
-        // decision cites the outage (FLEET-3), then the node's rule.
-        let reason = match &self.cause {
-            Some(cause) => format!("{cause}; {}", tr.reason),
-            None => tr.reason.to_string(),
-        };
+        let reason = tr.reason.to_string();
         let t = tr.t as i64;
         tracing::info!(workload = seq, attempt = key.attempt, change = tr.change.as_str(), %reason);
         #[cfg(test)]

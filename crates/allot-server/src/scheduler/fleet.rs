@@ -1,39 +1,25 @@
-//! A cluster of the fleet out of service and back (FLEET-3, FLEET-4),
-//! applied as the engine's node events on each of its nodes: the one
-//! node-event path ([`Scheduler::node_action`]), so availability, requeues
-//! (MNT-2, CON-3) and the store's node history are what a failed node's
-//! are.
+//! A cluster of the fleet out of service and back (FLEET-3, FLEET-4):
+//! decided by the engine ([`allot_core::Engine::cluster_down`],
+//! [`allot_core::Engine::cluster_up`]), which fails the cluster's nodes in
+//! service and remembers them as the outage's; its effects record each
+//! node's `outage` or `return` event, so availability, requeues (MNT-2,
+//! CON-3) and the store's node history are what a failed node's are, and
+//! recovery replays them. Nodes added to a cluster (MNT-5).
 
-use allot_core::{Health, NodeEventKind, NodeId, Reason, Rule, Time};
+use allot_core::Time;
 
 use super::Scheduler;
 
 impl Scheduler {
-    /// The executor of `cluster` cannot be reached: each of its nodes in
-    /// service fails; the decisions this makes cite FLEET-3.
+    /// The executor of `cluster` cannot be reached: FLEET-3, in the engine.
     pub(crate) fn cluster_down(&mut self, cluster: &str, why: &str, now: Time) {
-        let st = self.engine.state();
-        let Some(c) = st.cluster.cluster_by_name(cluster) else {
+        let Some(c) = self.engine.state().cluster.cluster_by_name(cluster) else {
             tracing::warn!(cluster, "an executor reported an unknown cluster down");
             return;
         };
-        let nodes: Vec<NodeId> = (0..st.cluster.nodes.len() as u32)
-            .map(NodeId)
-            .filter(|&n| st.cluster.cluster_of(n) == c && st.health[n.0 as usize].in_service())
-            .collect();
-        let reason = Reason::new(Rule::FleetOutage, format!("cluster {cluster} is out of service: {why}"));
-        tracing::error!(cluster, nodes = nodes.len(), %reason, "cluster out of service");
-        let by = outage_principal(self.exec.name(), &reason);
-        self.cause = Some(reason);
-        for &n in &nodes {
-            let name = self.engine.state().cluster.node(n).name.clone();
-            let why = Some(format!("cluster {cluster} is out of service: {why}"));
-            if let Err(e) = self.node_action(&name, NodeEventKind::Fail, &by, why, now) {
-                tracing::warn!(node = name, error = ?e, "cannot take the node out of service");
-            }
-        }
-        self.cause = None;
-        self.outages.entry(c).or_default().extend(nodes);
+        let nodes = self.engine.cluster_down(c, why, now);
+        tracing::error!(cluster, nodes, why, "FLEET-3: cluster out of service");
+        self.apply(now);
     }
 
     /// MNT-5: a node of `cluster` appeared with `gpus` GPUs of `product`:
@@ -68,70 +54,40 @@ impl Scheduler {
         }
     }
 
-    /// At start: the nodes a cluster outage had taken out when the last
-    /// server stopped (from the store's node events) return (FLEET-4).
-    /// Every Slurm cluster answered before recovery (its nodes were mapped
-    /// with `sinfo`), and recovery stopped the store's jobs there
+    /// At start: the clusters an outage had taken out when the last
+    /// server stopped (recovery replayed their nodes' `outage` events)
+    /// return (FLEET-4). Every Slurm cluster answered before recovery (its
+    /// nodes were mapped with `sinfo`), and recovery stopped the store's
+    /// jobs there
     /// ([`Executor::terminate_survivors`](crate::executor::Executor::terminate_survivors)),
     /// so the cluster is reconciled.
-    pub(crate) fn resume_after_outages(&mut self, nodes: Vec<NodeId>, now: Time) {
-        let mut clusters = Vec::new();
-        for n in nodes {
-            let c = self.engine.state().cluster.cluster_of(n);
-            self.outages.entry(c).or_default().push(n);
-            if !clusters.contains(&c) {
-                clusters.push(c);
-            }
-        }
-        for c in clusters {
+    pub(crate) fn resume_after_outages(&mut self, now: Time) {
+        for c in self.engine.clusters_out() {
             let name = self.engine.state().cluster.cluster_name(c).to_string();
             self.cluster_up(&name, now);
         }
     }
 
-    /// The cluster answers again and was reconciled: the nodes its outage
-    /// took out are repaired (FLEET-4). Nodes that were out of service
-    /// before it (drained, failed) stay as they were; the executor then
-    /// reports the cluster's own node states afresh.
+    /// The cluster answers again and was reconciled: FLEET-4, in the
+    /// engine. The executor then reports the cluster's own node states
+    /// afresh.
     pub(crate) fn cluster_up(&mut self, cluster: &str, now: Time) {
         let Some(c) = self.engine.state().cluster.cluster_by_name(cluster) else {
             tracing::warn!(cluster, "an executor reported an unknown cluster back");
             return;
         };
-        let nodes = self.outages.remove(&c).unwrap_or_default();
-        let reason = Reason::new(Rule::FleetReturn, format!("cluster {cluster} answers again and was reconciled"));
-        tracing::warn!(cluster, nodes = nodes.len(), %reason, "cluster back in service");
-        let by = format!("{}: {reason}", self.exec.name());
-        for n in nodes {
-            if self.engine.state().health[n.0 as usize] != Health::Down {
-                continue;
-            }
-            let name = self.engine.state().cluster.node(n).name.clone();
-            if let Err(e) = self.node_action(&name, NodeEventKind::Repair, &by, None, now) {
-                tracing::warn!(node = name, error = ?e, "cannot return the node to service");
-            }
-        }
+        let nodes = self.engine.cluster_up(c, now);
+        tracing::warn!(cluster, nodes, "FLEET-4: cluster back in service");
+        self.apply(now);
     }
-}
-
-/// The principal of the node failures of a cluster outage.
-fn outage_principal(executor: &str, reason: &Reason) -> String {
-    format!("{executor}: {reason}")
-}
-
-/// Whether a node event's principal is a cluster outage's (FLEET-3).
-pub(crate) fn by_outage(principal: &str) -> bool {
-    let head = format!("{}: cluster ", Rule::FleetOutage.id());
-    principal.split_once(": ").is_some_and(|(_, rest)| rest.starts_with(&head) && rest.contains(" is out of service"))
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
-    use allot_core::{Engine, Phase, State};
+    use allot_core::{Engine, Health, Phase, State};
 
-    use super::*;
     use crate::executor::{ExecEvent, ExitStatus, Launch};
     use crate::scheduler::Live;
     use crate::scheduler::testing::{Unused, batch, scheduler};
@@ -222,7 +178,16 @@ share = 1
         assert_eq!(health("a/gpu-0"), Health::Up, "the outage's node is back");
         assert_eq!(health("a/gpu-1"), Health::Drained, "a node drained before the outage stays drained");
         s.exec_event(ExecEvent::ClusterUp { cluster: "a".into() });
-        assert!(s.outages.is_empty());
+        assert!(s.engine.state().by_outage.is_empty());
+        let kinds: Vec<(&str, &str)> = s
+            .ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::NodeEvent { node, kind, .. } => Some((node.as_str(), kind.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(kinds, [("a/gpu-0", "outage"), ("a/gpu-0", "return")], "the store's node history");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -252,10 +217,10 @@ share = 1
                 .await
                 .unwrap();
         let names: Vec<&str> =
-            rec.outage_nodes.iter().map(|&n| rec.engine.state().cluster.node(n).name.as_str()).collect();
+            rec.engine.state().by_outage.iter().map(|&n| rec.engine.state().cluster.node(n).name.as_str()).collect();
         assert_eq!(names, ["a/gpu-0"], "only the node the outage failed");
         let mut s = scheduler(rec.engine, store, &dir);
-        s.resume_after_outages(rec.outage_nodes, now + 60);
+        s.resume_after_outages(now + 60);
         let st = s.engine.state();
         let health = |n: &str| st.health[st.cluster.node_by_name(n).unwrap().0 as usize];
         assert_eq!(
@@ -267,7 +232,7 @@ share = 1
             .ops
             .iter()
             .filter_map(|o| match o {
-                Op::NodeEvent { node, kind, principal, .. } if kind == "repair" => {
+                Op::NodeEvent { node, kind, principal, .. } if kind == "return" => {
                     assert!(principal.contains("FLEET-4"), "{principal}");
                     Some(node.as_str())
                 }
@@ -275,7 +240,51 @@ share = 1
             })
             .collect();
         assert_eq!(repaired, ["a/gpu-0"]);
-        assert!(s.outages.is_empty());
+        assert!(s.engine.state().by_outage.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A store written before outages had their own event kinds (schema
+    /// 18: `fail` by a principal citing FLEET-3) is migrated, so recovery
+    /// still returns the node the outage took, and only it.
+    #[tokio::test]
+    async fn an_older_stores_outage_is_migrated_and_returns() {
+        let cfg = allot_trace::config::parse_config(FLEET, "fleet.toml").unwrap();
+        let dir = std::env::temp_dir().join(format!("allot-fleet-old-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("allot.db").display());
+        let store = Store::open(&url).await.unwrap();
+        let event = |node: &str, kind: &str, principal: &str| Op::NodeEvent {
+            t: 100,
+            node: node.into(),
+            kind: kind.into(),
+            principal: principal.into(),
+            reason: None,
+        };
+        let old = "slurm: FLEET-3: cluster a is out of service: Slurm has not answered for 30 s";
+        store
+            .apply(&[
+                event("a/gpu-0", "fail", old),
+                event("a/gpu-1", "fail", old),
+                event("a/gpu-1", "fail", "operator"),
+                event("b/gpu-0", "fail", "operator: FLEET-3 is not my name"),
+            ])
+            .await
+            .unwrap();
+        sqlx::query("DELETE FROM allot_schema WHERE version = 19").execute(&store.pool).await.unwrap();
+        store.close().await;
+        let store = Store::open(&url).await.unwrap();
+        let rec = crate::recovery::recover(&cfg, &store, &Unused, &crate::identity::RunPolicy::new(true, 1000), 200)
+            .await
+            .unwrap();
+        let st = rec.engine.state();
+        let names: Vec<&str> = st.by_outage.iter().map(|&n| st.cluster.node(n).name.as_str()).collect();
+        assert_eq!(names, ["a/gpu-0"], "the operator's later failure of a/gpu-1 outlasts the outage");
+        let mut s = scheduler(rec.engine, store, &dir);
+        s.resume_after_outages(200);
+        let st = s.engine.state();
+        let health = |n: &str| st.health[st.cluster.node_by_name(n).unwrap().0 as usize];
+        assert_eq!((health("a/gpu-0"), health("a/gpu-1"), health("b/gpu-0")), (Health::Up, Health::Down, Health::Down));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -160,6 +160,7 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (16, include_str!("migrations/sqlite/0016_login_groups.sql")),
     (17, include_str!("migrations/sqlite/0017_node_reason.sql")),
     (18, include_str!("migrations/sqlite/0018_submitter_index.sql")),
+    (19, include_str!("migrations/sqlite/0019_outage_events.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
@@ -180,6 +181,7 @@ const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (16, include_str!("migrations/postgres/0016_login_groups.sql")),
     (17, include_str!("migrations/postgres/0017_node_reason.sql")),
     (18, include_str!("migrations/postgres/0018_submitter_index.sql")),
+    (19, include_str!("migrations/postgres/0019_outage_events.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after
