@@ -555,3 +555,82 @@ fn an_outage_takes_the_nodes_in_service_and_its_return_gives_back_only_those() {
     assert!(r.engine.state().by_outage.is_empty());
     assert_eq!(r.engine.cluster_up(ClusterId(0), 40), 0, "a second return changes nothing");
 }
+
+/// CON-3, CON-7 at a server restart: an attempt closed by
+/// `closed_at_restart` keeps exactly what the engine keeps when the same
+/// attempt is stopped at the same instant: by its declared interval, by
+/// its reported checkpoint, and nothing when the workload reported in an
+/// earlier attempt but not in this one (recovery once kept the declared
+/// interval's multiples there: a second derivation of the rule).
+#[test]
+fn a_restart_keeps_what_the_engine_keeps() {
+    use allot_core::engine::{OpenAttempt, closed_at_restart};
+    // (name, a checkpoint reported in attempt 1 at, in attempt 2 at)
+    let cases: [(&str, Option<Time>, Option<Time>); 4] = [
+        ("never reports: by the declared interval", None, None),
+        ("reports in this attempt", None, Some(1130)),
+        ("reported before, not in this attempt", Some(40), None),
+        ("reported in both", Some(40), Some(1110)),
+    ];
+    for (name, first, second) in cases {
+        // A first attempt drained at 100; a second one from 1000,
+        // signalled at 1170 (a cancel) and stopped at 1180.
+        let mut r = Run::new(1);
+        let w = r.submit("a", 8, 1000, 0, 0);
+        r.pass(0);
+        if let Some(at) = first {
+            r.engine.checkpointed(w, 1, at, at).expect("a report");
+        }
+        let node = NodeEvent { t: 100, node: NodeId(0), kind: NodeEventKind::Drain };
+        r.engine.node_event(&node);
+        r.effects(100);
+        r.exited(w, Exit::KILLED, 100);
+        r.node(0, NodeEventKind::Undrain, 1000);
+        assert_eq!(changes(&r.pass(1000)), [Change::Start], "{name}");
+        let remaining = r.engine.state().run(w).remaining;
+        if let Some(at) = second {
+            r.engine.checkpointed(w, 2, at, at).expect("a report");
+        }
+        r.engine.cancel(w, 1170, "test");
+        r.effects(1170);
+        let fx = r.exited(w, Exit::KILLED, 1180);
+        let engine_kept = fx
+            .iter()
+            .find_map(|e| match e {
+                Effect::Record(tr) => tr.ended.as_ref().map(|e| e.kept_s),
+                _ => None,
+            })
+            .expect("the attempt ended");
+        let closed = closed_at_restart(
+            &OpenAttempt {
+                attempt: 2,
+                started: 1000,
+                signalled: Some(1170),
+                remaining,
+                checkpoint_s: 50,
+                reports: first.is_some() || second.is_some(),
+                reported: second.map(|at| at - 1000),
+                cancel: true,
+            },
+            1180,
+        );
+        assert_eq!(closed.kept_s, engine_kept, "case {name}");
+        assert_eq!((closed.outcome, closed.phase), (Outcome::Cancelled, Phase::Cancelled), "case {name}");
+        assert_eq!(closed.lost_s, 170 - engine_kept, "case {name}");
+    }
+    let open = OpenAttempt {
+        attempt: 1,
+        started: 0,
+        signalled: None,
+        remaining: 1000,
+        checkpoint_s: 50,
+        reports: false,
+        reported: None,
+        cancel: false,
+    };
+    let lost = closed_at_restart(&open, 170);
+    assert_eq!((lost.outcome, lost.phase, lost.kept_s, lost.lost_s), (Outcome::Lost, Phase::Pending, 150, 20));
+    assert!(lost.reason.to_string().starts_with("CON-3: the server restarted while attempt 1 held GPUs"));
+    let signalled = closed_at_restart(&OpenAttempt { signalled: Some(120), ..open }, 170);
+    assert_eq!((signalled.outcome, signalled.kept_s, signalled.lost_s), (Outcome::Preempted, 100, 20));
+}

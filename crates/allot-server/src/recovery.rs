@@ -26,8 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use allot_core::engine::{Outcome, Past};
-use allot_core::workload::saved;
+use allot_core::engine::{OpenAttempt, Outcome, Past, closed_at_restart};
 use allot_core::{Engine, NodeEvent, NodeEventKind, Phase, State, Time, WorkloadSpec};
 use allot_trace::workload::{RawWorkload, Validator};
 
@@ -36,7 +35,7 @@ use allot_core::{AccountBook, AccountEdit, AccountField};
 use crate::accounts::{restore_book, stored_rows};
 use crate::executor::{Adoption, AttemptKey, Executor, Survivor};
 use crate::scheduler::{Adopted, Live};
-use crate::states::{AttemptOutcome, AttemptState};
+use crate::states::AttemptState;
 use crate::store::{AttemptRow, Op, Store, StoreError, WorkloadRow};
 
 /// Why recovery failed.
@@ -312,8 +311,9 @@ async fn close_open_attempts(
     for row in rows.iter().filter(|r| r.phase().is_some_and(Phase::holds_gpus) && !adopted.contains_key(&r.seq)) {
         let list = attempts.remove(&row.seq).unwrap_or_default();
         let kept: i64 = list.iter().filter_map(|a| a.kept_s).sum();
+        let reports = list.iter().any(|a| a.checkpoints > 0);
         match list.into_iter().find(|a| a.attempt_state() != Some(AttemptState::Ended)) {
-            Some(a) => open.push((row.clone(), a, kept)),
+            Some(a) => open.push((row.clone(), a, kept, reports)),
             None => ops.push(Op::WorkloadState {
                 seq: row.seq,
                 state: Phase::Pending,
@@ -328,45 +328,37 @@ async fn close_open_attempts(
     }
     let survivors = open
         .iter()
-        .map(|(_, a, _)| Survivor {
+        .map(|(_, a, _, _)| Survivor {
             key: AttemptKey { seq: a.workload, attempt: a.attempt },
             pid: a.pid.map(|p| p as u32),
         })
         .collect();
     exec.terminate_survivors(survivors, Duration::from_secs(grace.max(1))).await;
     let end = crate::clock::now().max(now);
-    for (row, a, kept_before) in &open {
-        let remaining = (row.work_s - kept_before).max(1) as Time;
-        let until = a.signal_t.unwrap_or(end as i64).max(a.start_t);
-        let progress = ((until - a.start_t) as Time).min(remaining);
-        // CON-7: a reported checkpoint, where the attempt made one.
-        let kept = match a.checkpoint_saved_s {
-            Some(s) if a.checkpoints > 0 => (s.max(0) as Time).min(progress),
-            _ => saved(progress, row.checkpoint_s as Time),
-        };
-        let outcome = if row.cancel_requested {
-            AttemptOutcome::Engine(Outcome::Cancelled)
-        } else if a.signal_t.is_some() {
-            AttemptOutcome::Engine(Outcome::Preempted)
-        } else {
-            AttemptOutcome::Lost
-        };
+    for (row, a, kept_before, reports) in &open {
+        let closed = closed_at_restart(
+            &OpenAttempt {
+                attempt: u32::try_from(a.attempt).unwrap_or(0),
+                started: a.start_t.max(0) as Time,
+                signalled: a.signal_t.map(|t| t.max(0) as Time),
+                remaining: (row.work_s - kept_before).max(1) as Time,
+                checkpoint_s: row.checkpoint_s.max(0) as Time,
+                reports: *reports,
+                reported: a.checkpoint_saved_s.filter(|_| a.checkpoints > 0).map(|s| s.max(0) as Time),
+                cancel: row.cancel_requested,
+            },
+            end,
+        );
         ops.push(Op::AttemptEnd {
             seq: row.seq,
             attempt: a.attempt,
             end_t: end as i64,
-            outcome: outcome.as_str().into(),
+            outcome: closed.outcome.as_str().into(),
             exit_code: None,
-            kept_s: kept as i64,
+            kept_s: closed.kept_s as i64,
         });
-        let reason = format!(
-            "CON-3: the server restarted while attempt {} held GPUs; stopped, {} s of progress since the last checkpoint lost",
-            a.attempt,
-            progress - kept
-        );
-        let (state, end_t) =
-            if row.cancel_requested { (Phase::Cancelled, Some(end as i64)) } else { (Phase::Pending, None) };
-        ops.push(Op::WorkloadState { seq: row.seq, state, reason, end_t });
+        let end_t = closed.phase.is_terminal().then_some(end as i64);
+        ops.push(Op::WorkloadState { seq: row.seq, state: closed.phase, reason: closed.reason.to_string(), end_t });
     }
     store.apply(&ops).await?;
     tracing::warn!(attempts = open.len(), "closed attempts of the previous server and requeued their workloads");
@@ -411,9 +403,10 @@ fn past(list: &[&AttemptRow]) -> Past {
     for a in list {
         f.kept_s += a.kept_s.unwrap_or(0).max(0) as Time;
         f.first_start = Some(f.first_start.map_or(a.start_t as Time, |s: Time| s.min(a.start_t as Time)));
-        if a.ended_as().is_some_and(AttemptOutcome::interrupted) {
+        if a.ended_as().is_some_and(Outcome::interrupted) {
             f.preemptions += 1;
         }
+        f.reports |= a.checkpoints > 0;
         if let Some(end) = a.end_t {
             let held = (end - a.start_t).max(0) as u64 * a.gpus as u64;
             f.lost_gpu_s += held.saturating_sub(a.kept_s.unwrap_or(0).max(0) as u64 * a.gpus as u64);

@@ -3,10 +3,9 @@
 //! has always held (`as_str`) and read back with `parse`.
 //!
 //! A workload's state is its engine [`Phase`]; an attempt's outcome is the
-//! engine's [`Outcome`] or [`AttemptOutcome::Lost`] (closed by recovery).
+//! engine's [`Outcome`] (`Outcome::ALL`, `Outcome::parse`).
 
 use allot_core::Phase;
-use allot_core::engine::Outcome;
 
 /// Every workload state, in lifecycle order.
 pub const PHASES: [Phase; 7] = [
@@ -53,47 +52,6 @@ impl AttemptState {
     }
 }
 
-/// How an attempt ended: as the engine decided, or lost with the server
-/// that ran it (recovery closes it).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum AttemptOutcome {
-    Engine(Outcome),
-    /// Its server stopped while it ran unsignalled.
-    Lost,
-}
-
-impl AttemptOutcome {
-    pub const ALL: [AttemptOutcome; 7] = [
-        AttemptOutcome::Engine(Outcome::Finished),
-        AttemptOutcome::Engine(Outcome::Preempted),
-        AttemptOutcome::Engine(Outcome::NodeFailed),
-        AttemptOutcome::Engine(Outcome::Cancelled),
-        AttemptOutcome::Engine(Outcome::Failed),
-        AttemptOutcome::Engine(Outcome::LaunchFailed),
-        AttemptOutcome::Lost,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AttemptOutcome::Engine(o) => o.as_str(),
-            AttemptOutcome::Lost => "lost",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<AttemptOutcome> {
-        if s == AttemptOutcome::Lost.as_str() {
-            return Some(AttemptOutcome::Lost);
-        }
-        s.parse().ok().map(AttemptOutcome::Engine)
-    }
-
-    /// Whether the attempt was stopped from outside (a preemption, its
-    /// node's failure, its server's loss): what counts as a preemption.
-    pub fn interrupted(self) -> bool {
-        matches!(self, AttemptOutcome::Engine(Outcome::Preempted | Outcome::NodeFailed) | AttemptOutcome::Lost)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,7 +64,7 @@ mod tests {
         assert_eq!(phases, ["pending", "running", "stopping", "finished", "failed", "cancelled", "rejected"]);
         let states: Vec<&str> = AttemptState::ALL.iter().map(|s| s.as_str()).collect();
         assert_eq!(states, ["starting", "running", "stopping", "ended"]);
-        let outcomes: Vec<&str> = AttemptOutcome::ALL.iter().map(|o| o.as_str()).collect();
+        let outcomes: Vec<&str> = allot_core::engine::Outcome::ALL.iter().map(|o| o.as_str()).collect();
         assert_eq!(outcomes, ["finished", "preempted", "node-failed", "cancelled", "failed", "launch-failed", "lost"]);
         for p in PHASES {
             assert_eq!(parse_phase(p.as_str()), Some(p));
@@ -115,8 +73,8 @@ mod tests {
         for s in AttemptState::ALL {
             assert_eq!(AttemptState::parse(s.as_str()), Some(s));
         }
-        for o in AttemptOutcome::ALL {
-            assert_eq!(AttemptOutcome::parse(o.as_str()), Some(o));
+        for o in allot_core::engine::Outcome::ALL {
+            assert_eq!(allot_core::engine::Outcome::parse(o.as_str()), Some(o));
         }
         assert_eq!(parse_phase("Running"), None);
     }

@@ -502,7 +502,9 @@ impl Sim<'_> {
             useful_gpu_s: ended.stop.useful_gpu_s,
             outcome: match ended.outcome {
                 Outcome::Finished => AttemptEnd::Finished,
-                Outcome::Preempted => AttemptEnd::Preempted,
+                // A simulated process is never lost with its server; were
+                // one, it was interrupted from outside as a preemption is.
+                Outcome::Preempted | Outcome::Lost => AttemptEnd::Preempted,
                 // CON-9: an idle reclaim ends the workload as a cancel
                 // does; the engine tells which it was.
                 Outcome::Cancelled if self.engine.reclaimed(w) => AttemptEnd::IdleReclaimed,

@@ -4,9 +4,9 @@
 use crate::Time;
 use crate::allocation::Allocation;
 use crate::cluster::{Health, NodeId};
-use crate::rule::Reason;
+use crate::rule::{Reason, Rule};
 use crate::state::{NodeEventKind, StopOutcome};
-use crate::workload::WorkloadId;
+use crate::workload::{Phase, WorkloadId};
 
 /// Something an interpreter must do or record, in the order left.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,11 +42,34 @@ pub struct Transition {
     /// workload).
     pub attempt: u32,
     pub change: Change,
+    /// The phase the workload is in after it ([`Change::leads_to`]): the
+    /// interpreters record it as it is, and never map changes themselves.
+    pub phase: Phase,
     pub reason: Reason,
     /// The workload whose need caused a preemption, if any.
     pub by: Option<WorkloadId>,
     /// For changes that end an attempt: what it held and amounted to.
     pub ended: Option<Ended>,
+}
+
+impl Transition {
+    /// A change of workload `workload`'s attempt `attempt` at `t`, leading
+    /// to the phase the change leads to.
+    pub fn new(t: Time, workload: WorkloadId, attempt: u32, change: Change, reason: Reason) -> Transition {
+        Transition { t, workload, attempt, change, phase: change.leads_to(), reason, by: None, ended: None }
+    }
+
+    /// Caused by `by`'s need (a preemption).
+    pub fn caused_by(mut self, by: Option<WorkloadId>) -> Transition {
+        self.by = by;
+        self
+    }
+
+    /// Ending an attempt that amounted to `ended`.
+    pub fn ended(mut self, ended: Ended) -> Transition {
+        self.ended = Some(ended);
+        self
+    }
 }
 
 /// The kinds of state change, named as in the decision log.
@@ -86,6 +109,21 @@ impl Change {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
+
+    /// The phase machine: the phase a workload is in after this change. A
+    /// workload requeued (stopped, failed on its node, retried, not
+    /// launched) is pending again, whether queued or parked.
+    pub fn leads_to(self) -> Phase {
+        match self {
+            Change::Start | Change::IdleWarning | Change::IdleCleared => Phase::Running,
+            Change::Preempt | Change::Abort => Phase::Stopping,
+            Change::Stop | Change::Fail | Change::Retry | Change::LaunchFailed => Phase::Pending,
+            Change::Finish => Phase::Finished,
+            Change::Reject => Phase::Rejected,
+            Change::Cancel => Phase::Cancelled,
+            Change::Failed => Phase::Failed,
+        }
+    }
 }
 
 /// How an attempt ended.
@@ -104,12 +142,99 @@ pub enum Outcome {
     /// Never started: not by its own fault (MNT-3), or its setup is
     /// missing on the node (MNT-4).
     LaunchFailed,
+    /// Its server stopped while it ran unsignalled, and the next one did
+    /// not adopt it ([`closed_at_restart`]): nothing is learnt of how it
+    /// ended, so it is treated as interrupted from outside.
+    Lost,
 }
 
 impl Outcome {
+    /// Every outcome, in the order the store has always listed them.
+    pub const ALL: [Outcome; 7] = [
+        Outcome::Finished,
+        Outcome::Preempted,
+        Outcome::NodeFailed,
+        Outcome::Cancelled,
+        Outcome::Failed,
+        Outcome::LaunchFailed,
+        Outcome::Lost,
+    ];
+
     pub fn as_str(self) -> &'static str {
         self.into()
     }
+
+    pub fn parse(s: &str) -> Option<Outcome> {
+        s.parse().ok()
+    }
+
+    /// Whether the attempt was stopped from outside (a preemption, its
+    /// node's failure, its server's loss): what counts as a preemption.
+    pub fn interrupted(self) -> bool {
+        matches!(self, Outcome::Preempted | Outcome::NodeFailed | Outcome::Lost)
+    }
+}
+
+/// An attempt that held GPUs when its server stopped and that the next
+/// server did not adopt (K8S-10): what was recorded of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenAttempt {
+    pub attempt: u32,
+    pub started: Time,
+    /// When it was signalled (CON-2), if it was: its progress froze then.
+    pub signalled: Option<Time>,
+    /// The workload's work left when the attempt started (seconds).
+    pub remaining: Time,
+    pub checkpoint_s: Time,
+    /// CON-7: whether the workload reports checkpoints (any attempt of it
+    /// reported one), and the progress this attempt's last report saved.
+    pub reports: bool,
+    pub reported: Option<Time>,
+    /// A cancel was asked.
+    pub cancel: bool,
+}
+
+/// How [`closed_at_restart`] closes an [`OpenAttempt`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Closed {
+    pub outcome: Outcome,
+    /// Progress it kept (CON-3, CON-7) and progress it lost (seconds).
+    pub kept_s: Time,
+    pub lost_s: Time,
+    /// The workload's phase after it: requeued, or cancelled if a cancel
+    /// was asked.
+    pub phase: Phase,
+    pub reason: Reason,
+}
+
+/// CON-3 at a server restart: an attempt that held GPUs when its server
+/// stopped, was not adopted and has been stopped by the next server
+/// (at `end`) keeps the progress the engine would have kept had it been
+/// stopped then (its progress up to its signal, if it was signalled, capped
+/// by its work left; kept by its reported checkpoints or its declared
+/// interval, as [`crate::workload::kept`] decides live), and its workload is
+/// requeued, or cancelled if a cancel was asked. Signalled, it was
+/// preempted; not, it was lost.
+pub fn closed_at_restart(a: &OpenAttempt, end: Time) -> Closed {
+    let until = a.signalled.unwrap_or(end).max(a.started);
+    let progress = (until - a.started).min(a.remaining.max(1));
+    let kept_s = crate::workload::kept(progress, a.checkpoint_s, a.reports, a.reported);
+    let lost_s = progress - kept_s;
+    let (outcome, phase) = if a.cancel {
+        (Outcome::Cancelled, Phase::Cancelled)
+    } else if a.signalled.is_some() {
+        (Outcome::Preempted, Phase::Pending)
+    } else {
+        (Outcome::Lost, Phase::Pending)
+    };
+    let reason = Reason::new(
+        Rule::Requeue,
+        format!(
+            "the server restarted while attempt {} held GPUs; stopped, {lost_s} s of progress since the last checkpoint lost",
+            a.attempt
+        ),
+    );
+    Closed { outcome, kept_s, lost_s, phase, reason }
 }
 
 /// What an ended attempt held and amounted to.
@@ -121,6 +246,28 @@ pub struct Ended {
     pub stop: StopOutcome,
     /// The exit code reported, if any.
     pub exit_code: Option<i32>,
+    /// Seconds of the workload's progress the attempt kept: all it ran if
+    /// it finished, else what it had checkpointed (CON-3).
+    pub kept_s: Time,
+}
+
+impl Ended {
+    /// An attempt of a workload of `gpus` GPUs that ended at `end`.
+    pub fn new(
+        alloc: Allocation,
+        started: Time,
+        outcome: Outcome,
+        stop: StopOutcome,
+        exit_code: Option<i32>,
+        end: Time,
+        gpus: u32,
+    ) -> Ended {
+        let kept_s = match outcome {
+            Outcome::Finished => end.saturating_sub(started),
+            _ => stop.useful_gpu_s / u64::from(gpus.max(1)),
+        };
+        Ended { alloc, started, outcome, stop, exit_code, kept_s }
+    }
 }
 
 /// How an attempt's process ended, as its interpreter saw it.

@@ -16,5 +16,7 @@
 mod effect;
 mod reactor;
 
-pub use effect::{Change, Effect, Ended, Exit, LaunchFault, Outcome, Transition};
+pub use effect::{
+    Change, Closed, Effect, Ended, Exit, LaunchFault, OpenAttempt, Outcome, Transition, closed_at_restart,
+};
 pub use reactor::{Cancelled, CheckpointRefused, Engine, HoldRefused, LAUNCH_FAILURES_TO_DRAIN, Past, UsageSpan};

@@ -62,6 +62,9 @@ pub struct Past {
     pub lost_gpu_s: u64,
     pub failures: u32,
     pub cancel: bool,
+    /// CON-7: some attempt of it reported a checkpoint, so it is a
+    /// workload that reports them.
+    pub reports: bool,
 }
 
 /// One recorded attempt as the ledger counts it ([`Engine::restore_usage`]).
@@ -204,15 +207,7 @@ impl Engine {
 
     fn record(&mut self, t: Time, w: WorkloadId, change: Change, reason: Reason) {
         let attempt = self.state.run(w).attempts;
-        self.effects.push(Effect::Record(Transition {
-            t,
-            workload: w,
-            attempt,
-            change,
-            reason,
-            by: None,
-            ended: None,
-        }));
+        self.effects.push(Effect::Record(Transition::new(t, w, attempt, change, reason)));
     }
 
     fn set_health(&mut self, n: NodeId, h: Health) {
@@ -267,6 +262,7 @@ impl Engine {
         r.preemptions = past.preemptions;
         r.first_start = past.first_start;
         r.lost_gpu_s = past.lost_gpu_s;
+        r.reports = past.reports;
         let x = &mut self.extra[w.0 as usize];
         x.failures = past.failures;
         x.cancel = past.cancel;
@@ -378,15 +374,7 @@ impl Engine {
         let stop_at = self.state.signal(w, now, grace, reason.clone());
         let attempt = self.state.run(w).attempts;
         self.deadlines.insert((stop_at, w, attempt));
-        self.effects.push(Effect::Record(Transition {
-            t: now,
-            workload: w,
-            attempt,
-            change: Change::Preempt,
-            reason,
-            by,
-            ended: None,
-        }));
+        self.effects.push(Effect::Record(Transition::new(now, w, attempt, Change::Preempt, reason).caused_by(by)));
         self.effects.push(Effect::Signal { workload: w, attempt, stop_at });
     }
 
@@ -516,15 +504,7 @@ impl Engine {
     }
 
     fn ended_record(&mut self, t: Time, w: WorkloadId, attempt: u32, change: Change, reason: Reason, ended: Ended) {
-        self.effects.push(Effect::Record(Transition {
-            t,
-            workload: w,
-            attempt,
-            change,
-            reason,
-            by: None,
-            ended: Some(ended),
-        }));
+        self.effects.push(Effect::Record(Transition::new(t, w, attempt, change, reason).ended(ended)));
     }
 
     /// ENG-1: the work is done.
@@ -535,7 +515,7 @@ impl Engine {
         let reason = Reason::new(Rule::Completed, "work completed");
         let (o, alloc) = self.state.finish_releasing(w, now, reason.clone());
         let nodes: Vec<NodeId> = alloc.nodes().collect();
-        let ended = Ended { alloc, started, outcome: Outcome::Finished, stop: o, exit_code };
+        let ended = Ended::new(alloc, started, Outcome::Finished, o, exit_code, now, self.state.spec(w).gpus);
         self.ended_record(now, w, attempt, Change::Finish, reason, ended);
         self.gate_ended(w, now);
         self.after_release(&nodes);
@@ -572,7 +552,7 @@ impl Engine {
         });
         let (alloc, started, o) = self.release_requeue(w, now, requeue.clone());
         let nodes: Vec<NodeId> = alloc.nodes().collect();
-        let ended = Ended { alloc, started, outcome, stop: o, exit_code };
+        let ended = Ended::new(alloc, started, outcome, o, exit_code, now, self.state.spec(w).gpus);
         if change == Change::Cancel {
             let r = if x.reclaimed && !x.cancel {
                 let when = if graced { "killed after grace" } else { "stopped after the signal" };
@@ -613,7 +593,7 @@ impl Engine {
         };
         let (alloc, started, o) = self.release_requeue(w, now, Reason::new(Rule::Requeue, detail.clone()));
         let nodes: Vec<NodeId> = alloc.nodes().collect();
-        let ended = Ended { alloc, started, outcome: Outcome::Failed, stop: o, exit_code };
+        let ended = Ended::new(alloc, started, Outcome::Failed, o, exit_code, now, self.state.spec(w).gpus);
         if retry {
             self.ended_record(now, w, attempt, Change::Retry, Reason::new(Rule::Requeue, detail), ended);
         } else {
@@ -638,7 +618,7 @@ impl Engine {
                 format!("could not start: {message}; requeued without spending a retry"),
             );
             let (alloc, started, o) = self.release_requeue(w, now, reason.clone());
-            let ended = Ended { alloc, started, outcome: Outcome::LaunchFailed, stop: o, exit_code: None };
+            let ended = Ended::new(alloc, started, Outcome::LaunchFailed, o, None, now, self.state.spec(w).gpus);
             self.ended_record(now, w, attempt, Change::LaunchFailed, reason, ended);
             self.after_release(&nodes);
         }
@@ -673,7 +653,7 @@ impl Engine {
         let reason = Reason::new(Rule::LaunchSetup, format!("could not start: {message}; not retried"));
         let (alloc, started, o) = self.release_requeue(w, now, reason.clone());
         let nodes: Vec<NodeId> = alloc.nodes().collect();
-        let ended = Ended { alloc, started, outcome: Outcome::LaunchFailed, stop: o, exit_code: None };
+        let ended = Ended::new(alloc, started, Outcome::LaunchFailed, o, None, now, self.state.spec(w).gpus);
         self.ended_record(now, w, attempt, Change::Failed, reason.clone(), ended);
         self.end_pending(w, now, Phase::Failed, reason);
         self.after_release(&nodes);

@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
-use allot_core::engine::{Change, Ended, Outcome};
-use allot_core::{Allocation, Class, Effect, Exit, Phase, Time, Transition, WorkloadId};
+use allot_core::engine::{Change, Ended};
+use allot_core::{Allocation, Class, Effect, Exit, Time, Transition, WorkloadId};
 
 use super::Scheduler;
 use crate::executor::{AttemptKey, ExecEvent, LaunchFault, NodeGpus};
@@ -154,7 +154,7 @@ impl Scheduler {
             self.close_attempt(w, key, tr.t, ended);
         }
         let ac = self.account_class(w);
-        let state = match tr.change {
+        match tr.change {
             Change::Start => {
                 self.metrics.starts.get_or_create(&ac).inc();
                 let spec = self.engine.state().spec(w);
@@ -165,35 +165,33 @@ impl Scheduler {
                         .get_or_create(&ClassLabel { class: spec.class.as_str().into() })
                         .observe(waited);
                 }
-                Phase::Running
             }
             Change::Preempt | Change::Abort => {
                 self.ops.push(Op::AttemptSignal { seq, attempt: key.attempt, t, reason: reason.clone() });
                 self.metrics.preemptions.get_or_create(&ac).inc();
-                Phase::Stopping
             }
-            Change::Stop | Change::Fail | Change::LaunchFailed => Phase::Pending,
             Change::Retry => {
                 self.ops.push(Op::Failures { seq, failures: i64::from(self.engine.failures(w)) });
-                Phase::Pending
             }
             Change::Failed => {
                 self.ops.push(Op::Failures { seq, failures: i64::from(self.engine.failures(w)) });
                 self.metrics.failed.get_or_create(&ac).inc();
-                Phase::Failed
             }
             Change::Finish => {
                 self.metrics.completed.get_or_create(&ac).inc();
-                Phase::Finished
             }
             Change::Cancel => {
                 self.metrics.cancelled.get_or_create(&ac).inc();
-                Phase::Cancelled
             }
-            Change::Reject => Phase::Rejected,
-            Change::IdleWarning | Change::IdleCleared => Phase::Running,
-        };
-        let end_t = self.engine.state().run(w).phase.is_terminal().then_some(t);
+            Change::Stop
+            | Change::Fail
+            | Change::LaunchFailed
+            | Change::Reject
+            | Change::IdleWarning
+            | Change::IdleCleared => {}
+        }
+        let state = tr.phase;
+        let end_t = state.is_terminal().then_some(t);
         self.ops.push(Op::WorkloadState { seq, state, reason, end_t });
     }
 
@@ -219,11 +217,7 @@ impl Scheduler {
     fn close_attempt(&mut self, w: WorkloadId, key: AttemptKey, t: Time, ended: &Ended) {
         self.forget_attempt(key);
         let gpus = u64::from(self.engine.state().spec(w).gpus);
-        // A finished attempt kept all it ran; others what they checkpointed.
-        let kept_s = match ended.outcome {
-            Outcome::Finished => t - ended.started,
-            _ => ended.stop.useful_gpu_s / gpus.max(1),
-        };
+        let kept_s = ended.kept_s;
         self.ops.push(Op::AttemptEnd {
             seq: key.seq,
             attempt: key.attempt,

@@ -212,8 +212,8 @@ impl AttemptRow {
     }
 
     /// How it ended, `None` while it runs (or for text this server does not know).
-    pub fn ended_as(&self) -> Option<crate::states::AttemptOutcome> {
-        self.outcome.as_deref().and_then(crate::states::AttemptOutcome::parse)
+    pub fn ended_as(&self) -> Option<allot_core::engine::Outcome> {
+        self.outcome.as_deref().and_then(allot_core::engine::Outcome::parse)
     }
 }
 

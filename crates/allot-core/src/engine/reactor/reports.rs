@@ -119,14 +119,6 @@ impl Engine {
     /// A change of a workload that stays running (CON-9's warnings).
     fn running_record(&mut self, t: Time, w: WorkloadId, attempt: u32, change: Change, reason: Reason) {
         self.state.runs[w.0 as usize].last_reason = Some(reason.clone());
-        self.effects.push(Effect::Record(Transition {
-            t,
-            workload: w,
-            attempt,
-            change,
-            reason,
-            by: None,
-            ended: None,
-        }));
+        self.effects.push(Effect::Record(Transition::new(t, w, attempt, change, reason)));
     }
 }
