@@ -265,6 +265,8 @@ pub struct Scheduler {
     pub(crate) book: allot_core::AccountBook,
     /// The API's view of the tree, updated with every edit.
     pub(crate) catalog: Option<Arc<crate::submission::Catalog>>,
+    /// The engine's shape the catalog was last given ([`Scheduler::publish_shape`]).
+    pub(crate) published_shape: u64,
     /// Indexed by `WorkloadId`.
     pub(crate) live: Vec<Live>,
     pub(crate) by_seq: HashMap<i64, WorkloadId>,
@@ -352,6 +354,7 @@ impl Scheduler {
             paths,
             book,
             catalog: None,
+            published_shape: 0,
             live: Vec::new(),
             by_seq: HashMap::new(),
             clock: Clock::System,

@@ -267,8 +267,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let rec = recover(&cfg, &store, exec.as_ref(), &run, now).await?;
     let metrics = Arc::new(Metrics::new());
     metrics.restore(&rec.history.0, &rec.history.1);
-    let template = allot_core::State::new(cfg.cluster.clone(), rec.book.tree().clone(), cfg.contract);
-    let catalog = Catalog::with_clusters(template, kind, local, jobs_only);
+    let catalog = Catalog::with_clusters(rec.engine.admission_view(), kind, local, jobs_only);
     let paths = Paths { data_dir: opts.data_dir.clone() };
     let mut sched = Scheduler::new(rec.engine, kind.build(), store.clone(), exec, metrics.clone(), paths, rec.book);
     sched.catalog = Some(catalog.clone());

@@ -75,6 +75,16 @@ pub fn denied_env(name: &str) -> Option<&'static str> {
     exact.or_else(prefix).map(|(_, why)| *why)
 }
 
+/// The fleet of a published admission view.
+pub struct ClusterView(Arc<State>);
+
+impl std::ops::Deref for ClusterView {
+    type Target = Cluster;
+    fn deref(&self) -> &Cluster {
+        &self.0.cluster
+    }
+}
+
 /// A field and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldError {
@@ -87,12 +97,13 @@ fn bad(field: &str, message: impl Into<String>) -> FieldError {
 }
 
 /// What the API needs to check submissions without asking the scheduler:
-/// the topology and the policy's admission (fixed by the config) and the
-/// account tree (live: the scheduler sets it after every edit, ACC-1).
+/// the engine's [`allot_core::Engine::admission_view`] (its fleet, account
+/// tree and contract, no workloads), which the scheduler publishes again
+/// whenever [`allot_core::Engine::shape`] moves (a node added, MNT-5; an
+/// account edit, ACC-1), and the policy's admission.
 pub struct Catalog {
-    /// A state without workloads, for the policy's admission check.
-    template: std::sync::RwLock<State>,
-    cluster: Cluster,
+    /// The engine's admission view, for the policy's admission check.
+    template: std::sync::RwLock<Arc<State>>,
     pub policy: PolicyKind,
     admit: std::sync::Mutex<Box<dyn Policy>>,
     /// The clusters of the fleet the local executor runs, on this host.
@@ -122,10 +133,8 @@ impl Catalog {
         local: ClusterSet,
         jobs_only: ClusterSet,
     ) -> Arc<Catalog> {
-        let cluster = template.cluster.clone();
         Arc::new(Catalog {
-            template: std::sync::RwLock::new(template),
-            cluster,
+            template: std::sync::RwLock::new(Arc::new(template)),
             policy,
             admit: std::sync::Mutex::new(policy.build()),
             local,
@@ -133,27 +142,20 @@ impl Catalog {
         })
     }
 
-    pub fn cluster(&self) -> &Cluster {
-        &self.cluster
+    /// The fleet as the engine last published it (nodes added included).
+    pub fn cluster(&self) -> ClusterView {
+        ClusterView(self.template())
     }
 
-    /// The template state (no workloads; the live tree), read-locked.
-    pub fn template(&self) -> std::sync::RwLockReadGuard<'_, State> {
-        self.template.read().expect("catalog lock")
+    /// The engine's admission view as last published (no workloads; the
+    /// live tree and fleet).
+    pub fn template(&self) -> Arc<State> {
+        self.template.read().expect("catalog lock").clone()
     }
 
-    /// MNT-5: a node joined `pool`: admission checks count it.
-    pub fn add_node(&self, pool: allot_core::cluster::PoolId, name: &str) {
-        if let Err(e) = self.template.write().expect("catalog lock").add_node(pool, name) {
-            tracing::warn!(node = name, error = %e, "the admission check cannot count the added node");
-        }
-    }
-
-    /// The tree after an edit (ACC-1).
-    pub fn set_accounts(&self, tree: allot_core::AccountTree) {
-        let mut t = self.template.write().expect("catalog lock");
-        t.ledger.grow(tree.len());
-        t.accounts = tree;
+    /// The engine's new admission view (its shape moved).
+    pub fn publish(&self, view: State) {
+        *self.template.write().expect("catalog lock") = Arc::new(view);
     }
 
     pub fn account_exists(&self, path: &str) -> bool {
@@ -250,9 +252,10 @@ impl Catalog {
 
     /// K8S-12: the Kubernetes cluster a Job is created in.
     fn job_cluster(&self, named: &[String]) -> Result<String, FieldError> {
-        let kube: Vec<&str> = (0..self.cluster.clusters.len())
+        let fleet = self.cluster();
+        let kube: Vec<&str> = (0..fleet.clusters.len())
             .filter(|&i| self.jobs_only.contains(allot_core::cluster::ClusterId(i as u16)))
-            .map(|i| self.cluster.clusters[i].as_str())
+            .map(|i| fleet.clusters[i].as_str())
             .collect();
         match (cluster_list(named)?, kube.as_slice()) {
             (_, []) => Err(bad("image", "K8S-12: no cluster of this fleet runs Kubernetes Jobs")),
@@ -346,7 +349,8 @@ impl Catalog {
         if self.jobs_only.0 == 0 {
             return Ok(clusters);
         }
-        let names = &self.cluster.clusters;
+        let fleet = self.cluster();
+        let names = &fleet.clusters;
         let kube = |name: &str| {
             names
                 .iter()
@@ -376,7 +380,8 @@ impl Catalog {
     /// clusters) is of a cluster the local executor runs: it runs on this
     /// host, whose file system the server sees.
     fn runs_only_here(&self, spec: &WorkloadSpec) -> bool {
-        let mut pools = self.cluster.pools.iter().filter(|p| p.may_serve(spec.gpu_type, spec.clusters)).peekable();
+        let fleet = self.cluster();
+        let mut pools = fleet.pools.iter().filter(|p| p.may_serve(spec.gpu_type, spec.clusters)).peekable();
         pools.peek().is_some() && pools.all(|p| self.local.contains(p.cluster))
     }
 

@@ -101,6 +101,9 @@ pub struct Engine {
     launch_failures: BTreeMap<NodeId, u32>,
     /// HOLD-1, DEP-1, ARR-1: what parked workloads wait for.
     gate: gate::Gate,
+    /// How many times the fleet's nodes or the account tree changed
+    /// ([`Engine::shape`]).
+    shape: u64,
 }
 
 impl Engine {
@@ -116,12 +119,29 @@ impl Engine {
             effects: Vec::new(),
             launch_failures: BTreeMap::new(),
             gate: gate::Gate::default(),
+            shape: 0,
         }
     }
 
     /// The engine's state, to read: only the engine changes it.
     pub fn state(&self) -> &State {
         &self.state
+    }
+
+    /// A count that changes whenever what admission reads changes: a node
+    /// added (MNT-5), the account tree replaced (ACC-1). An interpreter
+    /// that checks submissions off its engine's thread takes a new
+    /// [`Engine::admission_view`] when it moved.
+    pub fn shape(&self) -> u64 {
+        self.shape
+    }
+
+    /// What a submission is checked against before it reaches the engine:
+    /// the engine's own fleet (with the nodes added since the start), its
+    /// account tree and contract, and no workloads, so admission never
+    /// reads a copy kept in step by hand.
+    pub fn admission_view(&self) -> State {
+        State::new(self.state.cluster.clone(), self.state.accounts.clone(), self.state.contract)
     }
 
     /// The state, the engine given up (a replay's end).
@@ -814,6 +834,7 @@ impl Engine {
     pub fn add_node(&mut self, pool: PoolId, name: impl Into<String>) -> Result<NodeId, AddNodeError> {
         let n = self.state.add_node(pool, name)?;
         self.dirty = true;
+        self.shape += 1;
         self.effects.push(Effect::Health { node: n, health: Health::Up });
         Ok(n)
     }
@@ -880,6 +901,7 @@ impl Engine {
         self.state.ledger.grow(tree.len());
         self.state.accounts = tree;
         self.dirty = true;
+        self.shape += 1;
     }
 
     /// Plans the next time-driven pass: the policy's next wake-up

@@ -294,7 +294,7 @@ pub async fn create_account(
     check_known_users(&app, "users", decl.users.keys(), new_users).await?;
     check_known_users(&app, "user_budgets", decl.user_budgets.keys(), new_users).await?;
     let spec =
-        crate::accounts::spec_of(&decl, app.catalog.cluster()).map_err(|m| ApiError::field("legacy_pools", m))?;
+        crate::accounts::spec_of(&decl, &app.catalog.cluster()).map_err(|m| ApiError::field("legacy_pools", m))?;
     let path = decl.path.clone();
     let out = edit(&app, &who, vec![AccountEdit::Create(spec)], false, false).await?;
     let view = out
@@ -330,7 +330,7 @@ pub async fn import_tree(
     for (i, d) in req.accounts.iter().enumerate() {
         check_decl(d).map_err(|e| e.within(&format!("accounts[{i}]")))?;
         specs.push(
-            crate::accounts::spec_of(d, app.catalog.cluster())
+            crate::accounts::spec_of(d, &app.catalog.cluster())
                 .map_err(|m| ApiError::field(format!("accounts[{i}].legacy_pools"), m))?,
         );
     }

@@ -313,7 +313,7 @@ pub async fn list(
                 // In a fleet of one every workload is of its cluster.
                 if c.is_fleet() && !set.is_any() {
                     let ids = (0..c.clusters.len()).map(|i| ClusterId(i as u16)).filter(|&i| set.contains(i));
-                    f.clusters = Some(ids.map(|i| cluster_filter_of(c, i)).collect());
+                    f.clusters = Some(ids.map(|i| cluster_filter_of(&c, i)).collect());
                 }
             }
             "state" => f.states = super::conditions::states(v)?,

@@ -71,6 +71,19 @@ impl Scheduler {
             }
         }
         self.engine.recycle(effects);
+        self.publish_shape();
+    }
+
+    /// Hands the API's admission check the engine's new admission view
+    /// when the engine's shape moved (a node added, an account edit).
+    pub(crate) fn publish_shape(&mut self) {
+        if self.engine.shape() == self.published_shape {
+            return;
+        }
+        self.published_shape = self.engine.shape();
+        if let Some(c) = &self.catalog {
+            c.publish(self.engine.admission_view());
+        }
     }
 
     fn allocation_view(&self, alloc: &Allocation) -> Vec<NodeGpusView> {

@@ -46,9 +46,7 @@ impl Scheduler {
             Ok(n) => {
                 let pool_name = &self.engine.state().cluster.pool(pool).name;
                 tracing::info!(cluster, node, pool = %pool_name, id = n.0, "MNT-5: node added to its pool, in service");
-                if let Some(catalog) = &self.catalog {
-                    catalog.add_node(pool, node);
-                }
+                self.publish_shape();
             }
             Err(e) => tracing::warn!(cluster, node, error = %e, "a node appeared and cannot be added"),
         }
@@ -285,6 +283,35 @@ share = 1
         let st = s.engine.state();
         let health = |n: &str| st.health[st.cluster.node_by_name(n).unwrap().0 as usize];
         assert_eq!((health("a/gpu-0"), health("a/gpu-1"), health("b/gpu-0")), (Health::Up, Health::Down, Health::Down));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The API's admission check reads the engine's own view, published
+    /// when its shape moves: a node added while serving (MNT-5) is in the
+    /// catalog's fleet (the dashboard's History sized the fleet from the
+    /// config's nodes, without it), and an account edit is in its tree.
+    #[tokio::test]
+    async fn the_catalog_is_the_engines_view_after_a_node_is_added_or_an_account_edited() {
+        let cfg = allot_trace::config::parse_config(FLEET, "fleet.toml").unwrap();
+        let dir = std::env::temp_dir().join(format!("allot-fleet-catalog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open(&format!("sqlite://{}", dir.join("allot.db").display())).await.unwrap();
+        let state = State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
+        let engine = Engine::new(state);
+        let catalog = crate::submission::Catalog::new(engine.admission_view(), allot_core::PolicyKind::Allot);
+        let mut s = scheduler(engine, store, &dir);
+        s.catalog = Some(catalog.clone());
+        assert_eq!(catalog.cluster().nodes.len(), 3);
+        s.node_added("b", "b/gpu-1", 2, Some("NVIDIA H100 80GB HBM3"));
+        let names: Vec<String> = catalog.cluster().nodes.iter().map(|n| n.name.clone()).collect();
+        assert_eq!(names, ["a/gpu-0", "a/gpu-1", "b/gpu-0", "b/gpu-1"], "the added node is in the catalog's fleet");
+        assert_eq!(catalog.template().cluster.nodes.len(), 4);
+        assert!(!catalog.account_exists("org/new"));
+        let create =
+            allot_core::AccountEdit::Create(allot_core::AccountSpec { path: "org/new".into(), ..Default::default() });
+        let now = s.tick_now();
+        s.edit_accounts(&[create], false, false, "admin", now).await.unwrap().unwrap();
+        assert!(catalog.account_exists("org/new"), "the edited tree is the catalog's");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -300,7 +300,7 @@ impl Scheduler {
     /// whose `set` names every user: the task's work is linear in the
     /// number of users, not quadratic (issue 30, point 15). A close with
     /// `stop` cancels the closed subtrees' workloads (ACC-3).
-    async fn edit_accounts(
+    pub(crate) async fn edit_accounts(
         &mut self,
         edits: &[AccountEdit],
         stop: bool,
@@ -388,11 +388,8 @@ impl Scheduler {
             tracing::info!(principal = by, "account tree: {c}");
         }
         self.book = book;
-        let tree = self.book.tree().clone();
-        if let Some(c) = &self.catalog {
-            c.set_accounts(tree.clone());
-        }
-        self.engine.set_accounts(tree);
+        self.engine.set_accounts(self.book.tree().clone());
+        self.publish_shape();
         let mut stopped = 0;
         if stop {
             stopped = self.stop_closed(&closed, by, now);
