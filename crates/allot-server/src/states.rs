@@ -3,7 +3,7 @@
 //! has always held (`as_str`) and read back with `parse`.
 //!
 //! A workload's state is its engine [`Phase`]; an attempt's outcome is the
-//! engine's [`Outcome`] (`Outcome::ALL`, `Outcome::parse`).
+//! engine's [`Outcome`](allot_core::engine::Outcome) (`Outcome::ALL`, `Outcome::parse`).
 
 use allot_core::Phase;
 

@@ -11,6 +11,8 @@
 //! * [`fleet::FleetExecutor`]: a fleet of several clusters, each with its
 //!   own executor; every command goes to the executor of the attempt's
 //!   cluster.
+//! * [`health`]: the node model the Slurm and Kubernetes executors share
+//!   (a node's health, the node events between two, the nodes' order).
 //! * [`telemetry`]: the GPUs of running attempts, sampled through
 //!   `nvidia-smi` and reported as [`ExecEvent::Telemetry`] once
 //!   [`Executor::start_telemetry`] is called.
@@ -20,6 +22,7 @@
 
 pub mod cgroup;
 pub mod fleet;
+pub mod health;
 pub mod inventory;
 pub mod kubernetes;
 pub mod local;

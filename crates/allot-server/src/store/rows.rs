@@ -217,13 +217,15 @@ impl AttemptRow {
     }
 }
 
-/// An operator's node action.
+/// A node event: an operator's action, or one an executor or the engine
+/// recorded.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeEventRow {
     pub seq: i64,
     pub t: i64,
     pub node: String,
-    /// fail | repair | drain | undrain
+    /// fail | repair | drain | undrain (an operator's, MNT-3's, an
+    /// executor's) | outage | return (a cluster's, FLEET-3, FLEET-4)
     pub kind: String,
     pub principal: String,
     /// Why, as the operator said (`--reason`); `None`: not said.

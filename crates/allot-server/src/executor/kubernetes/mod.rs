@@ -305,7 +305,7 @@ pub async fn nodes(opts: &KubeOptions) -> Result<Vec<KubeNode>, KubeError> {
         .await
         .map_err(|e| KubeError::Api(format!("list the Nodes of cluster {} at {}: {e}", opts.cluster, opts.url)))?;
     let mut out: Vec<KubeNode> = list.items.iter().map(|n| run::kube_node(n, opts)).collect();
-    out.sort_by_key(|n| crate::executor::slurm::natural_key(&n.name));
+    out.sort_by_key(|n| crate::executor::health::natural_key(&n.name));
     Ok(out)
 }
 

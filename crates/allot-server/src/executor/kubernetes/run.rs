@@ -21,7 +21,7 @@ use super::{
     ATTEMPT, COMPLETION_INDEX, Command, Front, JOB_NAME, KubeNode, KubeOptions, MANAGED, NODES, REASON, STORE,
     WORKLOAD, job,
 };
-use crate::executor::slurm::{SlurmHealth as Health, transition};
+use crate::executor::health::{NodeHealth as Health, transition};
 use crate::executor::{Adoption, AttemptKey, ExecEvent, ExitStatus, Launch, LaunchError, Survivor};
 use crate::store::lease::Fence;
 

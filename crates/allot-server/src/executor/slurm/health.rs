@@ -5,7 +5,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use allot_core::NodeEventKind;
 use tokio::sync::mpsc;
 
 use super::SlurmOptions;
@@ -13,43 +12,21 @@ use super::error::SlurmError;
 use super::jobs::Slots;
 use super::outage::{Reach, reconcile, take_down};
 use crate::executor::ExecEvent;
+use crate::executor::health::{NodeHealth, transition};
 
 /// How often `sinfo` is asked for node states.
 const NODE_POLL: Duration = Duration::from_secs(2);
 
-/// A node's health as far as Allot cares.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum SlurmHealth {
-    Up,
-    /// `DRAINING`, `DRAINED`: no new work; what runs is preempted (MNT-1).
-    Drain,
-    /// `DOWN`, `FAIL`, not responding (`*`): what runs is lost (MNT-2).
-    Down,
-}
-
 /// Classifies `sinfo --format=%T` (`idle`, `mixed`, `drained`,
 /// `down*`, `allocated+drain`…).
-pub fn health(state: &str) -> SlurmHealth {
+pub fn health(state: &str) -> NodeHealth {
     let s = state.to_ascii_lowercase();
     if s.contains("down") || s.contains("fail") || s.ends_with('*') || s.contains("not_responding") {
-        SlurmHealth::Down
+        NodeHealth::Down
     } else if s.contains("drain") {
-        SlurmHealth::Drain
+        NodeHealth::Drain
     } else {
-        SlurmHealth::Up
-    }
-}
-
-/// The node events that take Allot's view of a node from `from` to `to`.
-pub fn transition(from: SlurmHealth, to: SlurmHealth) -> Vec<NodeEventKind> {
-    use SlurmHealth::*;
-    match (from, to) {
-        (a, b) if a == b => vec![],
-        (_, Down) => vec![NodeEventKind::Fail],
-        (Down, Drain) => vec![NodeEventKind::Repair, NodeEventKind::Drain],
-        (_, Drain) => vec![NodeEventKind::Drain],
-        (Down, Up) => vec![NodeEventKind::Repair],
-        (_, Up) => vec![NodeEventKind::Undrain],
+        NodeHealth::Up
     }
 }
 
@@ -66,7 +43,7 @@ pub(super) async fn poll_nodes(
     events: mpsc::UnboundedSender<ExecEvent>,
 ) {
     let nodes: HashSet<String> = nodes.into_iter().collect();
-    let mut seen: HashMap<String, SlurmHealth> = HashMap::new();
+    let mut seen: HashMap<String, NodeHealth> = HashMap::new();
     let mut reach = Reach::default();
     let mut fenced: Vec<u64> = Vec::new();
     loop {
@@ -88,7 +65,7 @@ pub(super) async fn poll_nodes(
                         continue;
                     }
                     let now = health(&state);
-                    let before = seen.insert(name.clone(), now).unwrap_or(SlurmHealth::Up);
+                    let before = seen.insert(name.clone(), now).unwrap_or(NodeHealth::Up);
                     for kind in transition(before, now) {
                         tracing::info!(node = %name, slurm_state = %state, "Slurm changed the node: {}", kind.as_str());
                         let by = format!("slurm: node state {state}");
@@ -145,7 +122,7 @@ mod tests {
 
     #[test]
     fn follows_slurm_node_states() {
-        use SlurmHealth::*;
+        use NodeHealth::*;
         let cases = [
             ("idle", Up),
             ("mixed", Up),
@@ -163,11 +140,5 @@ mod tests {
         for (state, want) in cases {
             assert_eq!(health(state), want, "{state}");
         }
-        assert!(transition(Up, Up).is_empty());
-        assert_eq!(transition(Up, Drain), [NodeEventKind::Drain]);
-        assert_eq!(transition(Drain, Up), [NodeEventKind::Undrain]);
-        assert_eq!(transition(Drain, Down), [NodeEventKind::Fail]);
-        assert_eq!(transition(Down, Up), [NodeEventKind::Repair]);
-        assert_eq!(transition(Down, Drain), [NodeEventKind::Repair, NodeEventKind::Drain]);
     }
 }

@@ -42,7 +42,7 @@ pub fn parse_sinfo(text: &str) -> Result<Vec<SlurmNode>, SlurmErrorKind> {
         }
         nodes.push(SlurmNode { name: name.to_string(), gpus: gpu_count(gres) });
     }
-    nodes.sort_by_key(|n| natural_key(&n.name));
+    nodes.sort_by_key(|n| crate::executor::health::natural_key(&n.name));
     Ok(nodes)
 }
 
@@ -52,14 +52,6 @@ fn gpu_count(gres: &str) -> u32 {
         .filter(|g| g.starts_with("gpu:") || g == &"gpu")
         .filter_map(|g| g.split('(').next()?.rsplit(':').next()?.parse::<u32>().ok())
         .sum()
-}
-
-/// `node10` after `node9`.
-pub fn natural_key(s: &str) -> (String, u64, String) {
-    let digits_at = s.find(|c: char| c.is_ascii_digit()).unwrap_or(s.len());
-    let (head, rest) = s.split_at(digits_at);
-    let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-    (head.to_string(), rest[..end].parse().unwrap_or(0), rest[end..].to_string())
 }
 
 /// The config's nodes of cluster `of`, in order, named after the Slurm

@@ -71,8 +71,8 @@ mod telemetry;
 
 pub use error::{SlurmError, SlurmErrorKind};
 pub use executor::{DEFAULT_OUTAGE_AFTER, SlurmExecutor, SlurmOptions};
-pub use health::{SlurmHealth, health, transition};
-pub use inventory::{SlurmNode, map_nodes, natural_key, nodes, parse_sinfo};
+pub use health::health;
+pub use inventory::{SlurmNode, map_nodes, nodes, parse_sinfo};
 pub use jobs::{
     ForeignJob, SqueueJob, Users, has_started, is_final, job_states, parse_job_states, parse_squeue, split_owned,
     squeue,
