@@ -84,7 +84,7 @@ impl Scheduler {
 mod tests {
     use std::collections::BTreeMap;
 
-    use allot_core::{Engine, Health, Phase, State};
+    use allot_core::{Engine, Health, NodeEventKind, Phase, State};
 
     use crate::executor::{ExecEvent, ExitStatus, Launch};
     use crate::scheduler::Live;
@@ -128,7 +128,7 @@ share = 1
         let state = State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
         let mut s = scheduler(Engine::new(state), store, &dir);
         let now = s.tick_now();
-        s.node_action("a/gpu-1", allot_core::NodeEventKind::Drain, "operator", None, now).unwrap();
+        s.node_action("a/gpu-1", NodeEventKind::Drain, "operator", None, now).unwrap();
         let spec = batch("1", cfg.accounts.get("org/a").unwrap(), 2, 1, now);
         let live = Live {
             seq: 1,
@@ -203,9 +203,8 @@ share = 1
         let state = State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
         let mut s = scheduler(Engine::new(state), store.clone(), &dir);
         let now = s.tick_now();
-        s.node_action("a/gpu-1", allot_core::NodeEventKind::Drain, "operator", None, now).unwrap();
-        s.node_action("b/gpu-0", allot_core::NodeEventKind::Fail, "operator: FLEET-3 is not my name", None, now)
-            .unwrap();
+        s.node_action("a/gpu-1", NodeEventKind::Drain, "operator", None, now).unwrap();
+        s.node_action("b/gpu-0", NodeEventKind::Fail, "operator: FLEET-3 is not my name", None, now).unwrap();
         s.exec_event(ExecEvent::ClusterDown { cluster: "a".into(), reason: "Slurm has not answered for 30 s".into() });
         store.apply(&std::mem::take(&mut s.ops)).await.unwrap();
         drop(s);
@@ -217,7 +216,7 @@ share = 1
         let names: Vec<&str> =
             rec.engine.state().by_outage.iter().map(|&n| rec.engine.state().cluster.node(n).name.as_str()).collect();
         assert_eq!(names, ["a/gpu-0"], "only the node the outage failed");
-        let mut s = scheduler(rec.engine, store, &dir);
+        let mut s = scheduler(rec.engine, store.clone(), &dir);
         s.resume_after_outages(now + 60);
         let st = s.engine.state();
         let health = |n: &str| st.health[st.cluster.node_by_name(n).unwrap().0 as usize];
@@ -239,6 +238,24 @@ share = 1
             .collect();
         assert_eq!(repaired, ["a/gpu-0"]);
         assert!(s.engine.state().by_outage.is_empty());
+
+        // `allot export` writes the outage's events as such, and the
+        // simulator's events file takes them: it replays the outage.
+        store.apply(&std::mem::take(&mut s.ops)).await.unwrap();
+        let exported = crate::export::export_store(&store, &dir.join("run.csv")).await.unwrap();
+        let events_path = exported.events_path.expect("node events exported");
+        let events = allot_trace::events::load_events(&events_path, &cfg).unwrap();
+        let kinds: Vec<(&str, NodeEventKind)> =
+            events.changes.iter().map(|e| (cfg.cluster.node(e.node).name.as_str(), e.kind)).collect();
+        assert_eq!(
+            kinds,
+            [
+                ("a/gpu-1", NodeEventKind::Drain),
+                ("b/gpu-0", NodeEventKind::Fail),
+                ("a/gpu-0", NodeEventKind::Outage),
+                ("a/gpu-0", NodeEventKind::Return),
+            ]
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
