@@ -4,7 +4,7 @@
 //! runs on; a created account's work is charged to it.
 
 use allot_core::{AccountBook, AccountEdit, AccountField, AccountSpec, Engine, Exit, Phase, Policy, PolicyKind, Rule};
-use allot_testkit::{StateBuilder, Wl};
+use allot_testkit::{Drive, StateBuilder, Wl};
 
 fn setup() -> (Engine, Box<dyn Policy>, AccountBook) {
     let state = StateBuilder::new().pool("p", "H100", 2, 8).account("org/a").account("org/b").build();
@@ -21,17 +21,17 @@ fn edit(engine: &mut Engine, book: &mut AccountBook, e: AccountEdit) {
 fn a_closed_account_takes_no_new_work_and_its_running_work_runs_on() {
     let (mut engine, mut policy, mut book) = setup();
     let running = Wl::new("r").account("org/a").gpus(8).work(1000).build(engine.state());
-    let r = engine.arrive(&*policy, running, 0, 0);
+    let r = engine.arrive(&mut *policy, running, 0, 0);
     let queued = Wl::new("q").account("org/a").gpus(16).work(100).submit(1).build(engine.state());
-    let q = engine.arrive(&*policy, queued, 0, 1);
+    let q = engine.arrive(&mut *policy, queued, 0, 1);
     engine.pass(policy.as_mut(), 1);
     assert_eq!(engine.state().run(r).phase, Phase::Running);
 
     edit(&mut engine, &mut book, AccountEdit::Close { path: "org/a".into() });
     let late = Wl::new("late").account("org/a").gpus(1).work(10).submit(5).build(engine.state());
-    let l = engine.arrive(&*policy, late, 0, 5);
+    let l = engine.arrive(&mut *policy, late, 0, 5);
     let other = Wl::new("other").account("org/b").gpus(8).work(10).submit(5).build(engine.state());
-    let o = engine.arrive(&*policy, other, 0, 5);
+    let o = engine.arrive(&mut *policy, other, 0, 5);
     let reason = engine.state().run(l).last_reason.clone().expect("a reason");
     assert_eq!((engine.state().run(l).phase, reason.rule), (Phase::Rejected, Rule::AccountClosed));
     assert_eq!(reason.to_string(), "ACC-2: account org/a is closed");
@@ -50,7 +50,7 @@ fn created_and_renamed_accounts_keep_usage_where_it_belongs() {
     let (mut engine, mut policy, mut book) = setup();
     let a = engine.state().accounts.get("org/a").unwrap();
     let w = Wl::new("w").account("org/a").gpus(8).work(3600).build(engine.state());
-    let w = engine.arrive(&*policy, w, 0, 0);
+    let w = engine.arrive(&mut *policy, w, 0, 0);
     engine.pass(policy.as_mut(), 0);
     let spec = AccountSpec { path: "org/new".into(), budget_gpu_hours: Some(4.0), ..Default::default() };
     edit(&mut engine, &mut book, AccountEdit::Create(spec));
@@ -61,7 +61,7 @@ fn created_and_renamed_accounts_keep_usage_where_it_belongs() {
         AccountEdit::Set { path: "org/b".into(), field: AccountField::Share, value: Some(3.0) },
     );
     let n = Wl::new("n").account("org/new").gpus(8).work(3600).submit(10).build(engine.state());
-    let n = engine.arrive(&*policy, n, 0, 10);
+    let n = engine.arrive(&mut *policy, n, 0, 10);
     engine.pass(policy.as_mut(), 10);
     assert_eq!(engine.state().run(n).phase, Phase::Running, "a new account's work runs");
     let tree = &engine.state().accounts;

@@ -4,7 +4,7 @@
 
 use allot_core::engine::{Change, HoldRefused};
 use allot_core::{DepKind, Effect, Engine, Exit, Phase, Policy, PolicyKind, Rule, Time, WorkloadId, WorkloadSpec};
-use allot_testkit::{StateBuilder, Wl};
+use allot_testkit::{Drive, StateBuilder, Wl};
 use proptest::prelude::*;
 
 struct Run {
@@ -35,7 +35,7 @@ impl Run {
     }
 
     fn arrive(&mut self, spec: WorkloadSpec, t: Time) -> WorkloadId {
-        let w = self.engine.arrive(&*self.policy, spec, 0, t);
+        let w = self.engine.arrive(&mut *self.policy, spec, 0, t);
         self.check(t);
         w
     }

@@ -8,7 +8,7 @@ use allot_core::{
     Effect, Engine, Exit, IdleReclaim, NodeEvent, NodeEventKind, NodeId, Phase, Policy, PolicyKind, Rule, Time,
     WorkloadId,
 };
-use allot_testkit::{StateBuilder, Wl};
+use allot_testkit::{Drive, StateBuilder, Wl};
 
 /// Grace 100 s; interactive work reclaimed below 10% after 600 s idle and
 /// 300 s of warning.
@@ -40,7 +40,7 @@ impl Run {
     /// Starts `wl` (8 GPUs of org/a) at `t`.
     fn start(&mut self, wl: Wl, t: Time) -> WorkloadId {
         let spec = wl.account("org/a").gpus(8).submit(t).build(self.engine.state());
-        let w = self.engine.arrive(&*self.policy, spec, 0, t);
+        let w = self.engine.arrive(&mut *self.policy, spec, 0, t);
         self.engine.pass(self.policy.as_mut(), t);
         assert_eq!(changes(&self.effects(t)), [Change::Start]);
         w
@@ -200,15 +200,15 @@ fn victims_are_chosen_by_the_real_time_since_their_last_checkpoint() {
         if on_signal {
             b = b.on_signal();
         }
-        let a = engine.arrive(&*policy, a.build(engine.state()), 0, 0);
-        engine.arrive(&*policy, b.build(engine.state()), 0, 0);
+        let a = engine.arrive(&mut *policy, a.build(engine.state()), 0, 0);
+        engine.arrive(&mut *policy, b.build(engine.state()), 0, 0);
         engine.pass(policy.as_mut(), 0);
         if report {
             engine.checkpointed(a, 1, 3490, 3490).expect("taken");
         }
         engine.take_effects();
         let i = Wl::new("i").account("org/a").class(allot_core::Class::Interactive).gpus(8).work(600).submit(3500);
-        let i = engine.arrive(&*policy, i.build(engine.state()), 0, 3500);
+        let i = engine.arrive(&mut *policy, i.build(engine.state()), 0, 3500);
         engine.pass(policy.as_mut(), 3500);
         let preempted: Vec<String> = engine
             .take_effects()

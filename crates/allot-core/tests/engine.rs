@@ -4,11 +4,11 @@
 //! cancels, retries, stale reports).
 
 use allot_core::cluster::ClusterId;
-use allot_core::engine::{Cancelled, Change, LAUNCH_FAILURES_TO_DRAIN, LaunchFault, Outcome};
+use allot_core::engine::{Cancelled, Change, Close, LAUNCH_FAILURES_TO_DRAIN, Later, LaunchFault, Outcome};
 use allot_core::{
     Effect, Engine, Exit, Health, NodeEvent, NodeEventKind, NodeId, Phase, Policy, PolicyKind, Rule, Time, WorkloadId,
 };
-use allot_testkit::{StateBuilder, Wl};
+use allot_testkit::{Drive, StateBuilder, Wl};
 
 struct Run {
     engine: Engine,
@@ -32,7 +32,7 @@ impl Run {
     fn submit(&mut self, id: &str, gpus: u32, work: Time, retries: u32, t: Time) -> WorkloadId {
         let spec =
             Wl::new(id).account("org/a").gpus(gpus).submit(t).work(work).checkpoint(50).build(self.engine.state());
-        let w = self.engine.arrive(&*self.policy, spec, retries, t);
+        let w = self.engine.arrive(&mut *self.policy, spec, retries, t);
         self.effects(t);
         w
     }
@@ -41,7 +41,7 @@ impl Run {
     fn start_limited(&mut self, id: &str, work: Time, limit: Time, t: Time) -> WorkloadId {
         let spec =
             Wl::new(id).account("org/a").gpus(8).submit(t).work(work).time_limit(limit).build(self.engine.state());
-        let w = self.engine.arrive(&*self.policy, spec, 0, t);
+        let w = self.engine.arrive(&mut *self.policy, spec, 0, t);
         self.effects(t);
         assert_eq!(changes(&self.pass(t)), [Change::Start]);
         w
@@ -293,13 +293,21 @@ fn with_nothing_to_change_no_wake_up_is_planned() {
     let mut r = Run::new(1);
     let state = &r.engine.state();
     let big = Wl::new("x").account("org/a").gpus(8).nodes(1).submit(0).work(10).build(state);
-    r.engine.arrive(&*r.policy, big, 0, 0);
+    r.engine.arrive(&mut *r.policy, big, 0, 0);
     r.node(0, NodeEventKind::Fail, 0);
     r.pass(0);
-    let periodic = PolicyKind::Allot.build();
-    r.engine.plan_wake(&*periodic, 0, false);
+    let mut periodic = PolicyKind::Allot.build();
+    /// A replay's end: nothing more to come.
+    struct Ended;
+    impl allot_core::engine::Carry for Ended {
+        fn carry(&mut self, _: &Engine, _: &[Effect], _: Time, _: &mut Vec<allot_core::engine::Input>) {}
+        fn may_change(&self) -> bool {
+            false
+        }
+    }
+    r.engine.step(&mut *periodic, 0, vec![], Close::Pass, &mut Ended);
     assert_eq!(r.engine.wake(), None, "stuck: nothing runs and nothing can come");
-    r.engine.plan_wake(&*periodic, 0, true);
+    r.engine.step(&mut *periodic, 0, vec![], Close::Pass, &mut Later);
     assert!(r.engine.wake().is_some(), "inputs may still come: periodic passes go on");
 }
 
@@ -392,8 +400,14 @@ fn an_adopted_attempt_holds_its_gpus_from_its_start_without_a_launch() {
     let spec = Wl::new("k").account("org/a").gpus(8).submit(100).work(1000).build(r.engine.state());
     let (account, user) = (spec.account, spec.user.clone());
     // The server's replay of the open attempt's start, as at recovery.
-    let span =
-        allot_core::engine::UsageSpan { account: "org/a", user: &user, start: 400, end: None, gpus: 8, weight: 1.0 };
+    let span = allot_core::engine::UsageSpan {
+        account: "org/a".into(),
+        user: user.clone(),
+        start: 400,
+        end: None,
+        gpus: 8,
+        weight: 1.0,
+    };
     r.engine.restore_usage(&[span]);
     let past = allot_core::engine::Past { kept_s: 100, attempts: 1, first_start: Some(200), ..Default::default() };
     let alloc = allot_core::Allocation { parts: vec![(NodeId(0), 0xff)] };
@@ -456,16 +470,16 @@ fn stopping_an_account_cancels_its_queued_held_and_running_work_only() {
         .build();
     let mut engine = Engine::new(state);
     let mut policy = PolicyKind::FifoBackfill.build();
-    let arrive = |engine: &mut Engine, policy: &dyn Policy, id: &str, account: &str| {
+    let arrive = |engine: &mut Engine, policy: &mut dyn Policy, id: &str, account: &str| {
         let spec = Wl::new(id).account(account).gpus(8).work(1000).build(engine.state());
         engine.arrive(policy, spec, 0, 0)
     };
-    let run = arrive(&mut engine, &*policy, "run", "org/a");
+    let run = arrive(&mut engine, &mut *policy, "run", "org/a");
     engine.pass(&mut *policy, 0);
-    let queued = arrive(&mut engine, &*policy, "queued", "org/a");
-    let held = arrive(&mut engine, &*policy, "held", "org/a");
+    let queued = arrive(&mut engine, &mut *policy, "queued", "org/a");
+    let held = arrive(&mut engine, &mut *policy, "held", "org/a");
     engine.hold(held, 0).expect("a queued workload can be held");
-    let other = arrive(&mut engine, &*policy, "other", "org/b");
+    let other = arrive(&mut engine, &mut *policy, "other", "org/b");
     assert_eq!(engine.state().run(run).phase, Phase::Running);
     let a = engine.state().accounts.get("org/a").expect("org/a");
     let stopped = engine.stop_accounts(&[a], "admin", 10);

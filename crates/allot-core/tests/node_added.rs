@@ -10,7 +10,7 @@ use allot_core::{
     AddNodeError, Effect, Engine, Exit, Health, NodeEvent, NodeEventKind, NodeId, Phase, Policy, PolicyKind, PoolId,
     Rule, State, Time, WorkloadId,
 };
-use allot_testkit::{StateBuilder, Wl};
+use allot_testkit::{Drive, StateBuilder, Wl};
 use proptest::prelude::*;
 
 /// One pool `p` of `nodes` nodes of 8 H100 in racks of `rack`, a second
@@ -44,7 +44,7 @@ impl Run {
     fn submit(&mut self, id: &str, gpus: u32, nodes: u32, gpu: &str, t: Time) -> WorkloadId {
         let spec =
             Wl::new(id).account("org/a").gpus(gpus).nodes(nodes).gpu_type(gpu).submit(t).build(self.engine.state());
-        let w = self.engine.arrive(&*self.policy, spec, 0, t);
+        let w = self.engine.arrive(&mut *self.policy, spec, 0, t);
         self.check(t);
         w
     }
@@ -308,7 +308,7 @@ proptest! {
                 }
                 Op::Submit(g, n) => {
                     let spec = Wl::new(format!("w{t}")).account("org/a").gpus(g).nodes(n).submit(t).build(r.engine.state());
-                    r.engine.arrive(&*r.policy, spec, 0, t);
+                    r.engine.arrive(&mut *r.policy, spec, 0, t);
                     r.check(t);
                 }
                 Op::Pass => {

@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use allot_core::engine::{OpenAttempt, Outcome, Past, closed_at_restart};
+use allot_core::engine::{Close, Input, Later, OpenAttempt, Outcome, Past, closed_at_restart};
 use allot_core::{Engine, NodeEvent, NodeEventKind, Phase, State, Time, WorkloadSpec};
 use allot_trace::workload::{RawWorkload, Validator};
 
@@ -72,11 +72,12 @@ pub async fn recover(
     store: &Store,
     exec: &dyn Executor,
     run: &crate::identity::RunPolicy,
+    policy: &mut dyn allot_core::Policy,
     now: Time,
 ) -> Result<Recovered, RecoveryError> {
     let book = account_book(cfg, store, now).await?;
     let mut engine = Engine::new(State::new(cfg.cluster.clone(), book.tree().clone(), cfg.contract));
-    let node_reasons = replay_node_events(&mut engine, store).await?;
+    let node_reasons = replay_node_events(&mut engine, policy, store).await?;
 
     let live_rows = store.live_workloads().await?;
     // The attempts of every workload holding GPUs, read once for both
@@ -99,7 +100,8 @@ pub async fn recover(
     let closed = close_open_attempts(store, exec, &live_rows, holding, &adopting, cfg.contract.grace, now).await?;
     let all_workloads = store.all_workloads().await?;
     let all_attempts = store.all_attempts().await?;
-    engine.restore_usage(&usage_spans(&all_workloads, &all_attempts, &taken));
+    let usage = Input::Usage(usage_spans(&all_workloads, &all_attempts, &taken));
+    engine.step(policy, now, vec![usage], Close::Open, &mut Later);
 
     let mut attempts: BTreeMap<i64, Vec<&AttemptRow>> = BTreeMap::new();
     for a in &all_attempts {
@@ -236,6 +238,7 @@ async fn account_book(
 /// was taken out, where that was said.
 async fn replay_node_events(
     engine: &mut Engine,
+    policy: &mut dyn allot_core::Policy,
     store: &Store,
 ) -> Result<HashMap<allot_core::NodeId, String>, StoreError> {
     let mut reasons = HashMap::new();
@@ -244,7 +247,8 @@ async fn replay_node_events(
         else {
             continue;
         };
-        engine.node_event(&NodeEvent { t: e.t.max(0) as Time, node: n, kind });
+        let t = e.t.max(0) as Time;
+        engine.step(policy, t, vec![Input::Node(NodeEvent { t, node: n, kind })], Close::Open, &mut Later);
         crate::scheduler::note_node_reason(&mut reasons, n, kind, e.reason);
     }
     Ok(reasons)
@@ -371,11 +375,11 @@ async fn close_open_attempts(
 /// The recorded attempts as the ledger counts them: each from its start to
 /// its end, an adopted one (still holding GPUs) to now; an attempt left
 /// open and not adopted was closed before this is read.
-fn usage_spans<'a>(
-    workloads: &'a [WorkloadRow],
-    attempts: &'a [AttemptRow],
+fn usage_spans(
+    workloads: &[WorkloadRow],
+    attempts: &[AttemptRow],
     adopted: &BTreeSet<AttemptKey>,
-) -> Vec<allot_core::engine::UsageSpan<'a>> {
+) -> Vec<allot_core::engine::UsageSpan> {
     let owners: BTreeMap<i64, (&str, &str)> =
         workloads.iter().map(|w| (w.seq, (w.account.as_str(), w.submitter.as_str()))).collect();
     attempts
@@ -387,8 +391,8 @@ fn usage_spans<'a>(
                 return None;
             }
             Some(allot_core::engine::UsageSpan {
-                account,
-                user,
+                account: account.to_string(),
+                user: user.to_string(),
                 start: a.start_t.max(0) as Time,
                 end: a.end_t.map(|e| e.max(0) as Time),
                 gpus: u32::try_from(a.gpus.max(0)).unwrap_or(u32::MAX),

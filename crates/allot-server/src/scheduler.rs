@@ -49,7 +49,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use allot_core::engine::Past;
+use allot_core::engine::{Answer, Close, Input, Later, Past};
 use allot_core::{Engine, NodeEventKind, Policy, Time, WorkloadId, WorkloadSpec};
 use tokio::sync::{mpsc, oneshot};
 
@@ -342,8 +342,6 @@ impl Scheduler {
         paths: Paths,
         book: allot_core::AccountBook,
     ) -> Scheduler {
-        let mut engine = engine;
-        engine.mark_dirty();
         let chosen = Arc::default();
         Scheduler {
             engine,
@@ -392,7 +390,7 @@ impl Scheduler {
     /// is recorded as a rejection).
     pub(crate) fn arrive(&mut self, mut spec: WorkloadSpec, mut live: Live, retries: u32, now: Time) -> WorkloadId {
         self.conditions(&mut spec, &mut live);
-        let w = self.engine.arrive(&*self.policy, spec, retries, now);
+        let w = self.feed(Input::Arrive { spec, retries }, now).workload();
         self.track(w, live);
         self.apply(now);
         w
@@ -402,11 +400,8 @@ impl Scheduler {
     /// cancel was asked before the restart ends now.
     pub(crate) fn restore(&mut self, mut spec: WorkloadSpec, mut live: Live, retries: u32, past: &Past, now: Time) {
         self.conditions(&mut spec, &mut live);
-        let w = self.engine.restore(spec, retries, past, now);
+        let w = self.feed(Input::Restore { spec, retries, past: past.clone() }, now).workload();
         self.track(w, live);
-        if past.cancel {
-            self.engine.cancel(w, now, "cancelled (requested before the server restarted)");
-        }
         self.apply(now);
     }
 
@@ -415,7 +410,7 @@ impl Scheduler {
     pub(crate) fn adopt(&mut self, a: Adopted, now: Time) {
         let Adopted { mut spec, mut live, retries, past, alloc, started } = a;
         self.conditions(&mut spec, &mut live);
-        let w = self.engine.adopt(spec, retries, &past, alloc, started, now);
+        let w = self.feed(Input::Adopt { spec, retries, past, alloc, started }, now).workload();
         self.track(w, live);
         self.apply(now);
     }
@@ -504,32 +499,34 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Timers, one pass if due, then the commit and the executor commands.
+    /// One input, as it arrives: an open step of the engine (the instant
+    /// closes at [`Scheduler::step`]). Its effects wait for
+    /// [`Scheduler::apply`].
+    pub(crate) fn feed(&mut self, input: Input, now: Time) -> Answer {
+        let step = self.engine.step(&mut *self.policy, now, vec![input], Close::Open, &mut Later);
+        step.answers.into_iter().next().expect("one answer per input")
+    }
+
+    /// Closes the instant: deadlines, one pass if due (none while earlier
+    /// writes wait for the store: it runs once they are committed), then
+    /// the commit and the executor commands. A live server never plans as
+    /// if stuck: inputs may always come (L-6).
     pub(crate) async fn step(&mut self) -> Result<(), StoreError> {
         let now = self.tick_now();
         self.budget_events(now).await?;
-        self.expire(now);
-        let woke = self.engine.take_wake(now);
-        let held = self.held();
-        if held {
-            // The pass runs once the earlier writes are committed.
-            if woke {
-                self.engine.mark_dirty();
-            }
-        } else {
-            if (self.engine.dirty() || woke) && !self.engine.state().pending.is_empty() {
-                self.pass(now);
-            }
-            self.engine.clear_dirty();
+        let close = if self.held() { Close::Held } else { Close::Pass };
+        let t0 = std::time::Instant::now();
+        let step = self.engine.step(&mut *self.policy, now, Vec::new(), close, &mut Later);
+        if step.passed {
+            self.metrics.pass_seconds.observe(t0.elapsed().as_secs_f64());
         }
+        self.apply(now);
         self.flush().await?;
         if cfg!(debug_assertions)
             && let Err(e) = self.engine.state().sanity_check(now)
         {
             panic!("scheduler state invariant broken at t={now}: {e}");
         }
-        // Inputs may always come: a live server never plans as if stuck.
-        self.engine.plan_wake(&*self.policy, now, true);
         self.refresh_gauges(now);
         Ok(())
     }
@@ -572,12 +569,6 @@ impl Scheduler {
     /// The earliest time something is due: a kill, a wake-up.
     pub(crate) fn next_deadline(&self) -> Option<Time> {
         [self.engine.next_deadline(), self.engine.wake()].into_iter().flatten().min()
-    }
-
-    /// Grace is over for the attempts due by `now`: they are killed.
-    pub(crate) fn expire(&mut self, now: Time) {
-        self.engine.expire(now);
-        self.apply(now);
     }
 
     /// Writes or commands of an earlier step are still waiting (the store

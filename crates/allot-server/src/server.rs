@@ -264,12 +264,13 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         None => tracing::info!("GPU telemetry is off ([telemetry] interval = \"off\")"),
     }
     let now = crate::clock::now();
-    let rec = recover(&cfg, &store, exec.as_ref(), &run, now).await?;
+    let mut policy = kind.build();
+    let rec = recover(&cfg, &store, exec.as_ref(), &run, &mut *policy, now).await?;
     let metrics = Arc::new(Metrics::new());
     metrics.restore(&rec.history.0, &rec.history.1);
     let catalog = Catalog::with_clusters(rec.engine.admission_view(), kind, local, jobs_only);
     let paths = Paths { data_dir: opts.data_dir.clone() };
-    let mut sched = Scheduler::new(rec.engine, kind.build(), store.clone(), exec, metrics.clone(), paths, rec.book);
+    let mut sched = Scheduler::new(rec.engine, policy, store.clone(), exec, metrics.clone(), paths, rec.book);
     sched.catalog = Some(catalog.clone());
     sched.webhook = webhook(&cfg)?;
     sched.telemetry = crate::scheduler::Telemetry::new(cfg.telemetry);

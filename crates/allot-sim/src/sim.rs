@@ -3,10 +3,12 @@
 //! Every state change is the engine's ([`allot_core::Engine`]); the
 //! simulator supplies what a live fleet would: a launched attempt's process
 //! ends when its work is done, a killed one at once, and time advances to
-//! the next thing due. Integer virtual time. At one instant the simulator processes, in this
-//! order: completions (work done, grace ended), nodes added (MNT-5), node
-//! events, account changes, arrivals, then
-//! one scheduling pass; decisions are applied at once. A pass runs when
+//! the next thing due. Integer virtual time. The simulator gathers what
+//! happens at one instant (completions, node events, account changes,
+//! arrivals, requests) and hands it to one closing step of the engine
+//! (`Engine::step`), which takes it in its own order, the live server's;
+//! its [`Carrier`] carries out the effects as they are left, and a killed
+//! process ends at once (L-2). A pass runs when
 //! something happened at the instant, when the policy asked to be woken
 //! (`Policy::next_wakeup`: a slice ends, a budget period rolls over), and,
 //! for policies whose ranking drifts with time (`Policy::periodic`), every
@@ -21,7 +23,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use allot_core::engine::{Change, Ended, Outcome};
+use allot_core::engine::{Answer, Carry, Change, Close, Ended, Input, Outcome};
 use allot_core::{
     Effect, Engine, Exit, NodeAdded, NodeEvent, NodeEvents, Policy, Reason, State, Time, Transition, WorkloadId,
     WorkloadSpec,
@@ -66,10 +68,9 @@ const RETRIES: u32 = 0;
 struct Sim<'p> {
     engine: Engine,
     policy: &'p mut dyn Policy,
-    opts: SimOptions,
-    /// When launched attempts complete their work: (time, workload, attempt).
-    heap: BinaryHeap<Reverse<(Time, WorkloadId, u32)>>,
-    out: SimOutput,
+    /// The virtual processes and the record: what carries out the
+    /// engine's effects.
+    c: Carrier,
     /// Trace id → workload, for requests (kept only when there are some).
     ids: std::collections::HashMap<String, WorkloadId>,
     track: bool,
@@ -77,6 +78,22 @@ struct Sim<'p> {
     alerts: allot_core::alerts::Alerts,
     /// Told every instant the run reaches ([`simulate_observed`]).
     observe: &'p mut dyn FnMut(Time),
+}
+
+/// The simulator's side of a step ([`Carry`]): a launched attempt's
+/// process ends when its work is done (the heap), a killed one at once
+/// (L-2), one that checkpoints on the signal reports it (CON-8); and the
+/// record.
+struct Carrier {
+    opts: SimOptions,
+    /// When launched attempts complete their work: (time, workload, attempt).
+    heap: BinaryHeap<Reverse<(Time, WorkloadId, u32)>>,
+    out: SimOutput,
+    /// Each node's health as the effects told it: a failure is a node
+    /// going down that was not down (MNT-2, FLEET-3).
+    health: Vec<allot_core::Health>,
+    /// Inputs still to come after the instant (L-6).
+    more: bool,
 }
 
 /// Replays `workloads` (any order; sorted stably by submit time) and node
@@ -167,33 +184,38 @@ pub fn simulate_observed(
     } else {
         Vec::new()
     };
+    let health = state.health.clone();
     let mut sim = Sim {
-        out: SimOutput {
-            policy: policy.name().to_string(),
-            horizon_end: 0,
-            total_gpus,
-            added_gpus: Vec::new(),
-            attempts: Vec::new(),
-            capacity: Vec::new(),
-            clusters,
-            log: Vec::new(),
-            passes: 0,
-            events: 0,
-            node_failures: 0,
+        c: Carrier {
+            opts: opts.clone(),
+            heap: BinaryHeap::new(),
+            health,
+            more: true,
+            out: SimOutput {
+                policy: policy.name().to_string(),
+                horizon_end: 0,
+                total_gpus,
+                added_gpus: Vec::new(),
+                attempts: Vec::new(),
+                capacity: Vec::new(),
+                clusters,
+                log: Vec::new(),
+                passes: 0,
+                events: 0,
+                node_failures: 0,
+            },
         },
         engine: Engine::new(state),
         policy,
-        opts: opts.clone(),
-        heap: BinaryHeap::new(),
         ids: std::collections::HashMap::new(),
         track: !requests.is_empty(),
         alerts: Default::default(),
         observe,
     };
-    sim.record_capacity(0);
+    sim.c.record_capacity(&sim.engine, 0);
     sim.run(workloads, (events, nodes_added), requests, trees);
-    let Sim { engine, out, .. } = sim;
-    (engine.into_state(), out)
+    let Sim { engine, c, .. } = sim;
+    (engine.into_state(), c.out)
 }
 
 /// Sorts workloads stably by submit time; dependencies (DEP-1) name
@@ -235,10 +257,11 @@ impl Sim<'_> {
         let mut added = added.into_iter().peekable();
         let mut requests = requests.into_iter().peekable();
         let mut now: Time = 0;
+        let mut inputs: Vec<Input> = Vec::new();
         loop {
             self.drop_timed_out();
             let next = [
-                self.heap.peek().map(|Reverse((t, _, _))| *t),
+                self.c.heap.peek().map(|Reverse((t, _, _))| *t),
                 self.engine.next_deadline(),
                 node_events.peek().map(|e| e.t),
                 added.peek().map(|a| a.t),
@@ -251,103 +274,103 @@ impl Sim<'_> {
             .flatten()
             .min();
             let Some(t) = next else { break };
-            if self.opts.until.is_some_and(|u| t > u) {
+            if self.opts().until.is_some_and(|u| t > u) {
                 break;
             }
             now = t;
             (self.observe)(t);
             self.budget_events(t);
-            self.engine.clear_dirty();
-            // Work completed first, then grace over, as they fall due.
-            while let Some(&Reverse((tt, w, attempt))) = self.heap.peek() {
+            // What happens at `t`, in any order: the engine takes it in its
+            // own (`Engine::step`).
+            inputs.clear();
+            while let Some(&Reverse((tt, w, attempt))) = self.c.heap.peek() {
                 if tt != t {
                     break;
                 }
-                self.heap.pop();
-                self.out.events += 1;
-                self.engine.exited(w, attempt, Exit::Completed, t);
-                self.apply(t);
+                self.c.heap.pop();
+                inputs.push(Input::Exit { workload: w, attempt, exit: Exit::Completed });
             }
-            self.out.events += self.engine.expire(t) as u64;
-            self.apply(t);
+            let time = inputs.len();
+            inputs.push(Input::Time);
+            let mut nodes_added = Vec::new();
             while added.peek().is_some_and(|a| a.t == t) {
                 let a = added.next().expect("peeked");
-                self.out.events += 1;
-                self.add_node(&a);
-                self.apply(t);
+                inputs.push(Input::AddNode { pool: a.pool, name: a.name.clone() });
+                nodes_added.push((inputs.len() - 1, a));
             }
             while node_events.peek().is_some_and(|e| e.t == t) {
-                let e = node_events.next().expect("peeked");
-                self.out.events += 1;
-                self.count_failure(&e);
-                self.engine.node_event(&e);
-                self.apply(t);
+                inputs.push(Input::Node(node_events.next().expect("peeked")));
             }
             while trees.peek().is_some_and(|(tt, _)| *tt == t) {
-                let (_, tree) = trees.next().expect("peeked");
-                self.out.events += 1;
-                self.engine.set_accounts(tree);
+                inputs.push(Input::Accounts(trees.next().expect("peeked").1));
             }
+            // Arrivals get the next ids in order: requests at the same
+            // instant may name them.
+            let first = self.engine.state().specs.len();
+            let mut arrived = Vec::new();
             while arrivals.peek().is_some_and(|w| w.submit == t) {
                 let spec = arrivals.next().expect("peeked");
-                self.out.events += 1;
-                let id = self.track.then(|| spec.id.clone());
-                let w = self.engine.arrive(&*self.policy, spec, RETRIES, t);
-                if let Some(id) = id {
-                    self.ids.insert(id, w);
+                let w = WorkloadId((first + arrived.len()) as u32);
+                if self.track {
+                    self.ids.insert(spec.id.clone(), w);
                 }
-                self.apply(t);
+                arrived.push((inputs.len(), w));
+                inputs.push(Input::Arrive { spec, retries: RETRIES });
             }
+            let mut unknown = 0;
             while requests.peek().is_some_and(|r| r.t == t) {
                 let r = requests.next().expect("peeked");
-                self.out.events += 1;
-                self.request(&r);
+                match self.request(&r) {
+                    Some(input) => inputs.push(input),
+                    None => unknown += 1,
+                }
             }
-            let woke = self.engine.take_wake(t);
-            if (self.engine.dirty() || woke) && !self.engine.state().pending.is_empty() {
-                self.out.passes += 1;
-                self.engine.pass(self.policy, t);
-                self.apply(t);
+            self.c.more = arrivals.peek().is_some()
+                || node_events.peek().is_some()
+                || added.peek().is_some()
+                || requests.peek().is_some();
+            let given = std::mem::take(&mut inputs);
+            let step = self.engine.step(&mut *self.policy, t, given, Close::Pass, &mut self.c);
+            // Each input is an event (a request for a workload not yet
+            // submitted too), and so is each deadline that acted.
+            self.c.out.events += (step.answers.len() - 1 + unknown) as u64 + step.answers[time].count() as u64;
+            if step.passed {
+                self.c.out.passes += 1;
             }
-            if self.opts.check_invariants
+            for (i, a) in nodes_added {
+                self.node_added(&a, &step.answers[i]);
+            }
+            for (i, w) in arrived {
+                assert_eq!(step.answers[i].workload(), w, "the engine gives arrivals the next ids in order");
+            }
+            if self.opts().check_invariants
                 && let Err(e) = self.engine.state().sanity_check(t)
             {
                 panic!("invariant broken at t={t}: {e}");
             }
-            let inputs = arrivals.peek().is_some()
-                || node_events.peek().is_some()
-                || added.peek().is_some()
-                || requests.peek().is_some();
-            self.engine.plan_wake(&*self.policy, t, inputs || !self.heap.is_empty());
         }
         self.finish_run(now);
     }
 
-    /// MNT-5: the node joins its pool in service; its GPUs count in the
-    /// fleet's (and its cluster's) total from now on.
-    fn add_node(&mut self, a: &NodeAdded) {
-        let got = self.engine.add_node(a.pool, a.name.as_str());
-        assert_eq!(got, Ok(a.node), "node {} added at t={} must get the id its events were resolved to", a.name, a.t);
-        let cluster = &self.engine.state().cluster;
-        let gpus = u64::from(cluster.node(a.node).gpus);
-        self.out.added_gpus.push((a.t, gpus));
-        if let Some(c) = self.out.clusters.get_mut(cluster.cluster_of(a.node).0 as usize) {
-            c.added_gpus.push((a.t, gpus));
-        }
+    fn opts(&self) -> &SimOptions {
+        &self.c.opts
     }
 
-    /// MNT-2: a `fail` event on a node that is not already down is a node
-    /// failure (one on a failed node changes nothing); so is an `outage`
-    /// one on a node in service (FLEET-3).
-    fn count_failure(&mut self, e: &NodeEvent) {
-        let health = self.engine.state().health[e.node.0 as usize];
-        let fails = match e.kind {
-            allot_core::NodeEventKind::Fail => health != allot_core::Health::Down,
-            allot_core::NodeEventKind::Outage => health.in_service(),
-            _ => false,
-        };
-        if fails {
-            self.out.node_failures += 1;
+    /// MNT-5: the node joins its pool in service; its GPUs count in the
+    /// fleet's (and its cluster's) total from now on.
+    fn node_added(&mut self, a: &NodeAdded, answer: &Answer) {
+        assert_eq!(
+            answer,
+            &Answer::NodeAdded(Ok(a.node)),
+            "node {} added at t={} must get the id its events were resolved to",
+            a.name,
+            a.t
+        );
+        let cluster = &self.engine.state().cluster;
+        let gpus = u64::from(cluster.node(a.node).gpus);
+        self.c.out.added_gpus.push((a.t, gpus));
+        if let Some(c) = self.c.out.clusters.get_mut(cluster.cluster_of(a.node).0 as usize) {
+            c.added_gpus.push((a.t, gpus));
         }
     }
 
@@ -355,92 +378,40 @@ impl Sim<'_> {
     /// its time limit or for idle GPUs will never come; it must not keep
     /// the replay going.
     fn drop_timed_out(&mut self) {
-        while let Some(&Reverse((_, w, attempt))) = self.heap.peek() {
+        while let Some(&Reverse((_, w, attempt))) = self.c.heap.peek() {
             let run = self.engine.state().run(w);
             let ended = self.engine.timed_out(w) || self.engine.reclaimed(w);
             if !(ended && run.attempts == attempt && run.phase.is_terminal()) {
                 break;
             }
-            self.heap.pop();
+            self.c.heap.pop();
         }
     }
 
-    fn request(&mut self, r: &Request) {
-        let Some(&w) = self.ids.get(&r.workload) else { return };
-        match &r.kind {
-            RequestKind::Cancel { by } => {
-                self.engine.cancel(w, r.t, &format!("cancelled by {by}"));
-            }
+    /// A request as the engine's input; `None` for a workload not (yet)
+    /// submitted.
+    fn request(&self, r: &Request) -> Option<Input> {
+        let &w = self.ids.get(&r.workload)?;
+        Some(match &r.kind {
+            RequestKind::Cancel { by } => Input::Cancel { workload: w, detail: format!("cancelled by {by}") },
             RequestKind::Exit { code } => {
-                let attempt = self.engine.state().run(w).attempts;
-                self.engine.exited(w, attempt, Exit::Status { code: Some(*code), signal: None }, r.t);
+                // An arrival at this instant has no attempt: its exit is stale.
+                let attempt =
+                    self.engine.state().specs.get(w.0 as usize).map_or(0, |_| self.engine.state().run(w).attempts);
+                Input::Exit { workload: w, attempt, exit: Exit::Status { code: Some(*code), signal: None } }
             }
-        }
-        self.apply(r.t);
-    }
-
-    /// Carries out the engine's effects: the virtual processes and the
-    /// record.
-    fn apply(&mut self, t: Time) {
-        loop {
-            let effects = self.engine.take_effects();
-            if effects.is_empty() {
-                self.engine.recycle(effects);
-                return;
-            }
-            let mut capacity = false;
-            for e in &effects {
-                match e {
-                    Effect::Launch { workload: w, attempt, .. } => {
-                        let finish = self.engine.state().finish_time(*w).expect("started");
-                        self.heap.push(Reverse((finish, *w, *attempt)));
-                        // A replay's workload uses its GPUs at its trace
-                        // `util` throughout (CON-9 reads it as telemetry).
-                        let util = self.engine.state().spec(*w).util;
-                        self.engine.gpu_util(*w, *attempt, util, t);
-                    }
-                    // The virtual process runs on until its work is done or
-                    // it is killed; one that checkpoints on the signal
-                    // (CON-8) reports it at once, and stays for the grace
-                    // (with none, it has no time to save).
-                    Effect::Signal { workload: w, attempt, stop_at } => {
-                        if *stop_at > t && self.engine.state().spec(*w).checkpoint_on_signal {
-                            let _ = self.engine.checkpointed(*w, *attempt, t, t);
-                        }
-                    }
-                    Effect::Idle { .. } => {}
-                    Effect::Kill { workload, attempt } => self.engine.exited(*workload, *attempt, Exit::KILLED, t),
-                    Effect::Record(tr) => self.record(tr),
-                    Effect::Health { .. } => capacity = true,
-                    Effect::NodeAction { .. } => {}
-                }
-            }
-            if capacity {
-                self.record_capacity(t);
-            }
-            self.engine.recycle(effects);
-        }
-    }
-
-    fn record(&mut self, tr: &Transition) {
-        if let Some(ended) = &tr.ended {
-            let a = self.attempt_record(tr.workload, ended, tr.t);
-            self.out.attempts.push(a);
-        }
-        if self.opts.keep_log && tr.change != Change::Abort {
-            self.log(tr);
-        }
+        })
     }
 
     /// Logs the budget thresholds reached by `t`, before anything changes
     /// at `t` (so each event's time is exact).
     fn budget_events(&mut self, t: Time) {
-        if !self.opts.keep_log {
+        if !self.opts().keep_log {
             return;
         }
         let st = self.engine.state();
         for e in self.alerts.check(&st.ledger, &st.accounts, &st.contract.budget_alerts, t) {
-            self.out.log.push(LogEvent {
+            self.c.out.log.push(LogEvent {
                 t: e.t,
                 event: "budget",
                 workload: String::new(),
@@ -453,69 +424,137 @@ impl Sim<'_> {
     }
 
     fn finish_run(&mut self, now: Time) {
-        let end = self.opts.until.unwrap_or(now);
+        let end = self.opts().until.unwrap_or(now);
         self.budget_events(end);
-        self.out.horizon_end = end;
+        self.c.out.horizon_end = end;
         let state = self.engine.state();
         // Attempts still holding GPUs at the horizon are cut there; their
         // progress so far counts as useful (it has not been lost).
         for &w in &state.running {
-            let (spec, run) = (state.spec(w), state.run(w));
-            let progress = run.progress(end);
-            let (gpu, weight, cluster) = placed(state, run.alloc.as_ref().expect("holding"));
-            let a = Attempt {
-                workload: w,
-                account: spec.account,
-                class: spec.class,
-                gpus: spec.gpus,
-                cluster,
-                gpu,
-                weight,
-                util: spec.util,
-                start: run.started.expect("holding"),
-                end,
-                useful_gpu_s: progress * u64::from(spec.gpus),
-                outcome: AttemptEnd::Cut,
-            };
-            self.out.attempts.push(a);
+            let run = state.run(w);
+            let alloc = run.alloc.as_ref().expect("holding");
+            let useful = run.progress(end) * u64::from(state.spec(w).gpus);
+            let a = attempt(state, w, alloc, (run.started.expect("holding"), end), useful, AttemptEnd::Cut);
+            self.c.out.attempts.push(a);
         }
         // Pending workloads keep the explanation of why they wait: the
         // policy's, or the condition they wait on (HOLD-1, DEP-1, ARR-1).
         self.engine.keep_reasons(&*self.policy, end);
     }
+}
 
-    fn attempt_record(&self, w: WorkloadId, ended: &Ended, t: Time) -> Attempt {
-        let state = self.engine.state();
-        let spec = state.spec(w);
-        let (gpu, weight, cluster) = placed(state, &ended.alloc);
-        Attempt {
-            workload: w,
-            account: spec.account,
-            class: spec.class,
-            gpus: spec.gpus,
-            cluster,
-            gpu,
-            weight,
-            util: spec.util,
-            start: ended.started,
-            end: t,
-            useful_gpu_s: ended.stop.useful_gpu_s,
-            outcome: match ended.outcome {
-                Outcome::Finished => AttemptEnd::Finished,
-                // A simulated process is never lost with its server; were
-                // one, it was interrupted from outside as a preemption is.
-                Outcome::Preempted | Outcome::Lost => AttemptEnd::Preempted,
-                // CON-9: an idle reclaim ends the workload as a cancel
-                // does; the engine tells which it was.
-                Outcome::Cancelled if self.engine.reclaimed(w) => AttemptEnd::IdleReclaimed,
-                Outcome::Cancelled => AttemptEnd::Cancelled,
-                Outcome::NodeFailed | Outcome::Failed | Outcome::LaunchFailed => AttemptEnd::Failed,
-            },
+impl Carry for Carrier {
+    /// Carries out the engine's effects: the virtual processes and the
+    /// record.
+    fn carry(&mut self, engine: &Engine, effects: &[Effect], t: Time, back: &mut Vec<Input>) {
+        let mut capacity = false;
+        for e in effects {
+            match e {
+                Effect::Launch { workload: w, attempt } => {
+                    let finish = engine.state().finish_time(*w).expect("started");
+                    self.heap.push(Reverse((finish, *w, *attempt)));
+                    // A replay's workload uses its GPUs at its trace
+                    // `util` throughout (CON-9 reads it as telemetry).
+                    let util = engine.state().spec(*w).util;
+                    back.push(Input::GpuUtil { workload: *w, attempt: *attempt, util });
+                }
+                // The virtual process runs on until its work is done or
+                // it is killed; one that checkpoints on the signal
+                // (CON-8) reports it at once, and stays for the grace
+                // (with none, it has no time to save).
+                Effect::Signal { workload: w, attempt, stop_at } => {
+                    if *stop_at > t && engine.state().spec(*w).checkpoint_on_signal {
+                        back.push(Input::Checkpoint { workload: *w, attempt: *attempt, at: t });
+                    }
+                }
+                Effect::Idle { .. } => {}
+                Effect::Kill { workload, attempt } => {
+                    back.push(Input::Exit { workload: *workload, attempt: *attempt, exit: Exit::KILLED });
+                }
+                Effect::Record(tr) => self.record(engine, tr),
+                Effect::Health { node, health } => {
+                    capacity = true;
+                    let n = node.0 as usize;
+                    if n == self.health.len() {
+                        self.health.push(*health); // MNT-5: a node added
+                    }
+                    // MNT-2, FLEET-3: a node that was not down fails.
+                    if *health == allot_core::Health::Down && self.health[n] != allot_core::Health::Down {
+                        self.out.node_failures += 1;
+                    }
+                    self.health[n] = *health;
+                }
+                Effect::NodeAction { .. } => {}
+            }
+        }
+        if capacity {
+            self.record_capacity(engine, t);
         }
     }
 
-    fn log(&mut self, tr: &Transition) {
-        let state = self.engine.state();
+    fn may_change(&self) -> bool {
+        self.more || !self.heap.is_empty()
+    }
+}
+
+impl Carrier {
+    fn record(&mut self, engine: &Engine, tr: &Transition) {
+        if let Some(ended) = &tr.ended {
+            let a = attempt_record(engine, tr.workload, ended, tr.t);
+            self.out.attempts.push(a);
+        }
+        if self.opts.keep_log && tr.change != Change::Abort {
+            self.log(engine, tr);
+        }
+    }
+}
+
+/// The record of an attempt that ended.
+fn attempt_record(engine: &Engine, w: WorkloadId, ended: &Ended, t: Time) -> Attempt {
+    let outcome = match ended.outcome {
+        Outcome::Finished => AttemptEnd::Finished,
+        // A simulated process is never lost with its server; were
+        // one, it was interrupted from outside as a preemption is.
+        Outcome::Preempted | Outcome::Lost => AttemptEnd::Preempted,
+        // CON-9: an idle reclaim ends the workload as a cancel
+        // does; the engine tells which it was.
+        Outcome::Cancelled if engine.reclaimed(w) => AttemptEnd::IdleReclaimed,
+        Outcome::Cancelled => AttemptEnd::Cancelled,
+        Outcome::NodeFailed | Outcome::Failed | Outcome::LaunchFailed => AttemptEnd::Failed,
+    };
+    attempt(engine.state(), w, &ended.alloc, (ended.started, t), ended.stop.useful_gpu_s, outcome)
+}
+
+/// The record of an attempt of `w` on `alloc` over `(start, end)`.
+fn attempt(
+    state: &State,
+    w: WorkloadId,
+    alloc: &allot_core::Allocation,
+    (start, end): (Time, Time),
+    useful_gpu_s: u64,
+    outcome: AttemptEnd,
+) -> Attempt {
+    let spec = state.spec(w);
+    let (gpu, weight, cluster) = placed(state, alloc);
+    Attempt {
+        workload: w,
+        account: spec.account,
+        class: spec.class,
+        gpus: spec.gpus,
+        cluster,
+        gpu,
+        weight,
+        util: spec.util,
+        start,
+        end,
+        useful_gpu_s,
+        outcome,
+    }
+}
+
+impl Carrier {
+    fn log(&mut self, engine: &Engine, tr: &Transition) {
+        let state = engine.state();
         let alloc = match &tr.ended {
             Some(e) => Some(&e.alloc),
             None => state.run(tr.workload).alloc.as_ref(),
@@ -534,8 +573,8 @@ impl Sim<'_> {
         self.out.log.push(e);
     }
 
-    fn record_capacity(&mut self, t: Time) {
-        let state = self.engine.state();
+    fn record_capacity(&mut self, engine: &Engine, t: Time) {
+        let state = engine.state();
         let cluster = &state.cluster;
         // (GPUs, normalised milli-GPUs) in service: the fleet's, then per
         // cluster of a fleet of several.

@@ -5,6 +5,9 @@
 //! let w = Wl::new("w1").account("org/x").gpus(8).work(3600).build(&state);
 //! ```
 
+mod drive;
+pub use drive::Drive;
+
 use allot_core::{
     AccountSpec, AccountTree, Class, Cluster, Contract, GpuType, GpuTypeId, PoolSpec, Priority, State, Time,
     WorkloadSpec,

@@ -52,7 +52,7 @@ pub enum Cancelled {
 }
 
 /// Past attempts of a workload recovered from a live store.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Past {
     /// Progress kept by its attempts (seconds).
     pub kept_s: Time,
@@ -67,24 +67,10 @@ pub struct Past {
     pub reports: bool,
 }
 
-/// One recorded attempt as the ledger counts it ([`Engine::restore_usage`]).
-#[derive(Copy, Clone, Debug)]
-pub struct UsageSpan<'a> {
-    /// The account's path as recorded.
-    pub account: &'a str,
-    pub user: &'a str,
-    pub start: Time,
-    /// `None`: it still holds GPUs.
-    pub end: Option<Time>,
-    pub gpus: u32,
-    /// The GPU type's weight.
-    pub weight: f64,
-}
-
 /// The state and everything that changes it.
 #[derive(Clone, Debug)]
 pub struct Engine {
-    state: State,
+    pub(in crate::engine) state: State,
     extra: Vec<Extra>,
     /// Grace deadlines of signalled attempts still holding GPUs: (stop at,
     /// workload, attempt).
@@ -95,8 +81,8 @@ pub struct Engine {
     /// CON-9: idle warnings and reclaims due: (at, workload, attempt).
     idle: BTreeSet<(Time, WorkloadId, u32)>,
     wake: Option<Time>,
-    dirty: bool,
-    effects: Vec<Effect>,
+    pub(in crate::engine) dirty: bool,
+    pub(in crate::engine) effects: Vec<Effect>,
     /// MNT-3: launch failures in a row outside the workloads, per node.
     launch_failures: BTreeMap<NodeId, u32>,
     /// HOLD-1, DEP-1, ARR-1: what parked workloads wait for.
@@ -169,21 +155,13 @@ impl Engine {
         self.dirty
     }
 
-    pub fn mark_dirty(&mut self) {
-        self.dirty = true;
-    }
-
-    pub fn clear_dirty(&mut self) {
-        self.dirty = false;
-    }
-
     /// When the next time-driven pass is due.
     pub fn wake(&self) -> Option<Time> {
         self.wake
     }
 
     /// Whether the planned wake-up is due at `now`; it is consumed.
-    pub fn take_wake(&mut self, now: Time) -> bool {
+    pub(in crate::engine) fn take_wake(&mut self, now: Time) -> bool {
         let due = self.wake.is_some_and(|w| w <= now);
         if due {
             self.wake = None;
@@ -237,7 +215,13 @@ impl Engine {
 
     /// A workload arrives: the policy admits it (queued) or refuses it
     /// (rejected at once).
-    pub fn arrive(&mut self, policy: &dyn Policy, spec: WorkloadSpec, retries: u32, now: Time) -> WorkloadId {
+    pub(in crate::engine) fn arrive(
+        &mut self,
+        policy: &dyn Policy,
+        spec: WorkloadSpec,
+        retries: u32,
+        now: Time,
+    ) -> WorkloadId {
         let verdict = admit_account(&self.state, &spec).and_then(|()| policy.admit(&self.state, &spec));
         let w = self.submit(spec, retries, now);
         match verdict {
@@ -273,7 +257,13 @@ impl Engine {
 
     /// A workload recovered from a live store, queued with its past
     /// (remaining work = its work less the progress its attempts kept).
-    pub fn restore(&mut self, spec: WorkloadSpec, retries: u32, past: &Past, now: Time) -> WorkloadId {
+    pub(in crate::engine) fn restore(
+        &mut self,
+        spec: WorkloadSpec,
+        retries: u32,
+        past: &Past,
+        now: Time,
+    ) -> WorkloadId {
         let w = self.submit(spec, retries, now);
         let work = self.state.spec(w).work_s;
         let r = &mut self.state.runs[w.0 as usize];
@@ -296,13 +286,13 @@ impl Engine {
     /// live (BUD-3). Takes before releases at one instant keep the
     /// allocation non-negative. Attempts of an account the tree no longer
     /// has are skipped.
-    pub fn restore_usage(&mut self, spans: &[UsageSpan<'_>]) {
+    pub(in crate::engine) fn restore_usage(&mut self, spans: &[super::UsageSpan]) {
         let mut changes: Vec<(Time, u8, crate::AccountId, &str, i64, f64)> = Vec::with_capacity(spans.len() * 2);
         for s in spans {
-            let Some(acc) = self.state.accounts.get(s.account) else { continue };
-            changes.push((s.start, 0, acc, s.user, i64::from(s.gpus), s.weight));
+            let Some(acc) = self.state.accounts.get(&s.account) else { continue };
+            changes.push((s.start, 0, acc, s.user.as_str(), i64::from(s.gpus), s.weight));
             if let Some(end) = s.end {
-                changes.push((end, 1, acc, s.user, -i64::from(s.gpus), s.weight));
+                changes.push((end, 1, acc, s.user.as_str(), -i64::from(s.gpus), s.weight));
             }
         }
         changes.sort_by_key(|x| (x.0, x.1));
@@ -317,7 +307,7 @@ impl Engine {
     /// since `started` as its next attempt, without a launch. Its
     /// conditions were met when it started. The ledger is not charged: the
     /// server replays the attempt into it from its recorded start.
-    pub fn adopt(
+    pub(in crate::engine) fn adopt(
         &mut self,
         mut spec: WorkloadSpec,
         retries: u32,
@@ -347,7 +337,7 @@ impl Engine {
     /// K8S-11: `gpus` GPUs of node `n` are held by work Allot does not
     /// manage (a count, replacing the last one); returns how many of them
     /// are set aside (GPUs Allot's workloads hold never are).
-    pub fn hold_outside(&mut self, n: NodeId, gpus: u32) -> u32 {
+    pub(in crate::engine) fn hold_outside(&mut self, n: NodeId, gpus: u32) -> u32 {
         let before = self.state.outside[n.0 as usize];
         let held = self.state.hold_outside(n, gpus);
         if self.state.outside[n.0 as usize] != before {
@@ -357,7 +347,7 @@ impl Engine {
     }
 
     /// One scheduling pass: the policy's decisions, applied in order.
-    pub fn pass(&mut self, policy: &mut dyn Policy, now: Time) {
+    pub(in crate::engine) fn pass(&mut self, policy: &mut dyn Policy, now: Time) {
         let decisions = policy.schedule(&self.state, now);
         for Decision { action, reason } in decisions {
             match action {
@@ -401,7 +391,7 @@ impl Engine {
     /// Time limits reached at or before `now` signal their attempts
     /// (CON-6), then grace is over for the attempts whose deadline is at or
     /// before `now`: they are killed. Returns how many deadlines expired.
-    pub fn expire(&mut self, now: Time) -> usize {
+    pub(in crate::engine) fn expire(&mut self, now: Time) -> usize {
         let mut n = self.limit_reached(now) + self.idle_due(now);
         while let Some(&(t, w, attempt)) = self.deadlines.first() {
             if t > now {
@@ -447,7 +437,7 @@ impl Engine {
 
     /// The executor started attempt `attempt`: launches on its nodes work
     /// again (MNT-3 counts failures in a row).
-    pub fn launched(&mut self, w: WorkloadId, attempt: u32) {
+    pub(in crate::engine) fn launched(&mut self, w: WorkloadId, attempt: u32) {
         if self.state.run(w).attempts != attempt {
             return;
         }
@@ -461,7 +451,7 @@ impl Engine {
     /// The process of attempt `attempt` ended (or never started). Stale
     /// reports (an older attempt, a workload no longer holding GPUs) are
     /// ignored.
-    pub fn exited(&mut self, w: WorkloadId, attempt: u32, exit: Exit, now: Time) {
+    pub(in crate::engine) fn exited(&mut self, w: WorkloadId, attempt: u32, exit: Exit, now: Time) {
         let run = self.state.run(w);
         if run.attempts != attempt || !run.phase.holds_gpus() {
             return;
@@ -699,7 +689,7 @@ impl Engine {
     /// (FLEET-3, FLEET-4) as [`Engine::cluster_down`] and
     /// [`Engine::cluster_up`] apply them to one node, as recovery replays
     /// them.
-    pub fn node_event(&mut self, e: &NodeEvent) {
+    pub(in crate::engine) fn node_event(&mut self, e: &NodeEvent) {
         let n = e.node;
         let health = self.state.health[n.0 as usize];
         self.dirty = true;
@@ -785,7 +775,7 @@ impl Engine {
     /// Each node taken out is left as an [`Effect::NodeAction`] of kind
     /// `outage` for the interpreter to record, before its workloads'
     /// changes. Returns how many nodes it took out.
-    pub fn cluster_down(&mut self, c: ClusterId, why: &str, now: Time) -> usize {
+    pub(in crate::engine) fn cluster_down(&mut self, c: ClusterId, why: &str, now: Time) -> usize {
         let cluster = self.state.cluster.cluster_name(c).to_string();
         let why = format!("cluster {cluster} is out of service: {why}");
         let nodes: Vec<NodeId> = (0..self.state.cluster.nodes.len() as u32)
@@ -803,7 +793,7 @@ impl Engine {
     /// FLEET-4: cluster `c` answers again and was reconciled: the nodes
     /// its outage took out of service, and only those, return (each left
     /// as an [`Effect::NodeAction`] of kind `return`). Returns how many.
-    pub fn cluster_up(&mut self, c: ClusterId, now: Time) -> usize {
+    pub(in crate::engine) fn cluster_up(&mut self, c: ClusterId, now: Time) -> usize {
         let cluster = self.state.cluster.cluster_name(c).to_string();
         let nodes: Vec<NodeId> =
             self.state.by_outage.iter().copied().filter(|&n| self.state.cluster.cluster_of(n) == c).collect();
@@ -831,7 +821,11 @@ impl Engine {
     /// (nothing changes). Workloads rejected at submission because they
     /// fit no pool stay rejected (a rejection is final); later
     /// submissions are admitted against the grown pool.
-    pub fn add_node(&mut self, pool: PoolId, name: impl Into<String>) -> Result<NodeId, AddNodeError> {
+    pub(in crate::engine) fn add_node(
+        &mut self,
+        pool: PoolId,
+        name: impl Into<String>,
+    ) -> Result<NodeId, AddNodeError> {
         let n = self.state.add_node(pool, name)?;
         self.dirty = true;
         self.shape += 1;
@@ -841,7 +835,7 @@ impl Engine {
 
     /// Cancels a workload: a pending one ends now; one holding GPUs is
     /// signalled (CON-2) and ends when it stops. `detail` says who asked.
-    pub fn cancel(&mut self, w: WorkloadId, now: Time, detail: &str) -> Cancelled {
+    pub(in crate::engine) fn cancel(&mut self, w: WorkloadId, now: Time, detail: &str) -> Cancelled {
         self.cancel_under(w, now, Rule::Grace, detail)
     }
 
@@ -850,7 +844,12 @@ impl Engine {
     /// stopping) is cancelled, a running one after grace (CON-2). Returns
     /// each workload this cancelled and how; one that ends on the way (a
     /// dependent of another, DEP-2) is not among them.
-    pub fn stop_accounts(&mut self, roots: &[crate::AccountId], by: &str, now: Time) -> Vec<(WorkloadId, Cancelled)> {
+    pub(in crate::engine) fn stop_accounts(
+        &mut self,
+        roots: &[crate::AccountId],
+        by: &str,
+        now: Time,
+    ) -> Vec<(WorkloadId, Cancelled)> {
         let st = &self.state;
         let within = |w: WorkloadId| roots.iter().any(|&r| st.accounts.is_within(st.spec(w).account, r));
         let queued = st.pending.iter().map(|&(_, w)| w);
@@ -896,7 +895,7 @@ impl Engine {
     /// of the accounts of the one it replaces (ACC-1: an
     /// [`crate::AccountBook`] edit does); new accounts start with nothing
     /// used.
-    pub fn set_accounts(&mut self, tree: crate::AccountTree) {
+    pub(in crate::engine) fn set_accounts(&mut self, tree: crate::AccountTree) {
         debug_assert!(tree.len() >= self.state.accounts.len(), "ACC-1: accounts are never removed");
         self.state.ledger.grow(tree.len());
         self.state.accounts = tree;
@@ -910,7 +909,7 @@ impl Engine {
     /// `may_change`: inputs may still come (a live server: always), or a
     /// process may still end; with none and no GPU held, no time-driven
     /// pass could start anything.
-    pub fn plan_wake(&mut self, policy: &dyn Policy, t: Time, may_change: bool) {
+    pub(in crate::engine) fn plan_wake(&mut self, policy: &dyn Policy, t: Time, may_change: bool) {
         let stuck = self.state.running.is_empty() && !may_change && self.deadlines.is_empty();
         if self.state.pending.is_empty() || stuck {
             self.wake = None;

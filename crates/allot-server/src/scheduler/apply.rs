@@ -2,9 +2,7 @@
 //! commands and metrics each transition implies, and executor reports fed
 //! back to the engine.
 
-use std::time::Instant;
-
-use allot_core::engine::{Change, Ended};
+use allot_core::engine::{Change, Ended, Input};
 use allot_core::{Allocation, Class, Effect, Exit, Time, Transition, WorkloadId};
 
 use super::Scheduler;
@@ -24,12 +22,18 @@ impl Scheduler {
         labels(&self.engine.state().accounts.account(spec.account).path, spec.class.as_str())
     }
 
-    /// One scheduling pass: the policy's decisions, applied by the engine.
+    /// One scheduling pass at `now` whatever changed, applied (tests).
+    #[cfg(test)]
     pub(crate) fn pass(&mut self, now: Time) {
-        let t0 = Instant::now();
-        self.engine.pass(&mut *self.policy, now);
+        self.feed(allot_core::engine::Input::Pass, now);
         self.apply(now);
-        self.metrics.pass_seconds.observe(t0.elapsed().as_secs_f64());
+    }
+
+    /// The deadlines due by `now` act, applied (tests).
+    #[cfg(test)]
+    pub(crate) fn expire(&mut self, now: Time) {
+        self.feed(allot_core::engine::Input::Time, now);
+        self.apply(now);
     }
 
     /// Carries out the effects the engine left: writes and commands are
@@ -258,7 +262,7 @@ impl Scheduler {
             ExecEvent::Started { key, pid } => {
                 self.ops.push(Op::AttemptRunning { seq: key.seq, attempt: key.attempt, pid: i64::from(pid) });
                 if let Some((w, a)) = attempt_of(self, key) {
-                    self.engine.launched(w, a);
+                    self.feed(Input::Launched { workload: w, attempt: a }, now);
                 }
             }
             ExecEvent::LaunchFailed { key, error } => {
@@ -268,13 +272,15 @@ impl Scheduler {
                     if fault != LaunchFault::Workload {
                         tracing::warn!(workload = key.seq, attempt = key.attempt, error = %error.message, ?fault, "launch failed outside the workload's command");
                     }
-                    self.engine.exited(w, a, Exit::NotStarted { message: error.message, fault, node }, now);
+                    let exit = Exit::NotStarted { message: error.message, fault, node };
+                    self.feed(Input::Exit { workload: w, attempt: a, exit }, now);
                 }
             }
             ExecEvent::Exited { key, status } => {
                 self.last_marker(key, now);
                 if let Some((w, a)) = attempt_of(self, key) {
-                    self.engine.exited(w, a, Exit::Status { code: status.code, signal: status.signal }, now);
+                    let exit = Exit::Status { code: status.code, signal: status.signal };
+                    self.feed(Input::Exit { workload: w, attempt: a, exit }, now);
                 }
             }
             ExecEvent::Node { node, kind, by } => {
@@ -286,7 +292,7 @@ impl Scheduler {
             ExecEvent::ClusterUp { cluster } => self.cluster_up(&cluster, now),
             ExecEvent::Outside { node, gpus } => match self.engine.state().cluster.node_by_name(&node) {
                 Some(n) => {
-                    let held = self.engine.hold_outside(n, gpus);
+                    let held = self.feed(Input::Outside { node: n, gpus }, now).count();
                     tracing::info!(node, gpus, set_aside = held, "GPUs held by work Allot does not manage (K8S-11)");
                 }
                 None => tracing::warn!(node, "GPUs held outside Allot on a node it does not know"),

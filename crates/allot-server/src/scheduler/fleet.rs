@@ -7,6 +7,7 @@
 //! recovery replays them. Nodes added to a cluster (MNT-5).
 
 use allot_core::Time;
+use allot_core::engine::{Answer, Input};
 
 use super::Scheduler;
 
@@ -17,7 +18,7 @@ impl Scheduler {
             tracing::warn!(cluster, "an executor reported an unknown cluster down");
             return;
         };
-        let nodes = self.engine.cluster_down(c, why, now);
+        let nodes = self.feed(Input::ClusterDown { cluster: c, why: why.into() }, now).count();
         tracing::error!(cluster, nodes, why, "FLEET-3: cluster out of service");
         self.apply(now);
     }
@@ -42,13 +43,17 @@ impl Scheduler {
                 return;
             }
         };
-        match self.engine.add_node(pool, node) {
-            Ok(n) => {
+        let now = self.tick_now();
+        match self.feed(Input::AddNode { pool, name: node.into() }, now) {
+            Answer::NodeAdded(Ok(n)) => {
                 let pool_name = &self.engine.state().cluster.pool(pool).name;
                 tracing::info!(cluster, node, pool = %pool_name, id = n.0, "MNT-5: node added to its pool, in service");
                 self.publish_shape();
             }
-            Err(e) => tracing::warn!(cluster, node, error = %e, "a node appeared and cannot be added"),
+            Answer::NodeAdded(Err(e)) => {
+                tracing::warn!(cluster, node, error = %e, "a node appeared and cannot be added")
+            }
+            a => unreachable!("a node added answers NodeAdded, not {a:?}"),
         }
     }
 
@@ -74,7 +79,7 @@ impl Scheduler {
             tracing::warn!(cluster, "an executor reported an unknown cluster back");
             return;
         };
-        let nodes = self.engine.cluster_up(c, now);
+        let nodes = self.feed(Input::ClusterUp { cluster: c }, now).count();
         tracing::warn!(cluster, nodes, "FLEET-4: cluster back in service");
         self.apply(now);
     }
@@ -110,6 +115,17 @@ gpus_per_node = 2
 path = "org/a"
 share = 1
 "#;
+
+    /// A restart's recovery of `store` at `now`.
+    async fn recover(
+        cfg: &allot_trace::config::Config,
+        store: &Store,
+        now: allot_core::Time,
+    ) -> crate::recovery::Recovered {
+        let run = crate::identity::RunPolicy::new(true, 1000);
+        let mut policy = allot_core::PolicyKind::Fifo.build();
+        crate::recovery::recover(cfg, store, &Unused, &run, &mut *policy, now).await.unwrap()
+    }
 
     fn nodes_of(l: &Launch) -> Vec<&str> {
         l.gpus.iter().map(|n| n.node.as_str()).collect()
@@ -209,10 +225,7 @@ share = 1
         store.apply(&std::mem::take(&mut s.ops)).await.unwrap();
         drop(s);
 
-        let rec =
-            crate::recovery::recover(&cfg, &store, &Unused, &crate::identity::RunPolicy::new(true, 1000), now + 60)
-                .await
-                .unwrap();
+        let rec = recover(&cfg, &store, now + 60).await;
         let names: Vec<&str> =
             rec.engine.state().by_outage.iter().map(|&n| rec.engine.state().cluster.node(n).name.as_str()).collect();
         assert_eq!(names, ["a/gpu-0"], "only the node the outage failed");
@@ -289,9 +302,7 @@ share = 1
         sqlx::query("DELETE FROM allot_schema WHERE version = 19").execute(&store.pool).await.unwrap();
         store.close().await;
         let store = Store::open(&url).await.unwrap();
-        let rec = crate::recovery::recover(&cfg, &store, &Unused, &crate::identity::RunPolicy::new(true, 1000), 200)
-            .await
-            .unwrap();
+        let rec = recover(&cfg, &store, 200).await;
         let st = rec.engine.state();
         let names: Vec<&str> = st.by_outage.iter().map(|&n| st.cluster.node(n).name.as_str()).collect();
         assert_eq!(names, ["a/gpu-0"], "the operator's later failure of a/gpu-1 outlasts the outage");

@@ -271,6 +271,18 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
             }
             s.exit(seq, 0);
         }
+        // Exits first, as the engine takes an instant's inputs
+        // (`Engine::step`); cancels after the arrivals.
+        let mut cancels = Vec::new();
+        while requests.peek().is_some_and(|r| r.t == t) {
+            let r = requests.next().expect("peeked");
+            let seq: i64 = r.workload.parse().expect("numeric id");
+            match &r.kind {
+                RequestKind::Exit { code } if s.sched.by_seq.contains_key(&seq) => s.exit(seq, *code),
+                RequestKind::Exit { .. } => {}
+                RequestKind::Cancel { by } => cancels.push((seq, by.clone())),
+            }
+        }
         s.sched.expire(t);
         s.sched.flush().await.expect("flush");
         s.play(t).await;
@@ -313,20 +325,13 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
             s.sched.handle(msg).await.expect("submit");
             rx.await.expect("accepted");
         }
-        while requests.peek().is_some_and(|r| r.t == t) {
-            let r = requests.next().expect("peeked");
-            let seq: i64 = r.workload.parse().expect("numeric id");
+        for (seq, by) in cancels {
             if !s.sched.by_seq.contains_key(&seq) {
                 continue;
             }
-            match &r.kind {
-                RequestKind::Cancel { by } => {
-                    let (reply, rx) = oneshot::channel();
-                    s.sched.handle(Msg::Cancel { seq, by: by.clone(), reply }).await.expect("cancel");
-                    let _ = rx.await.expect("answer");
-                }
-                RequestKind::Exit { code } => s.exit(seq, *code),
-            }
+            let (reply, rx) = oneshot::channel();
+            s.sched.handle(Msg::Cancel { seq, by, reply }).await.expect("cancel");
+            let _ = rx.await.expect("answer");
             s.play(t).await;
         }
         s.sched.step().await.expect("step");

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use allot_core::engine::{Answer, Input};
 use allot_core::{Time, WorkloadId};
 use tokio::sync::mpsc;
 
@@ -154,10 +155,10 @@ impl Scheduler {
     pub(crate) fn checkpointed(&mut self, key: AttemptKey, at: Time, now: Time) -> Result<CheckpointView, Refusal> {
         let w = self.attempt(key)?;
         let attempt = u32::try_from(key.attempt).unwrap_or(0);
-        let saved = self
-            .engine
-            .checkpointed(w, attempt, at, now)
-            .map_err(|e| Refusal::Conflict(format!("workload {}: {e}", key.seq)))?;
+        let Answer::Checkpoint(saved) = self.feed(Input::Checkpoint { workload: w, attempt, at }, now) else {
+            unreachable!("a checkpoint answers Checkpoint")
+        };
+        let saved = saved.map_err(|e| Refusal::Conflict(format!("workload {}: {e}", key.seq)))?;
         let at = at.min(now);
         tracing::info!(workload = key.seq, attempt = key.attempt, saved_s = saved, "checkpoint reported");
         self.ops.push(Op::AttemptCheckpoint {

@@ -1,7 +1,7 @@
 //! Requests from the API: submissions, cancels, explanations, account and
 //! node changes, and the read-only views of the live state.
 
-use allot_core::engine::Cancelled;
+use allot_core::engine::{Answer, Cancelled, Input};
 use allot_core::{
     AccountBook, AccountEdit, Allocation, Health, NodeEvent, NodeEventKind, NodeId, Phase, Reason, Time, WorkloadId,
 };
@@ -194,7 +194,8 @@ impl Scheduler {
         let Some(&w) = self.by_seq.get(&seq) else {
             return Err(format!("workload {seq} has already ended"));
         };
-        let r = if hold { self.engine.hold(w, now) } else { self.engine.release(w, now) };
+        let input = if hold { Input::Hold { workload: w } } else { Input::Release { workload: w } };
+        let Answer::Hold(r) = self.feed(input, now) else { unreachable!("a hold answers Hold") };
         match r {
             Ok(()) => {
                 let held = self.engine.held(w);
@@ -210,7 +211,11 @@ impl Scheduler {
         let Some(&w) = self.by_seq.get(&seq) else {
             return Err(Refusal::Conflict(format!("workload {seq} has already ended")));
         };
-        let r = match self.engine.cancel(w, now, &format!("cancelled by {by}")) {
+        let Answer::Cancelled(c) = self.feed(Input::Cancel { workload: w, detail: format!("cancelled by {by}") }, now)
+        else {
+            unreachable!("a cancel answers Cancelled")
+        };
+        let r = match c {
             Cancelled::Ended => Ok(Phase::Cancelled.as_str().into()),
             Cancelled::Stopping => {
                 self.ops.push(Op::CancelRequested { seq });
@@ -388,7 +393,7 @@ impl Scheduler {
             tracing::info!(principal = by, "account tree: {c}");
         }
         self.book = book;
-        self.engine.set_accounts(self.book.tree().clone());
+        self.feed(Input::Accounts(self.book.tree().clone()), now);
         self.publish_shape();
         let mut stopped = 0;
         if stop {
@@ -403,7 +408,9 @@ impl Scheduler {
     fn stop_closed(&mut self, closed: &[String], by: &str, now: Time) -> u64 {
         let st = self.engine.state();
         let roots: Vec<allot_core::AccountId> = closed.iter().filter_map(|p| st.accounts.get(p)).collect();
-        let stopped = self.engine.stop_accounts(&roots, by, now);
+        let Answer::Stopped(stopped) = self.feed(Input::StopAccounts { roots, by: by.into() }, now) else {
+            unreachable!("a stop answers Stopped")
+        };
         for &(w, how) in &stopped {
             if how == Cancelled::Stopping {
                 let seq = self.live[w.0 as usize].seq;
@@ -444,7 +451,7 @@ impl Scheduler {
             "node {}",
             kind.as_str()
         );
-        self.engine.node_event(&NodeEvent { t: now, node: n, kind });
+        self.feed(Input::Node(NodeEvent { t: now, node: n, kind }), now);
         crate::scheduler::note_node_reason(&mut self.node_reasons, n, kind, reason);
         self.apply(now);
         let after = self.node_view(n, now);

@@ -107,7 +107,7 @@ impl Scheduler {
         let util = gpus.iter().map(|g| g.util.clamp(0.0, 1.0)).sum::<f64>() / gpus.len() as f64;
         // CON-9: the engine reads it as the attempt's telemetry (idle
         // reclaim); its effects are applied with the event's.
-        self.engine.gpu_util(w, attempt, util, t.min(now));
+        self.feed(allot_core::engine::Input::GpuUtil { workload: w, attempt, util }, t.min(now));
         let mem = gpus.iter().map(|g| g.mem_used_mib).max().unwrap_or(0);
         let before = self.telemetry.attempts.get(&key).map(|m| &m.summary);
         let summary = fold(before, started, t.min(now), util, mem, &self.telemetry.config);

@@ -238,7 +238,7 @@ impl Engine {
     /// HOLD-1: holds a pending workload (queued or parked): it leaves the
     /// queue (and its array's place) until released. Holding a held one
     /// changes nothing.
-    pub fn hold(&mut self, w: WorkloadId, now: Time) -> Result<(), HoldRefused> {
+    pub(in crate::engine) fn hold(&mut self, w: WorkloadId, now: Time) -> Result<(), HoldRefused> {
         let phase = self.state.run(w).phase;
         if phase != Phase::Pending {
             return Err(HoldRefused::NotPending(phase.as_str()));
@@ -257,7 +257,7 @@ impl Engine {
 
     /// HOLD-1: releases a held workload: it is queued when its other
     /// conditions are met.
-    pub fn release(&mut self, w: WorkloadId, now: Time) -> Result<(), HoldRefused> {
+    pub(in crate::engine) fn release(&mut self, w: WorkloadId, now: Time) -> Result<(), HoldRefused> {
         let phase = self.state.run(w).phase;
         if phase != Phase::Pending {
             return Err(HoldRefused::NotPending(phase.as_str()));

@@ -23,7 +23,7 @@ impl Engine {
     /// CON-7: attempt `attempt` of `w` reports a checkpoint completed at
     /// `at` (no later than `now`): a stop keeps the progress it had then.
     /// Returns the progress of the attempt now saved.
-    pub fn checkpointed(
+    pub(in crate::engine) fn checkpointed(
         &mut self,
         w: WorkloadId,
         attempt: u32,
@@ -45,7 +45,7 @@ impl Engine {
     /// attempt `attempt` of `w` at `now`. A sample below its class's
     /// threshold starts (or continues) an idle spell; the first busy one
     /// ends it and withdraws a warning. Stale samples are ignored.
-    pub fn gpu_util(&mut self, w: WorkloadId, attempt: u32, util: f64, now: Time) {
+    pub(in crate::engine) fn gpu_util(&mut self, w: WorkloadId, attempt: u32, util: f64, now: Time) {
         let run = self.state.run(w);
         if run.attempts != attempt || run.phase != Phase::Running {
             return;
