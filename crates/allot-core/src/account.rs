@@ -23,7 +23,7 @@ pub const MAX_DEPTH: usize = 16;
 pub const MAX_USERS: usize = 1_000;
 
 /// Index of an account in [`AccountTree::accounts`]; 0 is the virtual root.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AccountId(pub u32);
 
 impl AccountId {
@@ -31,7 +31,7 @@ impl AccountId {
 }
 
 /// An account as declared in the configuration.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct AccountSpec {
     pub path: String,
     pub share: Option<f64>,
@@ -51,7 +51,7 @@ pub struct AccountSpec {
 }
 
 /// A resolved account.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 pub struct Account {
     pub path: String,
     pub parent: Option<AccountId>,
@@ -123,7 +123,7 @@ pub enum AccountTreeError {
 }
 
 /// The resolved tree.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 pub struct AccountTree {
     pub accounts: Vec<Account>,
     by_path: BTreeMap<String, AccountId>,

@@ -3,7 +3,7 @@
 use crate::cluster::NodeId;
 
 /// GPUs held by one workload: per node, a bit mask of GPU indices.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 pub struct Allocation {
     pub parts: Vec<(NodeId, u64)>,
 }

@@ -37,7 +37,7 @@ pub const MAX_CLUSTERS: usize = 64;
 
 /// The clusters a workload may run on (rule FLEET-1): a set of
 /// [`ClusterId`]s, [`ClusterSet::ANY`] by default.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ClusterSet(pub u64);
 
 impl ClusterSet {

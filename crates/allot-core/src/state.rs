@@ -19,15 +19,29 @@ use crate::rule::Reason;
 use crate::workload::{Class, Phase, Priority, Run, WorkloadId, WorkloadSpec, kept};
 
 /// A change of a node's health (events file / operator action).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct NodeEvent {
     pub t: Time,
     pub node: NodeId,
     pub kind: NodeEventKind,
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, strum::IntoStaticStr, strum::EnumString)]
+#[derive(
+    serde::Serialize,
+    serde::Deserialize,
+    Copy,
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[strum(serialize_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
 pub enum NodeEventKind {
     /// The node fails: its workloads stop at once (MNT-2).
     Fail,
@@ -47,7 +61,7 @@ pub enum NodeEventKind {
 
 impl NodeEventKind {
     /// The kinds an operator or an events file may ask for; `outage` and
-    /// `return` are the engine's own ([`crate::Engine::cluster_down`]).
+    /// `return` are the engine's own ([`crate::engine::Input::ClusterDown`]).
     pub const OPERATOR: [NodeEventKind; 4] =
         [NodeEventKind::Fail, NodeEventKind::Repair, NodeEventKind::Drain, NodeEventKind::Undrain];
 
@@ -63,7 +77,7 @@ impl NodeEventKind {
 /// MNT-5: a node that appears at `t` (events file `add`, a Kubernetes Node
 /// joining) and joins `pool` as `name`, in service. `node` is the id it
 /// gets: nodes are appended, so the k-th node added (in time order) to a
-/// fleet of N nodes is `NodeId(N + k)`; [`crate::Engine::add_node`]
+/// fleet of N nodes is `NodeId(N + k)`; [`crate::engine::Input::AddNode`]
 /// returns it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct NodeAdded {

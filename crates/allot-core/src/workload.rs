@@ -85,7 +85,7 @@ impl Priority {
 }
 
 /// What a workload asks for.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 pub struct WorkloadSpec {
     /// Unique external id.
     pub id: String,
@@ -187,14 +187,14 @@ impl DepKind {
 }
 
 /// DEP-1: one dependency of a workload.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Dependency {
     pub kind: DepKind,
     pub on: DepTarget,
 }
 
 /// What a dependency is on.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Copy, Clone, Debug, PartialEq, Eq)]
 pub enum DepTarget {
     /// A workload of the state (earlier in the trace, or live).
     Workload(WorkloadId),
@@ -205,7 +205,7 @@ pub enum DepTarget {
 }
 
 /// ARR-1: a workload as an element of an array.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Copy, Clone, Debug, PartialEq, Eq)]
 pub struct ArrayPart {
     /// The array's id, the same for all its elements (the interpreter's
     /// choice: the id of its first element).

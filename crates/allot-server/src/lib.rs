@@ -29,6 +29,7 @@ pub mod executor;
 pub mod export;
 pub mod headers;
 pub mod identity;
+pub mod journal;
 pub mod listener;
 pub mod metrics;
 pub mod munge;

@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use allot_core::engine::{Close, Input, Later, OpenAttempt, Outcome, Past, closed_at_restart};
+use allot_core::engine::{Close, Entry, Input, Later, OpenAttempt, Outcome, Past, closed_at_restart};
 use allot_core::{Engine, NodeEvent, NodeEventKind, Phase, State, Time, WorkloadSpec};
 use allot_trace::workload::{RawWorkload, Validator};
 
@@ -77,7 +77,16 @@ pub async fn recover(
 ) -> Result<Recovered, RecoveryError> {
     let book = account_book(cfg, store, now).await?;
     let mut engine = Engine::new(State::new(cfg.cluster.clone(), book.tree().clone(), cfg.contract));
-    let node_reasons = replay_node_events(&mut engine, policy, store).await?;
+    // The journal records this engine's start and every input recovery
+    // feeds it, with the writes recovery commits at its end.
+    let start =
+        Entry::Start { policy: policy.name().into(), accounts: book.tree().clone(), nodes: cfg.cluster.nodes.len() };
+    let mut journal = vec![crate::scheduler::journal(now, &start)];
+    let mut feed = |engine: &mut Engine, policy: &mut dyn allot_core::Policy, t: Time, input: Input| {
+        journal.push(crate::scheduler::journal(t, &Entry::Step { t, close: Close::Open, inputs: vec![input.clone()] }));
+        engine.step(policy, t, vec![input], Close::Open, &mut Later);
+    };
+    let node_reasons = replay_node_events(&mut engine, policy, store, &mut feed).await?;
 
     let live_rows = store.live_workloads().await?;
     // The attempts of every workload holding GPUs, read once for both
@@ -100,8 +109,7 @@ pub async fn recover(
     let closed = close_open_attempts(store, exec, &live_rows, holding, &adopting, cfg.contract.grace, now).await?;
     let all_workloads = store.all_workloads().await?;
     let all_attempts = store.all_attempts().await?;
-    let usage = Input::Usage(usage_spans(&all_workloads, &all_attempts, &taken));
-    engine.step(policy, now, vec![usage], Close::Open, &mut Later);
+    feed(&mut engine, policy, now, Input::Usage(usage_spans(&all_workloads, &all_attempts, &taken)));
 
     let mut attempts: BTreeMap<i64, Vec<&AttemptRow>> = BTreeMap::new();
     for a in &all_attempts {
@@ -167,7 +175,8 @@ pub async fn recover(
             }
         }
     }
-    store.apply(&ops).await?;
+    journal.extend(ops);
+    store.apply(&journal).await?;
     engine.take_effects();
     Ok(Recovered {
         engine,
@@ -240,6 +249,7 @@ async fn replay_node_events(
     engine: &mut Engine,
     policy: &mut dyn allot_core::Policy,
     store: &Store,
+    feed: &mut impl FnMut(&mut Engine, &mut dyn allot_core::Policy, Time, Input),
 ) -> Result<HashMap<allot_core::NodeId, String>, StoreError> {
     let mut reasons = HashMap::new();
     for e in store.node_events().await? {
@@ -248,7 +258,7 @@ async fn replay_node_events(
             continue;
         };
         let t = e.t.max(0) as Time;
-        engine.step(policy, t, vec![Input::Node(NodeEvent { t, node: n, kind })], Close::Open, &mut Later);
+        feed(engine, policy, t, Input::Node(NodeEvent { t, node: n, kind }));
         crate::scheduler::note_node_reason(&mut reasons, n, kind, e.reason);
     }
     Ok(reasons)
@@ -339,6 +349,11 @@ async fn close_open_attempts(
         .collect();
     exec.terminate_survivors(survivors, Duration::from_secs(grace.max(1))).await;
     let end = crate::clock::now().max(now);
+    // The journal says which attempts the restart lost and when, with the
+    // writes that close them: a replay closes them as its engine would.
+    let lost =
+        open.iter().map(|(_, a, _, _)| (a.workload.to_string(), u32::try_from(a.attempt).unwrap_or(0))).collect();
+    ops.push(crate::scheduler::journal(end, &Entry::Lost { end, attempts: lost }));
     for (row, a, kept_before, reports) in &open {
         let closed = closed_at_restart(
             &OpenAttempt {

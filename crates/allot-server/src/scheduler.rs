@@ -49,7 +49,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use allot_core::engine::{Answer, Close, Input, Later, Past};
+use allot_core::engine::{Answer, Close, Entry, Input, Later, Past};
 use allot_core::{Engine, NodeEventKind, Policy, Time, WorkloadId, WorkloadSpec};
 use tokio::sync::{mpsc, oneshot};
 
@@ -325,6 +325,12 @@ pub(crate) fn note_node_reason(
     }
 }
 
+/// A journal entry as the store keeps it: written with the step's other
+/// writes, in their order.
+pub(crate) fn journal(t: Time, entry: &Entry) -> Op {
+    Op::Journal { t: t as i64, entry: serde_json::to_string(entry).expect("a journal entry is JSON") }
+}
+
 /// How often uncommitted writes (or commands held for the lease) are retried.
 const RETRY: Duration = Duration::from_millis(250);
 
@@ -503,8 +509,24 @@ impl Scheduler {
     /// closes at [`Scheduler::step`]). Its effects wait for
     /// [`Scheduler::apply`].
     pub(crate) fn feed(&mut self, input: Input, now: Time) -> Answer {
+        self.ops.push(journal(now, &Entry::Step { t: now, close: Close::Open, inputs: vec![input.clone()] }));
         let step = self.engine.step(&mut *self.policy, now, vec![input], Close::Open, &mut Later);
         step.answers.into_iter().next().expect("one answer per input")
+    }
+
+    /// Journals the start of a new engine (one no input has reached yet):
+    /// a replay builds its own from the same tree (tests; recovery writes
+    /// a restart's).
+    #[cfg(test)]
+    pub(crate) fn journal_start(&mut self) {
+        let st = self.engine.state();
+        debug_assert!(st.specs.is_empty(), "a new engine");
+        let entry = Entry::Start {
+            policy: self.policy.name().into(),
+            accounts: st.accounts.clone(),
+            nodes: st.cluster.nodes.len(),
+        };
+        self.ops.push(journal(0, &entry));
     }
 
     /// Closes the instant: deadlines, one pass if due (none while earlier
@@ -516,6 +538,7 @@ impl Scheduler {
         self.budget_events(now).await?;
         let close = if self.held() { Close::Held } else { Close::Pass };
         let t0 = std::time::Instant::now();
+        self.ops.push(journal(now, &Entry::Step { t: now, close, inputs: Vec::new() }));
         let step = self.engine.step(&mut *self.policy, now, Vec::new(), close, &mut Later);
         if step.passed {
             self.metrics.pass_seconds.observe(t0.elapsed().as_secs_f64());

@@ -8,6 +8,7 @@ pub mod record;
 
 pub use record::{Attempt, AttemptEnd, CapacityStep, ClusterCapacity, LogEvent, SimOutput};
 pub mod measures;
+pub mod replay;
 pub mod report;
 pub mod sim;
 pub mod split;

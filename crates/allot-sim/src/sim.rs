@@ -7,7 +7,7 @@
 //! happens at one instant (completions, node events, account changes,
 //! arrivals, requests) and hands it to one closing step of the engine
 //! (`Engine::step`), which takes it in its own order, the live server's;
-//! its [`Carrier`] carries out the effects as they are left, and a killed
+//! its `Carrier` carries out the effects as they are left, and a killed
 //! process ends at once (L-2). A pass runs when
 //! something happened at the instant, when the policy asked to be woken
 //! (`Policy::next_wakeup`: a slice ends, a budget period rolls over), and,
@@ -395,10 +395,14 @@ impl Sim<'_> {
         Some(match &r.kind {
             RequestKind::Cancel { by } => Input::Cancel { workload: w, detail: format!("cancelled by {by}") },
             RequestKind::Exit { code } => {
-                // An arrival at this instant has no attempt: its exit is stale.
-                let attempt =
-                    self.engine.state().specs.get(w.0 as usize).map_or(0, |_| self.engine.state().run(w).attempts);
-                Input::Exit { workload: w, attempt, exit: Exit::Status { code: Some(*code), signal: None } }
+                // A workload arriving at this instant has no attempt yet:
+                // the exit is stale (and exits come before arrivals).
+                let run = self.engine.state().runs.get(w.0 as usize)?;
+                Input::Exit {
+                    workload: w,
+                    attempt: run.attempts,
+                    exit: Exit::Status { code: Some(*code), signal: None },
+                }
             }
         })
     }

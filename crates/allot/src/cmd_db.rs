@@ -11,6 +11,29 @@ pub enum DbCommand {
     /// Create the store if it does not exist (an existing one is kept as it is) and make the data directory
     /// belong to it; this is how a new, empty store replaces a lost one.
     Init(DbInitArgs),
+    /// Replay the store's journal (every step its engine took, the restarts included) through the engine, and
+    /// check that the replay made exactly what the store holds: every attempt (nodes, GPU indices, start,
+    /// signal, end, outcome, kept progress) and every workload's state. With --policy, the same inputs under
+    /// other rules (the live run's exits and reports as they came).
+    Replay(DbReplayArgs),
+}
+
+#[derive(clap::Args)]
+pub struct DbReplayArgs {
+    /// The store, as given to `allot serve --db`.
+    #[arg(long, default_value = "sqlite://allot.db")]
+    db: String,
+    /// The configuration the server ran (its fleet and contract).
+    #[arg(long)]
+    config: PathBuf,
+    /// Replay under this policy instead of the one the server ran (then
+    /// nothing is checked against the store).
+    #[arg(long)]
+    policy: Option<String>,
+    /// Write the replay's decision log, one JSON line per event (as
+    /// `allot sim --log`).
+    #[arg(long)]
+    log: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -24,7 +47,72 @@ pub struct DbInitArgs {
 }
 
 pub fn run(c: DbCommand) -> Result<()> {
-    let DbCommand::Init(a) = c;
+    match c {
+        DbCommand::Init(a) => init(a),
+        DbCommand::Replay(a) => replay(a),
+    }
+}
+
+fn replay(a: DbReplayArgs) -> Result<()> {
+    let cfg = allot_trace::config::load_config(&a.config)?;
+    let policy = match &a.policy {
+        Some(p) => Some(allot_core::PolicyKind::parse(p).with_context(|| {
+            let known: Vec<&str> = allot_core::PolicyKind::ALL.iter().map(|k| k.as_str()).collect();
+            format!("unknown policy {p:?} (known: {})", known.join(", "))
+        })?),
+        None => None,
+    };
+    let rt =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("failed to start the runtime")?;
+    rt.block_on(async {
+        let store = allot_server::store::Store::open_existing(&a.db)
+            .await
+            .with_context(|| format!("failed to open the store {}", a.db))?;
+        let t0 = std::time::Instant::now();
+        let replayed = allot_server::journal::replay(&store, &cfg.cluster, cfg.contract, policy)
+            .await
+            .with_context(|| format!("failed to replay the journal of {}", a.db))?;
+        if replayed.steps == 0 {
+            anyhow::bail!("the store {} has no journal (written before schema version 20, or never served)", a.db);
+        }
+        eprintln!(
+            "replayed {} steps of {} engine start(s) in {:.2} s: {} attempts, {} workloads",
+            replayed.steps,
+            replayed.starts,
+            t0.elapsed().as_secs_f64(),
+            replayed.attempts.len(),
+            replayed.phases.len()
+        );
+        if let Some(path) = &a.log {
+            let mut out = std::io::BufWriter::new(
+                std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?,
+            );
+            for e in &replayed.log {
+                serde_json::to_writer(&mut out, e)?;
+                std::io::Write::write_all(&mut out, b"\n")?;
+            }
+            std::io::Write::flush(&mut out)?;
+        }
+        if policy.is_some() {
+            return Ok(());
+        }
+        let diffs = allot_server::journal::differences(&store, &replayed).await?;
+        if diffs.is_empty() {
+            println!(
+                "the replay equals the store: {} attempts (nodes, GPU indices, start, signal, end, outcome, kept progress) and {} workloads' states",
+                replayed.attempts.len(),
+                replayed.phases.len()
+            );
+            return Ok(());
+        }
+        for d in diffs.iter().take(20) {
+            println!("{d}");
+        }
+        anyhow::bail!("the replay differs from the store in {} places (the first {} above)", diffs.len(), diffs.len().min(20))
+    })
+}
+
+fn init(a: DbInitArgs) -> Result<()> {
     let rt =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("failed to start the runtime")?;
     let (id, before) = rt

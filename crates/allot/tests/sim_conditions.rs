@@ -130,3 +130,18 @@ fn bad_conditions_in_a_trace_name_the_line_and_the_fix() {
         assert!(e.contains(says), "{e}\n  should say: {says}");
     }
 }
+
+/// An exit asked for a workload at the instant it arrives is stale (it has
+/// no attempt yet; an instant's exits come before its arrivals): it runs
+/// as planned. Before the exit was checked against the arrivals, the
+/// engine was handed an exit for a workload it did not have yet.
+#[test]
+fn an_exit_at_the_arrival_instant_is_stale() {
+    let csv = "id,submit_s,account,gpus,work_s\nx,10,lab/a,8,100\n";
+    let exit = vec![Request { t: 10, workload: "x".into(), kind: RequestKind::Exit { code: 1 } }];
+    for kind in [PolicyKind::Fifo, PolicyKind::Allot] {
+        let state = replay(csv, exit.clone(), kind);
+        let x = by_id(&state, "x");
+        assert_eq!((x.phase, x.first_start, x.end), (Phase::Finished, Some(10), Some(110)), "{kind:?}");
+    }
+}

@@ -271,7 +271,8 @@ impl Ended {
 }
 
 /// How an attempt's process ended, as its interpreter saw it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
 pub enum Exit {
     /// Its work is done (the simulator knows when; a live executor reports
     /// exit codes instead).
@@ -287,7 +288,8 @@ pub enum Exit {
 }
 
 /// Whose fault a launch that failed is.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
 pub enum LaunchFault {
     /// The workload's own: its command cannot be run (not found, not
     /// executable). It fails like a non-zero exit and spends a retry.

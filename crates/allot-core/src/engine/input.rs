@@ -15,7 +15,8 @@ use crate::state::NodeEvent;
 use crate::workload::{WorkloadId, WorkloadSpec};
 
 /// Something that happened, as the engine takes it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "snake_case")]
 pub enum Input {
     /// The process of attempt `attempt` ended, or never started
     /// ([`Exit::NotStarted`]); stale reports are ignored.
@@ -71,7 +72,7 @@ pub enum Input {
 }
 
 /// One recorded attempt as the ledger counts it ([`Input::Usage`]).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 pub struct UsageSpan {
     /// The account's path as recorded.
     pub account: String,
@@ -85,6 +86,20 @@ pub struct UsageSpan {
 }
 
 impl Input {
+    /// The workload the input names, if it names one.
+    pub fn workload(&self) -> Option<WorkloadId> {
+        match self {
+            Input::Exit { workload, .. }
+            | Input::Launched { workload, .. }
+            | Input::Cancel { workload, .. }
+            | Input::Hold { workload }
+            | Input::Release { workload }
+            | Input::Checkpoint { workload, .. }
+            | Input::GpuUtil { workload, .. } => Some(*workload),
+            _ => None,
+        }
+    }
+
     /// Where the input falls in its instant (the numbered steps of
     /// [`Engine::step`]).
     pub fn rank(&self) -> u8 {
@@ -145,7 +160,8 @@ impl Answer {
 }
 
 /// How a step ends its instant.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Close {
     /// More inputs may come at this instant (the server feeds each request
     /// as it arrives): no deadline and no pass yet.
@@ -342,4 +358,24 @@ impl Engine {
             }
         }
     }
+}
+
+/// One entry of a live run's journal: every step the engine took, with
+/// its instant and how it closed, and where a server (re)started its
+/// engine. Replayed in order through [`Engine::step`], the entries make
+/// the same changes (a replay builds a new engine at each start, as the
+/// server did).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Entry {
+    /// A new engine on the configuration's fleet and contract, with this
+    /// account tree, under the policy named.
+    Start { policy: String, accounts: AccountTree, nodes: usize },
+    /// One step.
+    Step { t: Time, close: Close, inputs: Vec<Input> },
+    /// At a restart, before the new engine starts: these attempts of the
+    /// engine that stopped (workload id, attempt) were still open and not
+    /// adopted; their processes were stopped, and they ended at `end` as
+    /// [`super::closed_at_restart`] closes them (L-5).
+    Lost { end: Time, attempts: Vec<(String, u32)> },
 }

@@ -52,7 +52,7 @@ pub enum Cancelled {
 }
 
 /// Past attempts of a workload recovered from a live store.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct Past {
     /// Progress kept by its attempts (seconds).
     pub kept_s: Time,
@@ -149,7 +149,7 @@ impl Engine {
         }
     }
 
-    /// Something changed since [`Engine::clear_dirty`]: a pass may start
+    /// Something changed since the last pass: a pass may start
     /// or stop something.
     pub fn dirty(&self) -> bool {
         self.dirty
@@ -197,6 +197,24 @@ impl Engine {
 
     pub fn retries(&self, w: WorkloadId) -> u32 {
         self.extra[w.0 as usize].retries
+    }
+
+    /// The workload's attempt holding GPUs, as a restart that loses it
+    /// closes it ([`super::closed_at_restart`], L-5); `None` when it holds
+    /// none.
+    pub fn open_attempt(&self, w: WorkloadId) -> Option<super::OpenAttempt> {
+        let (spec, run) = (self.state.spec(w), self.state.run(w));
+        let started = run.started.filter(|_| run.phase.holds_gpus())?;
+        Some(super::OpenAttempt {
+            attempt: run.attempts,
+            started,
+            signalled: run.progress_at_signal.map(|p| started + p),
+            remaining: run.remaining,
+            checkpoint_s: spec.checkpoint_s,
+            reports: run.reports,
+            reported: run.reported,
+            cancel: self.extra[w.0 as usize].cancel,
+        })
     }
 
     pub fn cancel_requested(&self, w: WorkloadId) -> bool {

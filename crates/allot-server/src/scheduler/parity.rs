@@ -220,6 +220,7 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
     );
     sched.set_clock(Clock::Manual(clock.clone()));
     sched.decisions = Some(Vec::new());
+    sched.journal_start();
     let mut s = Server { sched, exec, clock, ends: BinaryHeap::new(), alive: HashMap::new(), diverged: None };
     let mut arrivals = case.specs.iter().peekable();
     let mut events = case.events.iter().peekable();
@@ -381,6 +382,13 @@ fn check(case: &Case) -> Result<Option<Time>, TestCaseError> {
     let dir = tempdir();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let (live, diverged, store) = rt.block_on(server_side(case, &dir));
+    // The store's journal, replayed, makes exactly what the store holds,
+    // whether or not the simulator parted from the server (L-1).
+    let differences = rt.block_on(async {
+        let replayed = crate::journal::replay(&store, &case.state.cluster, case.state.contract, None).await;
+        crate::journal::differences(&store, &replayed.expect("the journal replays")).await.expect("store")
+    });
+    prop_assert!(differences.is_empty(), "the replay of the journal differs from the store: {differences:#?}");
     let (sim, sim_attempts, phases) = sim_side(case);
     let before = |l: &&Line| diverged.is_none_or(|d| l.0 < d);
     let sim_cut: Vec<&Line> = sim.iter().filter(before).collect();

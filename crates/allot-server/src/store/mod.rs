@@ -161,6 +161,7 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (17, include_str!("migrations/sqlite/0017_node_reason.sql")),
     (18, include_str!("migrations/sqlite/0018_submitter_index.sql")),
     (19, include_str!("migrations/sqlite/0019_outage_events.sql")),
+    (20, include_str!("migrations/sqlite/0020_journal.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
@@ -182,6 +183,7 @@ const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (17, include_str!("migrations/postgres/0017_node_reason.sql")),
     (18, include_str!("migrations/postgres/0018_submitter_index.sql")),
     (19, include_str!("migrations/postgres/0019_outage_events.sql")),
+    (20, include_str!("migrations/postgres/0020_journal.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after
@@ -247,6 +249,11 @@ impl Store {
     /// Connects, creating a SQLite file if needed, and runs the migrations.
     pub async fn open(url: &str) -> Result<Store, StoreError> {
         Store::connect(url, true).await
+    }
+
+    /// Opens a store that must exist (a missing SQLite file is an error).
+    pub async fn open_existing(url: &str) -> Result<Store, StoreError> {
+        Store::connect(url, false).await
     }
 
     /// Connects and runs the migrations; `create`: a missing SQLite file is

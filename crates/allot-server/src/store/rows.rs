@@ -330,6 +330,11 @@ pub struct ClusterFilter {
 /// One write of a scheduling step; a step's writes commit together.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
+    /// A journal entry (`allot_core::engine::Entry`, as JSON) at `t`.
+    Journal {
+        t: i64,
+        entry: String,
+    },
     WorkloadState {
         seq: i64,
         state: allot_core::Phase,

@@ -546,6 +546,20 @@ impl Store {
         rows.iter().map(node_event_row).collect::<Result<_, _>>().ctx("decode node events")
     }
 
+    /// The journal's entries from `after` on (exclusive), in order: (seq,
+    /// entry as JSON).
+    pub async fn journal(&self, after: i64) -> Result<Vec<(i64, String)>, StoreError> {
+        let rows = sqlx::query("SELECT seq, entry FROM journal WHERE seq > $1 ORDER BY seq")
+            .bind(after)
+            .fetch_all(&self.pool)
+            .await
+            .ctx("read the journal")?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<i64, _>("seq")?, r.try_get::<String, _>("entry")?)))
+            .collect::<Result<_, sqlx::Error>>()
+            .ctx("decode the journal")
+    }
+
     /// Commits a scheduling step's writes together.
     pub async fn apply(&self, ops: &[Op]) -> Result<(), StoreError> {
         if ops.is_empty() {
@@ -666,6 +680,9 @@ fn op_query(op: &Op) -> Query<'_> {
         .bind(kind)
         .bind(principal)
         .bind(reason.clone()),
+        Op::Journal { t, entry } => {
+            sqlx::query("INSERT INTO journal (t, entry) VALUES ($1, $2)").bind(*t).bind(entry)
+        }
         Op::Audit { t, principal, action, target, before, after } => sqlx::query(
             "INSERT INTO audit (t, principal, action, target, before_value, after_value) VALUES ($1, $2, $3, $4, $5, $6)",
         )

@@ -487,6 +487,22 @@ pub fn assert_nodes_up(s: &Server, token: &str) {
     }
 }
 
+/// The store's journal, replayed through the engine (`allot db replay`),
+/// makes exactly what the store holds: every attempt with its nodes, GPU
+/// indices, start, signal, end, outcome and kept progress, and every
+/// workload's state. Run once the server is stopped.
+pub fn assert_replay_equals_store(dir: &Path, db: &str) {
+    let config = dir.join("cluster.toml");
+    let out = Command::new(allot_bin())
+        .args(["db", "replay", "--db", db, "--config"])
+        .arg(&config)
+        .output()
+        .expect("run allot db replay");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the replay of the journal differs from the store:\n{stdout}{stderr}");
+    assert!(stdout.contains("the replay equals the store"), "{stdout}{stderr}");
+}
+
 /// A test's directory, store and admin token.
 pub struct Fixture {
     pub dir: PathBuf,

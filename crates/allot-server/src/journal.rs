@@ -1,0 +1,91 @@
+//! The journal: every step the engine took live, written in the same
+//! transaction as the step's other writes (`scheduler::journal`), and its
+//! replay. [`replay`] feeds a store's journal to the engine again
+//! (`allot_sim::replay`); [`differences`] checks that the replay made what
+//! the store holds: every attempt with its nodes and GPU indices, start,
+//! signal, end, outcome and kept progress, and every workload's phase.
+
+use std::collections::BTreeMap;
+
+use allot_core::engine::Outcome;
+use allot_core::{Phase, PolicyKind, Time};
+use allot_sim::replay::{ReplayError, Replayed, ReplayedAttempt};
+
+use crate::store::{Store, StoreError};
+
+/// Why a store's journal could not be replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+}
+
+/// Replays `store`'s journal on the fleet and contract the server ran
+/// (its configuration's), under the policy each start recorded, or under
+/// `policy` when given.
+pub async fn replay(
+    store: &Store,
+    cluster: &allot_core::Cluster,
+    contract: allot_core::Contract,
+    policy: Option<PolicyKind>,
+) -> Result<Replayed, JournalError> {
+    let entries = store.journal(0).await?;
+    let mut policy_for = |name: &str| -> Result<Box<dyn allot_core::Policy>, String> {
+        let kind = match policy {
+            Some(k) => k,
+            None => PolicyKind::parse(name).ok_or_else(|| format!("the journal names an unknown policy {name:?}"))?,
+        };
+        Ok(kind.build())
+    };
+    Ok(allot_sim::replay::replay(cluster, contract, entries, &mut policy_for)?)
+}
+
+/// Where the replay and the store disagree, in words (empty: the replay
+/// equals the store).
+pub async fn differences(store: &Store, replayed: &Replayed) -> Result<Vec<String>, StoreError> {
+    let mut out = Vec::new();
+    let mut stored: BTreeMap<(String, u32), ReplayedAttempt> = BTreeMap::new();
+    for a in store.all_attempts().await? {
+        let nodes: Vec<crate::views::NodeGpusView> = serde_json::from_str(&a.alloc).unwrap_or_default();
+        let attempt = ReplayedAttempt {
+            nodes: nodes.into_iter().map(|n| (n.node, n.gpus)).collect(),
+            start: time(a.start_t),
+            signal: a.signal_t.map(time),
+            end: a.end_t.map(time),
+            outcome: a.outcome.as_deref().and_then(Outcome::parse),
+            kept_s: a.kept_s.map(time),
+        };
+        stored.insert((a.workload.to_string(), u32::try_from(a.attempt).unwrap_or(u32::MAX)), attempt);
+    }
+    for (key, s) in &stored {
+        match replayed.attempts.get(key) {
+            None => out.push(format!("workload {} attempt {}: in the store, not made by the replay", key.0, key.1)),
+            Some(r) if r != s => {
+                out.push(format!("workload {} attempt {}: the store has {s:?}, the replay made {r:?}", key.0, key.1))
+            }
+            Some(_) => {}
+        }
+    }
+    for key in replayed.attempts.keys().filter(|k| !stored.contains_key(*k)) {
+        out.push(format!("workload {} attempt {}: made by the replay, not in the store", key.0, key.1));
+    }
+    for w in store.all_workloads().await? {
+        let id = w.seq.to_string();
+        let phase = crate::states::parse_phase(&w.state);
+        let made: Option<Phase> = replayed.phases.get(&id).copied();
+        if phase != made {
+            out.push(format!(
+                "workload {id}: the store has it {}, the replay {}",
+                w.state,
+                made.map_or("never saw it", Phase::as_str)
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn time(t: i64) -> Time {
+    t.max(0) as Time
+}

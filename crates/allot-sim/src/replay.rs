@@ -1,0 +1,238 @@
+//! A live run, replayed: a server's journal ([`Entry`]) fed to the engine
+//! step by step, exactly as the server fed it. Nothing is simulated: every
+//! exit, report and request is the one the server received, so the replay
+//! makes the server's decisions again, byte for byte, and what it records
+//! (attempts with their GPUs, ends, outcomes and kept progress; each
+//! workload's last phase; the decision log) can be checked against the
+//! server's store.
+
+use std::collections::BTreeMap;
+
+use allot_core::engine::{Carry, Entry, Input, Outcome};
+use allot_core::{Cluster, Contract, Effect, Engine, Phase, Policy, State, Time, Transition};
+
+use crate::record::LogEvent;
+
+/// One attempt as the replay made it, keyed by its workload's id (the
+/// server's seq) and its number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayedAttempt {
+    /// Each node it held, by name, with the indices of its GPUs there.
+    pub nodes: Vec<(String, Vec<u32>)>,
+    pub start: Time,
+    /// When it was signalled (CON-2), if it was.
+    pub signal: Option<Time>,
+    /// `None`: it still held its GPUs when the journal ends.
+    pub end: Option<Time>,
+    pub outcome: Option<Outcome>,
+    /// Progress it kept (seconds), once ended.
+    pub kept_s: Option<Time>,
+}
+
+/// What a replay made.
+#[derive(Clone, Debug, Default)]
+pub struct Replayed {
+    /// (workload id, attempt number) → the attempt.
+    pub attempts: BTreeMap<(String, u32), ReplayedAttempt>,
+    /// Each workload's phase at the end of the journal.
+    pub phases: BTreeMap<String, Phase>,
+    /// The decision log, as `allot sim --log` writes it.
+    pub log: Vec<LogEvent>,
+    /// Engines started (the server's first start and its restarts).
+    pub starts: u32,
+    /// Steps replayed.
+    pub steps: u64,
+    /// The state of the last engine at the journal's end.
+    pub state: Option<State>,
+}
+
+/// Why a journal cannot be replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("journal entry {seq}: {message}")]
+    Entry { seq: i64, message: String },
+    #[error(
+        "journal entry {seq}: the engine started with {journal} nodes, the configuration has {config}: replay with the configuration the server ran"
+    )]
+    Fleet { seq: i64, journal: usize, config: usize },
+    #[error("journal entry {seq}: a step before any start: the journal is cut at its beginning")]
+    NoStart { seq: i64 },
+    #[error("journal entry {seq}: {message}")]
+    Policy { seq: i64, message: String },
+}
+
+/// Builds the policy a start names (or another), or says why not.
+pub type PolicyFor<'a> = dyn FnMut(&str) -> Result<Box<dyn Policy>, String> + 'a;
+
+/// Replays `entries` ((journal seq, entry as JSON), in order) on `cluster`
+/// and `contract`: a new engine at each start, under the policy
+/// `policy_for` builds from the name the start records (or another, to
+/// replay the same inputs under other rules; the live run's exits then
+/// stay as they came).
+pub fn replay(
+    cluster: &Cluster,
+    contract: Contract,
+    entries: impl IntoIterator<Item = (i64, String)>,
+    policy_for: &mut PolicyFor<'_>,
+) -> Result<Replayed, ReplayError> {
+    let mut out = Replayed::default();
+    let mut run: Option<(Engine, Box<dyn Policy>)> = None;
+    for (seq, json) in entries {
+        let entry: Entry =
+            serde_json::from_str(&json).map_err(|e| ReplayError::Entry { seq, message: e.to_string() })?;
+        match entry {
+            Entry::Start { policy, accounts, nodes } => {
+                if nodes != cluster.nodes.len() {
+                    return Err(ReplayError::Fleet { seq, journal: nodes, config: cluster.nodes.len() });
+                }
+                if let Some((engine, _)) = run.take() {
+                    out.ended(engine);
+                }
+                let policy = policy_for(&policy).map_err(|message| ReplayError::Policy { seq, message })?;
+                run = Some((Engine::new(State::new(cluster.clone(), accounts, contract)), policy));
+                out.starts += 1;
+            }
+            Entry::Lost { end, attempts } => {
+                let Some((engine, _)) = run.as_ref() else { return Err(ReplayError::NoStart { seq }) };
+                out.lost(engine, end, &attempts).map_err(|message| ReplayError::Entry { seq, message })?;
+            }
+            Entry::Step { t, close, inputs } => {
+                let Some((engine, policy)) = run.as_mut() else { return Err(ReplayError::NoStart { seq }) };
+                check_ids(engine.state(), &inputs).map_err(|message| ReplayError::Entry { seq, message })?;
+                engine.step(&mut **policy, t, inputs, close, &mut Recorder { out: &mut out });
+                out.steps += 1;
+            }
+        }
+    }
+    if let Some((engine, _)) = run {
+        out.ended(engine);
+    }
+    Ok(out)
+}
+
+/// Every workload the inputs name exists when they are taken (arrivals
+/// of the step first): a journal that names another is not this
+/// engine's.
+fn check_ids(state: &State, inputs: &[Input]) -> Result<(), String> {
+    let arriving =
+        inputs.iter().filter(|i| matches!(i, Input::Arrive { .. } | Input::Restore { .. } | Input::Adopt { .. }));
+    let arrived = state.specs.len() + arriving.count();
+    for i in inputs {
+        // Exits come before the step's arrivals (`Engine::step`).
+        let known = if matches!(i, Input::Exit { .. }) { state.specs.len() } else { arrived };
+        if let Some(w) = i.workload().filter(|w| w.0 as usize >= known) {
+            return Err(format!("an input names workload {} of an engine that has {known}", w.0));
+        }
+    }
+    Ok(())
+}
+
+impl Replayed {
+    /// L-5: the open attempts a restart lost end at `end` as the engine
+    /// closes them.
+    fn lost(&mut self, engine: &Engine, end: Time, attempts: &[(String, u32)]) -> Result<(), String> {
+        let st = engine.state();
+        for (id, attempt) in attempts {
+            let Some(w) = st.specs.iter().position(|s| s.id == *id).map(|i| allot_core::WorkloadId(i as u32)) else {
+                return Err(format!("workload {id}, lost at the restart, is not the engine's"));
+            };
+            let open = engine.open_attempt(w).filter(|o| o.attempt == *attempt);
+            let (Some(open), Some(a)) = (open, self.attempts.get_mut(&(id.clone(), *attempt))) else {
+                return Err(format!("workload {id} attempt {attempt}, lost at the restart, was not open"));
+            };
+            let closed = allot_core::engine::closed_at_restart(&open, end);
+            a.end = Some(end);
+            a.outcome = Some(closed.outcome);
+            a.kept_s = Some(closed.kept_s);
+            self.phases.insert(id.clone(), closed.phase);
+        }
+        Ok(())
+    }
+
+    /// An engine's run is over (a restart, the journal's end): its
+    /// workloads' phases are the last known.
+    fn ended(&mut self, engine: Engine) {
+        let state = engine.into_state();
+        for (spec, run) in state.specs.iter().zip(&state.runs) {
+            self.phases.insert(spec.id.clone(), run.phase);
+        }
+        self.state = Some(state);
+    }
+}
+
+/// The replay's side of a step: it records, and feeds nothing back (every
+/// exit and report is in the journal, as the server received it).
+struct Recorder<'a> {
+    out: &'a mut Replayed,
+}
+
+impl Carry for Recorder<'_> {
+    fn carry(&mut self, engine: &Engine, effects: &[Effect], _: Time, _: &mut Vec<Input>) {
+        for e in effects {
+            if let Effect::Record(tr) = e {
+                self.record(engine, tr);
+            }
+        }
+    }
+}
+
+impl Recorder<'_> {
+    fn record(&mut self, engine: &Engine, tr: &Transition) {
+        let st = engine.state();
+        let id = st.spec(tr.workload).id.clone();
+        let key = (id.clone(), tr.attempt);
+        let held = |alloc: &allot_core::Allocation| -> Vec<(String, Vec<u32>)> {
+            alloc
+                .parts
+                .iter()
+                .map(|(n, mask)| (st.cluster.node(*n).name.clone(), allot_core::Allocation::indices(*mask).collect()))
+                .collect()
+        };
+        match (&tr.ended, tr.change) {
+            (Some(ended), _) => {
+                let a = self.out.attempts.entry(key).or_insert_with(|| ReplayedAttempt {
+                    nodes: held(&ended.alloc),
+                    start: ended.started,
+                    signal: None,
+                    end: None,
+                    outcome: None,
+                    kept_s: None,
+                });
+                a.end = Some(tr.t);
+                a.outcome = Some(ended.outcome);
+                a.kept_s = Some(ended.kept_s);
+            }
+            (None, allot_core::engine::Change::Start) => {
+                let alloc = st.run(tr.workload).alloc.as_ref().expect("a started workload holds GPUs");
+                let a = ReplayedAttempt {
+                    nodes: held(alloc),
+                    start: tr.t,
+                    signal: None,
+                    end: None,
+                    outcome: None,
+                    kept_s: None,
+                };
+                self.out.attempts.insert(key, a);
+            }
+            (None, allot_core::engine::Change::Preempt | allot_core::engine::Change::Abort) => {
+                if let Some(a) = self.out.attempts.get_mut(&key) {
+                    a.signal.get_or_insert(tr.t);
+                }
+            }
+            _ => {}
+        }
+        self.out.phases.insert(id.clone(), tr.phase);
+        if tr.change != allot_core::engine::Change::Abort {
+            let alloc = tr.ended.as_ref().map(|e| &e.alloc).or(st.run(tr.workload).alloc.as_ref());
+            self.out.log.push(LogEvent {
+                t: tr.t,
+                event: tr.change.as_str(),
+                workload: id,
+                nodes: alloc.map(|a| a.nodes().map(|n| st.cluster.node(n).name.clone()).collect()).unwrap_or_default(),
+                gpus: st.spec(tr.workload).gpus,
+                reason: tr.reason.to_string(),
+                by: tr.by.map(|b| st.spec(b).id.clone()),
+            });
+        }
+    }
+}
