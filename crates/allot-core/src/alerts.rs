@@ -14,7 +14,7 @@ use crate::ledger::Ledger;
 pub const MAX_THRESHOLDS: usize = 8;
 
 /// The thresholds, as fractions of the period's budget (ascending, distinct).
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Copy, Clone, Debug, PartialEq)]
 pub struct Thresholds {
     levels: [f64; MAX_THRESHOLDS],
     len: u8,

@@ -12,7 +12,7 @@ use crate::Time;
 const DAY: i64 = 86_400;
 
 /// How budget periods are laid out in time.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Calendar {
     /// Periods of a fixed length starting at `anchor + k·length`.
     Fixed { anchor: Time },

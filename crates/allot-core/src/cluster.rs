@@ -68,7 +68,7 @@ impl Default for ClusterSet {
 pub struct NodeId(pub u32);
 
 /// A GPU model and its normalisation weight (budgets are in normalised GPU-hours).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 pub struct GpuType {
     pub name: String,
     pub weight: f64,
@@ -87,7 +87,18 @@ pub struct PoolSpec {
 
 /// How a pool places workloads that may use any nodes (`nodes = 0`); its
 /// name is the config's `placement` value.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString)]
+#[derive(
+    serde::Serialize,
+    serde::Deserialize,
+    Copy,
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[strum(serialize_all = "lowercase")]
 pub enum PoolPlacement {
     /// A workload no larger than a node goes on one node (PLACE-2, PLACE-4).
@@ -111,7 +122,7 @@ impl PoolPlacement {
 
 /// A pool with its nodes laid out at `first_node .. first_node +
 /// laid_out()`, then the nodes added at run time ([`Pool::added`], MNT-5).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 pub struct Pool {
     /// `<pool>`, or `<cluster>/<pool>` in a fleet of several clusters.
     pub name: String,
@@ -207,7 +218,7 @@ impl Pool {
 }
 
 /// One node.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 pub struct Node {
     pub name: String,
     pub pool: PoolId,
@@ -240,7 +251,7 @@ impl Health {
 }
 
 /// The static topology.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 pub struct Cluster {
     /// The fleet's name: the cluster's in a fleet of one.
     pub name: String,

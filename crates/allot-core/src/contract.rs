@@ -14,7 +14,7 @@ use crate::slurm_params::SlurmParams;
 use crate::workload::Class;
 
 /// A value per workload class.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Copy, Clone, Debug, PartialEq, Eq)]
 pub struct PerClass<T> {
     pub batch: T,
     pub interactive: T,
@@ -32,7 +32,7 @@ impl<T: Copy> PerClass<T> {
 }
 
 /// Contract parameters, all in seconds.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Copy, Clone, Debug, PartialEq)]
 pub struct Contract {
     /// Length of a fixed budget period (ignored for calendar months).
     pub budget_period: Time,
@@ -67,7 +67,7 @@ pub struct Contract {
 
 /// CON-9: when a workload's GPUs count as idle, and how long they may stay
 /// so before it is warned, then stopped.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Copy, Clone, Debug, PartialEq)]
 pub struct IdleReclaim {
     /// Mean utilisation of the workload's GPUs (0..=1) below which a
     /// sample is idle.

@@ -6,7 +6,18 @@ use crate::cluster::GpuTypeId;
 use crate::workload::Priority;
 
 /// `PreemptType`: off, or `preempt/qos` with `PreemptMode=REQUEUE` (SLURM-5).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Default, strum::IntoStaticStr, strum::EnumString)]
+#[derive(
+    serde::Serialize,
+    serde::Deserialize,
+    Copy,
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    Default,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[strum(serialize_all = "lowercase")]
 pub enum SlurmPreempt {
     /// `PreemptType=preempt/none` (Slurm's default).
@@ -37,7 +48,7 @@ pub const MAX_PARTITIONS: usize = 32;
 /// 1, `bf_interval` 30 s, `bf_window` 1 day, `bf_max_job_test` 500,
 /// `PreemptType=preempt/none`; without a `DefaultTime` a job without a
 /// time limit runs unlimited.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Copy, Clone, Debug, PartialEq)]
 pub struct SlurmParams {
     pub weight_age: u32,
     pub weight_fairshare: u32,

@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use allot_core::engine::{Close, Entry, Input, Later, OpenAttempt, Outcome, Past, closed_at_restart};
+use allot_core::engine::{Close, Entry, Input, Later, OpenAttempt, Outcome, Past, Start, closed_at_restart};
 use allot_core::{Engine, NodeEvent, NodeEventKind, Phase, State, Time, WorkloadSpec};
 use allot_trace::workload::{RawWorkload, Validator};
 
@@ -79,8 +79,12 @@ pub async fn recover(
     let mut engine = Engine::new(State::new(cfg.cluster.clone(), book.tree().clone(), cfg.contract));
     // The journal records this engine's start and every input recovery
     // feeds it, with the writes recovery commits at its end.
-    let start =
-        Entry::Start { policy: policy.name().into(), accounts: book.tree().clone(), nodes: cfg.cluster.nodes.len() };
+    let start = Entry::Start(Box::new(Start {
+        policy: policy.name().into(),
+        cluster: cfg.cluster.clone(),
+        accounts: book.tree().clone(),
+        contract: cfg.contract,
+    }));
     let mut journal = vec![crate::scheduler::journal(now, &start)];
     let mut feed = |engine: &mut Engine, policy: &mut dyn allot_core::Policy, t: Time, input: Input| {
         journal.push(crate::scheduler::journal(t, &Entry::Step { t, close: Close::Open, inputs: vec![input.clone()] }));

@@ -521,11 +521,12 @@ impl Scheduler {
     pub(crate) fn journal_start(&mut self) {
         let st = self.engine.state();
         debug_assert!(st.specs.is_empty(), "a new engine");
-        let entry = Entry::Start {
+        let entry = Entry::Start(Box::new(allot_core::engine::Start {
             policy: self.policy.name().into(),
+            cluster: st.cluster.clone(),
             accounts: st.accounts.clone(),
-            nodes: st.cluster.nodes.len(),
-        };
+            contract: st.contract,
+        }));
         self.ops.push(journal(0, &entry));
     }
 
@@ -538,8 +539,12 @@ impl Scheduler {
         self.budget_events(now).await?;
         let close = if self.held() { Close::Held } else { Close::Pass };
         let t0 = std::time::Instant::now();
-        self.ops.push(journal(now, &Entry::Step { t: now, close, inputs: Vec::new() }));
         let step = self.engine.step(&mut *self.policy, now, Vec::new(), close, &mut Later);
+        // A step that changed nothing (a timer with nothing due) is left
+        // out: its replay would change nothing either.
+        if !step.idle {
+            self.ops.push(journal(now, &Entry::Step { t: now, close, inputs: Vec::new() }));
+        }
         if step.passed {
             self.metrics.pass_seconds.observe(t0.elapsed().as_secs_f64());
         }

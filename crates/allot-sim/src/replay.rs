@@ -8,8 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use allot_core::engine::{Carry, Entry, Input, Outcome};
-use allot_core::{Cluster, Contract, Effect, Engine, Phase, Policy, State, Time, Transition};
+use allot_core::engine::{Carry, Entry, Input, Outcome, Start};
+use allot_core::{Effect, Engine, Phase, Policy, State, Time, Transition};
 
 use crate::record::LogEvent;
 
@@ -51,10 +51,6 @@ pub struct Replayed {
 pub enum ReplayError {
     #[error("journal entry {seq}: {message}")]
     Entry { seq: i64, message: String },
-    #[error(
-        "journal entry {seq}: the engine started with {journal} nodes, the configuration has {config}: replay with the configuration the server ran"
-    )]
-    Fleet { seq: i64, journal: usize, config: usize },
     #[error("journal entry {seq}: a step before any start: the journal is cut at its beginning")]
     NoStart { seq: i64 },
     #[error("journal entry {seq}: {message}")]
@@ -64,14 +60,12 @@ pub enum ReplayError {
 /// Builds the policy a start names (or another), or says why not.
 pub type PolicyFor<'a> = dyn FnMut(&str) -> Result<Box<dyn Policy>, String> + 'a;
 
-/// Replays `entries` ((journal seq, entry as JSON), in order) on `cluster`
-/// and `contract`: a new engine at each start, under the policy
-/// `policy_for` builds from the name the start records (or another, to
+/// Replays `entries` ((journal seq, entry as JSON), in order): a new
+/// engine at each start, on the fleet, tree and contract it records, under
+/// the policy `policy_for` builds from the name it records (or another, to
 /// replay the same inputs under other rules; the live run's exits then
 /// stay as they came).
 pub fn replay(
-    cluster: &Cluster,
-    contract: Contract,
     entries: impl IntoIterator<Item = (i64, String)>,
     policy_for: &mut PolicyFor<'_>,
 ) -> Result<Replayed, ReplayError> {
@@ -81,15 +75,13 @@ pub fn replay(
         let entry: Entry =
             serde_json::from_str(&json).map_err(|e| ReplayError::Entry { seq, message: e.to_string() })?;
         match entry {
-            Entry::Start { policy, accounts, nodes } => {
-                if nodes != cluster.nodes.len() {
-                    return Err(ReplayError::Fleet { seq, journal: nodes, config: cluster.nodes.len() });
-                }
+            Entry::Start(start) => {
+                let Start { policy, cluster, accounts, contract } = *start;
                 if let Some((engine, _)) = run.take() {
                     out.ended(engine);
                 }
                 let policy = policy_for(&policy).map_err(|message| ReplayError::Policy { seq, message })?;
-                run = Some((Engine::new(State::new(cluster.clone(), accounts, contract)), policy));
+                run = Some((Engine::new(State::new(cluster, accounts, contract)), policy));
                 out.starts += 1;
             }
             Entry::Lost { end, attempts } => {

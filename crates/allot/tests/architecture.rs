@@ -18,7 +18,7 @@ const ARROWS: &[(&str, &[&str])] = &[
     ("allot-sim", &["allot-core"]),
     ("allot-trace", &["allot-core"]),
     ("allot-report", &["allot-core", "allot-sim"]),
-    ("allot-server", &["allot-core", "allot-trace", "allot-report"]),
+    ("allot-server", &["allot-core", "allot-sim", "allot-trace", "allot-report"]),
     ("allot", &["allot-core", "allot-sim", "allot-trace", "allot-report", "allot-server"]),
 ];
 

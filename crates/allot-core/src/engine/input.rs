@@ -204,6 +204,10 @@ pub struct Step {
     pub answers: Vec<Answer>,
     /// Whether the closing pass ran (step 8; not an asked [`Input::Pass`]).
     pub passed: bool,
+    /// The step changed nothing: no input, no deadline, no pass, the same
+    /// wake-up and the same pending change. A journal may leave it out:
+    /// a replay without it is the same.
+    pub idle: bool,
 }
 
 /// An interpreter that carries out the effects after the step: they stay
@@ -249,6 +253,7 @@ impl Engine {
         carry: &mut dyn Carry,
     ) -> Step {
         let n = inputs.len();
+        let before = (self.wake(), self.dirty);
         let mut order: Vec<(u8, usize, Input)> =
             inputs.into_iter().enumerate().map(|(i, input)| (input.rank(), i, input)).collect();
         if close != Close::Open && !order.iter().any(|(_, _, i)| *i == Input::Time) {
@@ -257,10 +262,13 @@ impl Engine {
         order.sort_by_key(|(rank, i, _)| (*rank, *i));
         let mut answers = vec![Answer::Done; n];
         let mut back = Vec::new();
+        let mut acted = 0;
         for (_, i, input) in order {
             let answer = self.take(policy, input, now);
             if i < n {
                 answers[i] = answer;
+            } else {
+                acted = answer.count();
             }
             self.carry_out(policy, now, carry, &mut back);
         }
@@ -283,7 +291,8 @@ impl Engine {
                 }
             }
         }
-        Step { answers, passed }
+        let idle = n == 0 && acted == 0 && !passed && before == (self.wake(), self.dirty);
+        Step { answers, passed, idle }
     }
 
     /// Hands the effects left to the interpreter, and takes what it feeds
@@ -360,6 +369,17 @@ impl Engine {
     }
 }
 
+/// The start of an engine, as [`Entry::Start`] journals it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Start {
+    /// The policy's name.
+    pub policy: String,
+    /// The fleet as laid out then (nodes added since are inputs).
+    pub cluster: crate::Cluster,
+    pub accounts: AccountTree,
+    pub contract: crate::Contract,
+}
+
 /// One entry of a live run's journal: every step the engine took, with
 /// its instant and how it closed, and where a server (re)started its
 /// engine. Replayed in order through [`Engine::step`], the entries make
@@ -368,9 +388,9 @@ impl Engine {
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Entry {
-    /// A new engine on the configuration's fleet and contract, with this
-    /// account tree, under the policy named.
-    Start { policy: String, accounts: AccountTree, nodes: usize },
+    /// A new engine on this fleet, account tree and contract, under the
+    /// policy named.
+    Start(Box<Start>),
     /// One step.
     Step { t: Time, close: Close, inputs: Vec<Input> },
     /// At a restart, before the new engine starts: these attempts of the

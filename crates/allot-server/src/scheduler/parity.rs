@@ -385,7 +385,7 @@ fn check(case: &Case) -> Result<Option<Time>, TestCaseError> {
     // The store's journal, replayed, makes exactly what the store holds,
     // whether or not the simulator parted from the server (L-1).
     let differences = rt.block_on(async {
-        let replayed = crate::journal::replay(&store, &case.state.cluster, case.state.contract, None).await;
+        let replayed = crate::journal::replay(&store, None).await;
         crate::journal::differences(&store, &replayed.expect("the journal replays")).await.expect("store")
     });
     prop_assert!(differences.is_empty(), "the replay of the journal differs from the store: {differences:#?}");

@@ -282,6 +282,14 @@ impl Store {
                         conn.execute("PRAGMA busy_timeout = 5000").await?;
                         conn.execute("PRAGMA mmap_size = 0").await?;
                         conn.execute("PRAGMA foreign_keys = ON").await?;
+                    } else {
+                        // A server paused inside a transaction (SIGSTOP, a
+                        // frozen VM) would hold the lease lock it shares
+                        // with every write forever, and no standby could
+                        // take over: PostgreSQL ends such a session after
+                        // this long, and the paused server, once resumed,
+                        // finds its lease gone (fenced).
+                        conn.execute("SET idle_in_transaction_session_timeout = '10s'").await?;
                     }
                     Ok(())
                 })

@@ -491,13 +491,8 @@ pub fn assert_nodes_up(s: &Server, token: &str) {
 /// makes exactly what the store holds: every attempt with its nodes, GPU
 /// indices, start, signal, end, outcome and kept progress, and every
 /// workload's state. Run once the server is stopped.
-pub fn assert_replay_equals_store(dir: &Path, db: &str) {
-    let config = dir.join("cluster.toml");
-    let out = Command::new(allot_bin())
-        .args(["db", "replay", "--db", db, "--config"])
-        .arg(&config)
-        .output()
-        .expect("run allot db replay");
+pub fn assert_replay_equals_store(db: &str) {
+    let out = Command::new(allot_bin()).args(["db", "replay", "--db", db]).output().expect("run allot db replay");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "the replay of the journal differs from the store:\n{stdout}{stderr}");
     assert!(stdout.contains("the replay equals the store"), "{stdout}{stderr}");
@@ -518,7 +513,13 @@ impl Fixture {
         Fixture { dir, db, admin }
     }
 
+    /// Ends the test: the store's journal replays to exactly what the store
+    /// holds ([`assert_replay_equals_store`], when a server ran on it),
+    /// then everything it started is removed.
     pub async fn finish(self) {
+        if self.dir.join("cluster.toml").exists() {
+            assert_replay_equals_store(&self.db.url);
+        }
         remove_store_cgroups(&self.db.url).await;
         self.db.drop_db().await;
         let _ = std::fs::remove_dir_all(&self.dir);
