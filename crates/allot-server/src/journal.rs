@@ -20,6 +20,9 @@ pub enum JournalError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Replay(#[from] ReplayError),
+    /// The replay made something else than the store holds.
+    #[error("the replay differs from the store in {count} places (the first 20 are listed above)")]
+    Differs { count: usize },
 }
 
 /// Replays `store`'s journal: each engine on the fleet, tree and contract

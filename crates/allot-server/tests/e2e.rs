@@ -131,7 +131,28 @@ async fn lifecycle(backend: Backend) {
     assert_eq!(ids, [a.as_str(), b.as_str(), c.as_str(), long.as_str()], "cancelled-before-running is left out");
     assert!(rows[1].work_s >= 1 && rows[1].work_s <= 3, "real run time of `sleep 1`: {}", rows[1].work_s);
     drop(s);
+    replay_check_can_fail(&f.db.url, &a).await;
     f.finish().await;
+}
+
+/// The replay check can fail: a store whose record was changed behind the
+/// journal's back (an attempt's kept progress) differs from the replay,
+/// which names the attempt and exits 1. The change is undone after.
+async fn replay_check_can_fail(db: &str, seq: &str) {
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(db).await.expect("the store");
+    let shift =
+        |by: i64| format!("UPDATE attempts SET kept_s = kept_s + ({by}) WHERE workload = {seq} AND attempt = 1");
+    sqlx::query(&shift(7)).execute(&pool).await.expect("tamper");
+    let out = std::process::Command::new(support::allot_bin())
+        .args(["db", "replay", "--db", db])
+        .output()
+        .expect("run allot db replay");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("workload {seq} attempt 1: the store has")), "{stdout}");
+    sqlx::query(&shift(-7)).execute(&pool).await.expect("undo");
+    pool.close().await;
 }
 
 both_stores!(preemption_sqlite, preemption_postgres, preemption);

@@ -104,7 +104,7 @@ fn replay(a: DbReplayArgs) -> Result<()> {
         for d in diffs.iter().take(20) {
             println!("{d}");
         }
-        anyhow::bail!("the replay differs from the store in {} places (the first {} above)", diffs.len(), diffs.len().min(20))
+        Err(allot_server::journal::JournalError::Differs { count: diffs.len() }.into())
     })
 }
 

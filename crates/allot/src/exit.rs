@@ -83,6 +83,13 @@ fn of_cause(e: &(dyn Error + 'static)) -> Option<Code> {
             ExportError::Write { .. } => Code::Failed,
         });
     }
+    if let Some(e) = e.downcast_ref::<allot_server::journal::JournalError>() {
+        use allot_server::journal::JournalError;
+        return Some(match e {
+            JournalError::Store(s) => store(s),
+            JournalError::Replay(_) | JournalError::Differs { .. } => Code::Failed,
+        });
+    }
     if let Some(e) = e.downcast_ref::<TokenError>() {
         return Some(match e {
             TokenError::NameTaken(_) => Code::Rejected,
