@@ -137,7 +137,8 @@ pub enum Answer {
     Checkpoint(Result<Time, CheckpointRefused>),
     NodeAdded(Result<NodeId, AddNodeError>),
     /// How many GPUs are set aside (K8S-11), nodes taken out or returned
-    /// (FLEET-3/4), or deadlines that acted (time).
+    /// (FLEET-3/4), deadlines that acted (time), or whether a utilisation
+    /// sample changed anything (1: an idle spell began or ended, CON-9).
     Count(usize),
 }
 
@@ -358,8 +359,7 @@ impl Engine {
                 Answer::Checkpoint(self.checkpointed(workload, attempt, at, now))
             }
             Input::GpuUtil { workload, attempt, util } => {
-                self.gpu_util(workload, attempt, util, now);
-                Answer::Done
+                Answer::Count(self.gpu_util(workload, attempt, util, now).into())
             }
             Input::Pass => {
                 self.pass(policy, now);

@@ -44,22 +44,24 @@ impl Engine {
     /// CON-9: a sample of the mean utilisation (0..=1) of the GPUs of
     /// attempt `attempt` of `w` at `now`. A sample below its class's
     /// threshold starts (or continues) an idle spell; the first busy one
-    /// ends it and withdraws a warning. Stale samples are ignored.
-    pub(in crate::engine) fn gpu_util(&mut self, w: WorkloadId, attempt: u32, util: f64, now: Time) {
+    /// ends it and withdraws a warning. Stale samples are ignored. Returns
+    /// whether it changed anything (an idle spell began or ended).
+    pub(in crate::engine) fn gpu_util(&mut self, w: WorkloadId, attempt: u32, util: f64, now: Time) -> bool {
         let run = self.state.run(w);
         if run.attempts != attempt || run.phase != Phase::Running {
-            return;
+            return false;
         }
-        let Some(cfg) = self.state.contract.idle_reclaim.get(self.state.spec(w).class) else { return };
+        let Some(cfg) = self.state.contract.idle_reclaim.get(self.state.spec(w).class) else { return false };
         let x = &mut self.extra[w.0 as usize];
         if util < cfg.threshold {
-            if x.idle_since.is_none() {
-                x.idle_since = Some(now);
-                self.idle.insert((now.saturating_add(cfg.after), w, attempt));
+            if x.idle_since.is_some() {
+                return false;
             }
-            return;
+            x.idle_since = Some(now);
+            self.idle.insert((now.saturating_add(cfg.after), w, attempt));
+            return true;
         }
-        let Some(since) = x.idle_since.take() else { return };
+        let Some(since) = x.idle_since.take() else { return false };
         let warned = std::mem::take(&mut x.warned);
         let warn_at = since.saturating_add(cfg.after);
         self.idle.remove(&(warn_at, w, attempt));
@@ -71,6 +73,7 @@ impl Engine {
             self.running_record(now, w, attempt, Change::IdleCleared, reason);
             self.effects.push(Effect::Idle { workload: w, attempt, reclaim_at: None });
         }
+        true
     }
 
     /// CON-9: idle spells that reached their warning or their end at or
