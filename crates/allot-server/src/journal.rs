@@ -74,11 +74,14 @@ pub async fn differences(store: &Store, replayed: &Replayed) -> Result<Vec<Strin
         let id = w.seq.to_string();
         let phase = crate::states::parse_phase(&w.state);
         let made: Option<Phase> = replayed.phases.get(&id).copied();
-        // Committed by the API (its 201 answered) but not yet handed to the
-        // engine when the server stopped: recovery queues it at the next
-        // start.
-        let not_yet_taken = made.is_none() && phase == Some(Phase::Pending) && !tried.contains(id.as_str());
-        if phase != made && !not_yet_taken {
+        // Never the engine's (L-4): committed by the API (its 201 answered)
+        // but not yet handed to the engine when the server stopped
+        // (recovery queues it at the next start), or refused at the door
+        // (a Kubernetes Job its checks refused; a stored
+        // row recovery's validator no longer accepts).
+        let never_taken =
+            made.is_none() && matches!(phase, Some(Phase::Pending | Phase::Rejected)) && !tried.contains(id.as_str());
+        if phase != made && !never_taken {
             out.push(format!(
                 "workload {id}: the store has it {}, the replay {}",
                 w.state,
