@@ -509,14 +509,13 @@ impl Scheduler {
     /// closes at [`Scheduler::step`]). Its effects wait for
     /// [`Scheduler::apply`].
     pub(crate) fn feed(&mut self, input: Input, now: Time) -> Answer {
+        let sample = matches!(input, Input::GpuUtil { .. });
         let entry = Entry::Step { t: now, close: Close::Open, inputs: vec![input.clone()] };
         let step = self.engine.step(&mut *self.policy, now, vec![input], Close::Open, &mut Later);
         let answer = step.answers.into_iter().next().expect("one answer per input");
         // A utilisation sample that changed nothing (most of them) is left
         // out: a replay without it is the same (CON-9 acts on spells).
-        let unchanged = matches!(&entry, Entry::Step { inputs, .. } if matches!(inputs[0], Input::GpuUtil { .. }))
-            && answer == Answer::Count(0);
-        if !unchanged {
+        if !(sample && answer == Answer::Count(0)) {
             self.ops.push(journal(now, &entry));
         }
         answer

@@ -65,6 +65,28 @@ pub struct LogEvent {
     pub by: Option<String>,
 }
 
+impl LogEvent {
+    /// The log line of a transition, as the state has it when the
+    /// transition is carried out (the nodes it held or holds).
+    pub fn of(state: &allot_core::State, tr: &allot_core::Transition) -> LogEvent {
+        let alloc = match &tr.ended {
+            Some(e) => Some(&e.alloc),
+            None => state.run(tr.workload).alloc.as_ref(),
+        };
+        let nodes = alloc.map(|a| a.nodes().map(|n| state.cluster.node(n).name.clone()).collect()).unwrap_or_default();
+        let spec = state.spec(tr.workload);
+        LogEvent {
+            t: tr.t,
+            event: tr.change.as_str(),
+            workload: spec.id.clone(),
+            nodes,
+            gpus: spec.gpus,
+            reason: tr.reason.to_string(),
+            by: tr.by.map(|b| state.spec(b).id.clone()),
+        }
+    }
+}
+
 /// In-service GPUs from `t` on (a step function; first entry at t = 0).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct CapacityStep {

@@ -215,16 +215,7 @@ impl Recorder<'_> {
         }
         self.out.phases.insert(id.clone(), tr.phase);
         if tr.change != allot_core::engine::Change::Abort {
-            let alloc = tr.ended.as_ref().map(|e| &e.alloc).or(st.run(tr.workload).alloc.as_ref());
-            self.out.log.push(LogEvent {
-                t: tr.t,
-                event: tr.change.as_str(),
-                workload: id,
-                nodes: alloc.map(|a| a.nodes().map(|n| st.cluster.node(n).name.clone()).collect()).unwrap_or_default(),
-                gpus: st.spec(tr.workload).gpus,
-                reason: tr.reason.to_string(),
-                by: tr.by.map(|b| st.spec(b).id.clone()),
-            });
+            self.out.log.push(LogEvent::of(st, tr));
         }
     }
 }

@@ -25,8 +25,7 @@ use std::collections::BinaryHeap;
 
 use allot_core::engine::{Answer, Carry, Change, Close, Ended, Input, Outcome};
 use allot_core::{
-    Effect, Engine, Exit, NodeAdded, NodeEvent, NodeEvents, Policy, Reason, State, Time, Transition, WorkloadId,
-    WorkloadSpec,
+    Effect, Engine, Exit, NodeAdded, NodeEvent, NodeEvents, Policy, State, Time, Transition, WorkloadId, WorkloadSpec,
 };
 
 use crate::record::{Attempt, AttemptEnd, CapacityStep, ClusterCapacity, LogEvent, SimOutput};
@@ -558,23 +557,7 @@ fn attempt(
 
 impl Carrier {
     fn log(&mut self, engine: &Engine, tr: &Transition) {
-        let state = engine.state();
-        let alloc = match &tr.ended {
-            Some(e) => Some(&e.alloc),
-            None => state.run(tr.workload).alloc.as_ref(),
-        };
-        let nodes = alloc.map(|a| a.nodes().map(|n| state.cluster.node(n).name.clone()).collect()).unwrap_or_default();
-        let spec = state.spec(tr.workload);
-        let e = LogEvent {
-            t: tr.t,
-            event: tr.change.as_str(),
-            workload: spec.id.clone(),
-            nodes,
-            gpus: spec.gpus,
-            reason: Reason::to_string(&tr.reason),
-            by: tr.by.map(|b| state.spec(b).id.clone()),
-        };
-        self.out.log.push(e);
+        self.out.log.push(LogEvent::of(engine.state(), tr));
     }
 
     fn record_capacity(&mut self, engine: &Engine, t: Time) {
