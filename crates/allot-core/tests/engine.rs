@@ -648,3 +648,54 @@ fn a_restart_keeps_what_the_engine_keeps() {
     let signalled = closed_at_restart(&OpenAttempt { signalled: Some(120), ..open }, 170);
     assert_eq!((signalled.outcome, signalled.kept_s, signalled.lost_s), (Outcome::Preempted, 100, 20));
 }
+
+/// L-5 in the engine: an attempt a restart lost ends as
+/// `closed_at_restart` closes it, and only that attempt: running, it is
+/// lost (kept by its declared interval) and requeued with its GPUs free;
+/// signalled, it was preempted (progress frozen at the signal); with a
+/// cancel asked, it is cancelled for good; a report naming another attempt
+/// changes nothing.
+#[test]
+fn an_attempt_a_restart_lost_ends_as_closed_at_restart_says() {
+    use allot_core::engine::closed_at_restart;
+    // (name, signalled at, cancel asked, outcome, phase)
+    let cases = [
+        ("running", None, false, Outcome::Lost, Phase::Pending),
+        ("signalled", Some(120), false, Outcome::Preempted, Phase::Pending),
+        ("cancel asked", Some(120), true, Outcome::Cancelled, Phase::Cancelled),
+    ];
+    for (name, signal, cancel, outcome, phase) in cases {
+        let mut r = Run::new(1);
+        let w = r.submit("a", 8, 1000, 0, 0);
+        assert_eq!(changes(&r.pass(0)), [Change::Start], "{name}");
+        if let Some(at) = signal {
+            if cancel {
+                r.engine.cancel(w, at, "test");
+            } else {
+                r.node(0, NodeEventKind::Drain, at);
+            }
+            r.effects(at);
+        }
+        let open = r.engine.open_attempt(w).expect("open");
+        r.engine.lost(w, 2, 170);
+        assert!(r.effects(170).is_empty(), "case {name}: a stale attempt changes nothing");
+        r.engine.lost(w, 1, 170);
+        let fx = r.effects(170);
+        let ended = fx
+            .iter()
+            .find_map(|e| match e {
+                Effect::Record(tr) => tr.ended.clone().map(|e| (tr.change, e)),
+                _ => None,
+            })
+            .expect("the attempt ended");
+        let closed = closed_at_restart(&open, 170);
+        assert_eq!((ended.1.outcome, ended.1.kept_s), (closed.outcome, closed.kept_s), "case {name}");
+        assert_eq!((closed.outcome, r.engine.state().run(w).phase), (outcome, phase), "case {name}");
+        let st = r.engine.state();
+        assert!(!st.running.contains(&w), "case {name}: it holds no GPUs");
+        assert_eq!(st.pending.contains(&(0, w)), phase == Phase::Pending, "case {name}: queued again or not");
+        assert_eq!(st.run(w).remaining, 1000 - closed.kept_s, "case {name}");
+        r.engine.lost(w, 1, 171);
+        assert!(r.effects(171).is_empty(), "case {name}: a second loss changes nothing");
+    }
+}

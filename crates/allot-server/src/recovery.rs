@@ -65,6 +65,24 @@ pub struct Recovered {
     pub history: (Vec<WorkloadRow>, Vec<AttemptRow>),
     /// Why each node out of service was taken out, as its operator said.
     pub node_reasons: HashMap<allot_core::NodeId, String>,
+    /// Recovered by replaying the journal (L-5): the engine holds every
+    /// workload of its run already, and this says how to carry on.
+    pub carried: Option<Carried>,
+}
+
+/// A live run carried on after a restart: the engine the journal's replay
+/// left (L-5), with what the scheduler needs besides.
+pub struct Carried {
+    /// The policy as the replay left it (a policy keeps its view of the
+    /// queue between passes).
+    pub policy: Box<dyn allot_core::Policy>,
+    /// Each of the engine's workloads, in id order: what its processes run.
+    pub lives: Vec<Live>,
+    /// The open attempts its executors did not adopt, whose processes were
+    /// stopped: [`Input::Lost`] at `end`.
+    pub lost: Vec<Input>,
+    pub end: Time,
+    pub adopted: usize,
 }
 
 pub async fn recover(
@@ -76,6 +94,10 @@ pub async fn recover(
     now: Time,
 ) -> Result<Recovered, RecoveryError> {
     let book = account_book(cfg, store, now).await?;
+    match replayed(cfg, store, &book, policy.name()).await? {
+        Ok((engine, policy)) => return carry_on(cfg, store, exec, run, engine, policy, book, now).await,
+        Err(why) => tracing::info!(%why, "the engine is rebuilt from the store's rows (a new start in the journal)"),
+    }
     let mut engine = Engine::new(State::new(cfg.cluster.clone(), book.tree().clone(), cfg.contract));
     // The journal records this engine's start and every input recovery
     // feeds it, with the writes recovery commits at its end.
@@ -126,19 +148,8 @@ pub async fn recover(
     let mut ops = Vec::new();
     for row in store.live_workloads().await? {
         match spec_of(engine.state(), &row) {
-            Ok(mut spec) => {
-                // Its conditions as stored (HOLD-1, DEP-1, ARR-1).
-                let c = &row.conditions;
-                spec.hold = c.held;
-                spec.array = c.array_id.zip(c.array_index).map(|(id, index)| allot_core::ArrayPart {
-                    array: id.max(0) as u64,
-                    index: index.max(0) as u32,
-                    count: c.array_count.unwrap_or(0).max(0) as u32,
-                    limit: c.array_limit.map(|l| l.max(1) as u32),
-                });
-                let after = crate::api::conditions::stored_dependencies(c.depends_on.as_deref(), &|seq| {
-                    states.get(&seq).copied()
-                });
+            Ok(spec) => {
+                let spec = with_conditions(spec, &row);
                 let mut list = attempts.remove(&row.seq).unwrap_or_default();
                 let running = adopting.get(&row.seq);
                 if let Some((key, _, _)) = running {
@@ -147,14 +158,7 @@ pub async fn recover(
                 let mut past = past(&list);
                 past.failures = u32::try_from(row.failures.max(0)).unwrap_or(u32::MAX);
                 past.cancel = row.cancel_requested;
-                let live = Live {
-                    seq: row.seq,
-                    command: serde_json::from_str(&row.command).unwrap_or_default(),
-                    env: serde_json::from_str(&row.env).unwrap_or_default(),
-                    workdir: row.workdir.as_ref().map(std::path::PathBuf::from),
-                    run_as: run.stored(row.run_as.as_deref()),
-                    after,
-                };
+                let live = live_of(&row, run, &states);
                 let retries = u32::try_from(row.retries.max(0)).unwrap_or(u32::MAX);
                 match running {
                     Some(&(_, ref alloc, started)) => {
@@ -190,7 +194,213 @@ pub async fn recover(
         closed_attempts: closed,
         history: (all_workloads, all_attempts),
         node_reasons,
+        carried: None,
     })
+}
+
+/// The engine and policy as the live run left them, by the replay of the
+/// store's journal (L-5), when the replay makes exactly what the store
+/// holds and the run's fleet, contract, policy and account tree are this
+/// start's; else why not (a first start, a store written before the
+/// journal, a changed config: recovery then rebuilds from the rows).
+async fn replayed(
+    cfg: &allot_trace::config::Config,
+    store: &Store,
+    book: &AccountBook,
+    policy: &str,
+) -> Result<Result<(Engine, Box<dyn allot_core::Policy>), String>, StoreError> {
+    let entries = store.journal(0).await?;
+    if entries.is_empty() {
+        return Ok(Err("the store has no journal yet".into()));
+    }
+    let Some(kind) = allot_core::PolicyKind::parse(policy) else {
+        return Ok(Err(format!("policy {policy} cannot be replayed")));
+    };
+    let mut policy_for = |_: &str| -> Result<Box<dyn allot_core::Policy>, String> { Ok(kind.build()) };
+    let mut replayer = allot_sim::replay::Replayer::new(&mut policy_for);
+    let mut last_policy = None;
+    for (seq, json) in &entries {
+        if let Ok(Entry::Start(s)) = serde_json::from_str::<Entry>(json) {
+            last_policy = Some(s.policy);
+        }
+        if let Err(e) = replayer.entry(*seq, json) {
+            return Ok(Err(format!("the journal does not replay: {e}")));
+        }
+    }
+    let (made, run) = replayer.take_over();
+    let Some((engine, replayed_policy)) = run else { return Ok(Err("the journal has no start".into())) };
+    let st = engine.state();
+    let why = if last_policy.as_deref() != Some(policy) {
+        format!("the run's policy was {}, this start's is {policy}", last_policy.unwrap_or_default())
+    } else if st.cluster != cfg.cluster {
+        "the fleet's nodes differ from the run's".into()
+    } else if st.contract != cfg.contract {
+        "the contract differs from the run's".into()
+    } else if st.accounts != *book.tree() {
+        "the stored account tree differs from the run's".into()
+    } else {
+        let differ = crate::journal::differences(store, &made).await?;
+        if differ.is_empty() {
+            return Ok(Ok((engine, replayed_policy)));
+        }
+        for d in differ.iter().take(20) {
+            tracing::error!(difference = %d, "the journal's replay differs from the store");
+        }
+        format!("the journal's replay differs from the store in {} places", differ.len())
+    };
+    Ok(Err(why))
+}
+
+/// L-5: carries on the replayed run. The attempts it left holding GPUs are
+/// offered to their executors (K8S-10: a running attempt, no cancel asked,
+/// on a cluster that keeps it through a restart); the others' processes,
+/// if any survived, are stopped, and they are [`Input::Lost`] then.
+/// Workloads the API committed but the engine never took (L-4) are queued.
+#[allow(clippy::too_many_arguments)]
+async fn carry_on(
+    cfg: &allot_trace::config::Config,
+    store: &Store,
+    exec: &dyn Executor,
+    run: &crate::identity::RunPolicy,
+    engine: Engine,
+    policy: Box<dyn allot_core::Policy>,
+    book: AccountBook,
+    now: Time,
+) -> Result<Recovered, RecoveryError> {
+    let node_reasons = node_reasons(&engine, store).await?;
+    let all_workloads = store.all_workloads().await?;
+    let states: BTreeMap<i64, Phase> =
+        all_workloads.iter().filter_map(|w| Some((w.seq, crate::states::parse_phase(&w.state)?))).collect();
+    let rows: BTreeMap<i64, &WorkloadRow> = all_workloads.iter().map(|w| (w.seq, w)).collect();
+    let st = engine.state();
+    let mut lives = Vec::with_capacity(st.specs.len());
+    for spec in &st.specs {
+        let row = spec.id.parse::<i64>().ok().and_then(|seq| rows.get(&seq));
+        let Some(row) = row else {
+            return Err(RecoveryError::Accounts(format!("workload {} of the journal has no row", spec.id)));
+        };
+        lives.push(live_of(row, run, &states));
+    }
+    // The open attempts: offered, else stopped and lost.
+    let open: Vec<(allot_core::WorkloadId, u32)> = st.running.iter().map(|&w| (w, st.run(w).attempts)).collect();
+    let key =
+        |w: allot_core::WorkloadId, attempt: u32| AttemptKey { seq: lives[w.0 as usize].seq, attempt: attempt.into() };
+    let offered: Vec<Adoption> = open
+        .iter()
+        .filter(|&&(w, _)| st.run(w).phase == Phase::Running && !engine.cancel_requested(w))
+        .map(|&(w, attempt)| {
+            let alloc = st.run(w).alloc.as_ref().expect("a running workload holds GPUs");
+            let nodes = alloc.parts.iter().map(|(n, _)| st.cluster.node(*n).name.clone()).collect();
+            Adoption { key: key(w, attempt), nodes }
+        })
+        .collect();
+    let taken: BTreeSet<AttemptKey> =
+        if offered.is_empty() { BTreeSet::new() } else { exec.adopt(offered).into_iter().collect() };
+    let lost: Vec<(allot_core::WorkloadId, u32)> =
+        open.iter().copied().filter(|&(w, a)| !taken.contains(&key(w, a))).collect();
+    let mut end = now;
+    if !lost.is_empty() {
+        let mut survivors = Vec::new();
+        for &(w, attempt) in &lost {
+            let k = key(w, attempt);
+            let pid = store.attempts_of(k.seq).await?.into_iter().find(|a| a.attempt == k.attempt).and_then(|a| a.pid);
+            survivors.push(Survivor { key: k, pid: pid.map(|p| p as u32) });
+        }
+        exec.terminate_survivors(survivors, Duration::from_secs(cfg.contract.grace.max(1))).await;
+        end = crate::clock::now().max(now);
+    }
+    for k in &taken {
+        tracing::info!(workload = k.seq, attempt = k.attempt, "K8S-10: adopted");
+    }
+    // L-4: committed, never taken.
+    let known: BTreeSet<&str> = st.specs.iter().map(|s| s.id.as_str()).collect();
+    let mut out = Vec::new();
+    let mut ops = Vec::new();
+    for row in store.live_workloads().await? {
+        if known.contains(row.seq.to_string().as_str()) {
+            continue;
+        }
+        match spec_of(st, &row) {
+            Ok(spec) => {
+                let spec = with_conditions(spec, &row);
+                let mut past = past(&[]);
+                past.cancel = row.cancel_requested;
+                let retries = u32::try_from(row.retries.max(0)).unwrap_or(u32::MAX);
+                out.push((spec, live_of(&row, run, &states), retries, past));
+            }
+            Err(why) => ops.push(Op::WorkloadState {
+                seq: row.seq,
+                state: Phase::Rejected,
+                reason: why,
+                end_t: Some(now as i64),
+            }),
+        }
+    }
+    store.apply(&ops).await?;
+    let all_attempts = store.all_attempts().await?;
+    tracing::info!(
+        workloads = st.specs.len(),
+        adopted = taken.len(),
+        lost = lost.len(),
+        "L-5: the live run carried on from its journal's replay"
+    );
+    Ok(Recovered {
+        closed_attempts: lost.len(),
+        carried: Some(Carried {
+            policy,
+            lives,
+            lost: lost.into_iter().map(|(workload, attempt)| Input::Lost { workload, attempt }).collect(),
+            end,
+            adopted: taken.len(),
+        }),
+        engine,
+        book,
+        workloads: out,
+        adopted: Vec::new(),
+        history: (all_workloads, all_attempts),
+        node_reasons,
+    })
+}
+
+/// Why each node out of service was taken out, as its operator said last.
+async fn node_reasons(engine: &Engine, store: &Store) -> Result<HashMap<allot_core::NodeId, String>, StoreError> {
+    let mut reasons = HashMap::new();
+    for e in store.node_events().await? {
+        let (Some(n), Some(kind)) = (engine.state().cluster.node_by_name(&e.node), NodeEventKind::parse(&e.kind))
+        else {
+            continue;
+        };
+        crate::scheduler::note_node_reason(&mut reasons, n, kind, e.reason);
+    }
+    Ok(reasons)
+}
+
+/// Its conditions as stored (HOLD-1, DEP-1 by the scheduler, ARR-1).
+fn with_conditions(mut spec: WorkloadSpec, row: &WorkloadRow) -> WorkloadSpec {
+    let c = &row.conditions;
+    spec.hold = c.held;
+    spec.array = c.array_id.zip(c.array_index).map(|(id, index)| allot_core::ArrayPart {
+        array: id.max(0) as u64,
+        index: index.max(0) as u32,
+        count: c.array_count.unwrap_or(0).max(0) as u32,
+        limit: c.array_limit.map(|l| l.max(1) as u32),
+    });
+    spec
+}
+
+/// What a stored workload's processes run.
+fn live_of(row: &WorkloadRow, run: &crate::identity::RunPolicy, states: &BTreeMap<i64, Phase>) -> Live {
+    let after = crate::api::conditions::stored_dependencies(row.conditions.depends_on.as_deref(), &|seq| {
+        states.get(&seq).copied()
+    });
+    Live {
+        seq: row.seq,
+        command: serde_json::from_str(&row.command).unwrap_or_default(),
+        env: serde_json::from_str(&row.env).unwrap_or_default(),
+        workdir: row.workdir.as_ref().map(std::path::PathBuf::from),
+        run_as: run.stored(row.run_as.as_deref()),
+        after,
+    }
 }
 
 /// The live account tree: the store's, or, at the first start of a store

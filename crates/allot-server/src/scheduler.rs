@@ -325,6 +325,15 @@ pub(crate) fn note_node_reason(
     }
 }
 
+/// ARR-1: an array element learns its place in its environment.
+fn array_env(spec: &WorkloadSpec, live: &mut Live) {
+    if let Some(a) = spec.array {
+        live.env.insert("ALLOT_ARRAY_ID".into(), a.array.to_string());
+        live.env.insert("ALLOT_ARRAY_INDEX".into(), a.index.to_string());
+        live.env.insert("ALLOT_ARRAY_COUNT".into(), a.count.to_string());
+    }
+}
+
 /// A journal entry as the store keeps it: written with the step's other
 /// writes, in their order.
 pub(crate) fn journal(t: Time, entry: &Entry) -> Op {
@@ -411,6 +420,22 @@ impl Scheduler {
         self.apply(now);
     }
 
+    /// L-5: carries on a run its journal's replay left in the engine: each
+    /// workload's live facts, in id order, then the attempts lost at the
+    /// restart end (their writes and journal entry as any step's).
+    pub(crate) fn carry_on(&mut self, lives: Vec<Live>, lost: Vec<Input>, end: Time) {
+        debug_assert!(self.live.is_empty());
+        for (i, mut live) in lives.into_iter().enumerate() {
+            let w = WorkloadId(i as u32);
+            array_env(self.engine.state().spec(w), &mut live);
+            self.track(w, live);
+        }
+        for input in lost {
+            self.feed(input, end);
+        }
+        self.apply(end);
+    }
+
     /// K8S-10: a workload whose attempt kept running through the restart,
     /// holding its GPUs again as that attempt.
     pub(crate) fn adopt(&mut self, a: Adopted, now: Time) {
@@ -436,11 +461,7 @@ impl Scheduler {
                 },
             })
             .collect();
-        if let Some(a) = spec.array {
-            live.env.insert("ALLOT_ARRAY_ID".into(), a.array.to_string());
-            live.env.insert("ALLOT_ARRAY_INDEX".into(), a.index.to_string());
-            live.env.insert("ALLOT_ARRAY_COUNT".into(), a.count.to_string());
-        }
+        array_env(spec, live);
     }
 
     /// Whether every dependency of a submission is known: on a workload

@@ -270,12 +270,24 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     metrics.restore(&rec.history.0, &rec.history.1);
     let catalog = Catalog::with_clusters(rec.engine.admission_view(), kind, local, jobs_only);
     let paths = Paths { data_dir: opts.data_dir.clone() };
+    // L-5: carried on from the journal's replay, under the replayed policy.
+    let (policy, carried) = match rec.carried {
+        Some(crate::recovery::Carried { policy, lives, lost, end, adopted }) => {
+            (policy, Some((lives, lost, end, adopted)))
+        }
+        None => (policy, None),
+    };
     let mut sched = Scheduler::new(rec.engine, policy, store.clone(), exec, metrics.clone(), paths, rec.book);
     sched.catalog = Some(catalog.clone());
     sched.webhook = webhook(&cfg)?;
     sched.telemetry = crate::scheduler::Telemetry::new(cfg.telemetry);
     let recovered = rec.workloads.len();
-    let adopted = rec.adopted.len();
+    let mut adopted = rec.adopted.len();
+    if let Some((lives, lost, end, taken)) = carried {
+        // L-5: the engine holds the run's workloads; the lost attempts end.
+        sched.carry_on(lives, lost, end);
+        adopted += taken;
+    }
     // The adopted first: waiting workloads may depend on them (DEP-1).
     for a in rec.adopted {
         sched.adopt(a, now);

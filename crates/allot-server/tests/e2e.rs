@@ -233,6 +233,11 @@ async fn crash_restart(backend: Backend) {
     s.kill9();
     assert!(checkpoint_dir(&s, &r1).join("running-0").exists(), "the workload outlived the server");
     s.restart();
+    // L-5: the run carried on from its journal's replay, not rebuilt from
+    // the rows; the two attempts that held GPUs were lost.
+    let log = s.log();
+    let carried = log.lines().find(|l| l.contains("carried on from its journal's replay"));
+    assert!(carried.is_some_and(|l| l.contains("lost=2")), "recovery replays the journal:\n{log}");
     let all = s.cli_json(&f.admin, &["queue", "--all"]);
     let ids: Vec<String> = all.as_array().unwrap().iter().map(|w| w["id"].as_str().unwrap().to_string()).collect();
     for id in [&r1, &r2].into_iter().chain(&burst) {

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use allot_core::engine::{Carry, Entry, Input, Outcome, Start};
+use allot_core::engine::{Carry, Close, Entry, Input, Outcome, Start};
 use allot_core::{Effect, Engine, Phase, Policy, State, Time, Transition};
 
 use crate::record::LogEvent;
@@ -69,37 +69,74 @@ pub fn replay(
     entries: impl IntoIterator<Item = (i64, String)>,
     policy_for: &mut PolicyFor<'_>,
 ) -> Result<Replayed, ReplayError> {
-    let mut out = Replayed::default();
-    let mut run: Option<(Engine, Box<dyn Policy>)> = None;
+    let mut r = Replayer::new(policy_for);
     for (seq, json) in entries {
+        r.entry(seq, &json)?;
+    }
+    Ok(r.finish())
+}
+
+/// A replay entry by entry, whose last engine can be taken over: a
+/// restart recovers by replaying its journal (L-5).
+pub struct Replayer<'p, 'a> {
+    out: Replayed,
+    run: Option<(Engine, Box<dyn Policy>)>,
+    policy_for: &'p mut PolicyFor<'a>,
+}
+
+impl<'p, 'a> Replayer<'p, 'a> {
+    pub fn new(policy_for: &'p mut PolicyFor<'a>) -> Self {
+        Replayer { out: Replayed::default(), run: None, policy_for }
+    }
+
+    /// Replays one entry (journal seq, entry as JSON).
+    pub fn entry(&mut self, seq: i64, json: &str) -> Result<(), ReplayError> {
         let entry: Entry =
-            serde_json::from_str(&json).map_err(|e| ReplayError::Entry { seq, message: e.to_string() })?;
+            serde_json::from_str(json).map_err(|e| ReplayError::Entry { seq, message: e.to_string() })?;
+        let out = &mut self.out;
         match entry {
             Entry::Start(start) => {
                 let Start { policy, cluster, accounts, contract } = *start;
-                if let Some((engine, _)) = run.take() {
+                if let Some((engine, _)) = self.run.take() {
                     out.ended(engine);
                 }
-                let policy = policy_for(&policy).map_err(|message| ReplayError::Policy { seq, message })?;
-                run = Some((Engine::new(State::new(cluster, accounts, contract)), policy));
+                let policy = (self.policy_for)(&policy).map_err(|message| ReplayError::Policy { seq, message })?;
+                self.run = Some((Engine::new(State::new(cluster, accounts, contract)), policy));
                 out.starts += 1;
             }
             Entry::Lost { end, attempts } => {
-                let Some((engine, _)) = run.as_ref() else { return Err(ReplayError::NoStart { seq }) };
-                out.lost(engine, end, &attempts).map_err(|message| ReplayError::Entry { seq, message })?;
+                // L-5: the engine closes them, as the inputs a restart
+                // gives it now.
+                let Some((engine, policy)) = self.run.as_mut() else { return Err(ReplayError::NoStart { seq }) };
+                let inputs = lost_inputs(engine, &attempts).map_err(|message| ReplayError::Entry { seq, message })?;
+                engine.step(&mut **policy, end, inputs, Close::Open, &mut Recorder { out });
             }
             Entry::Step { t, close, inputs } => {
-                let Some((engine, policy)) = run.as_mut() else { return Err(ReplayError::NoStart { seq }) };
+                let Some((engine, policy)) = self.run.as_mut() else { return Err(ReplayError::NoStart { seq }) };
                 check_ids(engine.state(), &inputs).map_err(|message| ReplayError::Entry { seq, message })?;
-                engine.step(&mut **policy, t, inputs, close, &mut Recorder { out: &mut out });
+                engine.step(&mut **policy, t, inputs, close, &mut Recorder { out });
                 out.steps += 1;
             }
         }
+        Ok(())
     }
-    if let Some((engine, _)) = run {
-        out.ended(engine);
+
+    /// What the replay made, the last engine's state with it.
+    pub fn finish(mut self) -> Replayed {
+        if let Some((engine, _)) = self.run.take() {
+            self.out.ended(engine);
+        }
+        self.out
     }
-    Ok(out)
+
+    /// What the replay made (without a state) and the last engine with its
+    /// policy, as the live run left them, to carry on from.
+    pub fn take_over(mut self) -> (Replayed, Option<(Engine, Box<dyn Policy>)>) {
+        if let Some((engine, _)) = &self.run {
+            self.out.phases_of(engine.state());
+        }
+        (self.out, self.run)
+    }
 }
 
 /// Every workload the inputs name exists when they are taken (arrivals
@@ -111,7 +148,7 @@ fn check_ids(state: &State, inputs: &[Input]) -> Result<(), String> {
     let arrived = state.specs.len() + arriving.count();
     for i in inputs {
         // Exits come before the step's arrivals (`Engine::step`).
-        let known = if matches!(i, Input::Exit { .. }) { state.specs.len() } else { arrived };
+        let known = if matches!(i, Input::Exit { .. } | Input::Lost { .. }) { state.specs.len() } else { arrived };
         if let Some(w) = i.workload().filter(|w| w.0 as usize >= known) {
             return Err(format!("an input names workload {} of an engine that has {known}", w.0));
         }
@@ -119,36 +156,39 @@ fn check_ids(state: &State, inputs: &[Input]) -> Result<(), String> {
     Ok(())
 }
 
-impl Replayed {
-    /// L-5: the open attempts a restart lost end at `end` as the engine
-    /// closes them.
-    fn lost(&mut self, engine: &Engine, end: Time, attempts: &[(String, u32)]) -> Result<(), String> {
-        let st = engine.state();
-        for (id, attempt) in attempts {
-            let Some(w) = st.specs.iter().position(|s| s.id == *id).map(|i| allot_core::WorkloadId(i as u32)) else {
+/// L-5: the attempts a restart lost, as the engine's inputs; each must be
+/// open in this engine.
+fn lost_inputs(engine: &Engine, attempts: &[(String, u32)]) -> Result<Vec<Input>, String> {
+    let st = engine.state();
+    let by_id: BTreeMap<&str, allot_core::WorkloadId> =
+        st.specs.iter().enumerate().map(|(i, s)| (s.id.as_str(), allot_core::WorkloadId(i as u32))).collect();
+    attempts
+        .iter()
+        .map(|(id, attempt)| {
+            let Some(&w) = by_id.get(id.as_str()) else {
                 return Err(format!("workload {id}, lost at the restart, is not the engine's"));
             };
-            let open = engine.open_attempt(w).filter(|o| o.attempt == *attempt);
-            let (Some(open), Some(a)) = (open, self.attempts.get_mut(&(id.clone(), *attempt))) else {
+            if engine.open_attempt(w).is_none_or(|o| o.attempt != *attempt) {
                 return Err(format!("workload {id} attempt {attempt}, lost at the restart, was not open"));
-            };
-            let closed = allot_core::engine::closed_at_restart(&open, end);
-            a.end = Some(end);
-            a.outcome = Some(closed.outcome);
-            a.kept_s = Some(closed.kept_s);
-            self.phases.insert(id.clone(), closed.phase);
-        }
-        Ok(())
-    }
+            }
+            Ok(Input::Lost { workload: w, attempt: *attempt })
+        })
+        .collect()
+}
 
+impl Replayed {
     /// An engine's run is over (a restart, the journal's end): its
     /// workloads' phases are the last known.
     fn ended(&mut self, engine: Engine) {
         let state = engine.into_state();
+        self.phases_of(&state);
+        self.state = Some(state);
+    }
+
+    fn phases_of(&mut self, state: &State) {
         for (spec, run) in state.specs.iter().zip(&state.runs) {
             self.phases.insert(spec.id.clone(), run.phase);
         }
-        self.state = Some(state);
     }
 }
 

@@ -75,6 +75,11 @@ pub trait Drive {
         self.plain(Input::Exit { workload, attempt, exit }, now);
     }
 
+    /// L-5: a restart lost the attempt.
+    fn lost(&mut self, workload: WorkloadId, attempt: u32, now: Time) {
+        self.plain(Input::Lost { workload, attempt }, now);
+    }
+
     fn launched(&mut self, workload: WorkloadId, attempt: u32) {
         self.plain(Input::Launched { workload, attempt }, 0);
     }

@@ -21,6 +21,10 @@ pub enum Input {
     /// The process of attempt `attempt` ended, or never started
     /// ([`Exit::NotStarted`]); stale reports are ignored.
     Exit { workload: WorkloadId, attempt: u32, exit: Exit },
+    /// L-5: at a restart, the attempt still held GPUs and was not adopted
+    /// (K8S-10); its process was stopped, and it ends now as
+    /// [`super::closed_at_restart`] closes it.
+    Lost { workload: WorkloadId, attempt: u32 },
     /// The clock reached the instant: time limits (CON-6), idle reclaims
     /// (CON-9) and grace deadlines (CON-2) due by now act. A closing
     /// [`Close`] adds it when the step has none.
@@ -90,6 +94,7 @@ impl Input {
     pub fn workload(&self) -> Option<WorkloadId> {
         match self {
             Input::Exit { workload, .. }
+            | Input::Lost { workload, .. }
             | Input::Launched { workload, .. }
             | Input::Cancel { workload, .. }
             | Input::Hold { workload }
@@ -104,7 +109,7 @@ impl Input {
     /// [`Engine::step`]).
     pub fn rank(&self) -> u8 {
         match self {
-            Input::Exit { .. } => 1,
+            Input::Exit { .. } | Input::Lost { .. } => 1,
             Input::Time => 2,
             Input::AddNode { .. } => 3,
             Input::Node(_) | Input::ClusterDown { .. } | Input::ClusterUp { .. } | Input::Outside { .. } => 4,
@@ -228,7 +233,7 @@ impl Engine {
     /// One step at `now`, in the engine's order:
     ///
     /// 1. work that ended: exits reported (a completion at the instant its
-    ///    grace ends is a completion, not a kill);
+    ///    grace ends is a completion, not a kill), attempts a restart lost;
     /// 2. time: deadlines due act (CON-6 time limits, CON-9 idle reclaims,
     ///    CON-2 grace over);
     /// 3. nodes added (MNT-5);
@@ -317,6 +322,10 @@ impl Engine {
         match input {
             Input::Exit { workload, attempt, exit } => {
                 self.exited(workload, attempt, exit, now);
+                Answer::Done
+            }
+            Input::Lost { workload, attempt } => {
+                self.lost(workload, attempt, now);
                 Answer::Done
             }
             Input::Time => Answer::Count(self.expire(now)),

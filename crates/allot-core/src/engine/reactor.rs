@@ -607,6 +607,28 @@ impl Engine {
         self.after_release(&nodes);
     }
 
+    /// L-5: a restart lost attempt `attempt`: the server stopped while it
+    /// held GPUs, and the next server stopped its process instead of
+    /// adopting it. It ends now as [`super::closed_at_restart`] closes it
+    /// (progress up to its signal or now, kept by its checkpoints), and its
+    /// workload is requeued, or cancelled if a cancel was asked. A stale
+    /// report (another attempt, GPUs no longer held) is ignored.
+    pub(in crate::engine) fn lost(&mut self, w: WorkloadId, attempt: u32, now: Time) {
+        let Some(open) = self.open_attempt(w).filter(|o| o.attempt == attempt) else { return };
+        let closed = super::closed_at_restart(&open, now);
+        let (alloc, started, o) = self.release_requeue(w, now, closed.reason.clone());
+        let nodes: Vec<NodeId> = alloc.nodes().collect();
+        let ended = Ended::new(alloc, started, closed.outcome, o, None, now, self.state.spec(w).gpus);
+        debug_assert_eq!(ended.kept_s, closed.kept_s, "the engine keeps what closed_at_restart says");
+        if closed.phase == Phase::Cancelled {
+            self.ended_record(now, w, attempt, Change::Cancel, closed.reason.clone(), ended);
+            self.end_pending(w, now, Phase::Cancelled, closed.reason);
+        } else {
+            self.ended_record(now, w, attempt, Change::Stop, closed.reason, ended);
+        }
+        self.after_release(&nodes);
+    }
+
     /// A failure of the workload itself: retried while retries are left.
     fn crashed(&mut self, w: WorkloadId, now: Time, exit_code: Option<i32>, how: &str) {
         let attempt = self.state.run(w).attempts;

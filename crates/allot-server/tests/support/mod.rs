@@ -520,9 +520,33 @@ impl Fixture {
         if self.dir.join("cluster.toml").exists() {
             assert_replay_equals_store(&self.db.url);
         }
+        assert_restarts_replayed(&self.dir);
         remove_store_cgroups(&self.db.url).await;
         self.db.drop_db().await;
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// L-5: no restart of a server of this test fell back from its journal's
+/// replay because the journal did not replay or differed from the store
+/// (a first start or a changed config rebuilds from the rows, by design).
+pub fn assert_restarts_replayed(dir: &Path) {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|x| x == "log") {
+                let log = std::fs::read_to_string(&path).unwrap_or_default();
+                for bad in ["the journal's replay differs from the store", "the journal does not replay"] {
+                    if let Some(line) = log.lines().find(|l| l.contains(bad)) {
+                        panic!("a restart could not carry on from its journal ({}): {line}\n{log}", path.display());
+                    }
+                }
+            }
+        }
     }
 }
 
