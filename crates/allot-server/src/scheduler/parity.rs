@@ -47,10 +47,14 @@ enum Cmd {
     Kill(AttemptKey),
 }
 
-/// Records the commands; the harness plays the processes.
+/// Records the commands; the harness plays the processes. At a restart
+/// it adopts every attempt offered (K8S-10) when `adopts`, else none, and
+/// records the survivors it was asked to stop.
 #[derive(Default)]
 struct TestExec {
     cmds: Mutex<Vec<Cmd>>,
+    adopts: std::sync::atomic::AtomicBool,
+    stopped: Mutex<Vec<AttemptKey>>,
 }
 
 impl Executor for TestExec {
@@ -73,7 +77,12 @@ impl Executor for TestExec {
         self.cmds.lock().unwrap().push(Cmd::Kill(key));
     }
 
-    fn terminate_survivors(&self, _survivors: Vec<Survivor>, _grace: Duration) -> BoxFuture<'_, ()> {
+    fn adopt(&self, attempts: Vec<crate::executor::Adoption>) -> Vec<AttemptKey> {
+        if self.adopts.load(Ordering::SeqCst) { attempts.into_iter().map(|a| a.key).collect() } else { Vec::new() }
+    }
+
+    fn terminate_survivors(&self, survivors: Vec<Survivor>, _grace: Duration) -> BoxFuture<'_, ()> {
+        self.stopped.lock().unwrap().extend(survivors.into_iter().map(|s| s.key));
         Box::pin(async {})
     }
 }
@@ -90,6 +99,13 @@ struct Case {
     /// through the API's message, the simulator as trees in force.
     edits: Vec<(Time, allot_core::AccountEdit)>,
     policy: PolicyKind,
+    /// When the server restarts (L-5: it carries on from its journal's
+    /// replay), and whether its executor adopts the running attempts then
+    /// (K8S-10; else they are lost). A restart that adopts waits for an
+    /// instant at which no attempt is stopping (a stopping attempt is not
+    /// offered), and changes no decision.
+    restarts: Vec<Time>,
+    adopt: bool,
 }
 
 /// Workload id, start, end and outcome of an attempt.
@@ -141,6 +157,11 @@ struct Server {
     alive: HashMap<i64, i64>,
     /// When a natural end met a signalled attempt (L-1).
     diverged: Option<Time>,
+    /// When a restart first lost an attempt (the simulator never
+    /// restarts: the decisions part there, by design).
+    parted: Option<Time>,
+    /// Restarts done.
+    restarted: usize,
 }
 
 impl Server {
@@ -197,6 +218,52 @@ impl Server {
         }
     }
 
+    /// L-5: the server stops and starts again at `t`: recovery replays the
+    /// journal and the run carries on with the engine and policy the
+    /// replay left, its executor adopting the running attempts or not.
+    async fn restart(&mut self, case: &Case, store: &Store, dir: &std::path::Path, t: Time) {
+        self.sched.flush().await.expect("flush");
+        let decisions = self.sched.decisions.take();
+        self.exec.adopts.store(case.adopt, Ordering::SeqCst);
+        let mut cfg = allot_trace::config::parse_config(
+            "[cluster]\n[[cluster.pools]]\nname = \"a\"\ngpu = \"H100\"\nnodes = 1\ngpus_per_node = 1\n[[accounts]]\npath = \"org/x\"\n",
+            "parity.toml",
+        )
+        .expect("config");
+        (cfg.cluster, cfg.accounts, cfg.contract) =
+            (case.state.cluster.clone(), case.state.accounts.clone(), case.state.contract);
+        let run = crate::identity::RunPolicy::new(true, 1000);
+        let mut policy = case.policy.build();
+        let rec = crate::recovery::recover(&cfg, store, &*self.exec, &run, &mut *policy, t).await.expect("recovery");
+        let carried = rec.carried.expect("L-5: the restart carries on from the journal's replay");
+        let lost = carried.lost.len();
+        let mut sched = Scheduler::new(
+            rec.engine,
+            carried.policy,
+            store.clone(),
+            self.exec.clone(),
+            Arc::new(Metrics::new()),
+            Paths { data_dir: dir.to_path_buf() },
+            rec.book,
+        );
+        sched.set_clock(Clock::Manual(self.clock.clone()));
+        sched.decisions = decisions;
+        sched.carry_on(carried.lives, carried.lost, carried.end);
+        assert!(rec.workloads.is_empty(), "every submission was the engine's");
+        sched.resume_after_outages(t);
+        self.sched = sched;
+        self.sched.flush().await.expect("flush");
+        for key in std::mem::take(&mut *self.exec.stopped.lock().unwrap()) {
+            if self.alive.get(&key.seq) == Some(&key.attempt) {
+                self.alive.remove(&key.seq);
+            }
+        }
+        if lost > 0 {
+            self.parted.get_or_insert(t);
+        }
+        self.restarted += 1;
+    }
+
     fn exit(&mut self, seq: i64, code: i32) {
         if let Some(attempt) = self.alive.remove(&seq) {
             let status = ExitStatus { code: Some(code), signal: None };
@@ -205,7 +272,7 @@ impl Server {
     }
 }
 
-async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<Time>, Store) {
+async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<Time>, Store, usize) {
     let store = Store::open(&format!("sqlite://{}", dir.join("allot.db").display())).await.expect("store");
     let exec = Arc::new(TestExec::default());
     let clock = Arc::new(AtomicU64::new(0));
@@ -221,7 +288,17 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
     sched.set_clock(Clock::Manual(clock.clone()));
     sched.decisions = Some(Vec::new());
     sched.journal_start();
-    let mut s = Server { sched, exec, clock, ends: BinaryHeap::new(), alive: HashMap::new(), diverged: None };
+    let mut s = Server {
+        sched,
+        exec,
+        clock,
+        ends: BinaryHeap::new(),
+        alive: HashMap::new(),
+        diverged: None,
+        parted: None,
+        restarted: 0,
+    };
+    let mut restarts = case.restarts.iter().peekable();
     let mut arrivals = case.specs.iter().peekable();
     let mut events = case.events.iter().peekable();
     let mut requests = case.requests.iter().peekable();
@@ -337,6 +414,15 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
         }
         s.sched.step().await.expect("step");
         s.play(t).await;
+        if restarts.peek().is_some_and(|&&r| r <= t) && !s.sched.engine.dirty() {
+            let st = s.sched.engine.state();
+            let stopping = st.running.iter().any(|&w| st.run(w).phase == Phase::Stopping);
+            if !(case.adopt && stopping) {
+                restarts.next();
+                s.restart(case, &store, dir, t).await;
+                s.play(t).await;
+            }
+        }
         if s.sched.engine.dirty() {
             again = Some(t);
         }
@@ -345,7 +431,11 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
         }
     }
     let log = s.sched.decisions.take().unwrap_or_default();
-    (log, s.diverged, store)
+    let diverged = match (s.diverged, s.parted) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    (log, diverged, store, s.restarted)
 }
 
 fn new_row(state: &State, spec: &WorkloadSpec) -> NewWorkload {
@@ -379,9 +469,14 @@ fn new_row(state: &State, spec: &WorkloadSpec) -> NewWorkload {
 /// Runs both sides and compares; returns when (if ever) they parted by
 /// design (L-1).
 fn check(case: &Case) -> Result<Option<Time>, TestCaseError> {
+    check_restarts(case).map(|(diverged, _)| diverged)
+}
+
+/// [`check`], with how many restarts the server went through.
+fn check_restarts(case: &Case) -> Result<(Option<Time>, usize), TestCaseError> {
     let dir = tempdir();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let (live, diverged, store) = rt.block_on(server_side(case, &dir));
+    let (live, diverged, store, restarted) = rt.block_on(server_side(case, &dir));
     // The store's journal, replayed, makes exactly what the store holds,
     // whether or not the simulator parted from the server (L-1).
     let differences = rt.block_on(async {
@@ -424,7 +519,7 @@ fn check(case: &Case) -> Result<Option<Time>, TestCaseError> {
         prop_assert_eq!(stored, expected, "stored workload states");
     }
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(diverged)
+    Ok((diverged, restarted))
 }
 
 fn tempdir() -> std::path::PathBuf {
@@ -450,6 +545,8 @@ struct Scenario {
     /// (t, job, 0 = cancel, else exit with that code)
     requests: Vec<(u64, usize, i32)>,
     policy: u8,
+    restarts: Vec<u64>,
+    adopt: bool,
 }
 
 fn scenario() -> impl Strategy<Value = Scenario> {
@@ -463,8 +560,9 @@ fn scenario() -> impl Strategy<Value = Scenario> {
     let jobs = prop::collection::vec(job, 1..30);
     let events = prop::collection::vec((0u64..5000, 0usize..20, 0u8..4), 0..5);
     let requests = prop::collection::vec((0u64..5000, 0usize..30, prop::sample::select(vec![0, 0, 1, 3])), 0..5);
-    (pools, 0u64..120, prop::sample::select(vec![0u64, 300, 1800]), jobs, events, requests, 0u8..3).prop_map(
-        |(pools, grace, slice, jobs, events, requests, policy)| Scenario {
+    let restarts = (prop::collection::vec(0u64..5000, 0..3), prop::bool::weighted(0.7));
+    (pools, 0u64..120, prop::sample::select(vec![0u64, 300, 1800]), jobs, events, requests, 0u8..3, restarts).prop_map(
+        |(pools, grace, slice, jobs, events, requests, policy, (restarts, adopt))| Scenario {
             pools,
             grace,
             slice,
@@ -472,6 +570,8 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             events,
             requests,
             policy,
+            restarts,
+            adopt,
         },
     )
 }
@@ -553,7 +653,12 @@ fn build(s: &Scenario) -> Case {
         .collect();
     requests.sort_by_key(|r| r.t);
     let policy = [PolicyKind::Allot, PolicyKind::Priority, PolicyKind::FifoBackfill][s.policy as usize % 3];
-    Case { state, specs, events, requests, edits: Vec::new(), policy }
+    let restarts = {
+        let mut r: Vec<Time> = s.restarts.clone();
+        r.sort_unstable();
+        r
+    };
+    Case { state, specs, events, requests, edits: Vec::new(), policy, restarts, adopt: s.adopt }
 }
 
 proptest! {
@@ -588,7 +693,16 @@ fn example(grace: Option<Time>) -> Case {
     assert!(events.added.is_empty(), "the example adds no node");
     let mut events = events.changes;
     events.sort_by_key(|e| e.t);
-    Case { state, specs, events, requests: Vec::new(), edits: Vec::new(), policy: PolicyKind::Allot }
+    Case {
+        state,
+        specs,
+        events,
+        requests: Vec::new(),
+        edits: Vec::new(),
+        policy: PolicyKind::Allot,
+        restarts: Vec::new(),
+        adopt: true,
+    }
 }
 
 /// The shipped example as it is: the same decisions up to the first
@@ -653,6 +767,34 @@ fn the_shipped_example_with_account_changes_decides_alike_to_the_end() {
     assert_eq!(check(&case).expect("same decisions"), None);
 }
 
+/// L-5: the shipped example without grace, its server restarted three
+/// times with its executor adopting every running attempt (K8S-10): the
+/// run carries on with the engine that stopped, so every decision, attempt
+/// and final state is the simulator's, as without restarts.
+#[test]
+fn restarts_that_adopt_change_no_decision() {
+    let mut case = example(Some(0));
+    let end = case.specs.last().expect("workloads").submit;
+    case.restarts = vec![end / 4, end / 2, 3 * end / 4];
+    let (diverged, restarted) = check_restarts(&case).expect("same decisions");
+    assert_eq!((diverged, restarted), (None, 3));
+}
+
+/// L-5: restarted with an executor that adopts nothing, the attempts that
+/// held GPUs are lost and requeued by the engine (`Input::Lost`): the same
+/// decisions up to the first restart that lost one, and the journal's
+/// replay still equals the store (in `check`).
+#[test]
+fn restarts_that_lose_attempts_are_replayed_exactly() {
+    let mut case = example(Some(0));
+    let end = case.specs.last().expect("workloads").submit;
+    case.restarts = vec![end / 3, 2 * end / 3];
+    case.adopt = false;
+    let (diverged, restarted) = check_restarts(&case).expect("same decisions before");
+    assert_eq!(restarted, 2);
+    assert!(diverged.is_some_and(|d| d >= end / 3), "a restart lost running work: {diverged:?}");
+}
+
 /// L-1, the one difference by design: a workload whose work completes
 /// during its grace finishes in the simulator and is requeued live (its
 /// exit after the signal reads as "checkpointed and stopped").
@@ -676,6 +818,8 @@ fn completion_during_grace_is_the_documented_difference() {
         requests: Vec::new(),
         edits: Vec::new(),
         policy: PolicyKind::Allot,
+        restarts: Vec::new(),
+        adopt: true,
     };
     let (sim, _, _) = sim_side(&case);
     let finish = sim.iter().find(|l| l.1 == Change::Finish.as_str() && l.2 == "1").expect("finishes in the simulator");
@@ -696,7 +840,7 @@ fn the_server_states_budgets_as_the_simulator() {
     case.state.contract.budget_carry_over = 0.5;
     let dir = tempdir();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let (_, diverged, store) = rt.block_on(server_side(&case, &dir));
+    let (_, diverged, store, _) = rt.block_on(server_side(&case, &dir));
     assert_eq!(diverged, None);
     let history = rt.block_on(crate::report::History::load(&store)).expect("history");
     let (state, out) = simulate_case(&case, &SimOptions::default());
