@@ -26,6 +26,9 @@
 //! Each scrape also probes the store (a read of its lease row) and reads
 //! this process's hold on the lease ([`Metrics::probe`]): `store_up`,
 //! `store_probe_seconds`, `lease_held`, `lease_epoch`.
+//! `executor_errors_total{error}` counts the executors' failed launches and
+//! unreachable clusters as their events pass to the scheduler
+//! (`crate::server`), since this process started.
 //!
 //! Budgets and use are in base units, normalised GPU-seconds (NGH × 3600).
 //! The exposition is OpenMetrics for a scraper that asks for it (Prometheus
@@ -61,6 +64,14 @@ pub struct ClassLabel {
 pub struct AccountLabel {
     pub account: String,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabel {
+    pub error: String,
+}
+
+/// The kinds of `executor_errors_total` (see [`Metrics::executor_errors`]).
+pub const EXECUTOR_ERRORS: [&str; 4] = ["launch_infrastructure", "launch_setup", "launch_workload", "cluster_down"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClusterLabel {
@@ -141,6 +152,14 @@ pub struct Metrics {
     pub store_probe_seconds: Histogram,
     pub lease_held: Gauge,
     pub lease_epoch: Gauge,
+    /// What the executors reported going wrong, since this process
+    /// started: a launch that failed outside the workload
+    /// (`launch_infrastructure`: no cgroup, log or checkpoint directory, a
+    /// spawn or executor error), because of its setup where it was placed
+    /// (`launch_setup`: a working directory missing on the node), or the
+    /// workload's own (`launch_workload`: its command cannot run); a
+    /// cluster of the fleet unreachable (`cluster_down`, FLEET-3).
+    pub executor_errors: Family<ErrorLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -192,6 +211,7 @@ impl Metrics {
             store_probe_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)), // 0.5 ms … 4 s
             lease_held: Gauge::default(),
             lease_epoch: Gauge::default(),
+            executor_errors: Family::default(),
             registry: Registry::default(),
             per_account: Registry::default(),
         };
@@ -256,6 +276,15 @@ impl Metrics {
             m.lease_held.clone(),
         );
         r.register("lease_epoch", "The lease epoch this server holds (0: none)", m.lease_epoch.clone());
+        r.register(
+            "executor_errors",
+            "Executor errors since this process started: error=launch_infrastructure, launch_setup, \
+             launch_workload (a launch that failed and why) or cluster_down (a cluster of the fleet unreachable)",
+            m.executor_errors.clone(),
+        );
+        for error in EXECUTOR_ERRORS {
+            let _ = m.executor_errors.get_or_create(&ErrorLabel { error: error.into() });
+        }
         a.register(
             "account_budget_gpu_seconds",
             "Budget per period (normalised GPU-seconds: NGH × 3600)",
