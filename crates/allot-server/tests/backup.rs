@@ -115,6 +115,18 @@ async fn restore_refuses_what_it_must_not_restore() {
         .count();
     assert_eq!(aside, 1, "the replaced store is kept aside");
 
+    // A live lease held from another host (a server there, its lock file
+    // out of reach) is a server serving it too.
+    let elsewhere = "UPDATE lease SET epoch = 7, host = 'elsewhere', pid = 1, listen = '10.0.0.9:8080', \
+                     expires_ms = 99999999999999";
+    sql(&db_file, &[elsewhere]).await;
+    refused(
+        &allot(&["db", "restore", "--db", &f.db.url, "--force", backup]),
+        4,
+        &["a server is serving", "host elsewhere", "lease epoch 7"],
+    );
+    sql(&db_file, &["UPDATE lease SET expires_ms = 0"]).await;
+
     let target = format!("sqlite://{}", f.dir.join("new.db").display());
     // Not a store: not SQLite at all, SQLite without a schema, a newer schema, no file.
     let junk = f.dir.join("junk.db");
@@ -143,5 +155,34 @@ async fn restore_refuses_what_it_must_not_restore() {
     let pg = "postgres://allot@127.0.0.1:1/allot";
     refused(&allot(&["db", "backup", "--db", pg, backup]), 2, &["PostgreSQL store", "pg_dump"]);
     refused(&allot(&["db", "restore", "--db", pg, backup]), 2, &["PostgreSQL store", "pg_restore"]);
+    f.finish().await;
+}
+
+/// Run as root (as an operator's `sudo allot db restore` is), a restore
+/// into the state directory of a service's user leaves files that user
+/// can open: the store and its lock file are given to the directory's
+/// owner. Skipped when not root (only root can give files away).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_as_root_gives_the_store_to_its_owner() {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: not root");
+        return;
+    }
+    let f = Fixture::new(Backend::Sqlite, "restore-owner").await;
+    let out = f.dir.join("backup.db");
+    ok(&allot(&["db", "backup", "--db", &f.db.url, out.to_str().unwrap()]));
+    let state = f.dir.join("state");
+    std::fs::create_dir(&state).unwrap();
+    let (uid, gid) = (65534, 65534);
+    std::os::unix::fs::chown(&state, Some(uid), Some(gid)).unwrap();
+    let target = state.join("allot.db");
+    ok(&allot(&["db", "restore", "--db", &format!("sqlite://{}", target.display()), out.to_str().unwrap()]));
+    for file in [target.clone(), state.join("allot.db.lock")] {
+        let m = std::fs::metadata(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert_eq!((m.uid(), m.gid()), (uid, gid), "{}", file.display());
+    }
+    assert_eq!(std::fs::metadata(&target).unwrap().mode() & 0o777, 0o600, "the store is its owner's only");
     f.finish().await;
 }

@@ -159,6 +159,26 @@ fn private(path: &Path) -> Result<(), BackupError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io("make private", path))
 }
 
+/// Who should own the files of the store `db`: the owner of the file it
+/// replaces, else of the directory it goes in (a restore run as root into
+/// the state directory of a service's user leaves files that user can open).
+fn owner_for(db: &Path) -> Option<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = db.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let m = std::fs::metadata(db).or_else(|_| std::fs::metadata(dir)).ok()?;
+    Some((m.uid(), m.gid()))
+}
+
+/// Gives `path` to `owner`; only root may give a file away, so for anyone
+/// else (whose files are their own) a refusal is no error.
+fn give(path: &Path, owner: Option<(u32, u32)>) -> Result<(), BackupError> {
+    let Some((uid, gid)) = owner else { return Ok(()) };
+    match std::os::unix::fs::chown(path, Some(uid), Some(gid)) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Ok(()),
+        r => r.map_err(io("give to the store's owner", path)),
+    }
+}
+
 fn sync(path: &Path) -> Result<(), BackupError> {
     std::fs::File::open(path).and_then(|f| f.sync_all()).map_err(io("flush", path))
 }
@@ -263,9 +283,14 @@ pub async fn restore(url: &str, input: &Path, force: bool) -> Result<Copied, Bac
     if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io("create the directory", dir))?;
     }
+    let owner = owner_for(&db);
     let lock_path = PathBuf::from(format!("{}.lock", db.display()));
+    let new_lock = !lock_path.exists();
     // Held until the restore is done: no server starts on a half-restored store.
     let lock = FileLock::try_lock(&lock_path).map_err(io("lock", &lock_path))?;
+    if new_lock && lock.is_some() {
+        give(&lock_path, owner)?;
+    }
     if db.exists() {
         if let Some(h) = holder(&db, lock.is_some()).await {
             return Err(BackupError::Served { target: db, holder: h });
@@ -281,6 +306,7 @@ pub async fn restore(url: &str, input: &Path, force: bool) -> Result<Copied, Bac
     let copied = async {
         std::fs::copy(input, &tmp).map_err(io("copy the backup to", &tmp))?;
         private(&tmp)?;
+        give(&tmp, owner)?;
         free_lease(&tmp).await?;
         inspect(&tmp).await?;
         sync(&tmp)
