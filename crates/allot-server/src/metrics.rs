@@ -22,6 +22,18 @@
 //! GPUs available (free on nodes that are up), pending workloads eligible
 //! for it (FLEET-1: some pool of the cluster may serve them) and workloads
 //! running on it. A fleet of one has them for its one cluster.
+//!
+//! Each scrape also probes the store (a read of its lease row) and reads
+//! this process's hold on the lease ([`Metrics::probe`]): `store_up`,
+//! `store_probe_seconds`, `lease_held`, `lease_epoch`.
+//! `executor_errors_total{error}` counts the executors' failed launches and
+//! unreachable clusters as their events pass to the scheduler
+//! (`crate::server`), since this process started.
+//!
+//! Budgets and use are in base units, normalised GPU-seconds (NGH × 3600).
+//! The exposition is OpenMetrics for a scraper that asks for it (Prometheus
+//! does), else the Prometheus text format 0.0.4 ([`Metrics::encode_text`]),
+//! which `promtool check metrics` and older tools read.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -52,6 +64,14 @@ pub struct ClassLabel {
 pub struct AccountLabel {
     pub account: String,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabel {
+    pub error: String,
+}
+
+/// The kinds of `executor_errors_total` (see [`Metrics::executor_errors`]).
+pub const EXECUTOR_ERRORS: [&str; 4] = ["launch_infrastructure", "launch_setup", "launch_workload", "cluster_down"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClusterLabel {
@@ -128,6 +148,18 @@ pub struct Metrics {
     pub cluster_available_gpus: Family<ClusterLabel, Gauge>,
     pub cluster_pending: Family<ClusterLabel, Gauge>,
     pub cluster_running: Family<ClusterLabel, Gauge>,
+    pub store_up: Gauge,
+    pub store_probe_seconds: Histogram,
+    pub lease_held: Gauge,
+    pub lease_epoch: Gauge,
+    /// What the executors reported going wrong, since this process
+    /// started: a launch that failed outside the workload
+    /// (`launch_infrastructure`: no cgroup, log or checkpoint directory, a
+    /// spawn or executor error), because of its setup where it was placed
+    /// (`launch_setup`: a working directory missing on the node), or the
+    /// workload's own (`launch_workload`: its command cannot run); a
+    /// cluster of the fleet unreachable (`cluster_down`, FLEET-3).
+    pub executor_errors: Family<ErrorLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -175,6 +207,11 @@ impl Metrics {
             cluster_available_gpus: Family::default(),
             cluster_pending: Family::default(),
             cluster_running: Family::default(),
+            store_up: Gauge::default(),
+            store_probe_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)), // 0.5 ms … 4 s
+            lease_held: Gauge::default(),
+            lease_epoch: Gauge::default(),
+            executor_errors: Family::default(),
             registry: Registry::default(),
             per_account: Registry::default(),
         };
@@ -223,11 +260,44 @@ impl Metrics {
             m.cluster_pending.clone(),
         );
         r.register("cluster_running_workloads", "Workloads holding GPUs on one cluster", m.cluster_running.clone());
-        a.register("account_budget_gpu_hours", "Budget per period (NGH)", m.budget_gpu_hours.clone());
-        a.register("account_used_gpu_hours", "Used this budget period (NGH)", m.used_gpu_hours.clone());
+        r.register(
+            "store_up",
+            "1 when the store answered this scrape's probe (a read of its lease row) within 5 s, else 0",
+            m.store_up.clone(),
+        );
+        r.register(
+            "store_probe_seconds",
+            "Time the store took to answer the scrapes' probes (a read of its lease row)",
+            m.store_probe_seconds.clone(),
+        );
+        r.register(
+            "lease_held",
+            "1 while this server holds the store's lease (renewed within its deadline, not taken over), else 0",
+            m.lease_held.clone(),
+        );
+        r.register("lease_epoch", "The lease epoch this server holds (0: none)", m.lease_epoch.clone());
+        r.register(
+            "executor_errors",
+            "Executor errors since this process started: error=launch_infrastructure, launch_setup, \
+             launch_workload (a launch that failed and why) or cluster_down (a cluster of the fleet unreachable)",
+            m.executor_errors.clone(),
+        );
+        for error in EXECUTOR_ERRORS {
+            let _ = m.executor_errors.get_or_create(&ErrorLabel { error: error.into() });
+        }
         a.register(
-            "account_budget_remaining_ngh",
-            "Budget + carried over − used this period (NGH; negative once over)",
+            "account_budget_gpu_seconds",
+            "Budget per period (normalised GPU-seconds: NGH × 3600)",
+            m.budget_gpu_hours.clone(),
+        );
+        a.register(
+            "account_used_gpu_seconds",
+            "Used this budget period (normalised GPU-seconds: NGH × 3600)",
+            m.used_gpu_hours.clone(),
+        );
+        a.register(
+            "account_budget_remaining_gpu_seconds",
+            "Budget + carried over − used this period (normalised GPU-seconds: NGH × 3600; negative once over)",
             m.budget_remaining.clone(),
         );
         a.register(
@@ -251,11 +321,11 @@ impl Metrics {
         for v in views {
             let l = AccountLabel { account: v.path.clone() };
             if let Some(b) = v.budget_gpu_hours {
-                self.budget_gpu_hours.get_or_create(&l).set(b);
+                self.budget_gpu_hours.get_or_create(&l).set(b * 3600.0);
             }
-            self.used_gpu_hours.get_or_create(&l).set(v.used_gpu_hours);
+            self.used_gpu_hours.get_or_create(&l).set(v.used_gpu_hours * 3600.0);
             if let Some(r) = v.remaining_gpu_hours {
-                self.budget_remaining.get_or_create(&l).set(r);
+                self.budget_remaining.get_or_create(&l).set(r * 3600.0);
             }
             match v.projected_exhaustion_t {
                 Some(t) => {
@@ -364,6 +434,47 @@ impl Metrics {
         encode_eof(&mut out).expect("writing to a string");
         out
     }
+
+    /// The Prometheus text format 0.0.4 of [`Metrics::encode`]: a counter's
+    /// `# HELP` and `# TYPE` name its samples (`…_total`), and OpenMetrics'
+    /// `# UNIT` and `# EOF` lines are left out.
+    pub fn encode_text(&self, per_account: bool) -> String {
+        to_text_format(&self.encode(per_account))
+    }
+
+    /// Probes the store (a read of its lease row, at most 5 s) and reads
+    /// this process's hold on the lease: `store_up`, `store_probe_seconds`,
+    /// `lease_held`, `lease_epoch`.
+    pub async fn probe(&self, store: &crate::store::Store) {
+        let t0 = std::time::Instant::now();
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), store.lease()).await;
+        self.store_probe_seconds.observe(t0.elapsed().as_secs_f64());
+        self.store_up.set(i64::from(matches!(read, Ok(Ok(_)))));
+        let epoch = store.fence.epoch();
+        self.lease_held.set(i64::from(epoch > 0 && store.fence.fresh()));
+        self.lease_epoch.set(epoch);
+    }
+}
+
+/// OpenMetrics text → Prometheus text format 0.0.4 (see [`Metrics::encode_text`]).
+fn to_text_format(open: &str) -> String {
+    let counters: std::collections::HashSet<&str> =
+        open.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter")).collect();
+    let mut out = String::with_capacity(open.len());
+    for line in open.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "].into_iter().find(|p| line.starts_with(p));
+        match meta.and_then(|p| line[p.len()..].split_once(' ').map(|(name, rest)| (p, name, rest))) {
+            Some((p, name, rest)) if counters.contains(name) => {
+                out.push_str(&format!("{p}{name}_total {rest}"));
+            }
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// Sets `utilization{source}` from the GPU-weighted sums of utilization by
@@ -398,7 +509,7 @@ mod tests {
         let m = Metrics::new();
         m.set_accounts(&crate::accounts::views(&state, 2 * 3600, false));
         let text = m.encode(true);
-        assert!(text.contains("allot_account_budget_remaining_ngh{account=\"org/a\"} 6.0"), "{text}");
+        assert!(text.contains("allot_account_budget_remaining_gpu_seconds{account=\"org/a\"} 21600.0"), "{text}");
         assert!(
             text.contains("allot_account_projected_exhaustion_timestamp_seconds{account=\"org/a\"} 18000"),
             "{text}"
@@ -407,7 +518,30 @@ mod tests {
         state.ledger.change(&tree, a, 4 * 3600, 4, 1.0);
         m.set_accounts(&crate::accounts::views(&state, 5 * 3600, false));
         let text = m.encode(true);
-        assert!(text.contains("allot_account_budget_remaining_ngh{account=\"org/a\"} -2.0"), "{text}");
+        assert!(text.contains("allot_account_budget_remaining_gpu_seconds{account=\"org/a\"} -7200.0"), "{text}");
         assert!(!text.contains("allot_account_projected_exhaustion_timestamp_seconds{"), "{text}");
+    }
+
+    /// The text format names a counter family by its samples and has no
+    /// `# EOF`; everything else is as in OpenMetrics.
+    #[test]
+    fn text_format_of_counters_histograms_and_gauges() {
+        let m = Metrics::new();
+        m.submissions.get_or_create(&labels("org/a", "batch")).inc();
+        m.queue_length.get_or_create(&ClassLabel { class: "batch".into() }).set(3);
+        m.pass_seconds.observe(0.01);
+        let open = m.encode(true);
+        let text = m.encode_text(true);
+        assert!(open.contains("# TYPE allot_submissions counter") && open.ends_with("# EOF\n"), "{open}");
+        for want in [
+            "# HELP allot_submissions_total Workloads accepted.\n# TYPE allot_submissions_total counter\n\
+             allot_submissions_total{account=\"org/a\",class=\"batch\"} 1\n",
+            "# TYPE allot_queue_length gauge\nallot_queue_length{class=\"batch\"} 3\n",
+            "# TYPE allot_scheduling_pass_seconds histogram\n",
+            "allot_scheduling_pass_seconds_count 1\n",
+        ] {
+            assert!(text.contains(want), "{want:?} in:\n{text}");
+        }
+        assert!(!text.contains("# EOF") && !text.contains("# TYPE allot_submissions counter"), "{text}");
     }
 }

@@ -254,7 +254,9 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let lock = lock_sqlite(opts).await?;
     let (store, instance) = crate::store::instance::open_for_serve(&opts.db, &opts.data_dir).await?;
     take_lease(&store, opts, lock.is_some()).await?;
-    let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+    let metrics = Arc::new(Metrics::new());
+    let (ev_tx, ev_raw) = mpsc::unbounded_channel();
+    let ev_rx = count_executor_errors(ev_raw, metrics.clone());
     let local = clusters_run_by(&plans, ExecutorKind::Local);
     let jobs_only = clusters_run_by(&plans, ExecutorKind::Kubernetes);
     let host = Host { instance: &instance, min_uid: cfg.identity.min_uid, fence: store.fence.clone() };
@@ -266,7 +268,6 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let now = crate::clock::now();
     let mut policy = kind.build();
     let rec = recover(&cfg, &store, exec.as_ref(), &run, &mut *policy, now).await?;
-    let metrics = Arc::new(Metrics::new());
     metrics.restore(&rec.history.0, &rec.history.1);
     let catalog = Catalog::with_clusters(rec.engine.admission_view(), kind, local, jobs_only);
     let paths = Paths { data_dir: opts.data_dir.clone() };
@@ -571,6 +572,37 @@ fn build_executors(
         None => Ok((members.pop().expect("one cluster"), described, kubes)),
         Some(rx) => Ok((Arc::new(FleetExecutor::new(cluster, members, rx, events)), described, kubes)),
     }
+}
+
+/// The executors' events as they come, the errors among them counted in
+/// `executor_errors_total` on their way to the scheduler (same order; the
+/// channel closes when either side does).
+fn count_executor_errors(
+    mut raw: mpsc::UnboundedReceiver<ExecEvent>,
+    metrics: Arc<Metrics>,
+) -> mpsc::UnboundedReceiver<ExecEvent> {
+    use crate::executor::LaunchFault;
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(e) = raw.recv().await {
+            let error = match &e {
+                ExecEvent::LaunchFailed { error, .. } => Some(match error.fault {
+                    LaunchFault::Infrastructure => "launch_infrastructure",
+                    LaunchFault::Setup => "launch_setup",
+                    LaunchFault::Workload => "launch_workload",
+                }),
+                ExecEvent::ClusterDown { .. } => Some("cluster_down"),
+                _ => None,
+            };
+            if let Some(error) = error {
+                metrics.executor_errors.get_or_create(&crate::metrics::ErrorLabel { error: error.into() }).inc();
+            }
+            if tx.send(e).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
 
 /// SQLite: the lock on `<db>.lock` (the holder is alive while it is held),

@@ -294,8 +294,22 @@ async fn metrics_per_account_only_for_admins_and_scrapers(s: &Server, who: &[(&s
         let (status, v) = s.http("GET", "/metrics", *t, None).await;
         let text = v.as_str().unwrap_or_default();
         assert_eq!(status, 200, "{name}: {text}");
-        assert!(text.contains("allot_gpus ") && text.trim_end().ends_with("# EOF"), "{name}: cluster series: {text}");
+        // The Prometheus text format unless OpenMetrics is asked for (below).
+        assert!(text.contains("allot_gpus ") && !text.contains("# EOF"), "{name}: cluster series: {text}");
         assert_eq!(text.contains("account=\"lab/x\""), per_account, "{name}: {text}");
         assert_eq!(text.contains("account="), per_account, "{name}: {text}");
+        let Some(token) = t else { continue };
+        let open = reqwest::Client::new()
+            .get(format!("{}/metrics", s.url))
+            .bearer_auth(token)
+            .header("accept", "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
+            .send()
+            .await
+            .expect("scrape");
+        let kind = open.headers()["content-type"].to_str().unwrap_or_default().to_string();
+        let text = open.text().await.expect("body");
+        assert!(kind.starts_with("application/openmetrics-text"), "{name}: {kind}");
+        assert!(text.contains("allot_gpus ") && text.trim_end().ends_with("# EOF"), "{name}: OpenMetrics: {text}");
+        assert_eq!(text.contains("account=\"lab/x\""), per_account, "{name}: {text}");
     }
 }

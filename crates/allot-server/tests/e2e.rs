@@ -82,7 +82,7 @@ async fn lifecycle(backend: Backend) {
         "allot_scheduling_pass_seconds_count",
         "allot_completed_workloads_total{",
         "allot_occupancy",
-        "allot_account_used_gpu_hours{account=\"org/a\"}",
+        "allot_account_used_gpu_seconds{account=\"org/a\"}",
         "allot_cluster_gpus{cluster=\"test\"} 4",
     ] {
         assert!(metrics.contains(m), "metrics have {m}:\n{metrics}");

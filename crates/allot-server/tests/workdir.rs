@@ -124,6 +124,11 @@ async fn workdir_missing_at_launch(backend: Backend) {
         assert_workdir_missing(&v, &gone, "gpu-");
     }
     assert_nodes_up(&s, &f.admin);
+    // Each is an executor error of its setup on /metrics, none of the infrastructure.
+    let (_, m) = s.http("GET", "/metrics", Some(&f.admin), None).await;
+    let m = m.as_str().unwrap_or_default();
+    assert_eq!(support::metric(m, "allot_executor_errors_total{error=\"launch_setup\"}"), Some(6.0), "{m}");
+    assert_eq!(support::metric(m, "allot_executor_errors_total{error=\"launch_infrastructure\"}"), Some(0.0), "{m}");
     let after = submit(&s, &f.admin, &["--account", "org/a", "--gpus", "4", "--", "true"]);
     s.wait_for(&f.admin, &after, 30, |v| state(v) == "finished").await;
     drop(s);

@@ -1,6 +1,9 @@
 //! `allot db init`: creates a store (schema and identity) and records it
 //! in the data directory. `allot serve` never replaces a deleted, emptied
 //! or swapped database by itself (see docs/server.md, "Store identity").
+//! `allot db backup` / `allot db restore`: a consistent copy of a SQLite
+//! store taken while it is served, and its checked return
+//! (docs/operations.md, "Back up and restore").
 
 use std::path::PathBuf;
 
@@ -16,6 +19,33 @@ pub enum DbCommand {
     /// signal, end, outcome, kept progress) and every workload's state. With --policy, the same inputs under
     /// other rules (the live run's exits and reports as they came).
     Replay(DbReplayArgs),
+    /// Copy a SQLite store to a new file, consistently (one commit's state) and while a server may be serving
+    /// it. A PostgreSQL store is backed up with pg_dump (docs/operations.md).
+    Backup(DbBackupArgs),
+    /// Put a backup in place of a SQLite store, after checking that the file is an allot store this allot can
+    /// serve, that no server serves the target and that the target holds no store (unless --force).
+    Restore(DbRestoreArgs),
+}
+
+#[derive(clap::Args)]
+pub struct DbBackupArgs {
+    /// The store, as given to `allot serve --db`.
+    #[arg(long, default_value = "sqlite://allot.db")]
+    db: String,
+    /// The backup file to write (must not exist).
+    out: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct DbRestoreArgs {
+    /// The store to restore into, as given to `allot serve --db`.
+    #[arg(long, default_value = "sqlite://allot.db")]
+    db: String,
+    /// The backup file (made by `allot db backup`).
+    input: PathBuf,
+    /// Replace the store the target already holds (it is kept aside as `<db>.replaced-<unix time>`).
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(clap::Args)]
@@ -47,7 +77,48 @@ pub fn run(c: DbCommand) -> Result<()> {
     match c {
         DbCommand::Init(a) => init(a),
         DbCommand::Replay(a) => replay(a),
+        DbCommand::Backup(a) => backup(a),
+        DbCommand::Restore(a) => restore(a),
     }
+}
+
+fn backup(a: DbBackupArgs) -> Result<()> {
+    let rt =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("failed to start the runtime")?;
+    let c = rt
+        .block_on(allot_server::store::backup::backup(&a.db, &a.out))
+        .with_context(|| format!("failed to back up the store {} to {}", a.db, a.out.display()))?;
+    eprintln!(
+        "backed up store {} (schema version {}, {} bytes) from {} to {}",
+        c.instance.as_deref().unwrap_or("never served"),
+        c.schema,
+        c.bytes,
+        a.db,
+        a.out.display()
+    );
+    Ok(())
+}
+
+fn restore(a: DbRestoreArgs) -> Result<()> {
+    let rt =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("failed to start the runtime")?;
+    let c = rt
+        .block_on(allot_server::store::backup::restore(&a.db, &a.input, a.force))
+        .with_context(|| format!("failed to restore {} into the store {}", a.input.display(), a.db))?;
+    if let Some(aside) = &c.replaced {
+        eprintln!("the store {} held before is kept as {}", a.db, aside.display());
+    }
+    eprintln!(
+        "restored store {} (schema version {}, {} bytes) from {} into {}; a server whose data directory belongs to \
+         another store refuses it until `allot db init --db {} --data-dir DIR` adopts it",
+        c.instance.as_deref().unwrap_or("never served"),
+        c.schema,
+        c.bytes,
+        a.input.display(),
+        a.db,
+        a.db
+    );
+    Ok(())
 }
 
 fn replay(a: DbReplayArgs) -> Result<()> {

@@ -13,6 +13,7 @@ use allot_server::auth::TokenError;
 use allot_server::client::ClientError;
 use allot_server::executor::slurm::SlurmErrorKind;
 use allot_server::recovery::RecoveryError;
+use allot_server::store::backup::BackupError;
 use allot_server::store::{StoreError, StoreFailure};
 use allot_trace::duration::DurationError;
 use allot_trace::error::FormatError;
@@ -88,6 +89,18 @@ fn of_cause(e: &(dyn Error + 'static)) -> Option<Code> {
         return Some(match e {
             JournalError::Store(s) => store(s),
             JournalError::Replay(_) | JournalError::Differs { .. } => Code::Failed,
+        });
+    }
+    if let Some(e) = e.downcast_ref::<BackupError>() {
+        return Some(match e {
+            BackupError::Url(_)
+            | BackupError::Postgres { .. }
+            | BackupError::Missing(_)
+            | BackupError::NotAStore { .. }
+            | BackupError::Newer { .. } => Code::Usage,
+            BackupError::OutExists(_) | BackupError::TargetExists { .. } | BackupError::Served { .. } => Code::Rejected,
+            BackupError::Store(s) => store(s),
+            BackupError::Io { .. } => Code::Failed,
         });
     }
     if let Some(e) = e.downcast_ref::<TokenError>() {

@@ -39,7 +39,8 @@ enum Command {
     Compare(cmd_compare::CompareArgs),
     /// Run the live scheduler: HTTP API, store and executor.
     Serve(cmd_serve::ServeArgs),
-    /// Create a store explicitly (`allot serve` refuses to replace a missing or emptied one).
+    /// The store: create it explicitly (`allot serve` refuses to replace a missing or emptied one), replay its
+    /// journal, back it up and restore it.
     #[command(subcommand)]
     Db(cmd_db::DbCommand),
     /// Sign in as yourself: a munge credential proves your Unix user to the server, which opens a session

@@ -11,7 +11,7 @@ use allot_core::NodeEventKind;
 use allot_core::cluster::ClusterSet;
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 
 use allot_trace::bounds;
@@ -507,8 +507,21 @@ pub async fn audit(
 
 /// `GET /metrics`: Prometheus text exposition (any token); the series
 /// labelled by account only for admins and scrape tokens.
-#[utoipa::path(get, path = "/metrics", summary = "Prometheus text exposition (per-account series for admin and metrics tokens only)", description = "Roles: any.", security(("bearer" = [])), responses((status = 200, description = "metrics", body = String, content_type = "application/openmetrics-text"), ApiErrors))]
-pub async fn metrics(State(app): State<App>, Auth(who): Auth) -> impl IntoResponse {
-    let text = app.metrics.encode(who.can_read_account_metrics());
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)
+#[utoipa::path(get, path = "/metrics", summary = "Prometheus text exposition (per-account series for admin and metrics tokens only)", description = "Roles: any.", security(("bearer" = [])), responses((status = 200, description = "metrics: OpenMetrics when the Accept header asks for it (Prometheus does), else the Prometheus text format 0.0.4", content((String = "text/plain"), (String = "application/openmetrics-text"))), ApiErrors))]
+pub async fn metrics(State(app): State<App>, Auth(who): Auth, headers: HeaderMap) -> impl IntoResponse {
+    app.metrics.probe(&app.store).await;
+    let per_account = who.can_read_account_metrics();
+    let open = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    if open {
+        (
+            [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+            app.metrics.encode(per_account),
+        )
+    } else {
+        ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], app.metrics.encode_text(per_account))
+    }
 }

@@ -10,6 +10,7 @@
 
 pub mod accounts;
 mod auth;
+pub mod backup;
 pub mod budget;
 pub mod history;
 pub mod instance;
