@@ -28,7 +28,7 @@ impl Default for Calendar {
 }
 
 /// The budget periods: a calendar and, for [`Calendar::Fixed`], the length.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Periods {
     /// Length in seconds of a fixed period (0: one period for all time).
     /// Ignored for months.

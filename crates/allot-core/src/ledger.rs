@@ -29,7 +29,7 @@ use crate::calendar::Periods;
 /// Seconds per hour, for GPU-hours.
 const HOUR: f64 = 3600.0;
 
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
     /// Raw GPUs held now.
     pub alloc_gpus: u64,
@@ -49,7 +49,7 @@ pub struct Usage {
 
 /// Usage of one member (a user of an account's own work): decayed for
 /// FS-2, per period for the user's budget (BUD-6).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MemberUsage {
     /// Raw GPUs held now.
     pub alloc_gpus: u64,
@@ -91,7 +91,7 @@ macro_rules! period_use {
 }
 
 /// Per-account usage, and per-member usage (decayed and per period).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Ledger {
     pub usage: Vec<Usage>,
     /// Indexed by the state's member ids.

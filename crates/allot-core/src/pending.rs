@@ -27,13 +27,13 @@ pub type Entry = (Time, WorkloadId);
 /// A user as a member of one account: FS-2 ranks the users of one account,
 /// so the same name in two accounts is two members. Ids are assigned in
 /// submit order by [`crate::State::submit`].
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct MemberId(pub u32);
 
 /// What placement sees of a gang: GPU type, eligible clusters (FLEET-1),
 /// exact node count and size. Ordered by size last, so the smallest gang
 /// of a type, cluster set and node count comes first.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Shape {
     pub gpu_type: Option<GpuTypeId>,
     pub clusters: ClusterSet,
@@ -48,7 +48,7 @@ impl Shape {
 }
 
 /// The waiting work of one member.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MemberQueue {
     /// Per class and shape, FIFO; in (class, shape) order, so the smallest
     /// gang of a class, GPU type and node count is the first of its run.
@@ -59,7 +59,7 @@ pub struct MemberQueue {
 pub type LevelKey = (Priority, AccountId, Shape);
 
 /// The indexes (see the module documentation).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PendingIndex {
     members: BTreeMap<MemberId, MemberQueue>,
     levels: BTreeMap<LevelKey, BTreeSet<Entry>>,

@@ -41,7 +41,7 @@ use crate::words::count;
 use crate::workload::WorkloadSpec;
 
 /// Free GPUs per node, as a working copy a policy can consume during a pass.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FreeMap {
     pub free: Vec<u64>,
     pub usable: Vec<bool>,

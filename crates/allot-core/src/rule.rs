@@ -8,7 +8,7 @@ use std::fmt;
 macro_rules! rules {
     ($($variant:ident => $id:literal, $title:literal;)*) => {
         /// A policy rule, identified as in `docs/rules.md`.
-        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
         pub enum Rule { $($variant),* }
 
         impl Rule {
@@ -174,14 +174,14 @@ impl Rule {
 }
 
 /// Why something happened (or did not): a rule and the numbers behind it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Reason {
     pub rule: Rule,
     /// Fixed texts are borrowed, so most reasons cost no allocation.
     pub detail: Cow<'static, str>,
     /// The plain sentence people read first, where the situation says
     /// more than the rule's own ([`Rule::plain`]).
-    pub situation: Option<&'static str>,
+    pub situation: Option<Cow<'static, str>>,
 }
 
 impl Reason {
@@ -191,13 +191,13 @@ impl Reason {
 
     /// This reason, led for people by `sentence` instead of the rule's own.
     pub fn led_by(mut self, sentence: &'static str) -> Reason {
-        self.situation = Some(sentence);
+        self.situation = Some(Cow::Borrowed(sentence));
         self
     }
 
     /// The plain sentence people read first: why they wait, without numbers.
-    pub fn lead(&self) -> &'static str {
-        self.situation.unwrap_or_else(|| self.rule.plain())
+    pub fn lead(&self) -> &str {
+        self.situation.as_deref().unwrap_or_else(|| self.rule.plain())
     }
 
     /// The reason as people read it: the plain sentence, then the rule id

@@ -128,7 +128,7 @@ pub struct StopOutcome {
 /// A workload holding GPUs, with what the policies read of it on every
 /// pass, kept compact and in id order ([`State::holding`]) so that a pass
 /// does not chase every running workload's spec, run and allocation.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Holding {
     pub w: WorkloadId,
     pub account: AccountId,
@@ -200,7 +200,7 @@ impl Holding {
 }
 
 /// The full state.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct State {
     pub cluster: Cluster,
     pub accounts: AccountTree,

@@ -268,7 +268,7 @@ impl Phase {
 }
 
 /// Dynamic state of a workload.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Run {
     pub phase: Phase,
     /// Work left (seconds of progress) at the start of the current attempt.

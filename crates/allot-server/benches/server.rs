@@ -222,6 +222,7 @@ async fn run_backend(label: &str, db: String, n: usize) {
         allow_uncontained: false,
         single_user: true,
         edge: Default::default(),
+        snapshots: Default::default(),
     };
     let running = allot_server::start(&opts).await.expect("start the server");
     let url = format!("http://{}", running.addr);
@@ -474,6 +475,7 @@ async fn attack() {
         allow_uncontained: false,
         single_user: true,
         edge: Default::default(),
+        snapshots: Default::default(),
     };
     let running = allot_server::start(&opts).await.expect("start the server");
     let url = format!("http://{}", running.addr);

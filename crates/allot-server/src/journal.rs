@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use allot_core::engine::Outcome;
 use allot_core::{Phase, PolicyKind, Time};
-use allot_sim::replay::{ReplayError, Replayed, ReplayedAttempt};
+use allot_sim::replay::{ReplayError, Replayed, ReplayedAttempt, Replayer};
 
 use crate::store::{Store, StoreError};
 
@@ -27,9 +27,8 @@ pub enum JournalError {
 
 /// Replays `store`'s journal: each engine on the fleet, tree and contract
 /// its start recorded, under the policy it recorded, or under `policy`
-/// when given.
+/// when given. A compacted journal is replayed from its oldest snapshot.
 pub async fn replay(store: &Store, policy: Option<PolicyKind>) -> Result<Replayed, JournalError> {
-    let entries = store.journal(0).await?;
     let mut policy_for = |name: &str| -> Result<Box<dyn allot_core::Policy>, String> {
         let kind = match policy {
             Some(k) => k,
@@ -37,7 +36,69 @@ pub async fn replay(store: &Store, policy: Option<PolicyKind>) -> Result<Replaye
         };
         Ok(kind.build())
     };
-    Ok(allot_sim::replay::replay(entries, &mut policy_for)?)
+    let (mut replayer, after, _) = replayer(store, &mut policy_for, From::Oldest).await?;
+    for (seq, json) in store.journal(after).await? {
+        replayer.entry(seq, &json)?;
+    }
+    Ok(replayer.finish())
+}
+
+/// Which snapshot a replay starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum From {
+    /// The oldest kept, once the journal was compacted (else the
+    /// beginning): a check of all that is left.
+    Oldest,
+    /// The newest (recovery).
+    Newest,
+}
+
+/// A replay of `store`'s journal ready for its entries: from the beginning
+/// or from a snapshot; the journal seq after which its entries follow,
+/// and the policy the snapshot names, if it starts from one.
+pub async fn replayer<'p, 'a>(
+    store: &Store,
+    policy_for: &'p mut allot_sim::replay::PolicyFor<'a>,
+    from: From,
+) -> Result<(Replayer<'p, 'a>, i64, Option<String>), JournalError> {
+    let compacted = store.journal_first().await?.is_none_or(|first| first > 1);
+    let snapshot = match from {
+        From::Newest => store.snapshot(false).await?,
+        From::Oldest if compacted => store.snapshot(true).await?,
+        From::Oldest => None,
+    };
+    let Some((after, t, data)) = snapshot else { return Ok((Replayer::new(policy_for), 0, None)) };
+    let snap = allot_sim::replay::decode(&data).map_err(|message| ReplayError::Entry { seq: after, message })?;
+    let t = time(t);
+    let st = snap.engine.state();
+    let mut open = BTreeMap::new();
+    for &w in &st.running {
+        let id = st.spec(w).id.clone();
+        let attempt = st.run(w).attempts;
+        let Ok(seq) = id.parse::<i64>() else { continue };
+        let Some(a) = store.attempts_of(seq).await?.into_iter().find(|a| a.attempt == i64::from(attempt)) else {
+            continue;
+        };
+        // As it was at the snapshot: open, signalled or not yet.
+        let made = attempt_of(&a);
+        let signal = made.signal.filter(|&s| s <= t);
+        open.insert((id, attempt), ReplayedAttempt { signal, end: None, outcome: None, kept_s: None, ..made });
+    }
+    let name = snap.policy.clone();
+    Ok((Replayer::from_snapshot(snap, t, open, policy_for)?, after, Some(name)))
+}
+
+/// A stored attempt as a replay makes it.
+fn attempt_of(a: &crate::store::AttemptRow) -> ReplayedAttempt {
+    let nodes: Vec<crate::views::NodeGpusView> = serde_json::from_str(&a.alloc).unwrap_or_default();
+    ReplayedAttempt {
+        nodes: nodes.into_iter().map(|n| (n.node, n.gpus)).collect(),
+        start: time(a.start_t),
+        signal: a.signal_t.map(time),
+        end: a.end_t.map(time),
+        outcome: a.outcome.as_deref().and_then(Outcome::parse),
+        kept_s: a.kept_s.map(time),
+    }
 }
 
 /// Where the replay and the store disagree, in words (empty: the replay
@@ -46,19 +107,12 @@ pub async fn differences(store: &Store, replayed: &Replayed) -> Result<Vec<Strin
     let mut out = Vec::new();
     let mut stored: BTreeMap<(String, u32), ReplayedAttempt> = BTreeMap::new();
     for a in store.all_attempts().await? {
-        let nodes: Vec<crate::views::NodeGpusView> = serde_json::from_str(&a.alloc).unwrap_or_default();
-        let attempt = ReplayedAttempt {
-            nodes: nodes.into_iter().map(|n| (n.node, n.gpus)).collect(),
-            start: time(a.start_t),
-            signal: a.signal_t.map(time),
-            end: a.end_t.map(time),
-            outcome: a.outcome.as_deref().and_then(Outcome::parse),
-            kept_s: a.kept_s.map(time),
-        };
-        stored.insert((a.workload.to_string(), u32::try_from(a.attempt).unwrap_or(u32::MAX)), attempt);
+        stored.insert((a.workload.to_string(), u32::try_from(a.attempt).unwrap_or(u32::MAX)), attempt_of(&a));
     }
     for (key, s) in &stored {
         match replayed.attempts.get(key) {
+            // Ended before the snapshot the replay started from.
+            None if replayed.since.is_some_and(|t| s.end.is_some_and(|e| e <= t)) => {}
             None => out.push(format!("workload {} attempt {}: in the store, not made by the replay", key.0, key.1)),
             Some(r) if r != s => {
                 out.push(format!("workload {} attempt {}: the store has {s:?}, the replay made {r:?}", key.0, key.1))

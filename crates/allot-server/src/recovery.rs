@@ -209,16 +209,21 @@ async fn replayed(
     book: &AccountBook,
     policy: &str,
 ) -> Result<Result<(Engine, Box<dyn allot_core::Policy>), String>, StoreError> {
-    let entries = store.journal(0).await?;
-    if entries.is_empty() {
-        return Ok(Err("the store has no journal yet".into()));
-    }
     let Some(kind) = allot_core::PolicyKind::parse(policy) else {
         return Ok(Err(format!("policy {policy} cannot be replayed")));
     };
     let mut policy_for = |_: &str| -> Result<Box<dyn allot_core::Policy>, String> { Ok(kind.build()) };
-    let mut replayer = allot_sim::replay::Replayer::new(&mut policy_for);
-    let mut last_policy = None;
+    // From the newest snapshot, if there is one: only what followed it.
+    let (mut replayer, after, mut last_policy) =
+        match crate::journal::replayer(store, &mut policy_for, crate::journal::From::Newest).await {
+            Ok(r) => r,
+            Err(crate::journal::JournalError::Store(e)) => return Err(e),
+            Err(e) => return Ok(Err(format!("the newest snapshot cannot be restored: {e}"))),
+        };
+    let entries = store.journal(after).await?;
+    if entries.is_empty() && last_policy.is_none() {
+        return Ok(Err("the store has no journal yet".into()));
+    }
     for (seq, json) in &entries {
         if let Ok(Entry::Start(s)) = serde_json::from_str::<Entry>(json) {
             last_policy = Some(s.policy);

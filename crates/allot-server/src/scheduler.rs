@@ -304,6 +304,25 @@ pub struct Scheduler {
     /// The decision log, kept when a test asks for it.
     #[cfg(test)]
     pub(crate) decisions: Option<Vec<parity::Line>>,
+    /// Journal entries written since the last snapshot of the run.
+    pub(crate) since_snapshot: u64,
+    /// How many journal entries a snapshot follows (0: none is taken),
+    /// and how many snapshots the compacted journal keeps.
+    pub(crate) snapshots: Snapshots,
+}
+
+/// When the scheduler snapshots its run and how much of the journal it
+/// keeps (`allot serve --snapshot-every`, `--snapshots-kept`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Snapshots {
+    pub every: u64,
+    pub keep: u32,
+}
+
+impl Default for Snapshots {
+    fn default() -> Snapshots {
+        Snapshots { every: 50_000, keep: 2 }
+    }
 }
 
 /// Keeps why node `n` is out of service after an event of `kind`: a drain
@@ -391,6 +410,8 @@ impl Scheduler {
             early: Vec::new(),
             #[cfg(test)]
             decisions: None,
+            since_snapshot: 0,
+            snapshots: Snapshots::default(),
         }
     }
 
@@ -538,6 +559,7 @@ impl Scheduler {
         // out: a replay without it is the same (CON-9 acts on spells).
         if !(sample && answer == Answer::Count(0)) {
             self.ops.push(journal(now, &entry));
+            self.since_snapshot += 1;
         }
         answer
     }
@@ -572,11 +594,13 @@ impl Scheduler {
         // out: its replay would change nothing either.
         if !step.idle {
             self.ops.push(journal(now, &Entry::Step { t: now, close, inputs: Vec::new() }));
+            self.since_snapshot += 1;
         }
         if step.passed {
             self.metrics.pass_seconds.observe(t0.elapsed().as_secs_f64());
         }
         self.apply(now);
+        self.snapshot(now);
         self.flush().await?;
         if cfg!(debug_assertions)
             && let Err(e) = self.engine.state().sanity_check(now)
@@ -585,6 +609,28 @@ impl Scheduler {
         }
         self.refresh_gauges(now);
         Ok(())
+    }
+
+    /// A snapshot of the run once enough of the journal followed the last
+    /// (the engine and the policy's memory, in the step's transaction),
+    /// then the journal compacted to the snapshots kept: recovery restores
+    /// the newest and replays only what followed it.
+    fn snapshot(&mut self, now: Time) {
+        let Snapshots { every, keep } = self.snapshots;
+        if every == 0 || self.since_snapshot < every {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        let data = allot_sim::replay::encode(&self.engine, &*self.policy);
+        tracing::info!(
+            bytes = data.len(),
+            entries = self.since_snapshot,
+            took_ms = t0.elapsed().as_millis() as u64,
+            "snapshot of the run; the journal before the oldest of the last {keep} is compacted"
+        );
+        self.ops.push(Op::Snapshot { t: now as i64, data });
+        self.ops.push(Op::CompactJournal { keep: i64::from(keep.max(1)) });
+        self.since_snapshot = 0;
     }
 
     /// Records the budget thresholds reached by `now` (before anything

@@ -94,6 +94,8 @@ pub struct ServeOptions {
     pub single_user: bool,
     /// Connection, timeout and in-flight limits of the HTTP listener.
     pub edge: EdgeOptions,
+    /// When the run is snapshotted and how much of the journal is kept.
+    pub snapshots: crate::scheduler::Snapshots,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -282,6 +284,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     sched.catalog = Some(catalog.clone());
     sched.webhook = webhook(&cfg)?;
     sched.telemetry = crate::scheduler::Telemetry::new(cfg.telemetry);
+    sched.snapshots = opts.snapshots;
     let recovered = rec.workloads.len();
     let mut adopted = rec.adopted.len();
     if let Some((lives, lost, end, taken)) = carried {

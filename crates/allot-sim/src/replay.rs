@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use allot_core::engine::{Carry, Close, Entry, Input, Outcome, Start};
+use allot_core::engine::{Carry, Close, Entry, Input, Outcome, Snapshot, SnapshotOf, Start};
 use allot_core::{Effect, Engine, Phase, Policy, State, Time, Transition};
 
 use crate::record::LogEvent;
@@ -44,6 +44,10 @@ pub struct Replayed {
     pub steps: u64,
     /// The state of the last engine at the journal's end.
     pub state: Option<State>,
+    /// The instant of the snapshot the replay started from (the journal
+    /// before it compacted): attempts that ended by then are not made
+    /// again.
+    pub since: Option<Time>,
 }
 
 /// Why a journal cannot be replayed.
@@ -87,6 +91,31 @@ pub struct Replayer<'p, 'a> {
 impl<'p, 'a> Replayer<'p, 'a> {
     pub fn new(policy_for: &'p mut PolicyFor<'a>) -> Self {
         Replayer { out: Replayed::default(), run: None, policy_for }
+    }
+
+    /// A replay that starts from a snapshot taken at `t` (the journal
+    /// before it compacted): its engine, under the policy `policy_for`
+    /// builds from the name it records, with that policy's memory. `open`:
+    /// the attempts it holds GPUs for, as recorded up to `t` (their nodes,
+    /// start and any signal), which the replay ends.
+    pub fn from_snapshot(
+        snapshot: Snapshot,
+        t: Time,
+        open: BTreeMap<(String, u32), ReplayedAttempt>,
+        policy_for: &'p mut PolicyFor<'a>,
+    ) -> Result<Self, ReplayError> {
+        let Snapshot { policy: name, engine, memory } = snapshot;
+        let mut policy = policy_for(&name).map_err(|message| ReplayError::Policy { seq: 0, message })?;
+        if let Some(m) = memory.filter(|_| policy.name() == name) {
+            policy.remember(m);
+        }
+        let out = Replayed { attempts: open, since: Some(t), ..Replayed::default() };
+        Ok(Replayer { out, run: Some((engine, policy)), policy_for })
+    }
+
+    /// The run now, between entries, encoded ([`encode`]).
+    pub fn snapshot(&self) -> Option<Vec<u8>> {
+        self.run.as_ref().map(|(engine, policy)| encode(engine, &**policy))
     }
 
     /// Replays one entry (journal seq, entry as JSON).
@@ -137,6 +166,19 @@ impl<'p, 'a> Replayer<'p, 'a> {
         }
         (self.out, self.run)
     }
+}
+
+/// A live run's engine and its policy's memory, encoded for the store
+/// (compact and exact: floats keep every bit). Taken between steps, when
+/// the engine holds no effect.
+pub fn encode(engine: &Engine, policy: &dyn Policy) -> Vec<u8> {
+    let snap = SnapshotOf { policy: policy.name(), engine, memory: policy.memory() };
+    postcard::to_allocvec(&snap).expect("a snapshot encodes")
+}
+
+/// A snapshot [`encode`] made, or why it cannot be read.
+pub fn decode(bytes: &[u8]) -> Result<Snapshot, String> {
+    postcard::from_bytes(bytes).map_err(|e| format!("the snapshot cannot be read: {e}"))
 }
 
 /// Every workload the inputs name exists when they are taken (arrivals

@@ -40,6 +40,11 @@ pub struct SimOptions {
     pub check_invariants: bool,
     /// Keep the per-event log (needed for `--log`; costs memory).
     pub keep_log: bool,
+    /// Carry the run on, from the first instant after this one, from a
+    /// snapshot of itself: the engine and the policy's memory encoded and
+    /// decoded as a live server stores them (tests: a snapshot changes
+    /// nothing).
+    pub snapshot_after: Option<Time>,
 }
 
 /// An input beyond arrivals and node events, as a live server receives
@@ -243,6 +248,21 @@ fn sort_arrivals(workloads: &mut Vec<WorkloadSpec>) {
 }
 
 impl Sim<'_> {
+    /// The engine and the policy's memory replaced by their encoded copy.
+    fn from_snapshot(&mut self) {
+        let bytes = crate::replay::encode(&self.engine, &*self.policy);
+        let snap = crate::replay::decode(&bytes).expect("a snapshot decodes");
+        self.engine = snap.engine;
+        // As a new server would: a new policy of the same kind, then the
+        // snapshot's memory.
+        if let Some(fresh) = allot_core::PolicyKind::parse(self.policy.name()).and_then(|k| k.build().memory()) {
+            self.policy.remember(fresh);
+        }
+        if let Some(m) = snap.memory {
+            self.policy.remember(m);
+        }
+    }
+
     fn run(
         &mut self,
         workloads: Vec<WorkloadSpec>,
@@ -275,6 +295,9 @@ impl Sim<'_> {
             let Some(t) = next else { break };
             if self.opts().until.is_some_and(|u| t > u) {
                 break;
+            }
+            if self.opts().snapshot_after.is_some_and(|a| t > a && now <= a) {
+                self.from_snapshot();
             }
             now = t;
             (self.observe)(t);

@@ -31,7 +31,7 @@ impl Mix {
 }
 
 fn run(state: State, specs: Vec<WorkloadSpec>, events: Vec<NodeEvent>, until: Option<Time>) -> (State, SimOutput) {
-    let opts = SimOptions { until, check_invariants: false, keep_log: true };
+    let opts = SimOptions { until, check_invariants: false, keep_log: true, ..Default::default() };
     simulate(state, specs, events, &mut AllotPolicy::new(), &opts)
 }
 
@@ -535,7 +535,7 @@ fn build(s: &Scenario) -> (State, Vec<WorkloadSpec>, Vec<NodeEvent>) {
 
 fn check(s: &Scenario) -> Result<(), TestCaseError> {
     let (state, specs, events) = build(s);
-    let opts = SimOptions { until: Some(20_000), check_invariants: true, keep_log: true };
+    let opts = SimOptions { until: Some(20_000), check_invariants: true, keep_log: true, ..Default::default() };
     let (state, out) = simulate(state, specs, events, &mut AllotPolicy::new(), &opts);
     // Ledger conservation: Σ charged to top-level accounts = Σ assigned.
     let assigned: u64 = out.attempts.iter().map(|a| a.assigned_gpu_s()).sum();
@@ -594,7 +594,7 @@ proptest! {
     #[test]
     fn allot_is_deterministic(s in scenario()) {
         let (state, specs, events) = build(&s);
-        let opts = SimOptions { until: Some(20_000), check_invariants: false, keep_log: true };
+        let opts = SimOptions { until: Some(20_000), check_invariants: false, keep_log: true, ..Default::default() };
         let (_, a) = simulate(state.clone(), specs.clone(), events.clone(), &mut AllotPolicy::new(), &opts);
         let (_, b) = simulate(state, specs, events, &mut AllotPolicy::new(), &opts);
         prop_assert_eq!(serde_json::to_string(&a.log).unwrap(), serde_json::to_string(&b.log).unwrap());
@@ -641,7 +641,7 @@ fn fleet_wide_shares_follow_weights_across_pinned_and_free_accounts() {
                 }
             }
             let until = 6 * DAY;
-            let opts = SimOptions { until: Some(until), check_invariants: false, keep_log: false };
+            let opts = SimOptions { until: Some(until), check_invariants: false, keep_log: false, ..Default::default() };
             let (state, out) = simulate(state, specs, Vec::new(), &mut AllotPolicy::new(), &opts);
             let r = allot_sim::measures::measure(&state, &out);
             assert!(r.metrics.occupancy > 0.99, "case {ci} seed {seed}: not saturated ({})", r.metrics.occupancy);

@@ -15,7 +15,7 @@ fn run(
     events: Vec<NodeEvent>,
     until: Option<Time>,
 ) -> (State, SimOutput) {
-    let opts = SimOptions { until, check_invariants: true, keep_log: false };
+    let opts = SimOptions { until, check_invariants: true, keep_log: false, ..Default::default() };
     let mut policy = kind.build();
     simulate(state, specs, events, policy.as_mut(), &opts)
 }

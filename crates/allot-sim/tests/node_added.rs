@@ -36,7 +36,7 @@ fn replay(fleet: bool) -> (State, SimOutput) {
         added: vec![NodeAdded { t: 400, pool: PoolId(0), name: format!("{pool}-1"), node: NodeId(n) }],
     };
     let mut policy = PolicyKind::FifoBackfill.build();
-    let opts = SimOptions { check_invariants: true, keep_log: true, until: Some(2000) };
+    let opts = SimOptions { check_invariants: true, keep_log: true, until: Some(2000), ..Default::default() };
     simulate(state, trace, events, policy.as_mut(), &opts)
 }
 

@@ -189,7 +189,7 @@ pub fn run(a: CompareArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let out = out_dir(&a);
     std::fs::create_dir_all(&out).with_context(|| format!("failed to create {}", out.display()))?;
-    let opts = SimOptions { until, check_invariants: false, keep_log: false };
+    let opts = SimOptions { until, check_invariants: false, keep_log: false, ..Default::default() };
     if kinds.contains(&Variant::AllotSplit) && sources.iter().any(|s| !s.inputs.changes.is_empty()) {
         bail!("allot-split does not replay --account-changes (its accounts are copies per cluster): leave one out");
     }

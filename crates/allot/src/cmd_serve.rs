@@ -112,6 +112,15 @@ pub struct ServeArgs {
     /// Requests handled at once; more are answered 503 with Retry-After at once.
     #[arg(long, default_value_t = 256)]
     max_in_flight: usize,
+    /// Snapshot the live run (its engine and policy, exactly) after this many journal entries, in the same
+    /// transaction as the step: a restart restores the newest snapshot and replays only the journal after it.
+    /// 0: never (a restart replays the whole journal, which is then never compacted).
+    #[arg(long, default_value_t = 50_000)]
+    snapshot_every: u64,
+    /// Snapshots kept: the journal before the oldest of them is deleted, which bounds the store's growth
+    /// (`allot db replay` then checks from the oldest snapshot kept).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    snapshots_kept: u32,
     /// Log lines on stderr: text (coloured only on a terminal, and never with NO_COLOR set) or json (one object
     /// per line: timestamp, level, target, fields).
     #[arg(long, value_enum, default_value = "text")]
@@ -174,6 +183,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             request_timeout: a.request_timeout,
             max_in_flight: a.max_in_flight,
         },
+        snapshots: allot_server::scheduler::Snapshots { every: a.snapshot_every, keep: a.snapshots_kept },
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("failed to start the runtime")?;
     rt.block_on(allot_server::serve(&opts)).context("allot serve failed")

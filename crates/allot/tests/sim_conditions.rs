@@ -19,7 +19,7 @@ fn replay(csv: &str, requests: Vec<Request>, kind: PolicyKind) -> State {
     let specs = parse_trace_csv(csv.as_bytes(), "t.csv", &cfg).unwrap();
     let state = State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
     let mut policy = kind.build();
-    let opts = SimOptions { until: None, check_invariants: true, keep_log: false };
+    let opts = SimOptions { until: None, check_invariants: true, keep_log: false, ..Default::default() };
     simulate_requests(state, specs, Vec::new(), requests, policy.as_mut(), &opts).0
 }
 

@@ -34,7 +34,7 @@ fn fifo_starts(nodes: u32, placement: &str, jobs: &[(u32, Time, Time)]) -> Vec<T
     let specs = trace(&cfg, jobs);
     let state = allot_core::State::new(cfg.cluster.clone(), cfg.accounts.clone(), cfg.contract);
     let mut policy = PolicyKind::Fifo.build();
-    let opts = SimOptions { until: None, check_invariants: true, keep_log: false };
+    let opts = SimOptions { until: None, check_invariants: true, keep_log: false, ..Default::default() };
     let (state, _) = simulate(state, specs, Vec::new(), policy.as_mut(), &opts);
     state.runs.iter().map(|r| r.first_start.expect("every job starts")).collect()
 }

@@ -389,6 +389,26 @@ pub struct Start {
     pub contract: crate::Contract,
 }
 
+/// A live run at one instant between steps: its engine and its policy's
+/// memory. Restored, it carries the run on exactly as replaying the
+/// journal up to it would, so the journal before it may be compacted.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Snapshot {
+    /// The policy's name.
+    pub policy: String,
+    pub engine: Engine,
+    pub memory: Option<crate::policy::Memory>,
+}
+
+/// [`Snapshot`], borrowed: written without a copy of the engine (the same
+/// encoding).
+#[derive(serde::Serialize)]
+pub struct SnapshotOf<'a> {
+    pub policy: &'a str,
+    pub engine: &'a Engine,
+    pub memory: Option<crate::policy::Memory>,
+}
+
 /// One entry of a live run's journal: every step the engine took, with
 /// its instant and how it closed, and where a server (re)started its
 /// engine. Replayed in order through [`Engine::step`], the entries make

@@ -22,5 +22,5 @@ mod reactor;
 pub use effect::{
     Change, Closed, Effect, Ended, Exit, LaunchFault, OpenAttempt, Outcome, Transition, closed_at_restart,
 };
-pub use input::{Answer, Carry, Close, Entry, Input, Later, Start, Step, UsageSpan};
+pub use input::{Answer, Carry, Close, Entry, Input, Later, Snapshot, SnapshotOf, Start, Step, UsageSpan};
 pub use reactor::{Cancelled, CheckpointRefused, Engine, HoldRefused, LAUNCH_FAILURES_TO_DRAIN, Past};

@@ -23,7 +23,7 @@ pub use reports::CheckpointRefused;
 pub const LAUNCH_FAILURES_TO_DRAIN: u32 = 3;
 
 /// What the engine keeps of a workload beyond its [`crate::Run`].
-#[derive(Copy, Clone, Debug, Default)]
+#[derive(Copy, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Extra {
     /// Failed exits retried before the workload fails for good.
     retries: u32,
@@ -67,8 +67,9 @@ pub struct Past {
     pub reports: bool,
 }
 
-/// The state and everything that changes it.
-#[derive(Clone, Debug)]
+/// The state and everything that changes it. A snapshot of it (serde)
+/// between steps, with its policy's, carries a live run on exactly.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Engine {
     pub(in crate::engine) state: State,
     extra: Vec<Extra>,
@@ -82,6 +83,8 @@ pub struct Engine {
     idle: BTreeSet<(Time, WorkloadId, u32)>,
     wake: Option<Time>,
     pub(in crate::engine) dirty: bool,
+    /// Empty between steps, when snapshots are taken.
+    #[serde(skip)]
     pub(in crate::engine) effects: Vec<Effect>,
     /// MNT-3: launch failures in a row outside the workloads, per node.
     launch_failures: BTreeMap<NodeId, u32>,

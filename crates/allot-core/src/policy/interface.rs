@@ -6,6 +6,15 @@ use crate::rule::Reason;
 use crate::state::State;
 use crate::workload::{WorkloadId, WorkloadSpec};
 
+/// What a policy remembers from pass to pass that its later decisions
+/// depend on (SLURM-2: the period's priorities): a snapshot of a live run
+/// carries it with the engine.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Memory {
+    Slurm(Box<crate::policy::slurm::SlurmPolicy>),
+}
+
 /// A scheduling policy.
 pub trait Policy: Send {
     /// The policy's name as given on the command line.
@@ -42,4 +51,13 @@ pub trait Policy: Send {
     fn periodic(&self) -> bool {
         false
     }
+
+    /// What it remembers between passes that later decisions depend on
+    /// (`None`: nothing; every pass reads only the state).
+    fn memory(&self) -> Option<Memory> {
+        None
+    }
+
+    /// Takes back what [`Policy::memory`] gave (a snapshot restored).
+    fn remember(&mut self, _memory: Memory) {}
 }

@@ -16,7 +16,7 @@ mod slurm;
 pub use allot::{AllotPolicy, Standing};
 pub(crate) use fail_cache::FailCache;
 pub use fifo::Fifo;
-pub use interface::Policy;
+pub use interface::{Memory, Policy};
 pub use kind::PolicyKind;
 pub use priority::PriorityPolicy;
 pub use slurm::{FairTree, JobPriority, MAX_PARTITIONS, Multifactor, SlurmParams, SlurmPolicy, SlurmPreempt};

@@ -123,6 +123,14 @@ impl Policy for Noting {
     fn periodic(&self) -> bool {
         self.inner.periodic()
     }
+
+    fn memory(&self) -> Option<allot_core::policy::Memory> {
+        self.inner.memory()
+    }
+
+    fn remember(&mut self, memory: allot_core::policy::Memory) {
+        self.inner.remember(memory)
+    }
 }
 
 /// A waiting workload next in line, as `Msg::NextStarts` answers it.

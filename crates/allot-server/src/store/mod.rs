@@ -163,6 +163,7 @@ const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (18, include_str!("migrations/sqlite/0018_submitter_index.sql")),
     (19, include_str!("migrations/sqlite/0019_outage_events.sql")),
     (20, include_str!("migrations/sqlite/0020_journal.sql")),
+    (21, include_str!("migrations/sqlite/0021_snapshots.sql")),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("migrations/postgres/0001_init.sql")),
@@ -185,6 +186,7 @@ const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (18, include_str!("migrations/postgres/0018_submitter_index.sql")),
     (19, include_str!("migrations/postgres/0019_outage_events.sql")),
     (20, include_str!("migrations/postgres/0020_journal.sql")),
+    (21, include_str!("migrations/postgres/0021_snapshots.sql")),
 ];
 
 /// How often a write that found the SQLite write lock taken (after

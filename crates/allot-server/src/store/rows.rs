@@ -335,6 +335,17 @@ pub enum Op {
         t: i64,
         entry: String,
     },
+    /// A snapshot of the live run at the last journal entry written before
+    /// it (`allot_sim::replay::encode`).
+    Snapshot {
+        t: i64,
+        data: Vec<u8>,
+    },
+    /// The journal compacted: the newest `keep` snapshots are kept, and
+    /// the entries and snapshots before the oldest of them go.
+    CompactJournal {
+        keep: i64,
+    },
     WorkloadState {
         seq: i64,
         state: allot_core::Phase,

@@ -567,9 +567,36 @@ impl Store {
         }
         let mut tx = self.begin_write("begin a scheduling step").await?;
         for op in ops {
+            if let Op::CompactJournal { keep } = op {
+                let cut = "(SELECT journal_seq FROM snapshots ORDER BY journal_seq DESC LIMIT 1 OFFSET $1)";
+                for sql in [
+                    format!("DELETE FROM journal WHERE seq <= {cut}"),
+                    format!("DELETE FROM snapshots WHERE journal_seq < {cut}"),
+                ] {
+                    sqlx::query(&sql).bind(keep - 1).execute(&mut *tx).await.ctx("compact the journal")?;
+                }
+                continue;
+            }
             op_query(op).execute(&mut *tx).await.ctx("record a scheduling step")?;
         }
         tx.commit().await.ctx("commit a scheduling step")
+    }
+
+    /// The newest snapshot of the live run (`oldest`: the oldest kept):
+    /// the journal entry it follows, its instant and its bytes.
+    pub async fn snapshot(&self, oldest: bool) -> Result<Option<(i64, i64, Vec<u8>)>, StoreError> {
+        let order = if oldest { "ASC" } else { "DESC" };
+        let sql = format!("SELECT journal_seq, t, data FROM snapshots ORDER BY journal_seq {order} LIMIT 1");
+        let row = sqlx::query(&sql).fetch_optional(&self.pool).await.ctx("read a snapshot")?;
+        row.map(|r| Ok((r.try_get("journal_seq")?, r.try_get("t")?, r.try_get("data")?)))
+            .transpose()
+            .ctx("decode a snapshot")
+    }
+
+    /// The first entry the journal still holds (1 unless compacted).
+    pub async fn journal_first(&self) -> Result<Option<i64>, StoreError> {
+        let row = sqlx::query("SELECT MIN(seq) AS first FROM journal").fetch_one(&self.pool).await.ctx("read the journal")?;
+        row.try_get::<Option<i64>, _>("first").ctx("decode the journal")
     }
 }
 
@@ -683,6 +710,14 @@ fn op_query(op: &Op) -> Query<'_> {
         Op::Journal { t, entry } => {
             sqlx::query("INSERT INTO journal (t, entry) VALUES ($1, $2)").bind(*t).bind(entry)
         }
+        Op::Snapshot { t, data } => sqlx::query(
+            "INSERT INTO snapshots (journal_seq, t, data) VALUES ((SELECT COALESCE(MAX(seq), 0) FROM journal), $1, $2)",
+        )
+        .bind(*t)
+        .bind(data.clone()),
+        // Two statements: the caller's `CompactJournal` is expanded by
+        // `apply` (the oldest snapshot kept is read once).
+        Op::CompactJournal { .. } => unreachable!("expanded by apply"),
         Op::Audit { t, principal, action, target, before, after } => sqlx::query(
             "INSERT INTO audit (t, principal, action, target, before_value, after_value) VALUES ($1, $2, $3, $4, $5, $6)",
         )

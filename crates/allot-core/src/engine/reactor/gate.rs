@@ -15,7 +15,7 @@ use crate::rule::{Reason, Rule};
 use crate::workload::{DepKind, DepTarget, Phase, WorkloadId};
 
 /// What the engine keeps of the conditions.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(super) struct Gate {
     /// Per pending workload with a condition not met: what it waits for.
     waits: BTreeMap<WorkloadId, Waits>,
@@ -25,7 +25,7 @@ pub(super) struct Gate {
     arrays: BTreeMap<u64, Slots>,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Waits {
     held: bool,
     /// Dependencies not yet satisfied.
@@ -35,7 +35,7 @@ struct Waits {
 /// ARR-1: the elements of an array that are queued or hold GPUs
 /// (`active`, at most `limit`), and those ready but waiting for a place,
 /// by index.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Slots {
     limit: u32,
     active: BTreeSet<WorkloadId>,

@@ -39,7 +39,7 @@ struct Ranked {
 }
 
 /// Fair Tree's result: the factor (0..=1) of every user association.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FairTree {
     factors: BTreeMap<(AccountId, String), f64>,
     users: usize,

@@ -33,7 +33,7 @@ use super::fairtree::FairTree;
 use crate::slurm_params::SlurmParams;
 
 /// A workload's factors (0..=1), weighted, and the priority.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct JobPriority {
     /// age, fair share, job size, partition, QOS, TRES (GPUs), each 0..=1.
     pub factors: [f64; 6],

@@ -69,7 +69,7 @@ struct Block {
 }
 
 /// What a pass found for one workload that did not start.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Waiting {
     /// SLURM-3: the main scheduler stopped at `by`, a higher-priority
     /// workload that did not fit in the same partition.

@@ -23,7 +23,7 @@ use super::pass::{Pass, QueueKey, Waiting, gpus_of, partitions, queue};
 /// Fair Tree and the priorities of the last `PriorityCalcPeriod` (SLURM-1,
 /// SLURM-2), and what the last pass found for each waiting workload (for
 /// `explain`).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct SlurmPolicy {
     last_backfill: Option<Time>,
     /// The start of the `PriorityCalcPeriod` the tree and priorities are of.
@@ -265,5 +265,14 @@ impl Policy for SlurmPolicy {
     /// The age factor drifts with time (SLURM-1).
     fn periodic(&self) -> bool {
         true
+    }
+
+    fn memory(&self) -> Option<crate::policy::Memory> {
+        Some(crate::policy::Memory::Slurm(Box::new(self.clone())))
+    }
+
+    fn remember(&mut self, memory: crate::policy::Memory) {
+        let crate::policy::Memory::Slurm(p) = memory;
+        *self = *p;
     }
 }
