@@ -111,8 +111,9 @@ pub async fn differences(store: &Store, replayed: &Replayed) -> Result<Vec<Strin
     }
     for (key, s) in &stored {
         match replayed.attempts.get(key) {
-            // Ended before the snapshot the replay started from.
-            None if replayed.since.is_some_and(|t| s.end.is_some_and(|e| e <= t)) => {}
+            // Started by the snapshot the replay started from, and not
+            // open in it: it ended before.
+            None if replayed.since.is_some_and(|t| s.start <= t) => {}
             None => out.push(format!("workload {} attempt {}: in the store, not made by the replay", key.0, key.1)),
             Some(r) if r != s => {
                 out.push(format!("workload {} attempt {}: the store has {s:?}, the replay made {r:?}", key.0, key.1))

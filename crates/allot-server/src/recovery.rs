@@ -311,8 +311,11 @@ async fn carry_on(
             let pid = store.attempts_of(k.seq).await?.into_iter().find(|a| a.attempt == k.attempt).and_then(|a| a.pid);
             survivors.push(Survivor { key: k, pid: pid.map(|p| p as u32) });
         }
+        // They end once stopped: `now` plus the time that took (the
+        // engine's time, not read from the clock again).
+        let stopping = std::time::Instant::now();
         exec.terminate_survivors(survivors, Duration::from_secs(cfg.contract.grace.max(1))).await;
-        end = crate::clock::now().max(now);
+        end = now + stopping.elapsed().as_secs();
     }
     for k in &taken {
         tracing::info!(workload = k.seq, attempt = k.attempt, "K8S-10: adopted");

@@ -641,7 +641,8 @@ fn fleet_wide_shares_follow_weights_across_pinned_and_free_accounts() {
                 }
             }
             let until = 6 * DAY;
-            let opts = SimOptions { until: Some(until), check_invariants: false, keep_log: false, ..Default::default() };
+            let opts =
+                SimOptions { until: Some(until), check_invariants: false, keep_log: false, ..Default::default() };
             let (state, out) = simulate(state, specs, Vec::new(), &mut AllotPolicy::new(), &opts);
             let r = allot_sim::measures::measure(&state, &out);
             assert!(r.metrics.occupancy > 0.99, "case {ci} seed {seed}: not saturated ({})", r.metrics.occupancy);

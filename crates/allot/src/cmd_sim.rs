@@ -175,7 +175,8 @@ pub fn run(a: SimArgs) -> Result<()> {
         None => None,
     };
     let inputs = load_inputs(&a.config, &a.trace, a.events.as_ref(), a.account_changes.as_ref())?;
-    let opts = SimOptions { until, check_invariants: a.check_invariants, keep_log: a.log.is_some(), ..Default::default() };
+    let opts =
+        SimOptions { until, check_invariants: a.check_invariants, keep_log: a.log.is_some(), ..Default::default() };
     let progress = Progress::new(kinds.len());
     let horizon = Horizon::of(&inputs.trace, until);
     let reclaim = a.idle_reclaim_baselines;

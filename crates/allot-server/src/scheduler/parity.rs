@@ -106,6 +106,10 @@ struct Case {
     /// offered), and changes no decision.
     restarts: Vec<Time>,
     adopt: bool,
+    /// Journal entries between snapshots of the run (0: none), two kept:
+    /// a restart restores the newest and replays what followed it, and the
+    /// final check replays the compacted journal from the oldest.
+    snapshot_every: u64,
 }
 
 /// Workload id, start, end and outcome of an attempt.
@@ -248,6 +252,7 @@ impl Server {
         );
         sched.set_clock(Clock::Manual(self.clock.clone()));
         sched.decisions = decisions;
+        sched.snapshots = super::Snapshots { every: case.snapshot_every, keep: 2 };
         sched.carry_on(carried.lives, carried.lost, carried.end);
         assert!(rec.workloads.is_empty(), "every submission was the engine's");
         sched.resume_after_outages(t);
@@ -287,6 +292,7 @@ async fn server_side(case: &Case, dir: &std::path::Path) -> (Vec<Line>, Option<T
     );
     sched.set_clock(Clock::Manual(clock.clone()));
     sched.decisions = Some(Vec::new());
+    sched.snapshots = super::Snapshots { every: case.snapshot_every, keep: 2 };
     sched.journal_start();
     let mut s = Server {
         sched,
@@ -469,11 +475,11 @@ fn new_row(state: &State, spec: &WorkloadSpec) -> NewWorkload {
 /// Runs both sides and compares; returns when (if ever) they parted by
 /// design (L-1).
 fn check(case: &Case) -> Result<Option<Time>, TestCaseError> {
-    check_restarts(case).map(|(diverged, _)| diverged)
+    check_restarts(case).map(|c| c.diverged)
 }
 
 /// [`check`], with how many restarts the server went through.
-fn check_restarts(case: &Case) -> Result<(Option<Time>, usize), TestCaseError> {
+fn check_restarts(case: &Case) -> Result<Checked, TestCaseError> {
     let dir = tempdir();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let (live, diverged, store, restarted) = rt.block_on(server_side(case, &dir));
@@ -484,6 +490,8 @@ fn check_restarts(case: &Case) -> Result<(Option<Time>, usize), TestCaseError> {
         crate::journal::differences(&store, &replayed.expect("the journal replays")).await.expect("store")
     });
     prop_assert!(differences.is_empty(), "the replay of the journal differs from the store: {differences:#?}");
+    let first = rt.block_on(store.journal_first()).expect("journal");
+    prop_assert!(case.snapshot_every > 0 || first == Some(1), "a journal without snapshots is never compacted");
     let (sim, sim_attempts, phases) = sim_side(case);
     let before = |l: &&Line| diverged.is_none_or(|d| l.0 < d);
     let sim_cut: Vec<&Line> = sim.iter().filter(before).collect();
@@ -519,7 +527,18 @@ fn check_restarts(case: &Case) -> Result<(Option<Time>, usize), TestCaseError> {
         prop_assert_eq!(stored, expected, "stored workload states");
     }
     let _ = std::fs::remove_dir_all(&dir);
-    Ok((diverged, restarted))
+    Ok(Checked { diverged, restarted, compacted: first.is_some_and(|f| f > 1) })
+}
+
+/// What [`check_restarts`] saw besides the decisions.
+#[derive(Debug, PartialEq)]
+struct Checked {
+    /// When the server parted from the simulator by design (L-1, a lost
+    /// attempt).
+    diverged: Option<Time>,
+    restarted: usize,
+    /// The journal was compacted (snapshots taken).
+    compacted: bool,
 }
 
 fn tempdir() -> std::path::PathBuf {
@@ -547,6 +566,7 @@ struct Scenario {
     policy: u8,
     restarts: Vec<u64>,
     adopt: bool,
+    snapshot_every: u64,
 }
 
 fn scenario() -> impl Strategy<Value = Scenario> {
@@ -560,9 +580,10 @@ fn scenario() -> impl Strategy<Value = Scenario> {
     let jobs = prop::collection::vec(job, 1..30);
     let events = prop::collection::vec((0u64..5000, 0usize..20, 0u8..4), 0..5);
     let requests = prop::collection::vec((0u64..5000, 0usize..30, prop::sample::select(vec![0, 0, 1, 3])), 0..5);
-    let restarts = (prop::collection::vec(0u64..5000, 0..3), prop::bool::weighted(0.7));
+    let restarts =
+        (prop::collection::vec(0u64..5000, 0..3), prop::bool::weighted(0.7), prop::sample::select(vec![0u64, 3, 20]));
     (pools, 0u64..120, prop::sample::select(vec![0u64, 300, 1800]), jobs, events, requests, 0u8..3, restarts).prop_map(
-        |(pools, grace, slice, jobs, events, requests, policy, (restarts, adopt))| Scenario {
+        |(pools, grace, slice, jobs, events, requests, policy, (restarts, adopt, snapshot_every))| Scenario {
             pools,
             grace,
             slice,
@@ -572,6 +593,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             policy,
             restarts,
             adopt,
+            snapshot_every,
         },
     )
 }
@@ -658,7 +680,17 @@ fn build(s: &Scenario) -> Case {
         r.sort_unstable();
         r
     };
-    Case { state, specs, events, requests, edits: Vec::new(), policy, restarts, adopt: s.adopt }
+    Case {
+        state,
+        specs,
+        events,
+        requests,
+        edits: Vec::new(),
+        policy,
+        restarts,
+        adopt: s.adopt,
+        snapshot_every: s.snapshot_every,
+    }
 }
 
 proptest! {
@@ -702,6 +734,7 @@ fn example(grace: Option<Time>) -> Case {
         policy: PolicyKind::Allot,
         restarts: Vec::new(),
         adopt: true,
+        snapshot_every: 0,
     }
 }
 
@@ -768,16 +801,20 @@ fn the_shipped_example_with_account_changes_decides_alike_to_the_end() {
 }
 
 /// L-5: the shipped example without grace, its server restarted three
-/// times with its executor adopting every running attempt (K8S-10): the
-/// run carries on with the engine that stopped, so every decision, attempt
-/// and final state is the simulator's, as without restarts.
+/// times with its executor adopting every running attempt (K8S-10) and a
+/// snapshot every 25 journal entries: the run carries on with the engine
+/// that stopped (the newest snapshot and the journal after it), so every
+/// decision, attempt and final state is the simulator's, as without
+/// restarts; the compacted journal, replayed from its oldest snapshot,
+/// equals the store.
 #[test]
 fn restarts_that_adopt_change_no_decision() {
     let mut case = example(Some(0));
     let end = case.specs.last().expect("workloads").submit;
     case.restarts = vec![end / 4, end / 2, 3 * end / 4];
-    let (diverged, restarted) = check_restarts(&case).expect("same decisions");
-    assert_eq!((diverged, restarted), (None, 3));
+    case.snapshot_every = 25;
+    let checked = check_restarts(&case).expect("same decisions");
+    assert_eq!(checked, Checked { diverged: None, restarted: 3, compacted: true });
 }
 
 /// L-5: restarted with an executor that adopts nothing, the attempts that
@@ -790,8 +827,8 @@ fn restarts_that_lose_attempts_are_replayed_exactly() {
     let end = case.specs.last().expect("workloads").submit;
     case.restarts = vec![end / 3, 2 * end / 3];
     case.adopt = false;
-    let (diverged, restarted) = check_restarts(&case).expect("same decisions before");
-    assert_eq!(restarted, 2);
+    let Checked { diverged, restarted, compacted } = check_restarts(&case).expect("same decisions before");
+    assert_eq!((restarted, compacted), (2, false));
     assert!(diverged.is_some_and(|d| d >= end / 3), "a restart lost running work: {diverged:?}");
 }
 
@@ -820,6 +857,7 @@ fn completion_during_grace_is_the_documented_difference() {
         policy: PolicyKind::Allot,
         restarts: Vec::new(),
         adopt: true,
+        snapshot_every: 0,
     };
     let (sim, _, _) = sim_side(&case);
     let finish = sim.iter().find(|l| l.1 == Change::Finish.as_str() && l.2 == "1").expect("finishes in the simulator");

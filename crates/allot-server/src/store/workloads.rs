@@ -595,7 +595,8 @@ impl Store {
 
     /// The first entry the journal still holds (1 unless compacted).
     pub async fn journal_first(&self) -> Result<Option<i64>, StoreError> {
-        let row = sqlx::query("SELECT MIN(seq) AS first FROM journal").fetch_one(&self.pool).await.ctx("read the journal")?;
+        let row =
+            sqlx::query("SELECT MIN(seq) AS first FROM journal").fetch_one(&self.pool).await.ctx("read the journal")?;
         row.try_get::<Option<i64>, _>("first").ctx("decode the journal")
     }
 }
