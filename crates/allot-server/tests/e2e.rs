@@ -203,7 +203,9 @@ both_stores!(crash_restart_sqlite, crash_restart_postgres, crash_restart);
 /// allocation time.
 async fn crash_restart(backend: Backend) {
     let f = Fixture::new(backend, "crash").await;
-    let mut s = Server::start(&f.dir, &f.db.url);
+    // A snapshot every 10 journal entries, one kept: the restart restores
+    // it and replays only what followed; the journal before it is gone.
+    let mut s = Server::start_with(&f.dir, &f.db.url, &["--snapshot-every", "10", "--snapshots-kept", "1"], &[]);
     let work = script(&f.dir, "work.sh", WORK_SH);
     let r1 = submit(
         &s,
@@ -238,6 +240,12 @@ async fn crash_restart(backend: Backend) {
     let log = s.log();
     let carried = log.lines().find(|l| l.contains("carried on from its journal's replay"));
     assert!(carried.is_some_and(|l| l.contains("lost=2")), "recovery replays the journal:\n{log}");
+    assert!(log.contains("snapshot of the run"), "snapshots were taken:\n{log}");
+    let store = allot_server::store::Store::open_existing(&f.db.url).await.expect("the store");
+    let first = store.journal_first().await.expect("the journal");
+    assert!(first.is_some_and(|f| f > 1), "the journal was compacted: its first entry is {first:?}");
+    let (after, _, _) = store.snapshot(false).await.expect("a snapshot").expect("one");
+    assert!(store.snapshot(true).await.expect("a snapshot").is_some_and(|(s, _, _)| s == after), "one kept");
     let all = s.cli_json(&f.admin, &["queue", "--all"]);
     let ids: Vec<String> = all.as_array().unwrap().iter().map(|w| w["id"].as_str().unwrap().to_string()).collect();
     for id in [&r1, &r2].into_iter().chain(&burst) {
