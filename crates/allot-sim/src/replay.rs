@@ -80,11 +80,14 @@ pub fn replay(
     Ok(r.finish())
 }
 
+/// A run's engine with its policy.
+pub type Run = (Engine, Box<dyn Policy>);
+
 /// A replay entry by entry, whose last engine can be taken over: a
 /// restart recovers by replaying its journal (L-5).
 pub struct Replayer<'p, 'a> {
     out: Replayed,
-    run: Option<(Engine, Box<dyn Policy>)>,
+    run: Option<Run>,
     policy_for: &'p mut PolicyFor<'a>,
 }
 
@@ -160,7 +163,7 @@ impl<'p, 'a> Replayer<'p, 'a> {
 
     /// What the replay made (without a state) and the last engine with its
     /// policy, as the live run left them, to carry on from.
-    pub fn take_over(mut self) -> (Replayed, Option<(Engine, Box<dyn Policy>)>) {
+    pub fn take_over(mut self) -> (Replayed, Option<Run>) {
         if let Some((engine, _)) = &self.run {
             self.out.phases_of(engine.state());
         }

@@ -249,7 +249,7 @@ fn sort_arrivals(workloads: &mut Vec<WorkloadSpec>) {
 
 impl Sim<'_> {
     /// The engine and the policy's memory replaced by their encoded copy.
-    fn from_snapshot(&mut self) {
+    fn carry_on_from_snapshot(&mut self) {
         let bytes = crate::replay::encode(&self.engine, &*self.policy);
         let snap = crate::replay::decode(&bytes).expect("a snapshot decodes");
         self.engine = snap.engine;
@@ -297,7 +297,7 @@ impl Sim<'_> {
                 break;
             }
             if self.opts().snapshot_after.is_some_and(|a| t > a && now <= a) {
-                self.from_snapshot();
+                self.carry_on_from_snapshot();
             }
             now = t;
             (self.observe)(t);
