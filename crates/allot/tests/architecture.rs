@@ -62,9 +62,11 @@ fn crates_depend_only_along_the_documented_arrows() {
 }
 
 /// Module path (`a::b`) → the module paths it names through `crate::` or
-/// `super::` (comments and `mod tests` blocks left out).
+/// `super::` (comments, `mod tests` blocks and modules compiled only for
+/// tests, `#[cfg(test)] mod x;`, left out).
 fn imports(src: &Path) -> BTreeMap<String, BTreeSet<Vec<String>>> {
     let mut out = BTreeMap::new();
+    let mut test_only: BTreeSet<String> = BTreeSet::new();
     let mut stack = vec![src.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).expect("src") {
@@ -85,6 +87,13 @@ fn imports(src: &Path) -> BTreeMap<String, BTreeSet<Vec<String>>> {
                 parts.clear();
             }
             let text = std::fs::read_to_string(&p).expect("source");
+            for (at, _) in text.match_indices("#[cfg(test)]\n") {
+                let next = text[at..].lines().nth(1).unwrap_or_default().trim();
+                let decl = next.strip_prefix("pub(crate) ").unwrap_or(next);
+                if let Some(name) = decl.strip_prefix("mod ").and_then(|d| d.strip_suffix(';')) {
+                    test_only.insert(parts.iter().map(String::as_str).chain([name]).collect::<Vec<_>>().join("::"));
+                }
+            }
             let text = text.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
             let mut named = BTreeSet::new();
             for line in text.lines() {
@@ -109,6 +118,7 @@ fn imports(src: &Path) -> BTreeMap<String, BTreeSet<Vec<String>>> {
             out.insert(parts.join("::"), named);
         }
     }
+    out.retain(|m, _| !test_only.contains(m));
     out
 }
 
