@@ -481,6 +481,12 @@ impl Loop {
             Event::Init => {}
             Event::InitApply(n) | Event::Apply(n) => {
                 if !self.nodes.contains(&n.name_any()) {
+                    // MNT-5: a new Node is capacity once Ready and
+                    // schedulable, not before: added in service and failed
+                    // a moment later, it could be given work in between.
+                    if health(&n) != Health::Up {
+                        return;
+                    }
                     self.appeared(&n);
                 }
                 self.node_health(&n.name_any(), health(&n))
