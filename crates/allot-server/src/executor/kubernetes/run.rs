@@ -480,14 +480,8 @@ impl Loop {
         match e {
             Event::Init => {}
             Event::InitApply(n) | Event::Apply(n) => {
-                if !self.nodes.contains(&n.name_any()) {
-                    // MNT-5: a new Node is capacity once Ready and
-                    // schedulable, not before: added in service and failed
-                    // a moment later, it could be given work in between.
-                    if health(&n) != Health::Up {
-                        return;
-                    }
-                    self.appeared(&n);
+                if !self.nodes.contains(&n.name_any()) && !self.appeared(&n) {
+                    return;
                 }
                 self.node_health(&n.name_any(), health(&n))
             }
@@ -508,9 +502,12 @@ impl Loop {
 
     /// MNT-5: a Node Allot did not know matches the node selector: it is
     /// capacity added (the scheduler adds it to its pool), and followed as
-    /// Allot's from now on. A Node without GPUs, or fitting no pool, is
-    /// left alone: logged once, and none of its changes is reported.
-    fn appeared(&mut self, n: &Node) {
+    /// Allot's from now on (true when it was). A Node without GPUs, or fitting
+    /// no pool, is left alone: logged once, and none of its changes is
+    /// reported. One that fits joins once Ready and schedulable, not
+    /// before: added in service and failed a moment later, it could be
+    /// given work in between.
+    fn appeared(&mut self, n: &Node) -> bool {
         let k = kube_node(n, &self.opts);
         let unused = if k.gpus == 0 {
             Some(format!("it has no {}", self.opts.gpu_resource))
@@ -521,7 +518,10 @@ impl Loop {
             if self.unused.insert(k.name.clone()) {
                 tracing::info!(cluster = %self.opts.cluster, node = %k.name, %why, "a Node that fits no pool is not used");
             }
-            return;
+            return false;
+        }
+        if health(n) != Health::Up {
+            return false;
         }
         tracing::info!(cluster = %self.opts.cluster, node = %k.name, gpus = k.gpus, "a Node appeared (MNT-5)");
         self.unused.remove(&k.name);
@@ -529,6 +529,7 @@ impl Loop {
         let node = self.opts.allot_name(&k.name);
         let cluster = self.opts.cluster.clone();
         let _ = self.events.send(ExecEvent::NodeAdded { cluster, node, gpus: k.gpus, product: k.product });
+        true
     }
 
     fn node_health(&mut self, name: &str, now: Health) {
