@@ -125,7 +125,12 @@ pub async fn differences(store: &Store, replayed: &Replayed) -> Result<Vec<Strin
         out.push(format!("workload {} attempt {}: made by the replay, not in the store", key.0, key.1));
     }
     let tried: std::collections::BTreeSet<&str> = stored.keys().map(|(id, _)| id.as_str()).collect();
-    for w in store.all_workloads().await? {
+    let workloads = store.all_workloads().await?;
+    let rows: std::collections::BTreeSet<String> = workloads.iter().map(|w| w.seq.to_string()).collect();
+    for id in replayed.phases.keys().filter(|id| !rows.contains(*id)) {
+        out.push(format!("workload {id}: made by the replay, not in the store"));
+    }
+    for w in workloads {
         let id = w.seq.to_string();
         let phase = crate::states::parse_phase(&w.state);
         let made: Option<Phase> = replayed.phases.get(&id).copied();

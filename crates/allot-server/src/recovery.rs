@@ -45,6 +45,8 @@ pub enum RecoveryError {
     Store(#[from] StoreError),
     #[error("the stored account tree does not fit the config: {0}")]
     Accounts(String),
+    #[error("the store does not hold what its journal says: {0}")]
+    Journal(String),
 }
 
 /// The state and workloads to hand to the scheduler.
@@ -282,7 +284,8 @@ async fn carry_on(
     for spec in &st.specs {
         let row = spec.id.parse::<i64>().ok().and_then(|seq| rows.get(&seq));
         let Some(row) = row else {
-            return Err(RecoveryError::Accounts(format!("workload {} of the journal has no row", spec.id)));
+            // The replay was checked against the store (`differences`).
+            return Err(RecoveryError::Journal(format!("the journal's workload {} has no row in the store", spec.id)));
         };
         lives.push(live_of(row, run, &states));
     }

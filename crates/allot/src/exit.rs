@@ -76,6 +76,7 @@ fn of_cause(e: &(dyn Error + 'static)) -> Option<Code> {
         return Some(match e {
             RecoveryError::Store(s) => store(s),
             RecoveryError::Accounts(_) => Code::Usage,
+            RecoveryError::Journal(_) => Code::Failed,
         });
     }
     if let Some(e) = e.downcast_ref::<ExportError>() {
@@ -142,6 +143,7 @@ fn server(e: &ServerError) -> Code {
         ServerError::Store(s) => store(s),
         ServerError::Recovery(RecoveryError::Store(s)) => store(s),
         ServerError::Recovery(RecoveryError::Accounts(_)) => Code::Usage,
+        ServerError::Recovery(RecoveryError::Journal(_)) => Code::Failed,
         ServerError::Lock { .. } => Code::Unavailable,
         ServerError::Slurm(e) => slurm(&e.kind),
         ServerError::Held(_) => Code::Rejected,
