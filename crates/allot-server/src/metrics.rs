@@ -169,6 +169,22 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts what an executor reported going wrong
+    /// ([`Metrics::executor_errors`]), as the scheduler takes its event.
+    pub(crate) fn executor_event(&self, e: &crate::executor::ExecEvent) {
+        use crate::executor::{ExecEvent, LaunchFault};
+        let error = match e {
+            ExecEvent::LaunchFailed { error, .. } => match error.fault {
+                LaunchFault::Infrastructure => "launch_infrastructure",
+                LaunchFault::Setup => "launch_setup",
+                LaunchFault::Workload => "launch_workload",
+            },
+            ExecEvent::ClusterDown { .. } => "cluster_down",
+            _ => return,
+        };
+        self.executor_errors.get_or_create(&ErrorLabel { error: error.into() }).inc();
+    }
+
     pub fn new() -> Metrics {
         let mut r = Registry::with_prefix("allot");
         let mut a = Registry::with_prefix("allot");

@@ -257,8 +257,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let (store, instance) = crate::store::instance::open_for_serve(&opts.db, &opts.data_dir).await?;
     take_lease(&store, opts, lock.is_some()).await?;
     let metrics = Arc::new(Metrics::new());
-    let (ev_tx, ev_raw) = mpsc::unbounded_channel();
-    let ev_rx = count_executor_errors(ev_raw, metrics.clone());
+    let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let local = clusters_run_by(&plans, ExecutorKind::Local);
     let jobs_only = clusters_run_by(&plans, ExecutorKind::Kubernetes);
     let host = Host { instance: &instance, min_uid: cfg.identity.min_uid, fence: store.fence.clone() };
@@ -575,37 +574,6 @@ fn build_executors(
         None => Ok((members.pop().expect("one cluster"), described, kubes)),
         Some(rx) => Ok((Arc::new(FleetExecutor::new(cluster, members, rx, events)), described, kubes)),
     }
-}
-
-/// The executors' events as they come, the errors among them counted in
-/// `executor_errors_total` on their way to the scheduler (same order; the
-/// channel closes when either side does).
-fn count_executor_errors(
-    mut raw: mpsc::UnboundedReceiver<ExecEvent>,
-    metrics: Arc<Metrics>,
-) -> mpsc::UnboundedReceiver<ExecEvent> {
-    use crate::executor::LaunchFault;
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Some(e) = raw.recv().await {
-            let error = match &e {
-                ExecEvent::LaunchFailed { error, .. } => Some(match error.fault {
-                    LaunchFault::Infrastructure => "launch_infrastructure",
-                    LaunchFault::Setup => "launch_setup",
-                    LaunchFault::Workload => "launch_workload",
-                }),
-                ExecEvent::ClusterDown { .. } => Some("cluster_down"),
-                _ => None,
-            };
-            if let Some(error) = error {
-                metrics.executor_errors.get_or_create(&crate::metrics::ErrorLabel { error: error.into() }).inc();
-            }
-            if tx.send(e).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 /// SQLite: the lock on `<db>.lock` (the holder is alive while it is held),

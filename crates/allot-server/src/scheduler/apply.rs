@@ -254,6 +254,7 @@ impl Scheduler {
     /// An executor report, fed to the engine.
     pub(crate) fn exec_event(&mut self, e: ExecEvent) {
         let now = self.tick_now();
+        self.metrics.executor_event(&e);
         let attempt_of = |s: &Scheduler, key: AttemptKey| {
             let w = *s.by_seq.get(&key.seq)?;
             u32::try_from(key.attempt).ok().map(|a| (w, a))
