@@ -46,6 +46,7 @@ docs!(
     "importers.md",
     "kubernetes.md",
     "measures.md",
+    "operations.md",
     "placement.md",
     "quickstart.md",
     "reliability.md",
