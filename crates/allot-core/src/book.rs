@@ -201,6 +201,12 @@ impl AccountBook {
         &self.tree
     }
 
+    /// A config reload's declared accounts become the seed: what `null`
+    /// (the config's value) means in later edits.
+    pub fn reseed(&mut self, seed: &[AccountSpec]) {
+        self.seed = by_path(seed);
+    }
+
     pub fn into_tree(self) -> AccountTree {
         self.tree
     }

@@ -120,4 +120,21 @@ impl Contract {
     pub fn periods(&self) -> Periods {
         Periods { length: self.budget_period, calendar: self.budget_calendar }
     }
+
+    /// CFG-1: the keys of `[contract]` that differ between `self` and
+    /// `new` and cannot change while the engine runs: the budget periods
+    /// lay out the ledger's usage, so their length and calendar change only
+    /// at a restart (which charges the usage history again under the new
+    /// periods). Empty: `new` may replace `self` live
+    /// ([`crate::engine::Input::Contract`]).
+    pub fn restart_only(&self, new: &Contract) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.budget_period != new.budget_period {
+            out.push("contract.budget_period");
+        }
+        if self.budget_calendar != new.budget_calendar {
+            out.push("contract.budget_calendar");
+        }
+        out
+    }
 }

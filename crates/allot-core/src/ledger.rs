@@ -407,6 +407,19 @@ impl Ledger {
         decay(u.priority_decayed_ngs, u.priority_rate, u.last, now, self.priority_half_life)
     }
 
+    /// CFG-1: new half-lives and carry-over from `now` on. Every decayed
+    /// usage is first brought to `now` under the old half-lives, so the
+    /// change acts on what is used from now, not on the past.
+    pub fn retune(&mut self, now: Time, half_life: Time, priority_half_life: Time, carry_over: f64) {
+        for i in 0..self.usage.len() {
+            self.usage[i] = self.at(AccountId(i as u32), now);
+        }
+        for m in 0..self.members.len() {
+            self.change_member_billed(m, now, 0, 0.0, 0.0);
+        }
+        (self.half_life, self.priority_half_life, self.carry_over) = (half_life, priority_half_life, carry_over);
+    }
+
     /// Changes the allocation of `a` and its ancestors by `gpus` raw GPUs of
     /// normalisation weight `weight` (negative to release), billed by its
     /// normalised GPUs.

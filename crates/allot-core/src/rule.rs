@@ -84,6 +84,7 @@ rules! {
     AccountLive => "ACC-1", "accounts are created, renamed and closed live; every account keeps its id, usage and history, new ones are appended";
     AccountClosed => "ACC-2", "a closed account (or one below it) takes no new work; its accepted work runs on under the contract";
     AccountStop => "ACC-3", "closing with stop cancels the account's pending work and stops its running work after grace (CON-2)";
+    Reload => "CFG-1", "a config reload replaces the contract from its instant: admitted work keeps what admission gave it, decayed usage is brought to that instant under the old half-lives, and the budget periods change only at a restart";
     Hold => "HOLD-1", "a held workload waits, whatever the policy, until it is released; only a pending workload can be held";
     DepWait => "DEP-1", "a workload with dependencies waits until each is satisfied: afterok when the other finished, afternotok when it failed, was cancelled or rejected, afterany when it ended";
     DepNever => "DEP-2", "a workload whose dependency can no longer be satisfied is cancelled, and so in turn are the workloads waiting on it with afterok";
@@ -163,6 +164,7 @@ impl Rule {
             AccountLive => "Accounts change live.",
             AccountClosed => "Its account is closed and takes no new work.",
             AccountStop => "Its account was closed and its work stopped.",
+            Reload => "The scheduling contract was changed by a config reload.",
             Hold => "It is on hold until someone releases it.",
             DepWait => "It waits for the work it depends on.",
             DepNever => "The work it depends on can no longer end as it needs.",

@@ -125,6 +125,44 @@ fn a_drain_signals_kills_after_grace_and_requeues_with_lost_progress() {
     assert!(fx.iter().any(|e| matches!(e, Effect::Health { health: Health::Drained, .. })), "MNT-1 completes");
 }
 
+/// CFG-1: a reload's contract acts from its instant. The decayed usage is
+/// continuous at the reload and then decays by the new half-life; a drain
+/// after it signals with the new grace; the budget periods are kept (they
+/// change only at a restart).
+#[test]
+fn a_contract_reload_acts_from_its_instant_and_keeps_the_periods() {
+    let mut r = Run::new(1);
+    let w = r.submit("a", 8, 100_000, 0, 0);
+    assert_eq!(changes(&r.pass(0)), [Change::Start]);
+    let a = r.engine.state().accounts.get("org/a").expect("org/a");
+    let old = r.engine.state().contract;
+    let before = r.engine.state().ledger.decayed_ngs_at(a, 1000);
+    assert!(before > 0.0);
+    let mut c = old;
+    (c.usage_half_life, c.grace, c.budget_period) = (10, 5, old.budget_period + 3600);
+    assert_eq!(old.restart_only(&c), ["contract.budget_period"]);
+    c.budget_period = old.budget_period;
+    assert!(old.restart_only(&c).is_empty());
+    r.engine.set_contract(c, 1000);
+    assert!(r.effects(1000).is_empty(), "a reload alone starts and stops nothing");
+    let st = r.engine.state();
+    assert_eq!((st.contract.grace, st.ledger.half_life), (5, 10));
+    assert_eq!(st.ledger.decayed_ngs_at(a, 1000), before, "continuous at the reload");
+    // 100 new half-lives later the usage is at its steady state for the
+    // new half-life: held × h / ln 2.
+    let held = st.ledger.at(a, 2000).alloc_ngpus;
+    let steady = held * 10.0 / std::f64::consts::LN_2;
+    assert!(
+        (st.ledger.decayed_ngs_at(a, 2000) - steady).abs() < 1e-6,
+        "{} vs {steady}",
+        st.ledger.decayed_ngs_at(a, 2000)
+    );
+    let fx = r.node(0, NodeEventKind::Drain, 2000);
+    assert_eq!(changes(&fx), [Change::Preempt]);
+    assert!(fx.iter().any(|e| matches!(e, Effect::Signal { stop_at: 2005, .. })), "the new grace: {fx:?}");
+    assert_eq!(r.engine.state().run(w).attempts, 1);
+}
+
 #[test]
 fn a_node_failure_kills_at_once_and_requeues_under_mnt_2() {
     let mut r = Run::new(1);

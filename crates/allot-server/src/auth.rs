@@ -19,8 +19,8 @@
 //! exactly like what does not exist.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use allot_trace::config::{Grantee, IdentityConfig};
@@ -267,7 +267,8 @@ pub async fn create_token(store: &Store, spec: &TokenSpec, created_by: &str) -> 
 /// next request.
 pub struct Authenticator {
     store: Store,
-    identity: IdentityConfig,
+    /// Replaced by a config reload (CFG-1: `[[grants]]`).
+    identity: std::sync::RwLock<Arc<IdentityConfig>>,
     cache: Mutex<HashMap<String, Cached>>,
     generation: AtomicU64,
 }
@@ -294,11 +295,24 @@ impl Authenticator {
     /// With `[identity]` and `[[grants]]`: people's sessions are resolved
     /// through them.
     pub fn with_identity(store: Store, identity: IdentityConfig) -> Authenticator {
-        Authenticator { store, identity, cache: Mutex::new(HashMap::new()), generation: AtomicU64::new(0) }
+        Authenticator {
+            store,
+            identity: std::sync::RwLock::new(Arc::new(identity)),
+            cache: Mutex::new(HashMap::new()),
+            generation: AtomicU64::new(0),
+        }
     }
 
-    pub fn identity(&self) -> &IdentityConfig {
-        &self.identity
+    /// `[identity]` and `[[grants]]` in force.
+    pub fn identity(&self) -> Arc<IdentityConfig> {
+        self.identity.read().expect("the identity config").clone()
+    }
+
+    /// New `[identity]` settings (a config reload, CFG-1: the grants);
+    /// every cached principal is resolved again at its next request.
+    pub fn set_identity(&self, identity: IdentityConfig) {
+        *self.identity.write().expect("the identity config") = Arc::new(identity);
+        self.forget_all();
     }
 
     pub async fn principal(&self, token: &str) -> Result<Option<Principal>, StoreError> {
@@ -337,7 +351,7 @@ impl Authenticator {
                 // Signed in by single sign-on: the groups its ID token gave.
                 Some(login) if login.groups.is_some() => {
                     let groups = login.groups.as_deref().unwrap_or_default();
-                    principal_of(&login.unix_user, groups, &self.identity).map(|p| (p, Some(login.expires_t)))
+                    principal_of(&login.unix_user, groups, &self.identity()).map(|p| (p, Some(login.expires_t)))
                 }
                 Some(login) => self.person(&login.unix_user).map(|p| (p, Some(login.expires_t))),
                 None => None,
@@ -353,7 +367,7 @@ impl Authenticator {
     /// what `[[grants]]` give their groups (`None`: gone, or no grant).
     pub fn person(&self, name: &str) -> Option<Principal> {
         let user = UnixUser::by_name(name).ok()?;
-        principal_of(&user.name, &user.group_names, &self.identity)
+        principal_of(&user.name, &user.group_names, &self.identity())
     }
 
     /// Opens a session for the person whose Unix user is `name` (signed in
@@ -376,7 +390,7 @@ impl Authenticator {
             method: method.to_string(),
             source: source.to_string(),
             created_t: now,
-            expires_t: now + self.identity.session_ttl_s as i64,
+            expires_t: now + self.identity().session_ttl_s as i64,
             groups: groups.map(<[String]>::to_vec),
         };
         self.store.insert_login(&row, MAX_SESSIONS_PER_PERSON).await?;
@@ -385,7 +399,7 @@ impl Authenticator {
 
     /// How long a person's session lasts (`[identity] session_ttl`).
     pub fn session_ttl_s(&self) -> u64 {
-        self.identity.session_ttl_s
+        self.identity().session_ttl_s
     }
 
     /// Tokens, grants or accounts changed: no cached principal is used

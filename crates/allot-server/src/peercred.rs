@@ -96,7 +96,7 @@ async fn sign_in(app: &App, uid: u32) -> Result<LoginCreated, String> {
         Ok(u) => u,
         Err(e) => return Err(refuse(Some(format!("uid {uid}")), e.to_string()).await),
     };
-    let Some(who) = crate::auth::principal_of(&user.name, &user.group_names, app.auth.identity()) else {
+    let Some(who) = crate::auth::principal_of(&user.name, &user.group_names, &app.auth.identity()) else {
         let why = format!(
             "{} (uid {}) is in no Unix user or group this server grants anything ([[grants]]): ask an admin",
             user.name, user.uid

@@ -121,6 +121,14 @@ pub enum Msg {
         by: String,
         reply: Reply<crate::views::AccountEdits>,
     },
+    /// CFG-1: a config reload's changes to the accounts, the contract,
+    /// the webhook and the telemetry settings, applied together; one line
+    /// per account change.
+    Reload {
+        plan: Box<crate::reload::Plan>,
+        by: String,
+        reply: Reply<Vec<String>>,
+    },
     /// An operator's node action.
     Node {
         name: String,

@@ -150,6 +150,8 @@ pub struct Running {
     scheduler: JoinHandle<Result<(), StoreError>>,
     lease: JoinHandle<StoreError>,
     store: Store,
+    /// Weak: the scheduler ends when the API's last sender is gone.
+    app: std::sync::Weak<AppState>,
     /// SQLite: the kernel lock behind the lease, held until the process ends.
     _lock: Option<FileLock>,
 }
@@ -167,6 +169,13 @@ impl Running {
             tracing::warn!(error = %e, "could not release the lease; a standby takes over when it expires");
         }
         Ok(())
+    }
+
+    /// CFG-1: reads the config again and applies what changed
+    /// (`crate::reload`), as `by`.
+    pub async fn reload(&self, by: &str) -> Result<crate::reload::Reloaded, crate::reload::ReloadError> {
+        let app = self.app.upgrade().ok_or(crate::reload::ReloadError::Stopped)?;
+        app.reload.reload(&app, by).await
     }
 
     /// Waits until the scheduler or the listener ends (a fatal error).
@@ -241,6 +250,7 @@ fn warn_run_policy(run: &crate::identity::RunPolicy) {
 /// Loads, recovers and starts everything; returns once it listens.
 pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let mut cfg = allot_trace::config::load_config(&opts.config)?;
+    let reloader = Arc::new(crate::reload::Reloader::new(opts.config.clone(), cfg.clone()));
     let kind = policy_kind(&opts.policy)?;
     let max_connections = crate::listener::check(&opts.edge)?;
     // The address first: a port in use stops the server before it asks an
@@ -346,7 +356,9 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         seen: Default::default(),
         login_socket: login_socket.as_ref().map(|_| socket_path.clone()),
         sso,
+        reload: reloader,
     });
+    let weak_app = Arc::downgrade(&app);
     if let Some(l) = login_socket {
         tokio::spawn(crate::peercred::serve(Arc::downgrade(&app), l));
     }
@@ -371,7 +383,7 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
         stop,
     ));
     tracing::info!(%addr, "listening");
-    Ok(Running { addr, shutdown, http, scheduler, lease, store, _lock: lock })
+    Ok(Running { addr, shutdown, http, scheduler, lease, store, app: weak_app, _lock: lock })
 }
 
 /// The budget-alert webhook of `[alerts]`, started, if the config has one.
@@ -706,15 +718,24 @@ async fn say_what_runs_on(store: &Store) {
     }
 }
 
-/// `allot serve`: runs until SIGINT or SIGTERM.
+/// `allot serve`: runs until SIGINT or SIGTERM; SIGHUP reloads the
+/// config (CFG-1).
 pub async fn serve(opts: &ServeOptions) -> Result<(), ServerError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    // Before the start: a SIGHUP during recovery is taken once serving.
+    let mut hup = signal(SignalKind::hangup()).map_err(ServerError::Http)?;
     let mut running = start(opts).await?;
-    let mut term =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(ServerError::Http)?;
-    tokio::select! {
-        r = running.wait() => return r,
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    let mut term = signal(SignalKind::terminate()).map_err(ServerError::Http)?;
+    loop {
+        tokio::select! {
+            r = running.wait() => return r,
+            _ = tokio::signal::ctrl_c() => break,
+            _ = term.recv() => break,
+            _ = hup.recv() => match running.reload("SIGHUP").await {
+                Ok(r) => tracing::info!(changes = r.changes.len(), "SIGHUP: the config was reloaded"),
+                Err(e) => tracing::error!("SIGHUP: {e}"),
+            },
+        }
     }
     tracing::info!("shutting down: no new requests; running workloads are left as they are");
     running.stop().await

@@ -728,6 +728,17 @@ pub struct TokenView {
 }
 
 /// An audit entry.
+/// A config reload's answer (CFG-1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Reload)]
+pub struct ReloadView {
+    /// The config file read.
+    pub file: String,
+    /// One line per change applied, e.g. `contract.grace: 300 -> 60`,
+    /// `accounts: create org/new`; empty when the file is unchanged.
+    pub changes: Vec<String>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(as = Audit)]
 pub struct AuditView {

@@ -125,6 +125,10 @@ pub trait Drive {
         self.plain(Input::Accounts(tree), 0);
     }
 
+    fn set_contract(&mut self, contract: allot_core::Contract, now: Time) {
+        self.plain(Input::Contract(Box::new(contract)), now);
+    }
+
     fn hold(&mut self, workload: WorkloadId, now: Time) -> Result<(), HoldRefused> {
         hold_answer(self.plain(Input::Hold { workload }, now))
     }

@@ -111,6 +111,41 @@ pub struct NodeArgs {
     reason: Option<String>,
 }
 
+#[derive(clap::Subcommand)]
+pub enum AdminCommand {
+    /// Read the server's config file again and apply what changed (as SIGHUP does): accounts, shares,
+    /// budgets, the contract, [alerts], [api], grants. All or nothing: a change that needs a restart
+    /// (clusters, pools, executors, budget periods) is refused with the reason, and nothing changes.
+    Reload(ReloadArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ReloadArgs {
+    #[command(flatten)]
+    opts: ClientOpts,
+}
+
+pub fn run_admin(c: AdminCommand) -> Result<()> {
+    match c {
+        AdminCommand::Reload(a) => {
+            let r = runtime()?
+                .block_on(async { client(&a.opts)?.reload().await.context("failed to reload the server's config") })?;
+            output(a.opts.json, &r, |r| {
+                if r.changes.is_empty() {
+                    format!("{}: unchanged; nothing to apply\n", r.file)
+                } else {
+                    let mut out =
+                        format!("{}: {} applied\n", r.file, allot_core::words::count(r.changes.len() as u64, "change"));
+                    for c in &r.changes {
+                        out.push_str(&format!("  {c}\n"));
+                    }
+                    out
+                }
+            })
+        }
+    }
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().context("failed to start the runtime")
 }

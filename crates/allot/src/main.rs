@@ -62,6 +62,9 @@ enum Command {
     /// Node maintenance: allot node drain|undrain|fail|repair NAME
     #[command(subcommand)]
     Node(cmd_admin::NodeCommand),
+    /// The server itself (admins): allot admin reload
+    #[command(subcommand)]
+    Admin(cmd_admin::AdminCommand),
     /// A Kubernetes cluster of the fleet: `allot kubernetes manifests` prints what its admin applies.
     #[command(subcommand)]
     Kubernetes(cmd_kube::KubeCommand),
@@ -142,6 +145,7 @@ fn main() -> std::process::ExitCode {
         Command::Audit(a) => cmd_admin::run_audit(a),
         Command::Client(c) => cmd_client::run(c),
         Command::Node(c) => cmd_admin::run_node(c),
+        Command::Admin(c) => cmd_admin::run_admin(c),
         Command::Kubernetes(c) => cmd_kube::run(c),
         Command::Completions(a) => cmd_help::completions(a, Cli::command()),
         Command::Man(a) => cmd_help::man(a, Cli::command()),

@@ -43,6 +43,9 @@ pub enum Input {
     Outside { node: NodeId, gpus: u32 },
     /// ACC-1: the account tree replaced (ids kept).
     Accounts(AccountTree),
+    /// CFG-1: the contract replaced by a config reload, from this instant
+    /// (the budget periods kept: [`crate::Contract::restart_only`]).
+    Contract(Box<crate::Contract>),
     /// ACC-3: the subtrees of `roots` were closed with stop, by `by`.
     StopAccounts { roots: Vec<AccountId>, by: String },
     /// The ledger's history of a live store (BUD-3), charged once at a
@@ -113,7 +116,7 @@ impl Input {
             Input::Time => 2,
             Input::AddNode { .. } => 3,
             Input::Node(_) | Input::ClusterDown { .. } | Input::ClusterUp { .. } | Input::Outside { .. } => 4,
-            Input::Accounts(_) | Input::StopAccounts { .. } | Input::Usage(_) => 5,
+            Input::Accounts(_) | Input::Contract(_) | Input::StopAccounts { .. } | Input::Usage(_) => 5,
             Input::Arrive { .. } | Input::Restore { .. } | Input::Adopt { .. } => 6,
             Input::Launched { .. }
             | Input::Cancel { .. }
@@ -339,6 +342,10 @@ impl Engine {
             Input::Outside { node, gpus } => Answer::Count(self.hold_outside(node, gpus) as usize),
             Input::Accounts(tree) => {
                 self.set_accounts(tree);
+                Answer::Done
+            }
+            Input::Contract(contract) => {
+                self.set_contract(*contract, now);
                 Answer::Done
             }
             Input::StopAccounts { roots, by } => Answer::Stopped(self.stop_accounts(&roots, &by, now)),

@@ -946,6 +946,30 @@ impl Engine {
         self.shape += 1;
     }
 
+    /// CFG-1: the contract replaced from `now` (a config reload). The
+    /// ledger's decayed usage is brought to `now` under the old half-lives
+    /// first; what was admitted keeps what admission gave it (its time
+    /// limit, its class); slices, grace, lanes and weights act from the
+    /// next pass. The budget periods cannot change live
+    /// ([`crate::Contract::restart_only`]): the old ones are kept.
+    pub(in crate::engine) fn set_contract(&mut self, contract: crate::Contract, now: Time) {
+        debug_assert!(self.state.contract.restart_only(&contract).is_empty(), "CFG-1: periods change at a restart");
+        let contract = crate::Contract {
+            budget_period: self.state.contract.budget_period,
+            budget_calendar: self.state.contract.budget_calendar,
+            ..contract
+        };
+        self.state.ledger.retune(
+            now,
+            contract.usage_half_life,
+            contract.slurm.decay_half_life,
+            contract.budget_carry_over,
+        );
+        self.state.contract = contract;
+        self.dirty = true;
+        self.shape += 1;
+    }
+
     /// Plans the next time-driven pass: the policy's next wake-up
     /// (`Policy::next_wakeup`: a slice ends, a budget period rolls over) and,
     /// for periodic policies, every `scheduling_interval` while work waits.

@@ -20,8 +20,8 @@ use super::{ApiError, ApiErrors, App, Auth, Body, ErrorKind, ask, cluster_filter
 use crate::auth::{Principal, Role, TokenError, TokenSpec, create_token as make_token};
 use crate::scheduler::Msg;
 use crate::views::{
-    AccountChange, AccountDecl, AccountEdits, AccountTreeImport, AccountView, AuditView, NodeView, TokenCreated,
-    TokenRequest, TokenView,
+    AccountChange, AccountDecl, AccountEdits, AccountTreeImport, AccountView, AuditView, NodeView, ReloadView,
+    TokenCreated, TokenRequest, TokenView,
 };
 use allot_core::account::MAX_USERS;
 use allot_core::{AccountEdit, AccountField};
@@ -430,6 +430,23 @@ pub async fn tokens(State(app): State<App>, Auth(who): Auth) -> Result<Json<Vec<
 }
 
 /// `POST /v1/tokens` (admins): the token text is in the answer only.
+#[utoipa::path(post, path = "/v1/admin/reload", summary = "read the config file again and apply what changed (CFG-1); audited", description = "Roles: admin. All or nothing: a file that does not read (400, naming file, line and key) or a change that needs a restart (409, naming each key and why) changes nothing.", security(("bearer" = [])), responses((status = 200, description = "what changed", body = ReloadView), ApiErrors))]
+pub async fn reload(State(app): State<App>, Auth(who): Auth) -> Result<Json<ReloadView>, ApiError> {
+    use crate::reload::ReloadError;
+    require_admin(&who, "reload the config")?;
+    match app.reload.reload(&app, &who.name).await {
+        Ok(r) => Ok(Json(ReloadView { file: app.reload.path().display().to_string(), changes: r.changes })),
+        Err(e @ (ReloadError::Config(_) | ReloadError::Refused(crate::scheduler::Refusal::Invalid { .. }))) => {
+            Err(ApiError::new(ErrorKind::BadRequest, e.to_string()))
+        }
+        Err(e @ ReloadError::Restart(_)) => Err(ApiError::new(ErrorKind::Conflict, e.to_string())),
+        Err(ReloadError::Refused(r)) => Err(r.into()),
+        Err(e @ (ReloadError::Store(_) | ReloadError::Stopped)) => {
+            Err(ApiError::new(ErrorKind::Unavailable, e.to_string()))
+        }
+    }
+}
+
 #[utoipa::path(post, path = "/v1/tokens", summary = "create a token; its text is shown once", description = "Roles: admin.", security(("bearer" = [])), request_body = TokenRequest, responses((status = 201, description = "created", body = TokenCreated), ApiErrors))]
 pub async fn create_token(
     State(app): State<App>,

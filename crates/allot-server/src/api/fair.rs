@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use allot_trace::config::ApiConfig;
@@ -34,14 +34,27 @@ use crate::auth::{Principal, Role};
 
 /// The limits of every principal (API-1).
 pub struct Fair {
-    config: ApiConfig,
-    rate: DefaultKeyedRateLimiter<String>,
+    /// Replaced whole by a config reload (CFG-1): the rates start afresh.
+    rate: RwLock<Arc<Rate>>,
     in_flight: Arc<Mutex<HashMap<String, u32>>>,
+}
+
+struct Rate {
+    config: ApiConfig,
+    limiter: DefaultKeyedRateLimiter<String>,
+}
+
+impl Rate {
+    fn new(config: ApiConfig) -> Rate {
+        let nz = |v: u32| NonZeroU32::new(v).unwrap_or(NonZeroU32::MIN);
+        let quota = Quota::per_second(nz(config.requests_per_second)).allow_burst(nz(config.burst));
+        Rate { config, limiter: RateLimiter::keyed(quota) }
+    }
 }
 
 impl std::fmt::Debug for Fair {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fair").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("Fair").field("config", &self.config()).finish_non_exhaustive()
     }
 }
 
@@ -81,15 +94,25 @@ impl Drop for Slot {
 
 impl Fair {
     pub fn new(config: ApiConfig) -> Fair {
-        let nz = |v: u32| NonZeroU32::new(v).unwrap_or(NonZeroU32::MIN);
-        let quota = Quota::per_second(nz(config.requests_per_second)).allow_burst(nz(config.burst));
-        Fair { config, rate: RateLimiter::keyed(quota), in_flight: Arc::new(Mutex::new(HashMap::new())) }
+        Fair { rate: RwLock::new(Arc::new(Rate::new(config))), in_flight: Arc::new(Mutex::new(HashMap::new())) }
+    }
+
+    /// The `[api]` limits in force.
+    pub fn config(&self) -> ApiConfig {
+        self.rate.read().expect("the API limits").config
+    }
+
+    /// New `[api]` limits (a config reload, CFG-1); requests in progress
+    /// keep their places.
+    pub fn reconfigure(&self, config: ApiConfig) {
+        *self.rate.write().expect("the API limits") = Arc::new(Rate::new(config));
     }
 
     /// A place for one request of `who`, or why not. The in-flight count
     /// is checked first, so that a refused request spends none of the rate.
     pub fn admit(&self, who: &str) -> Result<Slot, Refused> {
-        let max = self.config.max_in_flight;
+        let rate = self.rate.read().expect("the API limits").clone();
+        let max = rate.config.max_in_flight;
         {
             let mut m = self.in_flight.lock().expect("in-flight counts");
             let n = m.entry(who.to_string()).or_insert(0);
@@ -105,15 +128,15 @@ impl Fair {
             *n += 1;
         }
         let slot = Slot { who: who.to_string(), in_flight: self.in_flight.clone() };
-        if let Err(not_until) = self.rate.check_key(&who.to_string()) {
-            let wait = not_until.wait_time_from(self.rate.clock().now());
+        if let Err(not_until) = rate.limiter.check_key(&who.to_string()) {
+            let wait = not_until.wait_time_from(rate.limiter.clock().now());
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0 || wait == Duration::ZERO);
             return Err(Refused {
                 message: format!(
                     "too many requests from {who}: each principal may send {} a second, in bursts of up to {} \
                      ([api] requests_per_second and burst, API-1), so that no one slows the others; retry after \
                      {secs} s",
-                    self.config.requests_per_second, self.config.burst
+                    rate.config.requests_per_second, rate.config.burst
                 ),
                 retry_after_s: secs,
             });

@@ -92,7 +92,7 @@ async fn munge_admitted(
         Ok(u) => u,
         Err(e) => return Err(ApiError::unauthorized(refuse(uid, e.to_string()).await)),
     };
-    let Some(who) = crate::auth::principal_of(&user.name, &user.group_names, app.auth.identity()) else {
+    let Some(who) = crate::auth::principal_of(&user.name, &user.group_names, &app.auth.identity()) else {
         let why = format!(
             "{} (uid {}) is in no Unix user or group this server grants anything ([[grants]]): ask an admin",
             user.name, user.uid

@@ -62,6 +62,8 @@ pub struct AppState {
     pub login_socket: Option<std::path::PathBuf>,
     /// Single sign-on for the dashboard (`[identity.oidc]`), if configured.
     pub sso: Option<Arc<crate::oidc::Sso>>,
+    /// Reads the config again (CFG-1).
+    pub reload: Arc<crate::reload::Reloader>,
 }
 
 pub type App = Arc<AppState>;
@@ -109,6 +111,7 @@ pub fn routes() -> Vec<Route> {
         route(Method::PATCH, "/v1/accounts/{*path}", admin::change_account),
         route(Method::GET, "/v1/nodes", admin::nodes),
         route(Method::POST, "/v1/nodes/{name}/{action}", admin::node_action),
+        route(Method::POST, "/v1/admin/reload", admin::reload),
         route(Method::GET, "/v1/tokens", admin::tokens),
         route(Method::POST, "/v1/tokens", admin::create_token),
         route(Method::DELETE, "/v1/tokens/{name}", admin::revoke_token),

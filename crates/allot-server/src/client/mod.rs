@@ -320,6 +320,11 @@ impl Client {
         self.call::<(), _>(Method::POST, &format!("/v1/nodes/{}/{action}{why}", encode(name)), None).await
     }
 
+    /// CFG-1: the server reads its config file again.
+    pub async fn reload(&self) -> Result<crate::views::ReloadView, ClientError> {
+        self.call::<(), _>(Method::POST, "/v1/admin/reload", None).await
+    }
+
     pub async fn create_token(&self, req: &TokenRequest) -> Result<TokenCreated, ClientError> {
         self.call(Method::POST, "/v1/tokens", Some(req)).await
     }

@@ -158,7 +158,7 @@ async fn callback(
     if let Err(why) = unix_user_allowed(&app, &person.name) {
         return refuse(who, StatusCode::FORBIDDEN, why).await;
     }
-    let principal = crate::auth::principal_of(&person.name, &person.groups, app.auth.identity());
+    let principal = crate::auth::principal_of(&person.name, &person.groups, &app.auth.identity());
     let Some(principal) = principal.filter(|p| p.role != Role::Metrics) else {
         let groups = if person.groups.is_empty() { "none".to_string() } else { person.groups.join(", ") };
         let why = format!(

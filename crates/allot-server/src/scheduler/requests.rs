@@ -90,6 +90,14 @@ impl Scheduler {
                 };
                 let _ = reply.send(r);
             }
+            Msg::Reload { plan, by, reply } => {
+                if let Some(busy) = self.unavailable() {
+                    let _ = reply.send(Err(busy));
+                    return Ok(());
+                }
+                let r = self.reload(*plan, &by, now).await?;
+                let _ = reply.send(self.committed(r).await?);
+            }
             Msg::Node { name, kind, by, reason, reply } => {
                 if let Some(busy) = self.unavailable() {
                     let _ = reply.send(Err(busy));
@@ -400,6 +408,38 @@ impl Scheduler {
             stopped = self.stop_closed(&closed, by, now);
         }
         Ok(Ok(AccountEdits { changes, applied: true, accounts: views(self.engine.state()), stopped }))
+    }
+
+    /// CFG-1: a config reload's part in the scheduler (`crate::reload`):
+    /// the account edits first (refused: nothing changes), then the seed,
+    /// the contract (an engine input), the webhook and the telemetry
+    /// settings. One line per account change.
+    async fn reload(
+        &mut self,
+        plan: crate::reload::Plan,
+        by: &str,
+        now: Time,
+    ) -> Result<Result<Vec<String>, Refusal>, StoreError> {
+        let mut changes = Vec::new();
+        if !plan.edits.is_empty() {
+            match self.edit_accounts(&plan.edits, false, false, by, now).await? {
+                Ok(done) => changes.extend(done.changes.into_iter().map(|c| format!("accounts: {c}"))),
+                Err(r) => return Ok(Err(r)),
+            }
+        }
+        self.book.reseed(&plan.seed);
+        if let Some(contract) = plan.contract {
+            self.feed(Input::Contract(Box::new(contract)), now);
+            self.publish_shape();
+        }
+        if let Some(target) = plan.alerts {
+            let cluster = self.engine.state().cluster.name.clone();
+            self.webhook = target.map(|t| crate::webhook::Webhook::start(t, cluster));
+        }
+        if let Some(t) = plan.telemetry {
+            self.telemetry.config = t;
+        }
+        Ok(Ok(changes))
     }
 
     /// ACC-3: the engine cancels the work of the subtrees of `closed`
