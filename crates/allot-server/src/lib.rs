@@ -36,7 +36,6 @@ pub mod munge;
 pub mod oidc;
 pub mod peercred;
 pub mod recovery;
-pub mod reload;
 pub mod report;
 pub mod scheduler;
 pub mod secret;

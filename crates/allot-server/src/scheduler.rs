@@ -59,6 +59,21 @@ use crate::metrics::Metrics;
 use crate::store::{Op, Store, StoreError};
 use crate::views::{AccountView, NodeView};
 
+/// CFG-1: the changes a config reload (`crate::api::reload`) asks of the
+/// scheduler task (it owns the engine,
+/// the account book, the webhook and the telemetry settings).
+#[derive(Debug)]
+pub struct ReloadPlan {
+    /// The account edits, in the book's order.
+    pub edits: Vec<allot_core::AccountEdit>,
+    /// The config's declared accounts now: what `null` means in an edit.
+    pub seed: Vec<allot_core::AccountSpec>,
+    pub contract: Option<allot_core::Contract>,
+    /// `[alerts]` changed: the webhook to post to now (`None`: none).
+    pub alerts: Option<Option<crate::webhook::Target>>,
+    pub telemetry: Option<allot_trace::config::TelemetryConfig>,
+}
+
 /// A request to the scheduler task.
 #[derive(Debug)]
 pub enum Msg {
@@ -125,7 +140,7 @@ pub enum Msg {
     /// the webhook and the telemetry settings, applied together; one line
     /// per account change.
     Reload {
-        plan: Box<crate::reload::Plan>,
+        plan: Box<ReloadPlan>,
         by: String,
         reply: Reply<Vec<String>>,
     },

@@ -172,9 +172,9 @@ impl Running {
     }
 
     /// CFG-1: reads the config again and applies what changed
-    /// (`crate::reload`), as `by`.
-    pub async fn reload(&self, by: &str) -> Result<crate::reload::Reloaded, crate::reload::ReloadError> {
-        let app = self.app.upgrade().ok_or(crate::reload::ReloadError::Stopped)?;
+    /// (`crate::api::reload`), as `by`.
+    pub async fn reload(&self, by: &str) -> Result<crate::api::reload::Reloaded, crate::api::reload::ReloadError> {
+        let app = self.app.upgrade().ok_or(crate::api::reload::ReloadError::Stopped)?;
         app.reload.reload(&app, by).await
     }
 
@@ -250,7 +250,7 @@ fn warn_run_policy(run: &crate::identity::RunPolicy) {
 /// Loads, recovers and starts everything; returns once it listens.
 pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let mut cfg = allot_trace::config::load_config(&opts.config)?;
-    let reloader = Arc::new(crate::reload::Reloader::new(opts.config.clone(), cfg.clone()));
+    let reloader = Arc::new(crate::api::reload::Reloader::new(opts.config.clone(), cfg.clone()));
     let kind = policy_kind(&opts.policy)?;
     let max_connections = crate::listener::check(&opts.edge)?;
     // The address first: a port in use stops the server before it asks an

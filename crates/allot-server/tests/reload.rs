@@ -20,7 +20,7 @@ fn account<'a>(list: &'a Value, path: &str) -> Option<&'a Value> {
 async fn reload(backend: Backend) {
     let f = Fixture::new(backend, "reload").await;
     let researcher = token(&f.db.url, "researcher", "res", &["--project", "org/a"]);
-    let mut s = Server::start(&f.dir, &f.db.url);
+    let mut s = Server::start_with(&f.dir, &f.db.url, &["--log-format", "json"], &[]);
     let admin = f.admin.as_str();
     let config = f.dir.join("cluster.toml");
     let w = submit(&s, admin, &["--account", "org/a", "--gpus", "1", "--", "sleep", "60"]);
@@ -101,5 +101,20 @@ async fn reload(backend: Backend) {
     s.cli_ok(admin, &["cancel", &w]);
     s.wait_for(admin, &w, 30, |v| state(v) == "cancelled").await;
     s.stop();
+    // The JSON log: every line an object; every decision line names its
+    // workload, attempt, change and rule as fields of their own.
+    let mut decisions = 0;
+    for line in s.log().lines().filter(|l| l.starts_with('{')) {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        if v.get("change").is_some() {
+            decisions += 1;
+            for k in ["workload", "attempt", "rule", "reason"] {
+                assert!(v.get(k).is_some(), "a decision line without {k}: {line}");
+            }
+            let rule = v["rule"].as_str().unwrap();
+            assert!(v["reason"].as_str().unwrap().contains(rule), "{line}");
+        }
+    }
+    assert!(decisions >= 3, "start, stop at the restart, cancel: {decisions} decision lines\n{}", s.log());
     f.finish().await;
 }

@@ -432,7 +432,7 @@ pub async fn tokens(State(app): State<App>, Auth(who): Auth) -> Result<Json<Vec<
 /// `POST /v1/tokens` (admins): the token text is in the answer only.
 #[utoipa::path(post, path = "/v1/admin/reload", summary = "read the config file again and apply what changed (CFG-1); audited", description = "Roles: admin. All or nothing: a file that does not read (400, naming file, line and key) or a change that needs a restart (409, naming each key and why) changes nothing.", security(("bearer" = [])), responses((status = 200, description = "what changed", body = ReloadView), ApiErrors))]
 pub async fn reload(State(app): State<App>, Auth(who): Auth) -> Result<Json<ReloadView>, ApiError> {
-    use crate::reload::ReloadError;
+    use crate::api::reload::ReloadError;
     require_admin(&who, "reload the config")?;
     match app.reload.reload(&app, &who.name).await {
         Ok(r) => Ok(Json(ReloadView { file: app.reload.path().display().to_string(), changes: r.changes })),

@@ -13,6 +13,7 @@ pub mod kubernetes;
 pub mod limits;
 pub(crate) mod login;
 pub mod openapi;
+pub mod reload;
 pub(crate) mod workloads;
 
 use std::sync::Arc;
@@ -63,7 +64,7 @@ pub struct AppState {
     /// Single sign-on for the dashboard (`[identity.oidc]`), if configured.
     pub sso: Option<Arc<crate::oidc::Sso>>,
     /// Reads the config again (CFG-1).
-    pub reload: Arc<crate::reload::Reloader>,
+    pub reload: Arc<crate::api::reload::Reloader>,
 }
 
 pub type App = Arc<AppState>;

@@ -164,7 +164,10 @@ impl Scheduler {
         let seq = key.seq;
         let reason = tr.reason.to_string();
         let t = tr.t as i64;
-        tracing::info!(workload = seq, attempt = key.attempt, change = tr.change.as_str(), %reason);
+        // The decision line: with --log-format json, one object whose
+        // `workload`, `attempt`, `change` and `rule` are fields of their own
+        // (docs/operations.md, "Logs").
+        tracing::info!(workload = seq, attempt = key.attempt, change = tr.change.as_str(), rule = tr.reason.rule.id(), %reason);
         #[cfg(test)]
         self.log_decision(tr);
         if let Some(ended) = &tr.ended {

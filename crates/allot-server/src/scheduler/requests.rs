@@ -410,13 +410,13 @@ impl Scheduler {
         Ok(Ok(AccountEdits { changes, applied: true, accounts: views(self.engine.state()), stopped }))
     }
 
-    /// CFG-1: a config reload's part in the scheduler (`crate::reload`):
+    /// CFG-1: a config reload's part in the scheduler (`crate::api::reload`):
     /// the account edits first (refused: nothing changes), then the seed,
     /// the contract (an engine input), the webhook and the telemetry
     /// settings. One line per account change.
     async fn reload(
         &mut self,
-        plan: crate::reload::Plan,
+        plan: super::ReloadPlan,
         by: &str,
         now: Time,
     ) -> Result<Result<Vec<String>, Refusal>, StoreError> {

@@ -293,7 +293,11 @@ impl Server {
         // Its own "listening" line (the log is appended to across
         // restarts): a connection alone could reach another process that
         // took the port between `free_port` and the server's bind.
-        let listening = format!("listening addr=127.0.0.1:{}", self.port);
+        let listening = if self.args.iter().any(|a| a == "json") {
+            format!(r#""message":"listening","addr":"127.0.0.1:{}""#, self.port)
+        } else {
+            format!("listening addr=127.0.0.1:{}", self.port)
+        };
         let before = self.log().matches(&listening).count();
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);

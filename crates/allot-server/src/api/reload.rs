@@ -30,27 +30,13 @@
 
 use std::path::PathBuf;
 
-use allot_core::{AccountBook, AccountEdit, AccountSpec, Contract};
-use allot_trace::config::{Config, IdentityConfig, TelemetryConfig};
+use allot_core::AccountBook;
+use allot_trace::config::{Config, IdentityConfig};
 use tokio::sync::{Mutex, oneshot};
 
-use crate::api::AppState;
-use crate::scheduler::{Msg, Refusal};
+use super::AppState;
+use crate::scheduler::{Msg, Refusal, ReloadPlan as Plan};
 use crate::store::StoreError;
-
-/// The changes a reload asks of the scheduler task (it owns the engine,
-/// the account book, the webhook and the telemetry settings).
-#[derive(Debug)]
-pub struct Plan {
-    /// The account edits, in the book's order.
-    pub edits: Vec<AccountEdit>,
-    /// The config's declared accounts now: what `null` means in an edit.
-    pub seed: Vec<AccountSpec>,
-    pub contract: Option<Contract>,
-    /// `[alerts]` changed: the webhook to post to now (`None`: none).
-    pub alerts: Option<Option<crate::webhook::Target>>,
-    pub telemetry: Option<TelemetryConfig>,
-}
 
 /// Why a reload changed nothing.
 #[derive(Debug, thiserror::Error)]
