@@ -10,13 +10,18 @@
 #   * the unit passes `systemd-analyze verify` in a temp root (the package
 #     unpacked there, beside copies of the host's *.target units; the
 #     host's /etc/systemd is never read as the unit's root);
-#   * the package is unpacked into a throwaway root with `dpkg -x` (no
-#     maintainer script runs: the host's users, /etc and units do not
-#     change); the maintainer scripts parse (`sh -n`);
+#   * the package is unpacked into a temp root with `dpkg -x`; the
+#     maintainer scripts parse (`sh -n`);
 #   * the README's quick start runs with the unpacked binary: a store, an
 #     admin token, `allot serve` on a free port in a temp dir, a workload
 #     submitted and finished, the queue and /metrics; and the packaged
-#     /etc/allot/allot.toml starts a server too (its executor `none`).
+#     /etc/allot/allot.toml starts a server too (its executor `none`);
+#   * `dpkg -i` and `dpkg --purge` run for real in a throwaway root (an
+#     overlay of / in a private mount namespace, so the host's users, /etc,
+#     units and dpkg database do not change; checked): the postinst makes
+#     the allot user and /var/lib/allot, the unit's command serves as that
+#     user, SIGHUP (the unit's ExecReload) and `allot admin reload` reload,
+#     and the purge keeps the store.
 #
 # Every process it starts is stopped by its recorded PID; its temp dir is
 # removed at the end.
@@ -82,6 +87,8 @@ log "systemd-analyze verify allot.service (root $root)"
 # The unit's dependencies (sysinit.target, …) come from copies of the
 # host's target units in the temp root; its man page from the package.
 for t in /lib/systemd/system/*.target; do cp -n "$t" "$root/lib/systemd/system/"; done
+# ExecReload's /bin/kill is the host's (procps), not the package's.
+install -D /bin/kill "$root/bin/kill"
 verify=$(MANPATH=$root/usr/share/man systemd-analyze verify --root="$root" /lib/systemd/system/allot.service 2>&1) \
   || ci_die "systemd-analyze verify failed: $verify"
 [ -z "$verify" ] || ci_die "systemd-analyze verify warns: $verify"
@@ -145,4 +152,66 @@ port=$(ci_free_ports 1)
 pids+=($!)
 wait_up "http://127.0.0.1:$port" "$conf/server.log"
 kill "${pids[-1]}" && wait "${pids[-1]}" || true
+log "dpkg -i and --purge in a throwaway root: the maintainer scripts run, the unit's command serves and reloads"
+# The throwaway root is an overlay of / in a private mount namespace: what
+# dpkg, adduser and the server write goes to $tmp/overlay/upper and
+# vanishes with the namespace; the host's /etc, users and dpkg database do
+# not change (checked after). /run is empty there, so the postinst does not
+# talk to the host's systemd.
+host_users=$(getent passwd | sha256sum)
+host_dpkg=$( (dpkg -s allot 2>&1 || true) | sha256sum)
+ovl=$tmp/overlay
+mkdir -p "$ovl/upper" "$ovl/work" "$ovl/root"
+port=$(ci_free_ports 1)
+OVL=$ovl DEB=$deb PORT=$port unshare --mount --propagation private bash -s >"$ovl/out" 2>&1 <<'INSTALL' \
+  || { cat "$ovl/out" >&2; ci_die "the package does not install, serve, reload and purge in a throwaway root"; }
+set -euo pipefail
+m=$OVL/root
+mount -t overlay overlay -o "lowerdir=/,upperdir=$OVL/upper,workdir=$OVL/work" "$m"
+mount --bind /dev "$m/dev"
+mount -t proc proc "$m/proc"
+mount -t tmpfs tmpfs "$m/run"
+mount -t tmpfs tmpfs "$m/tmp"
+cp "$DEB" "$m/tmp/allot.deb"
+inroot() { chroot "$m" "$@"; }
+had_user=$(inroot getent passwd allot || true)
+echo "== dpkg -i"
+inroot dpkg -i /tmp/allot.deb
+inroot dpkg -s allot | grep -q '^Status: install ok installed$'
+[ -n "$had_user" ] || inroot getent passwd allot | grep -q ':/var/lib/allot:' || { echo "postinst made no allot user"; exit 1; }
+[ "$(inroot stat -c '%U %a' /var/lib/allot)" = "allot 700" ] || { echo "/var/lib/allot: $(inroot stat -c '%U %a' /var/lib/allot)"; exit 1; }
+[ "$(inroot stat -c '%U %a' /etc/allot/allot.env)" = "root 600" ] || { echo "allot.env: $(inroot stat -c '%U %a' /etc/allot/allot.env)"; exit 1; }
+echo "== the unit's command, as the allot user (setpriv, as User= does)"
+as_allot() { inroot setpriv --reuid allot --regid allot --init-groups "$@"; }
+token=$(as_allot sh -c 'cd /var/lib/allot && allot token create --db sqlite:///var/lib/allot/allot.db --role admin --name ops')
+# Not through the function: $! must be the server itself (chroot and
+# setpriv exec), or SIGHUP would reach a subshell.
+chroot "$m" setpriv --reuid allot --regid allot --init-groups sh -c "cd /var/lib/allot && exec allot serve --config /etc/allot/allot.toml --db sqlite:///var/lib/allot/allot.db \
+  --data-dir /var/lib/allot/data --executor=none --listen 127.0.0.1:$PORT" >"$m/tmp/serve.log" 2>&1 &
+pid=$!
+up=
+for _ in $(seq 1 150); do
+  curl -fsS "http://127.0.0.1:$PORT/v1/health" >/dev/null 2>&1 && { up=1; break; }
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.2
+done
+[ -n "$up" ] || { cat "$m/tmp/serve.log"; echo "allot serve did not answer"; exit 1; }
+echo "== systemctl reload: SIGHUP (ExecReload), then allot admin reload"
+kill -HUP "$pid"
+for _ in $(seq 1 50); do grep -q 'config reload: the file is unchanged' "$m/tmp/serve.log" && break; sleep 0.1; done
+grep -q 'config reload: the file is unchanged' "$m/tmp/serve.log" || { cat "$m/tmp/serve.log"; echo "no reload after SIGHUP"; exit 1; }
+kill -0 "$pid" || { echo "SIGHUP ended the server"; exit 1; }
+ALLOT_SERVER=http://127.0.0.1:$PORT ALLOT_TOKEN=$token inroot allot admin reload | grep -q unchanged
+kill -TERM "$pid"
+wait "$pid" || true
+echo "== dpkg --purge"
+inroot dpkg --purge allot 2>&1 | tee "$m/tmp/purge.log"
+grep -q '/var/lib/allot (the store) is kept' "$m/tmp/purge.log"
+inroot test -f /var/lib/allot/allot.db || { echo "the purge removed the store"; exit 1; }
+! inroot test -e /usr/bin/allot || { echo "/usr/bin/allot is left after the purge"; exit 1; }
+! inroot test -e /etc/allot/allot.toml || { echo "/etc/allot/allot.toml is left after the purge"; exit 1; }
+echo "== done"
+INSTALL
+[ "$(getent passwd | sha256sum)" = "$host_users" ] || ci_die "the host's users changed"
+[ "$( (dpkg -s allot 2>&1 || true) | sha256sum)" = "$host_dpkg" ] || ci_die "the host's dpkg database changed"
 log "ok: $(basename "$deb"), $(basename "$dbgsym")"
