@@ -80,9 +80,12 @@ pub struct Carried {
     pub policy: Box<dyn allot_core::Policy>,
     /// Each of the engine's workloads, in id order: what its processes run.
     pub lives: Vec<Live>,
-    /// The open attempts its executors did not adopt, whose processes were
-    /// stopped: [`Input::Lost`] at `end`.
-    pub lost: Vec<Input>,
+    /// What the engine takes at `end`: the open attempts its executors did
+    /// not adopt, whose processes were stopped ([`Input::Lost`]), then the
+    /// config's contract where it differs from the run's
+    /// ([`Input::Contract`], CFG-1: a config edited while the server was
+    /// down applies as a reload at the start).
+    pub inputs: Vec<Input>,
     pub end: Time,
     pub adopted: usize,
 }
@@ -202,9 +205,10 @@ pub async fn recover(
 
 /// The engine and policy as the live run left them, by the replay of the
 /// store's journal (L-5), when the replay makes exactly what the store
-/// holds and the run's fleet, contract, policy and account tree are this
-/// start's; else why not (a first start, a store written before the
-/// journal, a changed config: recovery then rebuilds from the rows).
+/// holds and the run's fleet, budget periods, policy and account tree are
+/// this start's; else why not (a first start, a store written before the
+/// journal, a changed fleet or budget period: recovery then rebuilds from
+/// the rows).
 async fn replayed(
     cfg: &allot_trace::config::Config,
     store: &Store,
@@ -241,8 +245,10 @@ async fn replayed(
         format!("the run's policy was {}, this start's is {policy}", last_policy.unwrap_or_default())
     } else if st.cluster != cfg.cluster {
         "the fleet's nodes differ from the run's".into()
-    } else if st.contract != cfg.contract {
-        "the contract differs from the run's".into()
+    } else if let Some(key) = st.contract.restart_only(&cfg.contract).first() {
+        // Any other change of the contract is carried on as a reload
+        // (CFG-1, `carry_on`).
+        format!("the contract's {key} differs from the run's (the ledger is charged again under the new periods)")
     } else if st.accounts != *book.tree() {
         "the stored account tree differs from the run's".into()
     } else {
@@ -355,12 +361,17 @@ async fn carry_on(
         lost = lost.len(),
         "L-5: the live run carried on from its journal's replay"
     );
+    let mut inputs: Vec<Input> = lost.iter().map(|&(workload, attempt)| Input::Lost { workload, attempt }).collect();
+    if engine.state().contract != cfg.contract {
+        tracing::info!(rule = "CFG-1", "the config's contract differs from the run's: it applies from this start, as a reload");
+        inputs.push(Input::Contract(Box::new(cfg.contract)));
+    }
     Ok(Recovered {
         closed_attempts: lost.len(),
         carried: Some(Carried {
             policy,
             lives,
-            lost: lost.into_iter().map(|(workload, attempt)| Input::Lost { workload, attempt }).collect(),
+            inputs,
             end,
             adopted: taken.len(),
         }),

@@ -465,18 +465,20 @@ impl Scheduler {
     }
 
     /// L-5: carries on a run its journal's replay left in the engine: each
-    /// workload's live facts, in id order, then the attempts lost at the
-    /// restart end (their writes and journal entry as any step's).
-    pub(crate) fn carry_on(&mut self, lives: Vec<Live>, lost: Vec<Input>, end: Time) {
+    /// workload's live facts, in id order, then the inputs of the restart
+    /// (the attempts lost end, a contract edited meanwhile applies, CFG-1),
+    /// their writes and journal entry as any step's.
+    pub(crate) fn carry_on(&mut self, lives: Vec<Live>, inputs: Vec<Input>, end: Time) {
         debug_assert!(self.live.is_empty());
         for (i, mut live) in lives.into_iter().enumerate() {
             let w = WorkloadId(i as u32);
             array_env(self.engine.state().spec(w), &mut live);
             self.track(w, live);
         }
-        for input in lost {
+        for input in inputs {
             self.feed(input, end);
         }
+        self.publish_shape();
         self.apply(end);
     }
 

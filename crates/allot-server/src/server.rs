@@ -284,8 +284,8 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     let paths = Paths { data_dir: opts.data_dir.clone() };
     // L-5: carried on from the journal's replay, under the replayed policy.
     let (policy, carried) = match rec.carried {
-        Some(crate::recovery::Carried { policy, lives, lost, end, adopted }) => {
-            (policy, Some((lives, lost, end, adopted)))
+        Some(crate::recovery::Carried { policy, lives, inputs, end, adopted }) => {
+            (policy, Some((lives, inputs, end, adopted)))
         }
         None => (policy, None),
     };
@@ -296,9 +296,10 @@ pub async fn start(opts: &ServeOptions) -> Result<Running, ServerError> {
     sched.snapshots = opts.snapshots;
     let recovered = rec.workloads.len();
     let mut adopted = rec.adopted.len();
-    if let Some((lives, lost, end, taken)) = carried {
-        // L-5: the engine holds the run's workloads; the lost attempts end.
-        sched.carry_on(lives, lost, end);
+    if let Some((lives, inputs, end, taken)) = carried {
+        // L-5: the engine holds the run's workloads; the lost attempts end,
+        // and a contract edited meanwhile applies (CFG-1).
+        sched.carry_on(lives, inputs, end);
         adopted += taken;
     }
     // The adopted first: waiting workloads may depend on them (DEP-1).

@@ -2,7 +2,8 @@
 //! and CLI, on SQLite and PostgreSQL: `allot admin reload` and SIGHUP apply
 //! the file's changes to accounts, the contract and `[api]` with work
 //! running, audit them and journal the contract (the store's journal
-//! replays to what the store holds, and a restart carries on from it); a
+//! replays to what the store holds, and a restart carries on from it, a
+//! contract edited while it was down applied at the start); a
 //! change that needs a restart, a file that does not read and a caller who
 //! is not an admin change nothing; the server survives SIGHUP.
 
@@ -94,8 +95,13 @@ async fn reload(backend: Backend) {
     assert_eq!(state(&s.cli_json(admin, &["show", &w])), "running", "the server survived SIGHUP");
 
     // A restart carries on from the journal, which holds the contract's
-    // change (Fixture::finish checks no restart fell back to the rows).
+    // change; a contract edited while the server was down applies at the
+    // start as a reload would (Fixture::finish replays the journal).
+    std::fs::write(&config, edited.replace("share = 2", "share = 5").replace("grace = \"7s\"", "grace = \"9s\"")).unwrap();
     s.restart();
+    let log = s.log();
+    assert!(log.contains("the config's contract differs from the run's: it applies from this start"), "{log}");
+    assert!(log.contains("L-5: the live run carried on from its journal's replay"), "{log}");
     let accounts = s.cli_json(admin, &["accounts"]);
     assert_eq!(account(&accounts, "org/c").map(|a| a["share"].clone()), Some(5.0.into()), "{accounts}");
     s.cli_ok(admin, &["cancel", &w]);

@@ -240,7 +240,7 @@ impl Server {
         let mut policy = case.policy.build();
         let rec = crate::recovery::recover(&cfg, store, &*self.exec, &run, &mut *policy, t).await.expect("recovery");
         let carried = rec.carried.expect("L-5: the restart carries on from the journal's replay");
-        let lost = carried.lost.len();
+        let lost = carried.inputs.iter().filter(|i| matches!(i, allot_core::engine::Input::Lost { .. })).count();
         let mut sched = Scheduler::new(
             rec.engine,
             carried.policy,
@@ -253,7 +253,7 @@ impl Server {
         sched.set_clock(Clock::Manual(self.clock.clone()));
         sched.decisions = decisions;
         sched.snapshots = super::Snapshots { every: case.snapshot_every, keep: 2 };
-        sched.carry_on(carried.lives, carried.lost, carried.end);
+        sched.carry_on(carried.lives, carried.inputs, carried.end);
         assert!(rec.workloads.is_empty(), "every submission was the engine's");
         sched.resume_after_outages(t);
         self.sched = sched;
