@@ -167,12 +167,13 @@ fn slurm(kind: &SlurmErrorKind) -> Code {
     }
 }
 
-/// A store failure: an outage is unavailability; a bad url or a store
-/// that is not the one the data directory belongs to is bad input (the
-/// message says which argument to fix); a lost lease is a stop.
+/// A store failure: an outage is unavailability; a bad url, a store that
+/// is not the one the data directory belongs to, or one a newer allot
+/// migrated is bad input (the message says what to fix); a lost lease is
+/// a stop.
 fn store(e: &StoreError) -> Code {
     match &e.source {
-        StoreFailure::Lost(_) => Code::Usage,
+        StoreFailure::Lost(_) | StoreFailure::Newer { .. } => Code::Usage,
         StoreFailure::Fenced(_) => Code::Failed,
         StoreFailure::Db(_) if e.is_unavailable() => Code::Unavailable,
         StoreFailure::Db(_) => Code::Failed,

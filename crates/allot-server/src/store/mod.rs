@@ -75,6 +75,13 @@ pub enum StoreFailure {
     /// was deleted or replaced), or it cannot be used at all.
     #[error("{0}")]
     Lost(String),
+    /// The store records a schema version this binary does not know: a
+    /// newer allot migrated it. Nothing was changed.
+    #[error(
+        "the store's schema is version {version}, newer than this allot's ({known}): it was written by a newer \
+         allot; run that version, or restore a backup made before the upgrade (docs/operations.md#upgrade)"
+    )]
+    Newer { version: i64, known: i64 },
 }
 
 impl StoreError {
@@ -92,6 +99,7 @@ impl StoreError {
     pub fn is_unavailable(&self) -> bool {
         match &self.source {
             StoreFailure::Fenced(_) | StoreFailure::Lost(_) => true,
+            StoreFailure::Newer { .. } => false,
             StoreFailure::Db(e) => transient(e),
         }
     }
@@ -340,7 +348,10 @@ impl Store {
         Ok(tx)
     }
 
-    /// Applies the migrations not yet recorded in `allot_schema`.
+    /// Applies the migrations not yet recorded in `allot_schema`. A store
+    /// that records a version this binary does not know was migrated by a
+    /// newer allot, whose rows this one may misread: it is refused before
+    /// anything is changed ([`StoreFailure::Newer`]).
     async fn migrate(&self) -> Result<(), StoreError> {
         let mut tx = match self.backend {
             Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
@@ -363,6 +374,10 @@ impl Store {
             Backend::Sqlite => SQLITE_MIGRATIONS,
             Backend::Postgres => POSTGRES_MIGRATIONS,
         };
+        if let Some(newer) = newer_schema(&have, list) {
+            // Dropping the transaction rolls it back: nothing was written.
+            return Err(StoreError::new("open the store", newer));
+        }
         // Every migration not yet recorded (not only those above the highest):
         // versions may be added out of order.
         for (version, sql) in list.iter().filter(|(v, _)| !have.contains(v)) {
@@ -383,6 +398,15 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// The refusal of a store whose `allot_schema` records a version that is
+/// not one of `list`'s (a newer allot's migration), if it records any.
+fn newer_schema(have: &[i64], list: &[(i64, &str)]) -> Option<StoreFailure> {
+    let known = list.iter().map(|(v, _)| *v).max().unwrap_or(0);
+    let unknown = have.iter().any(|v| !list.iter().any(|(k, _)| k == v));
+    let version = have.iter().copied().max()?;
+    unknown.then_some(StoreFailure::Newer { version, known })
 }
 
 /// A write transaction begun and ended with plain `BEGIN` / `COMMIT`
@@ -445,6 +469,35 @@ mod tests {
             assert_eq!(normalize_url(url), want, "case {name}");
         }
         assert!(normalize_url("mysql://x").is_err());
+    }
+
+    #[test]
+    fn a_version_this_binary_does_not_know_is_a_newer_store() {
+        let known = SQLITE_MIGRATIONS.len() as i64;
+        let all: Vec<i64> = (1..=known).collect();
+        let cases: [(&str, Vec<i64>, Option<i64>); 5] = [
+            ("new store", vec![], None),
+            ("older store", vec![1, 2, 3], None),
+            ("this binary's", all.clone(), None),
+            ("one more", [all.clone(), vec![known + 1]].concat(), Some(known + 1)),
+            ("a far newer one", [all.clone(), vec![999]].concat(), Some(999)),
+        ];
+        for (name, have, want) in cases {
+            let got = newer_schema(&have, SQLITE_MIGRATIONS);
+            match (got, want) {
+                (None, None) => {}
+                (Some(StoreFailure::Newer { version, known: k }), Some(v)) => {
+                    assert_eq!((version, k), (v, known), "case {name}")
+                }
+                (got, want) => panic!("case {name}: got {got:?}, want a newer store of {want:?}"),
+            }
+        }
+        let message = StoreFailure::Newer { version: 23, known: 21 }.to_string();
+        assert_eq!(
+            message,
+            "the store's schema is version 23, newer than this allot's (21): it was written by a newer allot; run \
+             that version, or restore a backup made before the upgrade (docs/operations.md#upgrade)"
+        );
     }
 
     #[test]
