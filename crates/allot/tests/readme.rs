@@ -130,6 +130,8 @@ fn steps() -> BTreeMap<&'static str, Step> {
         // Draining while its workload stops under the contract, then drained.
         ("allot node drain", Step { says: &["local-0 drain"], ..AS_WRITTEN }),
         ("allot node undrain", Step { says: &["local-0 up"], ..AS_WRITTEN }),
+        // The file is as the server read it: nothing to apply.
+        ("allot admin reload", Step { says: &["cluster.toml: unchanged"], ..AS_WRITTEN }),
     ])
 }
 
