@@ -363,18 +363,15 @@ async fn carry_on(
     );
     let mut inputs: Vec<Input> = lost.iter().map(|&(workload, attempt)| Input::Lost { workload, attempt }).collect();
     if engine.state().contract != cfg.contract {
-        tracing::info!(rule = "CFG-1", "the config's contract differs from the run's: it applies from this start, as a reload");
+        tracing::info!(
+            rule = "CFG-1",
+            "the config's contract differs from the run's: it applies from this start, as a reload"
+        );
         inputs.push(Input::Contract(Box::new(cfg.contract)));
     }
     Ok(Recovered {
         closed_attempts: lost.len(),
-        carried: Some(Carried {
-            policy,
-            lives,
-            inputs,
-            end,
-            adopted: taken.len(),
-        }),
+        carried: Some(Carried { policy, lives, inputs, end, adopted: taken.len() }),
         engine,
         book,
         workloads: out,

@@ -97,7 +97,8 @@ async fn reload(backend: Backend) {
     // A restart carries on from the journal, which holds the contract's
     // change; a contract edited while the server was down applies at the
     // start as a reload would (Fixture::finish replays the journal).
-    std::fs::write(&config, edited.replace("share = 2", "share = 5").replace("grace = \"7s\"", "grace = \"9s\"")).unwrap();
+    std::fs::write(&config, edited.replace("share = 2", "share = 5").replace("grace = \"7s\"", "grace = \"9s\""))
+        .unwrap();
     s.restart();
     let log = s.log();
     assert!(log.contains("the config's contract differs from the run's: it applies from this start"), "{log}");

@@ -114,7 +114,7 @@ pub struct NodeArgs {
 #[derive(clap::Subcommand)]
 pub enum AdminCommand {
     /// Read the server's config file again and apply what changed (as SIGHUP does): accounts, shares,
-    /// budgets, the contract, [alerts], [api], grants. All or nothing: a change that needs a restart
+    /// budgets, the contract, alerts, API limits, grants. All or nothing: a change that needs a restart
     /// (clusters, pools, executors, budget periods) is refused with the reason, and nothing changes.
     Reload(ReloadArgs),
 }
