@@ -523,6 +523,24 @@ async fn workloads_run_as_their_submitters_and_people_sign_in_with_munge() {
     let out = as_alice(&["queue"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("allot login"), "an ended session still works: {err}");
+
+    // CFG-1: a grant added to the config and reloaded lets carol in, with
+    // no restart.
+    let config = dir.join("cluster.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[[grants]]\nuser = \"carol\"\nrole = \"researcher\"\naccounts = [\"org/vision\"]\n");
+    std::fs::write(&config, text).unwrap();
+    let said = ok(&admin_cli(&["admin", "reload"]), "allot admin reload (a grant for carol)");
+    assert!(said.contains("identity.grants"), "{said}");
+    let out = run_in(
+        &ns,
+        Some(CAROL),
+        &dir,
+        &[&bin, "login"],
+        &[("ALLOT_SERVER", &s.url), ("ALLOT_CLIENT_CONFIG", &carol_cfg.display().to_string())],
+    );
+    let said = ok(&out, "allot login as carol after the reload");
+    assert!(said.contains("as carol (researcher)"), "{said}");
     ok(&as_alice(&["logout"]), "allot logout as alice");
 
     let (st, _) = s.http("POST", &format!("/v1/workloads/{bob_id}/cancel"), Some(&bob), None).await;
