@@ -160,6 +160,16 @@ pub struct Metrics {
     /// workload's own (`launch_workload`: its command cannot run); a
     /// cluster of the fleet unreachable (`cluster_down`, FLEET-3).
     pub executor_errors: Family<ErrorLabel, Counter>,
+    /// CFG-1: 1 until a config reload is refused, then 0 until one is
+    /// applied (or finds the file unchanged).
+    pub config_last_reload_successful: Gauge,
+    /// Config reloads by outcome: `applied`, `unchanged`, `refused`.
+    pub config_reloads: Family<OutcomeLabel, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: String,
 }
 
 impl Default for Metrics {
@@ -183,6 +193,13 @@ impl Metrics {
             _ => return,
         };
         self.executor_errors.get_or_create(&ErrorLabel { error: error.into() }).inc();
+    }
+
+    /// CFG-1: a config reload's outcome (`applied`, `unchanged`,
+    /// `refused`).
+    pub fn config_reload(&self, outcome: &str) {
+        self.config_last_reload_successful.set(i64::from(outcome != "refused"));
+        self.config_reloads.get_or_create(&OutcomeLabel { outcome: outcome.into() }).inc();
     }
 
     pub fn new() -> Metrics {
@@ -228,6 +245,8 @@ impl Metrics {
             lease_held: Gauge::default(),
             lease_epoch: Gauge::default(),
             executor_errors: Family::default(),
+            config_last_reload_successful: Gauge::default(),
+            config_reloads: Family::default(),
             registry: Registry::default(),
             per_account: Registry::default(),
         };
@@ -300,6 +319,20 @@ impl Metrics {
         );
         for error in EXECUTOR_ERRORS {
             let _ = m.executor_errors.get_or_create(&ErrorLabel { error: error.into() });
+        }
+        m.config_last_reload_successful.set(1);
+        r.register(
+            "config_last_reload_successful",
+            "1 until a config reload (SIGHUP, allot admin reload) is refused, then 0 until one succeeds (CFG-1)",
+            m.config_last_reload_successful.clone(),
+        );
+        r.register(
+            "config_reloads",
+            "Config reloads by outcome: applied, unchanged, refused",
+            m.config_reloads.clone(),
+        );
+        for outcome in ["applied", "unchanged", "refused"] {
+            let _ = m.config_reloads.get_or_create(&OutcomeLabel { outcome: outcome.into() });
         }
         a.register(
             "account_budget_gpu_seconds",

@@ -10,7 +10,7 @@
 mod support;
 
 use serde_json::Value;
-use support::{Backend, CONFIG, Fixture, Server, state, submit, token};
+use support::{Backend, CONFIG, Fixture, Server, metric, state, submit, token};
 
 both_stores!(reload_sqlite, reload_postgres, reload);
 
@@ -72,6 +72,16 @@ async fn reload(backend: Backend) {
     let accounts = s.cli_json(admin, &["accounts"]);
     assert_eq!(account(&accounts, "org/c").map(|a| a["share"].clone()), Some(2.0.into()), "nothing applied");
 
+    // The refusal shows in the metrics (the AllotConfigReloadFailed alert).
+    let metrics = async |s: &Server| {
+        let r = reqwest::Client::new().get(format!("{}/metrics", s.url)).bearer_auth(admin).send().await.unwrap();
+        r.text().await.unwrap()
+    };
+    let text = metrics(&s).await;
+    assert_eq!(metric(&text, "allot_config_last_reload_successful"), Some(0.0), "{text}");
+    assert_eq!(metric(&text, "allot_config_reloads_total{outcome=\"refused\"}"), Some(1.0), "{text}");
+    assert_eq!(metric(&text, "allot_config_reloads_total{outcome=\"applied\"}"), Some(1.0), "{text}");
+
     // A file that does not read: the loader's error, file and line.
     std::fs::write(&config, edited.replace("share = 3", "share = \"three\"")).unwrap();
     let out = s.cli(admin, &["admin", "reload"]);
@@ -92,6 +102,7 @@ async fn reload(backend: Backend) {
     }
     assert_eq!(share, Value::from(5.0), "SIGHUP applied the file: {}", s.log());
     assert!(s.log().contains("SIGHUP: the config was reloaded"), "{}", s.log());
+    assert_eq!(metric(&metrics(&s).await, "allot_config_last_reload_successful"), Some(1.0));
     assert_eq!(state(&s.cli_json(admin, &["show", &w])), "running", "the server survived SIGHUP");
 
     // A restart carries on from the journal, which holds the contract's

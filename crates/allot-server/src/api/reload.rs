@@ -96,8 +96,19 @@ impl Reloader {
         &self.path
     }
 
-    /// Reads the file and applies its changes (CFG-1), all or nothing.
+    /// Reads the file and applies its changes (CFG-1), all or nothing;
+    /// the outcome is counted in the metrics.
     pub async fn reload(&self, app: &AppState, by: &str) -> Result<Reloaded, ReloadError> {
+        let r = self.apply(app, by).await;
+        app.metrics.config_reload(match &r {
+            Ok(done) if done.changes.is_empty() => "unchanged",
+            Ok(_) => "applied",
+            Err(_) => "refused",
+        });
+        r
+    }
+
+    async fn apply(&self, app: &AppState, by: &str) -> Result<Reloaded, ReloadError> {
         let mut current = self.current.lock().await;
         let new = allot_trace::config::load_config(&self.path)?;
         let restart = restart_only(&current, &new);
