@@ -441,9 +441,7 @@ pub async fn reload(State(app): State<App>, Auth(who): Auth) -> Result<Json<Relo
         }
         Err(e @ ReloadError::Restart(_)) => Err(ApiError::new(ErrorKind::Conflict, e.to_string())),
         Err(ReloadError::Refused(r)) => Err(r.into()),
-        Err(e @ (ReloadError::Store(_) | ReloadError::Stopped)) => {
-            Err(ApiError::new(ErrorKind::Unavailable, e.to_string()))
-        }
+        Err(e @ ReloadError::Stopped) => Err(ApiError::new(ErrorKind::Unavailable, e.to_string())),
     }
 }
 

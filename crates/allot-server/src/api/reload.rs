@@ -36,7 +36,6 @@ use tokio::sync::{Mutex, oneshot};
 
 use super::AppState;
 use crate::scheduler::{Msg, Refusal, ReloadPlan as Plan};
-use crate::store::StoreError;
 
 /// Why a reload changed nothing.
 #[derive(Debug, thiserror::Error)]
@@ -51,8 +50,6 @@ pub enum ReloadError {
     /// store unavailable).
     #[error("nothing was reloaded: {}", refusal_words(.0))]
     Refused(Refusal),
-    #[error("nothing was reloaded: {0}")]
-    Store(#[from] StoreError),
     #[error("nothing was reloaded: the scheduler has stopped")]
     Stopped,
 }
@@ -100,6 +97,9 @@ impl Reloader {
     /// the outcome is counted in the metrics.
     pub async fn reload(&self, app: &AppState, by: &str) -> Result<Reloaded, ReloadError> {
         let r = self.apply(app, by).await;
+        if let Err(e) = &r {
+            tracing::warn!(principal = by, rule = "CFG-1", "config reload refused: {e}");
+        }
         app.metrics.config_reload(match &r {
             Ok(done) if done.changes.is_empty() => "unchanged",
             Ok(_) => "applied",
@@ -113,7 +113,6 @@ impl Reloader {
         let new = allot_trace::config::load_config(&self.path)?;
         let restart = restart_only(&current, &new);
         if !restart.is_empty() {
-            tracing::warn!(principal = by, "config reload refused: {}", restart_words(&restart));
             return Err(ReloadError::Restart(restart));
         }
         let mut changes = Vec::new();
@@ -136,7 +135,7 @@ impl Reloader {
         let contract_lines = differences("contract", &current.contract, &new.contract);
         let alerts_lines = differences("alerts", &current.alerts_json(), &new.alerts_json());
         let telemetry_lines =
-            differences("telemetry", &current.telemetry.idle_threshold, &new.telemetry.idle_threshold);
+            differences("telemetry.idle_threshold", &current.telemetry.idle_threshold, &new.telemetry.idle_threshold);
         let api_lines = differences("api", &api_json(&current.api), &api_json(&new.api));
         let identity_lines = differences("identity", &identity_json(&current.identity), &identity_json(&new.identity));
         let seed_changed = current.accounts.declared() != new.accounts.declared();
@@ -177,7 +176,11 @@ impl Reloader {
                 continue;
             }
             let after = serde_json::json!({ "file": self.path.display().to_string(), "changes": lines });
-            app.store.insert_audit(now, by, "reload", target, &after).await?;
+            // Applied already: a store that fails now loses the entry, not
+            // the change (the log below keeps it).
+            if let Err(e) = app.store.insert_audit(now, by, "reload", target, &after).await {
+                tracing::warn!(error = %e, target, "config reload applied; its audit entry could not be written");
+            }
             changes.extend(lines);
         }
         for c in &changes {
