@@ -16,7 +16,9 @@
 # examples/cluster.toml (scheduling every second, one second of grace), it
 #   * creates an admin token (`allot token create --db`),
 #   * submits a workload that finishes, one that fails, one held and then
-#     cancelled, and one held (still pending at the end),
+#     cancelled, and one held (still pending at the end); an allot without
+#     `submit --hold` (before schema 14) gets instead one `sleep 600` that
+#     is cancelled once it runs, and none held,
 #   * waits until the first two have ended (attempts and usage have rows),
 #   * stops the server with SIGTERM (by the PID it started).
 # Then it writes into OUT:
@@ -30,7 +32,7 @@
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
-    sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
 COMMIT=$1
@@ -152,9 +154,19 @@ if [ ${#HOLD[@]} -gt 0 ]; then
     CANCELLED=$(submit --hold -- sh -c 'echo fixture cancelled')
     HELD=$(submit --hold -- sh -c 'echo fixture released')
 else
-    # No holds yet: a workload that runs until it is cancelled.
+    # No holds yet: a workload that runs until it is cancelled (once it
+    # runs, so that it has an attempt that the cancel stops).
     CANCELLED=$(submit -- sleep 600)
     HELD=
+    for _ in $(seq 1 300); do
+        [ "$(state "$CANCELLED")" = running ] && break
+        sleep 0.2
+    done
+    [ "$(state "$CANCELLED")" = running ] || {
+        say "workload $CANCELLED did not start within 60 s (state $(state "$CANCELLED"))"
+        cat "$TMP/server.log" >&2
+        exit 1
+    }
 fi
 cli cancel "$CANCELLED" >&2
 wait_end "$CANCELLED"
