@@ -167,6 +167,10 @@ OVL=$ovl DEB=$deb PORT=$port unshare --mount --propagation private bash -s >"$ov
   || { cat "$ovl/out" >&2; ci_die "the package does not install, serve, reload and purge in a throwaway root"; }
 set -euo pipefail
 m=$OVL/root
+pid=
+# The server started here is stopped by its PID whatever fails: its
+# mounts end with the namespace, but a process would outlive it.
+trap '[ -z "$pid" ] || { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }' EXIT
 mount -t overlay overlay -o "lowerdir=/,upperdir=$OVL/upper,workdir=$OVL/work" "$m"
 mount --bind /dev "$m/dev"
 mount -t proc proc "$m/proc"
@@ -204,6 +208,7 @@ kill -0 "$pid" || { echo "SIGHUP ended the server"; exit 1; }
 ALLOT_SERVER=http://127.0.0.1:$PORT ALLOT_TOKEN=$token inroot allot admin reload | grep -q unchanged
 kill -TERM "$pid"
 wait "$pid" || true
+pid=
 echo "== dpkg --purge"
 inroot dpkg --purge allot 2>&1 | tee "$m/tmp/purge.log"
 grep -q '/var/lib/allot (the store) is kept' "$m/tmp/purge.log"
