@@ -492,13 +492,16 @@ async fn workloads_run_as_their_submitters_and_people_sign_in_with_munge() {
     assert!(said.contains("as alice (researcher)"), "{said}");
     ok(&as_alice(&["queue"]), "allot queue as alice after signing in on the socket");
     let carol_cfg = dir.join("home/carol/client.toml");
-    let out = run_in(
-        &ns,
-        Some(CAROL),
-        &dir,
-        &[&bin, "login"],
-        &[("ALLOT_SERVER", &s.url), ("ALLOT_CLIENT_CONFIG", &carol_cfg.display().to_string())],
-    );
+    let carol_login = || {
+        run_in(
+            &ns,
+            Some(CAROL),
+            &dir,
+            &[&bin, "login"],
+            &[("ALLOT_SERVER", &s.url), ("ALLOT_CLIENT_CONFIG", &carol_cfg.display().to_string())],
+        )
+    };
+    let out = carol_login();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("carol") && err.contains("[[grants]]"), "carol: {err}");
     let (_, audit) = s.http("GET", "/v1/audit?limit=50", Some(&admin), None).await;
@@ -532,14 +535,7 @@ async fn workloads_run_as_their_submitters_and_people_sign_in_with_munge() {
     std::fs::write(&config, text).unwrap();
     let said = ok(&admin_cli(&["admin", "reload"]), "allot admin reload (a grant for carol)");
     assert!(said.contains("identity.grants"), "{said}");
-    let out = run_in(
-        &ns,
-        Some(CAROL),
-        &dir,
-        &[&bin, "login"],
-        &[("ALLOT_SERVER", &s.url), ("ALLOT_CLIENT_CONFIG", &carol_cfg.display().to_string())],
-    );
-    let said = ok(&out, "allot login as carol after the reload");
+    let said = ok(&carol_login(), "allot login as carol after the reload");
     assert!(said.contains("as carol (researcher)"), "{said}");
     ok(&as_alice(&["logout"]), "allot logout as alice");
 
