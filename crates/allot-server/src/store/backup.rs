@@ -83,7 +83,7 @@ pub struct Copied {
 
 /// The newest schema version this binary knows.
 pub fn known_schema() -> i64 {
-    SQLITE_MIGRATIONS.iter().map(|(v, _)| *v).max().unwrap_or(0)
+    super::known_version(SQLITE_MIGRATIONS)
 }
 
 fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BackupError {
@@ -125,13 +125,15 @@ async fn inspect(path: &Path) -> Result<(Option<String>, i64), BackupError> {
         if ok != "ok" {
             return Err(not(format!("SQLite finds it damaged ({ok})")));
         }
-        let version: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM allot_schema")
-            .fetch_one(&mut c)
+        let versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM allot_schema")
+            .fetch_all(&mut c)
             .await
             .map_err(|_| not("it has no allot_schema table (no schema version)".into()))?;
+        let version = versions.iter().copied().max();
         let version = version.ok_or_else(|| not("its allot_schema table is empty (no schema version)".into()))?;
-        if version > known_schema() {
-            return Err(BackupError::Newer { path: path.to_path_buf(), version, known: known_schema() });
+        // The store's own rule of a newer store (`Store::migrate`).
+        if let Some(StoreFailure::Newer { version, known }) = super::newer_schema(&versions, SQLITE_MIGRATIONS) {
+            return Err(BackupError::Newer { path: path.to_path_buf(), version, known });
         }
         let instance: Option<String> = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'instance'")
             .fetch_optional(&mut c)

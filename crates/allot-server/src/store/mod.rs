@@ -400,10 +400,15 @@ impl Store {
     }
 }
 
+/// The newest schema version of `list`'s migrations.
+pub(crate) fn known_version(list: &[(i64, &str)]) -> i64 {
+    list.iter().map(|(v, _)| *v).max().unwrap_or(0)
+}
+
 /// The refusal of a store whose `allot_schema` records a version that is
 /// not one of `list`'s (a newer allot's migration), if it records any.
-fn newer_schema(have: &[i64], list: &[(i64, &str)]) -> Option<StoreFailure> {
-    let known = list.iter().map(|(v, _)| *v).max().unwrap_or(0);
+pub(crate) fn newer_schema(have: &[i64], list: &[(i64, &str)]) -> Option<StoreFailure> {
+    let known = known_version(list);
     let unknown = have.iter().any(|v| !list.iter().any(|(k, _)| k == v));
     let version = have.iter().copied().max()?;
     unknown.then_some(StoreFailure::Newer { version, known })
