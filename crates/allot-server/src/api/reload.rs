@@ -133,7 +133,7 @@ impl Reloader {
             telemetry: (new.telemetry != current.telemetry).then_some(new.telemetry),
         };
         let contract_lines = differences("contract", &current.contract, &new.contract);
-        let alerts_lines = differences("alerts", &current.alerts_json(), &new.alerts_json());
+        let alerts_lines = differences("alerts", &alerts_json(&current.alerts), &alerts_json(&new.alerts));
         let telemetry_lines =
             differences("telemetry.idle_threshold", &current.telemetry.idle_threshold, &new.telemetry.idle_threshold);
         let api_lines = differences("api", &api_json(&current.api), &api_json(&new.api));
@@ -276,17 +276,8 @@ fn identity_json(i: &IdentityConfig) -> serde_json::Value {
     })
 }
 
-trait AlertsJson {
-    fn alerts_json(&self) -> serde_json::Value;
-}
-
-impl AlertsJson for Config {
-    fn alerts_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "webhook_url": self.alerts.webhook_url,
-            "webhook_timeout_s": self.alerts.webhook_timeout_s,
-        })
-    }
+fn alerts_json(a: &allot_trace::config::AlertsConfig) -> serde_json::Value {
+    serde_json::json!({ "webhook_url": a.webhook_url, "webhook_timeout_s": a.webhook_timeout_s })
 }
 
 #[cfg(test)]
