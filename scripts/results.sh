@@ -46,19 +46,25 @@ step_done 2
 # 3. The Ai2-like generator: 1,024 GPUs, 30 days, 3 seeds.
 $allot compare --scenario ai2 --gpus 1024 --days 30 --seeds 3 \
   --policies priority,fifo-backfill,slurm,allot --out "$out/ai2"
+# 3b. The slurm baseline with fair share weighted first (as in 1b), on the
+#     same seeds: the second column of this comparison (the first is the
+#     defaults' again).
+$allot compare --scenario ai2 --gpus 1024 --days 30 --seeds 3 --policies slurm \
+  --vary slurm.weight_fairshare=10000 --vary slurm.weight_age=1000 --out "$out/ai2-slurm-fairshare"
 
 step_done 3
 
 # 4. The fleet: the Ai2-like lab on five clusters (384 to 88 GPUs, 1,024 in
 #    all), 35% of workloads pinned to their team's home cluster: the legacy
-#    model (team pools per cluster), Allot with budgets split per cluster (one
-#    scheduler per cluster) and Allot with one fleet-wide ledger. No slurm
-#    column: the slurm policy models one slurmctld, and on a fleet it would
-#    be one controller and one Fair Tree over five clusters with a partition
-#    per GPU type spanning them, a set-up no multi-cluster Slurm site runs
-#    (each cluster has its own controller and its own fair share).
+#    model (team pools per cluster), Slurm as multi-cluster sites run it (one
+#    controller, fair share and backfill per cluster: slurm-split, with
+#    Slurm's defaults and, as 1b, with fair share weighted first), Allot with
+#    budgets split per cluster (one scheduler per cluster) and Allot with one
+#    fleet-wide ledger.
 $allot compare --scenario ai2-fleet --gpus 1024 --days 7 --until 7d --seeds 3 \
-  --policies priority,allot-split,allot --out "$out/fleet"
+  --policies priority,slurm-split,allot-split,allot --out "$out/fleet"
+$allot compare --scenario ai2-fleet --gpus 1024 --days 7 --until 7d --seeds 3 --policies slurm-split \
+  --vary slurm.weight_fairshare=10000 --vary slurm.weight_age=1000 --out "$out/fleet-slurm-fairshare"
 
 step_done 4
 

@@ -523,6 +523,188 @@ fn next_wakeup_is_the_next_backfill_while_work_waits() {
     assert_eq!(started(&state, &p.schedule(&state, 40)), ["small"]);
 }
 
+/// Two clusters `a` and `b` of one 8-GPU H100 node each, in the split
+/// shape a per-cluster run gets (accounts `a/org/x`, `b/org/x`), every
+/// workload pinned to one cluster.
+fn two_clusters(f: impl FnOnce(&mut allot_core::Contract)) -> State {
+    StateBuilder::new()
+        .cluster("a")
+        .pool("p", "H100", 1, 8)
+        .cluster("b")
+        .pool("p", "H100", 1, 8)
+        .account("a/org/x")
+        .account("b/org/x")
+        .contract(f)
+        .build()
+}
+
+/// Submits `name` with `gpus` GPUs pinned to cluster `c` (account
+/// `c/org/x`), with a time limit.
+fn pinned(state: &mut State, name: &str, c: &str, gpus: u32, limit: Time, submit: Time) -> WorkloadId {
+    sub_wl(state, Wl::new(name).account(&format!("{c}/org/x")).on(&[c]).gpus(gpus).time_limit(limit).submit(submit))
+}
+
+/// With one controller per cluster, the main scheduler's blocked partition
+/// is one cluster's (SLURM-3) and `bf_max_job_test` counts each
+/// controller's queue (SLURM-4); with one controller for the fleet, a GPU
+/// type spans both clusters and the limit counts the whole queue.
+#[test]
+fn one_controller_per_cluster_blocks_and_backfills_per_cluster() {
+    struct Case {
+        name: &'static str,
+        per_cluster: bool,
+        bf_max_job_test: u32,
+        /// Whether `top-b` (8 GPUs on b) waits ahead of the small ones.
+        top_b: bool,
+        want: &'static [&'static str],
+        /// Who the main scheduler says blocks `small-b`, if anyone.
+        small_b_blocked_by: Option<&'static str>,
+    }
+    for c in [
+        Case {
+            name: "one controller: big-a blocks the fleet's H100 partition",
+            per_cluster: false,
+            bf_max_job_test: 0,
+            top_b: false,
+            want: &[],
+            small_b_blocked_by: Some("big-a"),
+        },
+        Case {
+            name: "per cluster: big-a blocks only a's partition",
+            per_cluster: true,
+            bf_max_job_test: 0,
+            top_b: false,
+            want: &["small-b"],
+            small_b_blocked_by: None,
+        },
+        Case {
+            name: "one controller, two tests: backfill tests big-a and top-b only",
+            per_cluster: false,
+            bf_max_job_test: 2,
+            top_b: true,
+            want: &[],
+            small_b_blocked_by: Some("big-a"),
+        },
+        Case {
+            name: "per cluster, two tests each: small-a backfills before big-a's reservation",
+            per_cluster: true,
+            bf_max_job_test: 2,
+            top_b: true,
+            want: &["small-a"],
+            small_b_blocked_by: None,
+        },
+    ] {
+        let mut state = two_clusters(|k| k.slurm.bf_max_job_test = c.bf_max_job_test);
+        for (name, cl) in [("ra", "a"), ("rb", "b")] {
+            let w = pinned(&mut state, name, cl, 6, 100, 0);
+            let alloc = find(&state.cluster, &state.free, state.spec(w), &|_| true).expect("room");
+            state.start(w, alloc, 0, Reason::new(Rule::SlurmMain, "test"));
+        }
+        // big-a (8 GPUs) waits for a's node; small-a (2 GPUs, 50 s) fits
+        // a's 2 free GPUs and ends before big-a's reservation at t = 100;
+        // small-b (1 GPU, 500 s) fits b's free GPUs but would outlive
+        // top-b's reservation, so only the main scheduler can start it.
+        pinned(&mut state, "big-a", "a", 8, 100, 1);
+        if c.top_b {
+            pinned(&mut state, "top-b", "b", 8, 100, 2);
+        }
+        pinned(&mut state, "small-a", "a", 2, 50, 3);
+        pinned(&mut state, "small-b", "b", 1, 500, 4);
+        let mut p = if c.per_cluster { SlurmPolicy::per_cluster() } else { SlurmPolicy::new() };
+        let d = p.schedule(&state, 10);
+        let mut got = started(&state, &d);
+        got.sort();
+        assert_eq!(got, c.want, "{}", c.name);
+        if !got.contains(&"small-b".to_string()) {
+            let why = p.explain(&state, id(&state, "small-b"), 10);
+            match c.small_b_blocked_by {
+                Some(by) => assert!(
+                    why.detail.contains(&format!("stops its partition at higher-priority {by},")),
+                    "{}: {why}",
+                    c.name
+                ),
+                None => assert!(!why.detail.contains("stops its partition"), "{}: {why}", c.name),
+            }
+        }
+    }
+}
+
+/// SLURM-2 per cluster: each cluster's Fair Tree ranks its own users
+/// alone (n = its users), so the heaviest user of one cluster does not
+/// push the users of the other down; with one tree, four users share
+/// the ranks 4 … 1.
+#[test]
+fn fair_tree_per_cluster_ranks_each_cluster_alone() {
+    let mut state = StateBuilder::new()
+        .cluster("a")
+        .pool("p", "H100", 1, 8)
+        .cluster("b")
+        .pool("p", "H100", 1, 8)
+        .account("a/org/x")
+        .account("a/org/y")
+        .account("b/org/x")
+        .account("b/org/y")
+        .contract(|k| k.slurm.weight_fairshare = 1000)
+        .build();
+    let acct = |s: &State, p: &str| s.accounts.get(p).unwrap();
+    // One hour: on a, p 4 GPUs and q 1; on b, r 8 GPUs and s 2.
+    for (path, user, g) in [("a/org/x", "p", 4), ("a/org/y", "q", 1), ("b/org/x", "r", 8), ("b/org/y", "s", 2)] {
+        let a = acct(&state, path);
+        state.charge(a, user, 0, g, 1.0);
+        state.charge(a, user, 3600, -g, 1.0);
+    }
+    // One waiting workload per user, so that each has a priority.
+    for (path, user, cl) in [("a/org/x", "p", "a"), ("a/org/y", "q", "a"), ("b/org/x", "r", "b"), ("b/org/y", "s", "b")]
+    {
+        sub_wl(&mut state, Wl::new(format!("w-{user}")).account(path).user(user).on(&[cl]).gpus(8).submit(3600));
+    }
+    let fairshare = |p: &mut SlurmPolicy, name: &str| -> String {
+        p.schedule(&state, 3600);
+        let why = p.explain(&state, id(&state, name), 3600).to_string();
+        let at = why.find("fairshare ").expect("sprio factors") + "fairshare ".len();
+        why[at..].split(',').next().unwrap().to_string()
+    };
+    let mut per = SlurmPolicy::per_cluster();
+    // Per cluster: a ranks q (less usage) 2 of 2, p 1 of 2; b ranks s, r.
+    for (name, want) in [("w-q", "1000"), ("w-p", "500"), ("w-s", "1000"), ("w-r", "500")] {
+        assert_eq!(fairshare(&mut per, name), want, "per cluster, {name}");
+    }
+    // One tree: a (usage 5) before b (usage 10); four ranks.
+    let mut one = SlurmPolicy::new();
+    for (name, want) in [("w-q", "1000"), ("w-p", "750"), ("w-s", "500"), ("w-r", "250")] {
+        assert_eq!(fairshare(&mut one, name), want, "one controller, {name}");
+    }
+}
+
+/// SLURM-1 per cluster: job size and GPU TRES are relative to the
+/// workload's own cluster (8 GPUs of a's 8 are all of it; of the fleet's
+/// 32, a quarter).
+#[test]
+fn job_size_and_tres_per_cluster_are_relative_to_the_own_cluster() {
+    let mut state = StateBuilder::new()
+        .cluster("a")
+        .pool("p", "H100", 1, 8)
+        .cluster("b")
+        .pool("p", "H100", 3, 8)
+        .account("a/org/x")
+        .account("b/org/x")
+        .contract(|k| {
+            k.slurm.weight_job_size = 1000;
+            k.slurm.weight_tres_gpu = 100;
+        })
+        .build();
+    run(&mut state, Wl::new("r").account("a/org/x").on(&["a"]).gpus(1), 0);
+    let w = sub_wl(&mut state, Wl::new("w").account("a/org/x").on(&["a"]).gpus(8).submit(1));
+    for (name, mut p, want) in [
+        ("one controller", SlurmPolicy::new(), "jobsize 250, partition 0, qos 0, tres gres/gpu=25"),
+        ("per cluster", SlurmPolicy::per_cluster(), "jobsize 1000, partition 0, qos 0, tres gres/gpu=100"),
+    ] {
+        p.schedule(&state, 10);
+        let why = p.explain(&state, w, 10).to_string();
+        assert!(why.contains(want), "{name}: {why}");
+    }
+}
+
 /// A random scenario: running workloads on two 4-GPU nodes, a queue.
 #[derive(Clone, Debug)]
 struct Scenario {
@@ -583,6 +765,8 @@ proptest! {
         let mut state = build(&s);
         let mut p = SlurmPolicy::new();
         let d = p.schedule(&state, now);
+        // On one cluster, one controller per cluster is the same controller.
+        prop_assert_eq!(&SlurmPolicy::per_cluster().schedule(&state, now), &d);
         // One partition: the main scheduler starts a prefix of the queue and
         // stops at the top waiting workload; the rest started by backfill.
         let main: Vec<Decision> = d.iter().filter(|x| x.reason.rule == Rule::SlurmMain).cloned().collect();

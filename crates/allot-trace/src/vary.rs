@@ -8,7 +8,10 @@
 //!   or `-10%` (an error where the config gives the account none);
 //! * `contract.<key>` or `contract.<table>.<key>` (e.g.
 //!   `contract.min_slice.batch`, `contract.usage_half_life`) — the value as
-//!   it would be written in the config (`1h`, `4`, `true`).
+//!   it would be written in the config (`1h`, `4`, `true`);
+//! * `slurm.<key>` or `slurm.<table>.<key>` (e.g. `slurm.weight_fairshare`,
+//!   `slurm.partition_priority.H100`) — a knob of the `slurm` policy's
+//!   `[slurm]` table, written the same way.
 //!
 //! A variation applies its changes to the config's TOML and reads the result
 //! with the config's own parser, so a varied config is checked exactly as a
@@ -32,6 +35,8 @@ pub enum Target {
     Account { path: String, field: &'static str },
     /// A key of `[contract]`, as its path of table names.
     Contract(Vec<String>),
+    /// A key of `[slurm]`, as its path of table names.
+    Slurm(Vec<String>),
 }
 
 /// One value of a sweep.
@@ -65,7 +70,7 @@ pub enum VaryError {
     #[error("--vary {0:?}: expected KEY=VALUE[,VALUE…] (e.g. budget:org/llm=+20% or contract.min_slice.batch=1h,2h)")]
     Form(String),
     #[error(
-        "--vary {0:?}: unknown key (use budget:<account>, share:<account>, impact:<account> or contract.<key>, e.g. contract.min_slice.batch)"
+        "--vary {0:?}: unknown key (use budget:<account>, share:<account>, impact:<account>, contract.<key> or slurm.<key>, e.g. contract.min_slice.batch or slurm.weight_fairshare)"
     )]
     Key(String),
     #[error("--vary {key}: value {value:?}: {message}")]
@@ -97,12 +102,12 @@ pub fn parse_sweep(text: &str) -> Result<Sweep, VaryError> {
             return Err(VaryError::Key(key.to_string()));
         }
         Target::Account { path: path.to_string(), field }
-    } else if let Some(rest) = key.strip_prefix("contract.") {
+    } else if let Some((table, rest)) = key.split_once('.').filter(|(t, _)| ["contract", "slurm"].contains(t)) {
         let parts: Vec<String> = rest.split('.').map(str::to_string).collect();
         if parts.iter().any(|p| p.is_empty()) || parts.len() > 2 {
             return Err(VaryError::Key(key.to_string()));
         }
-        Target::Contract(parts)
+        if table == "contract" { Target::Contract(parts) } else { Target::Slurm(parts) }
     } else {
         return Err(VaryError::Key(key.to_string()));
     };
@@ -128,7 +133,7 @@ pub fn parse_sweep(text: &str) -> Result<Sweep, VaryError> {
                 }
                 Change::Set(v.to_string())
             }
-            (Target::Contract(_), _) => Change::Set(v.to_string()),
+            (Target::Contract(_) | Target::Slurm(_), _) => Change::Set(v.to_string()),
         };
         out.push((v.to_string(), change));
     }
@@ -178,7 +183,8 @@ impl Variation {
             let fail = |message: String| VaryError::Apply { key: key.clone(), message };
             match target {
                 Target::Account { path, field } => set_account(&mut doc, path, field, change).map_err(fail)?,
-                Target::Contract(keys) => set_contract(&mut doc, keys, change).map_err(fail)?,
+                Target::Contract(keys) => set_table(&mut doc, "contract", keys, change).map_err(fail)?,
+                Target::Slurm(keys) => set_table(&mut doc, "slurm", keys, change).map_err(fail)?,
             }
         }
         let text = toml::to_string(&doc).map_err(|e| VaryError::Apply {
@@ -234,7 +240,8 @@ fn set_account(doc: &mut toml::Table, path: &str, field: &str, change: &Change) 
     set_account_field(doc, path, field, Some(value))
 }
 
-fn set_contract(doc: &mut toml::Table, keys: &[String], change: &Change) -> Result<(), String> {
+/// Sets `[name] <keys…> = <change>` (`name` is `contract` or `slurm`).
+fn set_table(doc: &mut toml::Table, name: &str, keys: &[String], change: &Change) -> Result<(), String> {
     let Change::Set(text) = change else { return Err("relative changes apply only to accounts".into()) };
     let value = if let Ok(i) = text.parse::<i64>() {
         toml::Value::Integer(i)
@@ -247,13 +254,13 @@ fn set_contract(doc: &mut toml::Table, keys: &[String], change: &Change) -> Resu
     } else {
         toml::Value::String(text.clone())
     };
-    let mut table = doc.entry("contract").or_insert_with(|| toml::Value::Table(toml::Table::new()));
-    let (last, parents) = keys.split_last().expect("a contract key has at least one part");
+    let mut table = doc.entry(name).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    let (last, parents) = keys.split_last().expect("a table key has at least one part");
     for k in parents {
-        let t = table.as_table_mut().ok_or_else(|| "[contract] is not a table".to_string())?;
+        let t = table.as_table_mut().ok_or_else(|| format!("[{name}] is not a table"))?;
         table = t.entry(k.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
     }
-    let t = table.as_table_mut().ok_or_else(|| format!("contract.{} is not a table", parents.join(".")))?;
+    let t = table.as_table_mut().ok_or_else(|| format!("{name}.{} is not a table", parents.join(".")))?;
     t.insert(last.clone(), value);
     Ok(())
 }
@@ -287,6 +294,12 @@ mod tests {
         assert_eq!(slices, [7200, 3600, 3600, 14400, 14400]);
         let b = cs[2].accounts.get("org/b").unwrap();
         assert_eq!(cs[2].accounts.account(b).share, 3.0);
+        // A knob of the slurm policy, read by the config's own parser.
+        let cs = vary(&["slurm.weight_fairshare=10000", "slurm.bf_interval=1m"]).unwrap();
+        assert_eq!((cs[0].contract.slurm.weight_fairshare, cs[0].contract.slurm.bf_interval), (0, 30));
+        assert_eq!((cs[1].contract.slurm.weight_fairshare, cs[1].contract.slurm.bf_interval), (10_000, 60));
+        let e = vary(&["slurm.weight_fairness=1"]).unwrap_err().to_string();
+        assert!(e.contains("slurm.weight_fairness=1") && e.contains("weight_fairness"), "{e}");
         let vs = variations(&[parse_sweep("contract.usage_half_life=1d").unwrap()]).unwrap();
         assert_eq!(vs[1].label, "contract.usage_half_life=1d");
         assert_eq!(vs[1].apply(&config()).unwrap().contract.usage_half_life, 86_400);

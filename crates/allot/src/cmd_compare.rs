@@ -32,9 +32,9 @@ pub struct CompareArgs {
     #[arg(long, requires = "trace")]
     account_changes: Option<PathBuf>,
     /// Policies to compare, separated by commas: fifo, fifo-backfill,
-    /// priority, slurm, allot, and allot-split (allot with every budget
-    /// split per cluster of a fleet, as one scheduler per cluster would have
-    /// it).
+    /// priority, slurm, allot, and for a fleet allot-split (allot with every
+    /// budget split per cluster, as one scheduler per cluster would have it)
+    /// and slurm-split (one Slurm controller per cluster).
     #[arg(long, default_value = "priority,fifo-backfill,allot")]
     policies: String,
     /// Stop at this time (e.g. 30d); measures cover [0, until]. Default: run
@@ -68,14 +68,16 @@ pub struct CompareArgs {
     checkpoint_on_signal_fraction: f64,
     /// What-if sweep, repeatable: KEY=V1,V2,… with KEY budget:ACCOUNT,
     /// share:ACCOUNT, impact:ACCOUNT (a number, or +20% / -10% of the
-    /// config's value) or contract.KEY (e.g. contract.min_slice.batch=1h,2h).
+    /// config's value), contract.KEY (e.g. contract.min_slice.batch=1h,2h)
+    /// or slurm.KEY (e.g. slurm.weight_fairshare=10000).
     /// Each policy runs on the config as given and once per combination of
     /// values, side by side.
     #[arg(long, value_name = "KEY=VALUES")]
     vary: Vec<String>,
     /// Apply idle reclaim (CON-9, the config's `contract.idle_reclaim_*`)
-    /// to the baselines too (fifo, fifo-backfill, priority); by default
-    /// only allot and allot-split reclaim idle GPUs (docs/baselines.md).
+    /// to the baselines too (fifo, fifo-backfill, priority, slurm,
+    /// slurm-split); by default only allot and allot-split reclaim idle GPUs
+    /// (docs/baselines.md).
     #[arg(long)]
     idle_reclaim_baselines: bool,
 }
@@ -96,36 +98,46 @@ struct Source {
 /// The traces to replay and the rows that describe where they came from.
 type Sources = (Vec<Source>, Vec<(String, String)>);
 
-/// What one column of the comparison runs: a policy on the inputs, or
-/// `allot` on the inputs split per cluster ([`allot_sim::split`]), on one
-/// variation of the config.
+/// What one column of the comparison runs: a policy on the inputs, or the
+/// per-cluster form of `allot` or `slurm` on the inputs split per cluster
+/// ([`allot_sim::split`], `allot-split`, `slurm-split`), on one variation
+/// of the config.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Variant {
     Policy(PolicyKind),
-    AllotSplit,
+    Split(PolicyKind),
 }
-
-const ALLOT_SPLIT: &str = "allot-split";
 
 impl Variant {
     fn as_str(self) -> &'static str {
         match self {
             Variant::Policy(k) => k.as_str(),
-            Variant::AllotSplit => ALLOT_SPLIT,
+            Variant::Split(k) => k.split_name().expect("only kinds with a split form are parsed"),
         }
+    }
+
+    fn kind(self) -> PolicyKind {
+        match self {
+            Variant::Policy(k) | Variant::Split(k) => k,
+        }
+    }
+
+    fn is_split(self) -> bool {
+        matches!(self, Variant::Split(_))
     }
 }
 
 fn parse_variants(list: &str) -> Result<Vec<Variant>> {
     let mut out = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let v = if name == ALLOT_SPLIT {
-            Variant::AllotSplit
+        let split = PolicyKind::SPLIT.into_iter().find(|k| k.split_name() == Some(name));
+        let v = if let Some(k) = split {
+            Variant::Split(k)
         } else if let Some(k) = PolicyKind::parse(name) {
             Variant::Policy(k)
         } else {
             let mut known: Vec<&str> = PolicyKind::ALL.iter().map(|k| k.as_str()).collect();
-            known.push(ALLOT_SPLIT);
+            known.extend(PolicyKind::SPLIT.iter().filter_map(|k| k.split_name()));
             bail!("unknown policy {name:?} (known: {})", known.join(", "));
         };
         if !out.contains(&v) {
@@ -190,14 +202,16 @@ pub fn run(a: CompareArgs) -> Result<()> {
     let out = out_dir(&a);
     std::fs::create_dir_all(&out).with_context(|| format!("failed to create {}", out.display()))?;
     let opts = SimOptions { until, check_invariants: false, keep_log: false, ..Default::default() };
-    if kinds.contains(&Variant::AllotSplit) && sources.iter().any(|s| !s.inputs.changes.is_empty()) {
-        bail!("allot-split does not replay --account-changes (its accounts are copies per cluster): leave one out");
+    if let Some(v) = kinds.iter().find(|v| v.is_split())
+        && sources.iter().any(|s| !s.inputs.changes.is_empty())
+    {
+        bail!("{} does not replay --account-changes (its accounts are copies per cluster): leave one out", v.as_str());
     }
-    let splits = if kinds.contains(&Variant::AllotSplit) {
+    let splits = if let Some(v) = kinds.iter().find(|v| v.is_split()) {
         let split = |i: &Inputs| {
             let c = &i.config;
             allot_sim::split::split_by_cluster(&c.cluster, &c.accounts, &i.trace)
-                .map_err(|e| anyhow!("allot-split: cannot copy the account tree per cluster: {e}"))
+                .map_err(|e| anyhow!("{}: cannot copy the account tree per cluster: {e}", v.as_str()))
         };
         inputs.iter().map(|vs| vs.iter().map(|i| split(i).map(Some)).collect()).collect::<Result<Vec<Vec<_>>>>()?
     } else {
@@ -271,10 +285,7 @@ impl Words {
             .iter()
             .filter(|c| c.variation == 0)
             .map(|c| {
-                let on = match c.variant {
-                    Variant::Policy(k) => k.idle_reclaim(a.idle_reclaim_baselines),
-                    Variant::AllotSplit => PolicyKind::Allot.idle_reclaim(a.idle_reclaim_baselines),
-                };
+                let on = c.variant.kind().idle_reclaim(a.idle_reclaim_baselines);
                 (c.label.clone(), on)
             })
             .collect();
@@ -555,8 +566,9 @@ fn generated_inputs(g: &Generated, seed: u64) -> Result<Inputs> {
     Inputs::new(config, trace, allot_core::NodeEvents::default(), Vec::new())
 }
 
-/// Runs one variant on one source's inputs: `allot-split` runs `allot` on
-/// the split inputs and maps the result back onto the original accounts.
+/// Runs one variant on one source's inputs: `allot-split` and
+/// `slurm-split` run the per-cluster form of their policy on the split
+/// inputs and map the result back onto the original accounts.
 fn run_variant(
     inputs: &Inputs,
     split: Option<&allot_sim::split::Split>,
@@ -567,10 +579,11 @@ fn run_variant(
 ) -> (allot_core::State, allot_sim::SimOutput) {
     match (v, split) {
         (Variant::Policy(k), _) => run_one(inputs, k, opts, reclaim_baselines, progress),
-        (Variant::AllotSplit, Some(split)) => {
+        (Variant::Split(k), Some(split)) => {
             let c = &inputs.config;
-            let state = allot_core::State::new(c.cluster.clone(), split.accounts.clone(), c.contract);
-            let mut policy = PolicyKind::Allot.build();
+            let contract = k.contract(c.contract, reclaim_baselines);
+            let state = allot_core::State::new(c.cluster.clone(), split.accounts.clone(), contract);
+            let mut policy = k.build_split().expect("only kinds with a split form are parsed");
             let (trace, events) = (split.trace.clone(), inputs.events.clone());
             let mut observe = |t| progress.at(t);
             let (state, out) = allot_sim::simulate_observed(
@@ -583,9 +596,9 @@ fn run_variant(
                 opts,
                 &mut observe,
             );
-            split.unsplit(&c.accounts, state, out, ALLOT_SPLIT)
+            split.unsplit(&c.accounts, state, out, v.as_str())
         }
-        (Variant::AllotSplit, None) => unreachable!("split inputs are made for every source when allot-split runs"),
+        (Variant::Split(_), None) => unreachable!("split inputs are made for every source when a split form runs"),
     }
 }
 

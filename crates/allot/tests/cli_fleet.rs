@@ -1,6 +1,7 @@
 //! `allot compare` on a fleet through the real binary: the `ai2-fleet`
-//! scenario under the legacy baseline, split budgets and the fleet-wide
-//! ledger, with per-cluster measures in every output.
+//! scenario under the legacy baseline, Slurm with one controller per
+//! cluster, split budgets and the fleet-wide ledger, with per-cluster
+//! measures in every output.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -19,7 +20,7 @@ fn read(p: &Path) -> String {
 }
 
 #[test]
-fn compare_runs_the_fleet_under_priority_split_and_fleet_wide_allot() {
+fn compare_runs_the_fleet_under_priority_slurm_split_allot_split_and_fleet_wide_allot() {
     let dir = tmpdir("compare");
     let out = dir.join("out");
     let o = allot(
@@ -34,7 +35,7 @@ fn compare_runs_the_fleet_under_priority_split_and_fleet_wide_allot() {
             "--until",
             "3d",
             "--policies",
-            "priority,allot-split,allot",
+            "priority,slurm-split,allot-split,allot",
             "--out",
             out.to_str().unwrap(),
         ],
@@ -44,8 +45,15 @@ fn compare_runs_the_fleet_under_priority_split_and_fleet_wide_allot() {
     let json: Value = serde_json::from_str(&read(&out.join("summary.json"))).expect("summary.json");
     let reports = json.as_array().expect("one report per policy");
     let policies: Vec<&str> = reports.iter().map(|r| r["policy"].as_str().unwrap()).collect();
-    assert_eq!(policies, ["priority", "allot-split", "allot"]);
+    assert_eq!(policies, ["priority", "slurm-split", "allot-split", "allot"]);
     for r in reports {
+        // Every workload has exactly one outcome.
+        let m = &r["metrics"];
+        let outcomes: u64 = ["completed", "failed", "cancelled", "idle_reclaimed", "rejected", "unfinished"]
+            .iter()
+            .map(|o| m[format!("{o}_workloads")].as_u64().unwrap_or_else(|| panic!("{o}: {m}")))
+            .sum();
+        assert_eq!(outcomes, r["workloads"].as_u64().unwrap(), "{}", r["policy"]);
         let clusters = r["clusters"].as_object().expect("per-cluster measures");
         assert_eq!(clusters.len(), 5, "{}", r["policy"]);
         let assigned: f64 = clusters.values().map(|c| c["assigned_gpu_hours"].as_f64().unwrap()).sum();
@@ -55,7 +63,15 @@ fn compare_runs_the_fleet_under_priority_split_and_fleet_wide_allot() {
         let accounts: Vec<&String> = r["accounts"].as_object().unwrap().keys().collect();
         assert!(accounts.iter().all(|a| a.starts_with("ai2")), "{}: {accounts:?}", r["policy"]);
     }
-    let split = &reports[1]["accounts"];
+    // One Slurm per cluster: no preemption, no idle reclaim (a baseline's
+    // by default), work on every cluster.
+    let slurm = &reports[1];
+    assert_eq!(slurm["metrics"]["preemptions"].as_u64(), Some(0), "{slurm}");
+    assert_eq!(slurm["metrics"]["idle_reclaimed_workloads"].as_u64(), Some(0));
+    for (name, c) in slurm["clusters"].as_object().unwrap() {
+        assert!(c["assigned_gpu_hours"].as_f64().unwrap() > 0.0, "slurm-split ran nothing on {name}");
+    }
+    let split = &reports[2]["accounts"];
     let entitled: f64 = ["olmo", "molmo", "tulu", "prior", "agents", "s2", "climate", "playground"]
         .iter()
         .map(|t| split[format!("ai2/{t}")]["entitled_share"].as_f64().unwrap())
@@ -66,17 +82,17 @@ fn compare_runs_the_fleet_under_priority_split_and_fleet_wide_allot() {
     let html = read(&out.join("report.html"));
     assert!(html.contains("cluster ceres (88 GPUs)"));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains("allot-split"), "{stdout}");
+    assert!(stdout.contains("allot-split") && stdout.contains("slurm-split"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
-fn an_unknown_variant_lists_allot_split() {
+fn an_unknown_variant_lists_the_split_forms() {
     let dir = tmpdir("unknown");
     let o = allot(&["compare", "--scenario", "ai2-fleet", "--policies", "allot,split", "--out", "x"], &dir);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("unknown policy \"split\"") && err.contains("allot-split"), "{err}");
+    assert!(err.contains("unknown policy \"split\"") && err.contains("allot-split, slurm-split"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -59,6 +59,32 @@ impl PolicyKind {
             PolicyKind::Slurm => Box::new(SlurmPolicy::new()),
         }
     }
+
+    /// The kinds that have a per-cluster form for a fleet whose inputs are
+    /// split per cluster (`allot compare --policies allot-split,slurm-split`,
+    /// docs/compare.md): one scheduler per cluster.
+    pub const SPLIT: [PolicyKind; 2] = [PolicyKind::Allot, PolicyKind::Slurm];
+
+    /// `allot-split`, `slurm-split`: the name of the per-cluster form.
+    pub fn split_name(self) -> Option<&'static str> {
+        match self {
+            PolicyKind::Allot => Some("allot-split"),
+            PolicyKind::Slurm => Some("slurm-split"),
+            _ => None,
+        }
+    }
+
+    /// A fresh policy of the per-cluster form, for inputs split per
+    /// cluster: `allot` as it is (the split tree's copies share nothing),
+    /// `slurm` with one controller per cluster
+    /// ([`SlurmPolicy::per_cluster`]); `None` for a kind without one.
+    pub fn build_split(self) -> Option<Box<dyn Policy>> {
+        match self {
+            PolicyKind::Allot => Some(Box::new(AllotPolicy::new())),
+            PolicyKind::Slurm => Some(Box::new(SlurmPolicy::per_cluster())),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,13 @@
 //! rank; a user tied with a sibling account shares the rank of that
 //! account's first user; sibling accounts with the same `LF` have their
 //! children merged before descending.
+//!
+//! With a controller per cluster (`SlurmPolicy::per_cluster`, run on the
+//! split tree of `allot_sim::split`, whose root has one account per
+//! cluster), each child of the root is ranked alone, as its cluster's own
+//! Fair Tree: its users get the ranks `n_c … 1` of its `n_c` users, and
+//! usage elsewhere does not count. Users of the root itself belong to no
+//! cluster and get no factor (0).
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,11 +65,32 @@ impl FairTree {
 
     /// Ranks every user association of `state` as of `now`.
     pub fn compute(state: &State, now: Time) -> FairTree {
+        FairTree::compute_in(state, now, false)
+    }
+
+    /// The same, with one tree per child of the root when `per_cluster`
+    /// (see the module documentation).
+    pub(crate) fn compute_in(state: &State, now: Time, per_cluster: bool) -> FairTree {
         let walk = Walk::new(state, now);
         let n = walk.users.values().map(BTreeSet::len).sum::<usize>();
         let mut out = FairTree { factors: BTreeMap::new(), users: n };
-        let mut rank = Rank { rank: n, rnt: n, n };
-        walk.descend(&[AccountId::ROOT], false, &mut rank, &mut out.factors);
+        if !per_cluster {
+            let mut rank = Rank { rank: n, rnt: n, n };
+            walk.descend(&[AccountId::ROOT], false, &mut rank, &mut out.factors);
+            return out;
+        }
+        let tree = &state.accounts;
+        let mut per_top: BTreeMap<AccountId, usize> = BTreeMap::new();
+        for (&a, users) in &walk.users {
+            if let Some(top) = tree.ancestry(a).last() {
+                *per_top.entry(top).or_default() += users.len();
+            }
+        }
+        for &top in &tree.account(AccountId::ROOT).children {
+            let n = per_top.get(&top).copied().unwrap_or(0);
+            let mut rank = Rank { rank: n, rnt: n, n };
+            walk.descend(&[top], false, &mut rank, &mut out.factors);
+        }
         out
     }
 }

@@ -19,6 +19,10 @@
 //! * TRES (`PriorityWeightTRES=GRES/gpu=N`): its GPUs over the cluster's
 //!   GPUs (Slurm: over its partition's).
 //!
+//! With a controller per cluster of a fleet (`SlurmPolicy::per_cluster`),
+//! "the cluster" is the workload's own cluster: its nodes, its GPUs and its
+//! GPU types' largest `PriorityJobFactor`.
+//!
 //! Slurm computes a job's priority when it is queued and then every
 //! `PriorityCalcPeriod` (the Fair Tree too); the policy keeps them between
 //! (`super::policy`).
@@ -30,6 +34,7 @@ use crate::state::State;
 use crate::workload::{Priority, WorkloadId};
 
 use super::fairtree::FairTree;
+use super::pass::Controllers;
 use crate::slurm_params::SlurmParams;
 
 /// A workload's factors (0..=1), weighted, and the priority.
@@ -64,10 +69,19 @@ impl fmt::Display for JobPriority {
 pub struct Multifactor {
     params: SlurmParams,
     tree: FairTree,
-    total_gpus: f64,
-    total_nodes: f64,
-    max_partition: u32,
+    ctl: Controllers,
+    /// Per controller: what the job-size, TRES and partition factors are
+    /// relative to.
+    scales: Vec<Scale>,
     max_qos: u32,
+}
+
+/// A controller's GPUs, nodes and largest partition priority.
+#[derive(Clone, Copy, Debug, Default)]
+struct Scale {
+    gpus: f64,
+    nodes: f64,
+    max_partition: u32,
 }
 
 impl Multifactor {
@@ -78,15 +92,32 @@ impl Multifactor {
     /// The same with the fair-share factors of `tree` (the last
     /// `PriorityCalcPeriod`'s).
     pub fn with_tree(state: &State, tree: FairTree) -> Multifactor {
+        Multifactor::with_tree_in(state, tree, Controllers::default())
+    }
+
+    /// The same with the controllers `ctl`.
+    pub(crate) fn with_tree_in(state: &State, tree: FairTree, ctl: Controllers) -> Multifactor {
         let params = state.contract.slurm;
         let c = &state.cluster;
-        let max_partition = c.pools.iter().map(|p| params.partition(p.gpu)).max().unwrap_or(0);
+        let mut scales = vec![Scale::default(); ctl.count(state)];
+        let of_pool = |p: crate::cluster::PoolId| -> usize {
+            let pool = c.pool(p);
+            if ctl.per_cluster { usize::from(pool.cluster.0) } else { 0 }
+        };
+        for n in &c.nodes {
+            let s = &mut scales[of_pool(n.pool)];
+            s.gpus += f64::from(n.gpus);
+            s.nodes += 1.0;
+        }
+        for (i, p) in c.pools.iter().enumerate() {
+            let s = &mut scales[of_pool(crate::cluster::PoolId(i as u32))];
+            s.max_partition = s.max_partition.max(params.partition(p.gpu));
+        }
         Multifactor {
             params,
             tree,
-            total_gpus: c.total_gpus() as f64,
-            total_nodes: c.nodes.len() as f64,
-            max_partition,
+            ctl,
+            scales,
             max_qos: params
                 .qos_priority_max
                 .unwrap_or_else(|| Priority::ALL.iter().map(|&p| params.qos(p)).max().unwrap_or(0)),
@@ -100,12 +131,13 @@ impl Multifactor {
         let age =
             if p.max_age == 0 { 1.0 } else { now.saturating_sub(eligible).min(p.max_age) as f64 / p.max_age as f64 };
         let fairshare = self.tree.factor(spec.account, &spec.user);
-        let tres = (f64::from(spec.gpus) / self.total_gpus.max(1.0)).min(1.0);
+        let scale = self.scales[usize::from(self.ctl.of(state, spec))];
+        let tres = (f64::from(spec.gpus) / scale.gpus.max(1.0)).min(1.0);
         let factors = [
             age,
             fairshare,
-            self.job_size(spec.gpus, spec.nodes),
-            self.partition(state, w),
+            self.job_size(scale, spec.gpus, spec.nodes),
+            self.partition(state, scale, w),
             self.qos(spec.priority),
             tres,
         ];
@@ -119,9 +151,9 @@ impl Multifactor {
         JobPriority { factors, weighted, priority: (sum.min(f64::from(u32::MAX)) as u32).max(1) }
     }
 
-    fn job_size(&self, gpus: u32, nodes: u32) -> f64 {
+    fn job_size(&self, scale: Scale, gpus: u32, nodes: u32) -> f64 {
         let (n, g) = (f64::from(nodes.max(1)), f64::from(gpus));
-        let (nn, gg) = (self.total_nodes.max(1.0), self.total_gpus.max(1.0));
+        let (nn, gg) = (scale.nodes.max(1.0), scale.gpus.max(1.0));
         let f = if self.params.favor_small {
             let by_nodes = if nn > n { (nn - n) / nn } else { 0.0 };
             (by_nodes + (gg - g) / gg) / 2.0
@@ -131,8 +163,8 @@ impl Multifactor {
         f.clamp(0.0, 1.0)
     }
 
-    fn partition(&self, state: &State, w: WorkloadId) -> f64 {
-        if self.max_partition == 0 {
+    fn partition(&self, state: &State, scale: Scale, w: WorkloadId) -> f64 {
+        if scale.max_partition == 0 {
             return 0.0;
         }
         let spec = state.spec(w);
@@ -144,7 +176,7 @@ impl Multifactor {
             .map(|p| self.params.partition(p.gpu))
             .max()
             .unwrap_or(0);
-        f64::from(best) / f64::from(self.max_partition)
+        f64::from(best) / f64::from(scale.max_partition)
     }
 
     fn qos(&self, label: Priority) -> f64 {

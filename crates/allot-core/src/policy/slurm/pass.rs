@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Time;
-use crate::cluster::{GpuTypeId, PoolId};
+use crate::cluster::{Pool, PoolId};
 use crate::decision::{Action, Decision};
 use crate::pending::Shape;
 use crate::placement::{Allocation, FreeMap, find};
@@ -54,9 +54,57 @@ fn end_of(start: Time, limit: Option<Time>) -> Time {
     limit.map_or(NEVER, |l| start.saturating_add(l))
 }
 
-/// The GPU types (partitions) of the pools that may serve `spec`.
-pub(crate) fn partitions(state: &State, spec: &WorkloadSpec) -> BTreeSet<GpuTypeId> {
-    state.cluster.pools.iter().filter(|p| p.may_serve(spec.gpu_type, spec.clusters)).map(|p| p.gpu).collect()
+/// A partition: a GPU type of the whole (fleet's) cluster under one
+/// controller, or a GPU type of one cluster with a controller per cluster
+/// ([`Controllers`]). Serialised as a number: a GPU type id alone in the
+/// first case.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Part(u32);
+
+/// Which `slurmctld` each pool and workload answers to: one for the whole
+/// cluster, or one per cluster of a fleet (`SlurmPolicy::per_cluster`),
+/// as a site runs several clusters: each controller has its own
+/// partitions, its own Fair Tree over its own part of the account tree,
+/// its own job-size and TRES denominators and its own `bf_max_job_test`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Controllers {
+    pub per_cluster: bool,
+}
+
+impl Controllers {
+    /// The partition `pool` belongs to.
+    pub(crate) fn part(self, pool: &Pool) -> Part {
+        let c = if self.per_cluster { u32::from(pool.cluster.0) << 16 } else { 0 };
+        Part(c | u32::from(pool.gpu.0))
+    }
+
+    /// The controller `spec` is submitted to: 0 under one controller; per
+    /// cluster, the first cluster among the pools that may serve it (a
+    /// workload of a per-cluster run is pinned to one cluster).
+    pub(crate) fn of(self, state: &State, spec: &WorkloadSpec) -> u16 {
+        if !self.per_cluster {
+            return 0;
+        }
+        state
+            .cluster
+            .pools
+            .iter()
+            .filter(|p| p.may_serve(spec.gpu_type, spec.clusters))
+            .map(|p| p.cluster.0)
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// How many controllers there are.
+    pub(crate) fn count(self, state: &State) -> usize {
+        if self.per_cluster { state.cluster.clusters.len().max(1) } else { 1 }
+    }
+
+    /// The partitions of the pools that may serve `spec`.
+    pub(crate) fn partitions(self, state: &State, spec: &WorkloadSpec) -> BTreeSet<Part> {
+        state.cluster.pools.iter().filter(|p| p.may_serve(spec.gpu_type, spec.clusters)).map(|p| self.part(p)).collect()
+    }
 }
 
 /// GPUs held over `[from, to)`: a running workload (from the past) or a
@@ -85,6 +133,7 @@ pub(crate) enum Waiting {
 /// The working state of one pass.
 pub(crate) struct Pass<'a> {
     state: &'a State,
+    ctl: Controllers,
     params: SlurmParams,
     now: Time,
     pub free: FreeMap,
@@ -99,7 +148,7 @@ pub(crate) struct Pass<'a> {
 }
 
 impl<'a> Pass<'a> {
-    pub(crate) fn new(state: &'a State, now: Time) -> Pass<'a> {
+    pub(crate) fn new(state: &'a State, ctl: Controllers, now: Time) -> Pass<'a> {
         let params = state.contract.slurm;
         let mut hyp = state.free.clone();
         let mut cands = Vec::new();
@@ -121,6 +170,7 @@ impl<'a> Pass<'a> {
         cands.sort_unstable_by_key(|c| (c.priority, Reverse(c.started), Reverse(c.w)));
         Pass {
             state,
+            ctl,
             params,
             now,
             free: state.free.clone(),
@@ -144,7 +194,8 @@ impl<'a> Pass<'a> {
     }
 
     /// SLURM-3: starts workloads in priority order; one that does not fit
-    /// blocks its partitions (GPU types) for every lower one. Once every
+    /// blocks its partitions (GPU types, of its cluster's controller when
+    /// there is one per cluster) for every lower one. Once every
     /// partition is blocked, nothing lower can start and the walk stops:
     /// the key of the last workload looked at and who blocked each
     /// partition are returned (the first workload not looked at is the
@@ -153,24 +204,24 @@ impl<'a> Pass<'a> {
     pub(crate) fn main<'q>(
         &mut self,
         queue: impl Iterator<Item = (QueueKey, &'q JobPriority)>,
-    ) -> Option<(QueueKey, BTreeMap<GpuTypeId, WorkloadId>)> {
-        let state = self.state;
-        let every: BTreeSet<GpuTypeId> = state.cluster.pools.iter().map(|p| p.gpu).collect();
-        let mut blocked: BTreeMap<GpuTypeId, WorkloadId> = BTreeMap::new();
+    ) -> Option<(QueueKey, BTreeMap<Part, WorkloadId>)> {
+        let (state, ctl) = (self.state, self.ctl);
+        let every: BTreeSet<Part> = state.cluster.pools.iter().map(|p| ctl.part(p)).collect();
+        let mut blocked: BTreeMap<Part, WorkloadId> = BTreeMap::new();
         for (key, prio) in queue {
             if !blocked.is_empty() && blocked.len() == every.len() {
                 return Some((key, blocked));
             }
             let w = key.2;
             let spec = state.spec(w);
-            let open = |p: PoolId| !blocked.contains_key(&state.cluster.pool(p).gpu);
+            let open = |p: PoolId| !blocked.contains_key(&ctl.part(state.cluster.pool(p)));
             let any_open = state
                 .cluster
                 .pools
                 .iter()
-                .any(|p| p.may_serve(spec.gpu_type, spec.clusters) && !blocked.contains_key(&p.gpu));
+                .any(|p| p.may_serve(spec.gpu_type, spec.clusters) && !blocked.contains_key(&ctl.part(p)));
             if !any_open {
-                if let Some(by) = partitions(state, spec).iter().find_map(|g| blocked.get(g)) {
+                if let Some(by) = ctl.partitions(state, spec).iter().find_map(|g| blocked.get(g)) {
                     self.waiting.insert(w, Waiting::Blocked { by: *by });
                 }
                 continue;
@@ -183,7 +234,7 @@ impl<'a> Pass<'a> {
             if self.params.preempt == SlurmPreempt::Qos && self.preempt(w, &open) {
                 self.waiting.insert(w, Waiting::Preempting);
             }
-            for g in partitions(state, spec) {
+            for g in ctl.partitions(state, spec) {
                 blocked.entry(g).or_insert(w);
             }
         }
@@ -225,7 +276,8 @@ impl<'a> Pass<'a> {
         true
     }
 
-    /// SLURM-4: walks up to `bf_max_job_test` workloads in priority order;
+    /// SLURM-4: walks up to `bf_max_job_test` workloads (of each
+    /// controller) in priority order;
     /// each starts now if it fits without delaying any reservation made
     /// before it, else gets a reservation at its earliest start within
     /// `bf_window`.
@@ -248,16 +300,26 @@ impl<'a> Pass<'a> {
         plan.times.insert(now);
         plan.ends.sort_by_key(|&i| self.held[i].to);
         let mut searched: BTreeMap<(Shape, Option<Time>), Option<Time>> = BTreeMap::new();
-        let mut tested = 0u32;
+        // Workloads tested per controller, and how many controllers have
+        // tested all they may.
+        let mut tested = vec![0u32; self.ctl.count(state)];
+        let mut full = if self.params.bf_max_job_test == 0 { tested.len() } else { 0 };
         for ((_, _, w), prio) in queue {
             if self.started.contains(&w) || self.waiting.get(&w) == Some(&Waiting::Preempting) {
                 continue;
             }
-            if tested >= self.params.bf_max_job_test {
+            if full == tested.len() {
                 break;
             }
-            tested += 1;
             let spec = state.spec(w);
+            let n = &mut tested[usize::from(self.ctl.of(state, spec))];
+            if *n >= self.params.bf_max_job_test {
+                continue;
+            }
+            *n += 1;
+            if *n >= self.params.bf_max_job_test {
+                full += 1;
+            }
             let len = limit(&self.params, spec);
             let from = match searched.get(&(Shape::of(spec), len)) {
                 Some(None) => {

@@ -4,7 +4,6 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Time;
-use crate::cluster::GpuTypeId;
 use crate::decision::Decision;
 use crate::placement::place;
 use crate::rule::{Reason, Rule};
@@ -15,7 +14,7 @@ use crate::workload::{Phase, WorkloadId, WorkloadSpec};
 use super::super::Policy;
 use super::fairtree::FairTree;
 use super::multifactor::{JobPriority, Multifactor};
-use super::pass::{Pass, QueueKey, Waiting, gpus_of, partitions, queue};
+use super::pass::{Controllers, Part, Pass, QueueKey, Waiting, gpus_of, queue};
 
 /// Slurm's multifactor priority, main scheduler and backfill.
 ///
@@ -25,6 +24,10 @@ use super::pass::{Pass, QueueKey, Waiting, gpus_of, partitions, queue};
 /// `explain`).
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct SlurmPolicy {
+    /// One controller for the whole cluster, or one per cluster of a
+    /// fleet ([`SlurmPolicy::per_cluster`]).
+    #[serde(default)]
+    ctl: Controllers,
     last_backfill: Option<Time>,
     /// The start of the `PriorityCalcPeriod` the tree and priorities are of.
     calc: Option<Time>,
@@ -48,14 +51,29 @@ pub struct SlurmPolicy {
     /// workload blocked each partition. Every workload after it waits for
     /// the workload that blocked its first partition (SLURM-3).
     /// `None` when it walked the whole queue.
-    cut: Option<(QueueKey, BTreeMap<GpuTypeId, WorkloadId>)>,
+    cut: Option<(QueueKey, BTreeMap<Part, WorkloadId>)>,
     /// Per waiting workload: what the last backfill pass found.
     planned: BTreeMap<WorkloadId, Waiting>,
 }
 
 impl SlurmPolicy {
+    /// One `slurmctld` for the whole cluster: on a fleet, its clusters'
+    /// pools are partitions of that one controller (by GPU type) and one
+    /// Fair Tree ranks every user.
     pub fn new() -> SlurmPolicy {
         SlurmPolicy::default()
+    }
+
+    /// One `slurmctld` per cluster of a fleet, as a site with several
+    /// clusters runs Slurm (`slurm-split` in `allot compare`): each cluster
+    /// has its own partitions (its GPU types) that block only its own
+    /// queue (SLURM-3), its own Fair Tree over the child of the root named
+    /// after it (SLURM-2, the split tree of `allot_sim::split`), its own
+    /// job-size, TRES and partition denominators (SLURM-1) and its own
+    /// `bf_max_job_test` (SLURM-4). Meant for workloads pinned to one
+    /// cluster each; on a single cluster it equals [`SlurmPolicy::new`].
+    pub fn per_cluster() -> SlurmPolicy {
+        SlurmPolicy { ctl: Controllers { per_cluster: true }, ..SlurmPolicy::default() }
     }
 
     /// SLURM-4: when the last backfill pass planned `w` to start, if it
@@ -78,14 +96,14 @@ impl SlurmPolicy {
         let changed = state.queue_changes.get(self.seen..).unwrap_or_default();
         self.seen = state.queue_changes.len();
         if self.calc.is_none_or(|c| c < start) {
-            self.tree = FairTree::compute(state, now);
+            self.tree = FairTree::compute_in(state, now, self.ctl.per_cluster);
             self.calc = Some(start);
             for w in self.prio.keys() {
                 self.known[w.0 as usize] = false;
             }
             self.prio.clear();
             self.order.clear();
-            let mf = Multifactor::with_tree(state, self.tree.clone());
+            let mf = Multifactor::with_tree_in(state, self.tree.clone(), self.ctl);
             for &(_, w) in state.pending.iter() {
                 self.add(state, &mf, w, now);
             }
@@ -104,7 +122,7 @@ impl SlurmPolicy {
         let mut mf = None;
         for &w in changed {
             if !self.known[w.0 as usize] && state.pending.contains(&(state.spec(w).submit, w)) {
-                let mf = mf.get_or_insert_with(|| Multifactor::with_tree(state, self.tree.clone()));
+                let mf = mf.get_or_insert_with(|| Multifactor::with_tree_in(state, self.tree.clone(), self.ctl));
                 self.add(state, mf, w, now);
             }
         }
@@ -139,7 +157,7 @@ impl SlurmPolicy {
         if (Reverse(p.priority), spec.submit, w) < *cut {
             return None;
         }
-        partitions(state, spec).iter().find_map(|g| by_part.get(g)).map(|&by| Waiting::Blocked { by })
+        self.ctl.partitions(state, spec).iter().find_map(|g| by_part.get(g)).map(|&by| Waiting::Blocked { by })
     }
 
     /// Whether backfill runs at a pass at `now` (SLURM-4: every `bf_interval`).
@@ -212,7 +230,7 @@ impl Policy for SlurmPolicy {
 
     fn schedule(&mut self, state: &State, now: Time) -> Vec<Decision> {
         self.recalc(state, now);
-        let mut pass = Pass::new(state, now);
+        let mut pass = Pass::new(state, self.ctl, now);
         self.cut = pass.main(self.queued(state));
         self.blocked = pass.waiting.clone();
         if !state.pending.is_empty() && self.backfill_due(state, now) {
@@ -233,17 +251,32 @@ impl Policy for SlurmPolicy {
 
     fn explain_all(&self, state: &State, ws: &[WorkloadId], now: Time) -> Vec<Reason> {
         let mf = match self.calc {
-            Some(_) => Multifactor::with_tree(state, self.tree.clone()),
-            None => Multifactor::new(state, now),
+            Some(_) => self.tree.clone(),
+            None => FairTree::compute_in(state, now, self.ctl.per_cluster),
         };
+        let mf = Multifactor::with_tree_in(state, mf, self.ctl);
         let q = queue(state, &self.prio, &mf, now);
-        let at: BTreeMap<WorkloadId, usize> = q.iter().enumerate().map(|(i, (_, w))| (*w, i)).collect();
+        // Per waiting workload: its index in `q` and how many of its own
+        // controller's queue are ahead of it.
+        let ctl = |w: WorkloadId| usize::from(self.ctl.of(state, state.spec(w)));
+        let mut ahead = vec![0usize; self.ctl.count(state)];
+        let at: BTreeMap<WorkloadId, (usize, usize)> = q
+            .iter()
+            .enumerate()
+            .map(|(i, (_, w))| {
+                let n = &mut ahead[ctl(*w)];
+                *n += 1;
+                (*w, (i, *n - 1))
+            })
+            .collect();
         ws.iter()
             .map(|&w| match at.get(&w) {
-                Some(&i) => self.explain_with(state, w, &q[i].0, i, now),
+                Some(&(i, k)) => self.explain_with(state, w, &q[i].0, k, now),
                 None => {
                     let p = self.prio.get(&w).copied().unwrap_or_else(|| mf.of(state, w, now));
-                    self.explain_with(state, w, &p, q.iter().filter(|(x, _)| x.priority > p.priority).count(), now)
+                    let c = ctl(w);
+                    let k = q.iter().filter(|(x, v)| x.priority > p.priority && ctl(*v) == c).count();
+                    self.explain_with(state, w, &p, k, now)
                 }
             })
             .collect()
