@@ -7,8 +7,11 @@
 //! their rows (labels, units, better directions) from
 //! `allot_sim::report::rows`.
 
-use allot_sim::report::rows::{CLUSTER_MEASURES, MEASURES, Row};
-use allot_sim::report::{Block, CLUSTERS_TITLE, MARKS, Report, Table, Tables, Unit, cluster_section, fleet_clusters};
+use allot_sim::report::rows::{CAUSE_MEASURES, CLUSTER_MEASURES, MEASURES, Row};
+use allot_sim::report::{
+    Block, CAUSES_TITLE, CLUSTERS_TITLE, MARKS, Report, Table, Tables, Unit, cause_of, cause_section, cluster_section,
+    fleet_clusters, preemption_causes,
+};
 
 use crate::stats::{MeanCi, mean_ci};
 use crate::svg::{fmt_duration, fmt_num};
@@ -81,6 +84,25 @@ fn clusters_table(runs: &[(String, Vec<Report>)], any_wide: &mut bool) -> Option
     Some(t)
 }
 
+/// Per cause of preemption in any run (a section each), the cells of
+/// [`CAUSE_MEASURES`] over the seeds, a seed without preemptions of a
+/// cause counting as none; `None` without any preemption.
+fn causes_table(runs: &[(String, Vec<Report>)], any_wide: &mut bool) -> Option<Table> {
+    let all: Vec<&Report> = runs.iter().flat_map(|r| r.1.iter()).collect();
+    let causes = preemption_causes(&all);
+    if causes.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(header("measure", runs));
+    for id in &causes {
+        t.section(&cause_section(id));
+        for row in CAUSE_MEASURES {
+            *any_wide |= push(&mut t, row, runs, |r| (row.get)(cause_of(r, id)));
+        }
+    }
+    Some(t)
+}
+
 /// The table of repeated runs and the notes on how its cells were computed
 /// and marked: `runs` holds, per policy, its reports over the seeds (every
 /// policy ran on the same seeds).
@@ -97,6 +119,7 @@ pub fn seeds_tables(runs: &[(String, Vec<Report>)]) -> Tables {
     }
     let mut blocks = vec![Block::Table(t)];
     let clusters = clusters_table(runs, &mut any_wide);
+    let causes = causes_table(runs, &mut any_wide);
     blocks.push(Block::Note(format!(
         "Each cell: mean ± half-width of the 95% confidence interval over {seeds} seeds (Student's t). {MARKS} \
          The best is chosen on the means; intervals that overlap do not tell the policies apart."
@@ -107,6 +130,10 @@ pub fn seeds_tables(runs: &[(String, Vec<Report>)]) -> Tables {
     if let Some(clusters) = clusters {
         blocks.push(Block::Title(CLUSTERS_TITLE.to_string()));
         blocks.push(Block::Table(clusters));
+    }
+    if let Some(causes) = causes {
+        blocks.push(Block::Title(CAUSES_TITLE.to_string()));
+        blocks.push(Block::Table(causes));
     }
     Tables { blocks }
 }

@@ -6,7 +6,7 @@
 
 pub mod record;
 
-pub use record::{Attempt, AttemptEnd, CapacityStep, ClusterCapacity, LogEvent, SimOutput};
+pub use record::{Attempt, AttemptEnd, CapacityStep, ClusterCapacity, LogEvent, Signalled, SimOutput};
 pub mod measures;
 pub mod replay;
 pub mod report;

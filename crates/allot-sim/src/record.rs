@@ -2,7 +2,7 @@
 //! in-service capacity over time. Measures are computed from this alone.
 
 use allot_core::cluster::{ClusterId, GpuTypeId};
-use allot_core::{AccountId, Class, Time, WorkloadId};
+use allot_core::{AccountId, Class, Rule, Time, WorkloadId};
 use serde::Serialize;
 
 /// One attempt: a workload holding GPUs from `start` to `end`.
@@ -24,6 +24,18 @@ pub struct Attempt {
     pub useful_gpu_s: u64,
     /// How it ended.
     pub outcome: AttemptEnd,
+    /// For a preempted attempt: why and when it was signalled (`None` for
+    /// one stopped without a signal, and for every other outcome).
+    pub preempted: Option<Signalled>,
+}
+
+/// The signal that preempted an attempt: the rule of the decision, when,
+/// and the workload whose need caused it.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Signalled {
+    pub rule: Rule,
+    pub at: Time,
+    pub by: Option<WorkloadId>,
 }
 
 impl Attempt {

@@ -21,14 +21,14 @@
 //! inputs give identical outputs: every tie is broken by sequence numbers.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 
 use allot_core::engine::{Answer, Carry, Change, Close, Ended, Input, Outcome};
 use allot_core::{
     Effect, Engine, Exit, NodeAdded, NodeEvent, NodeEvents, Policy, State, Time, Transition, WorkloadId, WorkloadSpec,
 };
 
-use crate::record::{Attempt, AttemptEnd, CapacityStep, ClusterCapacity, LogEvent, SimOutput};
+use crate::record::{Attempt, AttemptEnd, CapacityStep, ClusterCapacity, LogEvent, Signalled, SimOutput};
 
 /// Options of a run.
 #[derive(Clone, Debug, Default)]
@@ -98,6 +98,9 @@ struct Carrier {
     health: Vec<allot_core::Health>,
     /// Inputs still to come after the instant (L-6).
     more: bool,
+    /// The attempts signalled and not yet ended: why and when (for the
+    /// record of a preempted attempt).
+    signalled: BTreeMap<(WorkloadId, u32), Signalled>,
 }
 
 /// Replays `workloads` (any order; sorted stably by submit time) and node
@@ -195,6 +198,7 @@ pub fn simulate_observed(
             heap: BinaryHeap::new(),
             health,
             more: true,
+            signalled: BTreeMap::new(),
             out: SimOutput {
                 policy: policy.name().to_string(),
                 horizon_end: 0,
@@ -525,8 +529,16 @@ impl Carry for Carrier {
 
 impl Carrier {
     fn record(&mut self, engine: &Engine, tr: &Transition) {
+        if tr.change == Change::Preempt {
+            let s = Signalled { rule: tr.reason.rule, at: tr.t, by: tr.by };
+            self.signalled.insert((tr.workload, tr.attempt), s);
+        }
         if let Some(ended) = &tr.ended {
-            let a = attempt_record(engine, tr.workload, ended, tr.t);
+            let mut a = attempt_record(engine, tr.workload, ended, tr.t);
+            let signal = self.signalled.remove(&(tr.workload, tr.attempt));
+            if a.outcome == AttemptEnd::Preempted {
+                a.preempted = signal;
+            }
             self.out.attempts.push(a);
         }
         if self.opts.keep_log && tr.change != Change::Abort {
@@ -575,6 +587,7 @@ fn attempt(
         end,
         useful_gpu_s,
         outcome,
+        preempted: None,
     }
 }
 

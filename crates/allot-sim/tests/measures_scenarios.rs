@@ -4,7 +4,7 @@
 use allot_core::{Allocation, Reason, Rule, State, Time, WorkloadId};
 use allot_sim::measures::measure;
 use allot_sim::report::{Report, markdown_table, summary_table, write_workloads_csv};
-use allot_sim::{Attempt, AttemptEnd, CapacityStep, SimOutput};
+use allot_sim::{Attempt, AttemptEnd, CapacityStep, Signalled, SimOutput};
 use allot_testkit::{StateBuilder, Wl};
 
 /// A run written by hand: the state is driven through its public methods and
@@ -79,6 +79,7 @@ impl Run {
             end,
             useful_gpu_s,
             outcome,
+            preempted: None,
         });
     }
 
@@ -91,10 +92,16 @@ impl Run {
 
     /// Signals `w` at `t` and stops it after `grace` (CON-2, CON-3).
     fn preempt(&mut self, w: WorkloadId, t: Time, grace: Time) {
-        self.state.signal(w, t, grace, reason(Rule::FairShare));
+        self.preempt_by(w, t, grace, Rule::FairShare, None);
+    }
+
+    /// The same, signalled by `rule` for the waiting workload `by`.
+    fn preempt_by(&mut self, w: WorkloadId, t: Time, grace: Time, rule: Rule, by: Option<WorkloadId>) {
+        self.state.signal(w, t, grace, reason(rule));
         let mut probe = self.state.clone();
         let o = probe.stop(w, t + grace, reason(Rule::Requeue));
         self.record(w, t + grace, o.useful_gpu_s, AttemptEnd::Preempted);
+        self.out.attempts.last_mut().expect("recorded").preempted = Some(Signalled { rule, at: t, by });
         self.state.stop(w, t + grace, reason(Rule::Requeue));
     }
 
@@ -189,6 +196,58 @@ fn preemption_overhead_is_grace_plus_lost_progress() {
     assert_eq!((m.completed_workloads, m.unfinished_workloads, m.rejected_workloads), (2, 1, 0));
     assert_eq!(m.queue_time_s.map(|s| s.p99), Some(0), "a requeue keeps the first start");
     assert_eq!(m.time_to_gpu_s, None, "the interactive workload never started");
+}
+
+/// The loss of every preemption by the rule that caused it, and what it
+/// bought. On a-0, `v` and `p` (8 GPUs each, checkpoints every 100 s)
+/// trade the node: FS-1 signals `v` for `p` at 250 (grace 50: 400 GPU-s
+/// of grace, 50 s × 8 of progress since the checkpoint at 200), `p`
+/// starts at 300; FS-1 signals `p` for `v` at 1000 (grace 50; its
+/// checkpoint at 700 is 1000 − 300, so only the grace is lost), `v`
+/// starts at 1050 and finishes its last 1,800 s. On a-1 a drain (MNT-1, no preemptor) signals `d`, which
+/// never checkpoints, at 2000 with 100 s of grace: all 2,100 s × 8 lost.
+#[test]
+fn preemption_loss_by_cause_splits_grace_from_progress_and_says_what_it_bought() {
+    let mut run = Run::new(two_nodes().build(), 3000);
+    let v = run.submit(Wl::new("v").account("org/a").gpus(8).work(2000).checkpoint(100));
+    let p = run.submit(Wl::new("p").account("org/b").gpus(8).work(2000).checkpoint(100));
+    let d = run.submit(Wl::new("d").account("org/a").gpus(8).work(5000));
+    run.start(v, &["a-0"], 0);
+    run.start(d, &["a-1"], 0);
+    run.preempt_by(v, 250, 50, Rule::FairShare, Some(p));
+    run.start(p, &["a-0"], 300);
+    run.preempt_by(p, 1000, 50, Rule::FairShare, Some(v));
+    run.start(v, &["a-0"], 1050);
+    run.preempt_by(d, 2000, 100, Rule::Drain, None);
+    run.finish(v, 1050 + 1800, reason(Rule::Completed));
+    let r = run.report();
+    let h = |gpu_s: f64| gpu_s / 3600.0;
+    let fs = &r.preemption_causes["FS-1"];
+    assert_eq!((fs.preemptions, fs.with_preemptor, fs.preemptor_started, fs.returned), (2, 2, 2, 1));
+    assert!(close(fs.grace_gpu_hours, h(400.0 + 400.0)), "{fs:?}");
+    assert!(close(fs.progress_lost_gpu_hours, h(400.0)), "{fs:?}");
+    assert!(close(fs.overhead_gpu_hours, h(1200.0)), "{fs:?}");
+    let drain = &r.preemption_causes["MNT-1"];
+    assert_eq!((drain.preemptions, drain.with_preemptor, drain.preemptor_started, drain.returned), (1, 0, 0, 0));
+    assert!(close(drain.grace_gpu_hours, h(800.0)) && close(drain.progress_lost_gpu_hours, h(16_000.0)));
+    // The causes add up to the run's overhead.
+    let sum: f64 = r.preemption_causes.values().map(|c| c.overhead_gpu_hours).sum();
+    assert!(
+        close(sum, r.metrics.preemption_overhead_gpu_hours),
+        "{sum} vs {}",
+        r.metrics.preemption_overhead_gpu_hours
+    );
+    assert_eq!(r.preemption_causes.values().map(|c| c.preemptions).sum::<u64>(), r.metrics.preemptions);
+    // In the tables: the costliest cause first, shares where defined.
+    let md = markdown_table(&[&r]);
+    let (drain_at, fs_at) = (md.find("**MNT-1: a drain").expect("MNT-1 section"), md.find("**FS-1: ").expect("FS-1"));
+    assert!(drain_at < fs_at, "{md}");
+    assert!(md.contains("preemption loss by cause"), "{md}");
+    assert!(md.contains("| preemptor started within 5 min (share) ↑ | - |"), "{md}");
+    assert!(md.contains("| victim later preempted its preemptor (share) ↓ | 0.500 |"), "{md}");
+    // A run without preemptions has no such table.
+    let quiet = Run::new(two_nodes().build(), 10).report();
+    assert!(quiet.preemption_causes.is_empty() && !markdown_table(&[&quiet]).contains("by cause"));
 }
 
 /// Pools: one H100 node (weight 1) and one B200 node (weight 2); budget

@@ -142,9 +142,26 @@ fn compare_writes_summaries_and_a_self_contained_report() {
         let outcomes = ["completed", "failed", "cancelled", "idle_reclaimed", "rejected", "unfinished"];
         let sum: u64 = outcomes.iter().map(|o| m[format!("{o}_workloads")].as_u64().expect("an outcome count")).sum();
         assert_eq!(sum, 1513, "{}: outcomes add up to the workloads", r["policy"]);
+        // The preemption loss by cause adds up to the preemptions and
+        // their overhead.
+        let causes = r["preemption_causes"].as_object().cloned().unwrap_or_default();
+        let n: u64 = causes.values().map(|c| c["preemptions"].as_u64().unwrap()).sum();
+        assert_eq!(n, m["preemptions"].as_u64().unwrap(), "{}: {causes:?}", r["policy"]);
+        let lost: f64 = causes.values().map(|c| c["overhead_gpu_hours"].as_f64().unwrap()).sum();
+        let overhead = m["preemption_overhead_gpu_hours"].as_f64().unwrap();
+        assert!((lost - overhead).abs() < 1e-6 * overhead.max(1.0), "{}: {lost} vs {overhead}", r["policy"]);
+        for (id, c) in &causes {
+            assert!(id == "unknown" || allot_core::Rule::ALL.iter().any(|x| x.id() == id), "cause {id}");
+            let split = c["grace_gpu_hours"].as_f64().unwrap() + c["progress_lost_gpu_hours"].as_f64().unwrap();
+            assert!((split - c["overhead_gpu_hours"].as_f64().unwrap()).abs() < 1e-6, "{id}: {c}");
+        }
+        if r["policy"] == "allot" {
+            assert!(!causes.is_empty(), "allot preempts on the example: {r}");
+        }
     }
 
     let md = read(&out.join("summary.md"));
+    assert!(md.contains("preemption loss by cause"), "{md}");
     // The headline comes first, right under the title, then the
     // assumptions; the figures follow.
     let after_title = md.split_once("\n\n").expect("a title").1;

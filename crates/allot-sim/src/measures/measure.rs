@@ -5,7 +5,7 @@ use allot_core::State;
 use crate::measures::capacity::{available_gpu_s, ratio, total_gpu_s};
 use crate::measures::queue::{Times, stats};
 use crate::measures::work::{Work, max_impact, wants};
-use crate::measures::{budget, clusters, fairness, outcome};
+use crate::measures::{budget, clusters, fairness, outcome, preemption};
 use crate::record::SimOutput;
 use crate::report::{Metrics, Report};
 
@@ -65,6 +65,7 @@ pub fn measure(state: &State, out: &SimOutput) -> Report {
         metrics,
         accounts,
         clusters: clusters::clusters(out, &times),
+        preemption_causes: preemption::causes(out),
         passes: out.passes,
         events: out.events,
     }

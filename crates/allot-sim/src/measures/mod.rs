@@ -8,7 +8,9 @@
 //! * `budget`: budget attainment per budget period;
 //! * `fairness`: per-account shares and Jain's index;
 //! * `clusters`: the capacity and queue-time measures per cluster of a fleet;
-//! * `outcome`: what became of every workload, exactly one outcome each.
+//! * `outcome`: what became of every workload, exactly one outcome each;
+//! * `preemption`: the GPU-time lost to preemption by the rule that caused
+//!   it, and what each preemption bought.
 //!
 //! [`State`]: allot_core::State
 //! [`SimOutput`]: crate::SimOutput
@@ -19,9 +21,11 @@ mod clusters;
 mod fairness;
 mod measure;
 mod outcome;
+mod preemption;
 mod queue;
 mod work;
 
 pub use budget::{AccountBudget, BudgetPeriods, budget_periods};
 pub use measure::measure;
 pub use outcome::{WorkloadOutcome, outcomes};
+pub use preemption::{SERVED_WITHIN_S, UNKNOWN_CAUSE};

@@ -18,10 +18,10 @@ mod table;
 mod warnings;
 
 pub use csv::{WORKLOADS_CSV_HEADER, write_workloads_csv};
-pub use model::{AccountReport, ClassStats, ClusterReport, Metrics, Report, Stats};
+pub use model::{AccountReport, CauseReport, ClassStats, ClusterReport, Metrics, Report, Stats};
 pub use rows::{Better, DIRECTIONS, Unit, best_cells};
 pub use table::{
-    Block, CLUSTERS_TITLE, Line, MARKS, MeasureLine, Table, Tables, cluster_section, fleet_clusters, markdown_table,
-    measures_tables, summary_table, write_value,
+    Block, CAUSES_TITLE, CLUSTERS_TITLE, Line, MARKS, MeasureLine, Table, Tables, cause_of, cause_section,
+    cluster_section, fleet_clusters, markdown_table, measures_tables, preemption_causes, summary_table, write_value,
 };
 pub use warnings::{TraceWarning, Unserved, WARN_SHARE, trace_warnings};

@@ -19,6 +19,10 @@ pub struct Report {
     /// fleet of one, whose cluster-wide measures are `metrics`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub clusters: BTreeMap<String, ClusterReport>,
+    /// The preemptions by the rule that caused them (its id, or `unknown`
+    /// for one without a recorded signal); empty (absent) without any.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub preemption_causes: BTreeMap<String, CauseReport>,
     /// Scheduling passes the run made.
     pub passes: u64,
     /// Simulator events the run processed.
@@ -136,4 +140,28 @@ pub struct ClusterReport {
     /// Over the workloads that started here; `null` if none did.
     pub queue_time_s: Option<Stats>,
     pub queue_time_by_class: ClassStats,
+}
+
+/// The preemptions of one cause and what they cost and bought
+/// (`docs/measures.md`, "Preemption loss by cause").
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct CauseReport {
+    pub preemptions: u64,
+    /// GPU-hours lost: assigned minus progress kept, over the preempted
+    /// attempts (the part of `preemption_overhead_gpu_hours` of this cause).
+    pub overhead_gpu_hours: f64,
+    /// Of that, the GPU-hours between the signal and the stop (the grace).
+    pub grace_gpu_hours: f64,
+    /// Of that, the progress made before the signal and not kept (since
+    /// the last checkpoint).
+    pub progress_lost_gpu_hours: f64,
+    /// Preemptions made for a named waiting workload (the rest: drains,
+    /// outages, a time limit).
+    pub with_preemptor: u64,
+    /// Of those, the ones whose preemptor started within 5 minutes of the
+    /// victim's GPUs being freed.
+    pub preemptor_started: u64,
+    /// Of those, the ones whose victim later preempted its preemptor in
+    /// turn (the two traded GPUs back and forth).
+    pub returned: u64,
 }

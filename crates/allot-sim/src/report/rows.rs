@@ -3,7 +3,7 @@
 //! which direction is better, and how to read its value from a report.
 //! Labels and definitions: `docs/measures.md`.
 
-use crate::report::{ClusterReport, Report, Stats};
+use crate::report::{CauseReport, ClusterReport, Report, Stats};
 
 /// Which direction of a measure is better.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -201,6 +201,21 @@ pub const CLUSTER_MEASURES: &[Row<ClusterReport>] = &[
     row("interactive p50", Seconds, Lower, |c| stat(c.queue_time_by_class.interactive, p50)),
     row("interactive p95", Seconds, Lower, |c| stat(c.queue_time_by_class.interactive, p95)),
 ];
+
+/// The measures of the preemptions of one cause ([`CauseReport`]).
+pub const CAUSE_MEASURES: &[Row<CauseReport>] = &[
+    row("preemptions", Count, Lower, |c| Some(c.preemptions as f64)),
+    row("overhead GPU-h", Hours, Lower, |c| Some(c.overhead_gpu_hours)),
+    row("of which grace GPU-h", Hours, Lower, |c| Some(c.grace_gpu_hours)),
+    row("of which progress lost GPU-h", Hours, Lower, |c| Some(c.progress_lost_gpu_hours)),
+    row("preemptor started within 5 min (share)", Ratio, Higher, |c| share(c.preemptor_started, c.with_preemptor)),
+    row("victim later preempted its preemptor (share)", Ratio, Lower, |c| share(c.returned, c.with_preemptor)),
+];
+
+/// `part / whole`, undefined without a whole.
+fn share(part: u64, whole: u64) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64)
+}
 
 /// Which cells of a row hold its best value: the value optimal in the
 /// row's direction, compared as written (`text`), so that values written

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::report::rows::{Better, CLUSTER_MEASURES, DIRECTIONS, MEASURES, Row, Unit, best_cells};
-use crate::report::{ClusterReport, Report};
+use crate::report::rows::{Better, CAUSE_MEASURES, CLUSTER_MEASURES, DIRECTIONS, MEASURES, Row, Unit, best_cells};
+use crate::report::{CauseReport, ClusterReport, Report};
 
 /// A table: a header and lines that are either section titles or rows.
 #[derive(Clone, Debug, PartialEq)]
@@ -254,6 +254,63 @@ fn clusters_table(reports: &[&Report]) -> Option<Table> {
 /// Title of the per-cluster table.
 pub const CLUSTERS_TITLE: &str = "per cluster (queue times of the workloads that first started there)";
 
+/// Title of the preemption loss table.
+pub const CAUSES_TITLE: &str = "preemption loss by cause (the rule that signalled each victim)";
+
+/// The causes of preemption in any of `reports`, the costliest first (by
+/// the GPU-hours they lost over all reports), then by id.
+pub fn preemption_causes(reports: &[&Report]) -> Vec<String> {
+    let mut lost: std::collections::BTreeMap<&String, f64> = std::collections::BTreeMap::new();
+    for r in reports {
+        for (k, c) in &r.preemption_causes {
+            *lost.entry(k).or_default() += c.overhead_gpu_hours;
+        }
+    }
+    let mut causes: Vec<(&String, f64)> = lost.into_iter().collect();
+    causes.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    causes.into_iter().map(|(k, _)| k.clone()).collect()
+}
+
+/// Title of the section of one cause: its rule id and statement.
+pub fn cause_section(id: &str) -> String {
+    match allot_core::Rule::ALL.iter().find(|r| r.id() == id) {
+        Some(r) => format!("{id}: {}", r.title()),
+        None => format!("{id}: no signal recorded"),
+    }
+}
+
+/// The measures of cause `id` in `r` (all zero where it had none).
+pub fn cause_of<'r>(r: &'r Report, id: &str) -> &'r CauseReport {
+    static NONE: CauseReport = CauseReport {
+        preemptions: 0,
+        overhead_gpu_hours: 0.0,
+        grace_gpu_hours: 0.0,
+        progress_lost_gpu_hours: 0.0,
+        with_preemptor: 0,
+        preemptor_started: 0,
+        returned: 0,
+    };
+    r.preemption_causes.get(id).unwrap_or(&NONE)
+}
+
+/// Per cause of preemption (a section each), what its preemptions cost and
+/// bought, one column per report; `None` without any preemption.
+fn causes_table(reports: &[&Report]) -> Option<Table> {
+    let causes = preemption_causes(reports);
+    if causes.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(policy_header("measure", reports));
+    for id in &causes {
+        t.section(&cause_section(id));
+        for row in CAUSE_MEASURES {
+            let values: Vec<Option<f64>> = reports.iter().map(|r| (row.get)(cause_of(r, id))).collect();
+            t.push_measure(row, &values, |v| write_value(row.unit, v));
+        }
+    }
+    Some(t)
+}
+
 fn accounts_title(reports: &[&Report]) -> &'static str {
     if reports.len() == 1 {
         "accounts (demanded: share of all GPU-time asked for, to judge delivered against)"
@@ -345,7 +402,8 @@ fn render_markdown(t: &Table) -> String {
 /// failures, fairness), each measure's label followed by the direction
 /// that is better, then a per-account table: full detail for a single
 /// report, the delivered share per policy for several. A fleet of several
-/// clusters gets a per-cluster table between the two.
+/// clusters gets a per-cluster table between the two, and runs with
+/// preemptions a table of their loss by cause.
 pub fn summary_table(reports: &[&Report]) -> String {
     if reports.is_empty() {
         return String::new();
@@ -355,6 +413,9 @@ pub fn summary_table(reports: &[&Report]) -> String {
     out.push_str(&format!("{DIRECTIONS}\n"));
     if let Some(clusters) = clusters_table(reports) {
         out.push_str(&format!("\n{CLUSTERS_TITLE}\n{}", render_text(&clusters)));
+    }
+    if let Some(causes) = causes_table(reports) {
+        out.push_str(&format!("\n{CAUSES_TITLE}\n{}", render_text(&causes)));
     }
     if !accounts.lines.is_empty() {
         out.push_str(&format!("\n{}\n{}", accounts_title(reports), render_text(&accounts)));
@@ -378,6 +439,10 @@ pub fn measures_tables(reports: &[&Report]) -> Tables {
     if let Some(clusters) = clusters_table(reports) {
         blocks.push(Block::Title(CLUSTERS_TITLE.to_string()));
         blocks.push(Block::Table(clusters));
+    }
+    if let Some(causes) = causes_table(reports) {
+        blocks.push(Block::Title(CAUSES_TITLE.to_string()));
+        blocks.push(Block::Table(causes));
     }
     if !accounts.lines.is_empty() {
         blocks.push(Block::Title(accounts_title(reports).to_string()));
