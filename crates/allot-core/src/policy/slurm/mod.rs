@@ -8,7 +8,11 @@
 //! * SLURM-4: backfill with reservations by time limits every `bf_interval`;
 //! * SLURM-5: optional QOS preemption (`PreemptType=preempt/qos`,
 //!   `PreemptMode=REQUEUE`).
+//!
+//! One controller for the cluster, or one per cluster of a fleet
+//! ([`controllers`], `SlurmPolicy::per_cluster`).
 
+mod controllers;
 mod fairtree;
 mod multifactor;
 mod pass;

@@ -33,8 +33,8 @@ use crate::Time;
 use crate::state::State;
 use crate::workload::{Priority, WorkloadId};
 
+use super::controllers::Controllers;
 use super::fairtree::FairTree;
-use super::pass::Controllers;
 use crate::slurm_params::SlurmParams;
 
 /// A workload's factors (0..=1), weighted, and the priority.

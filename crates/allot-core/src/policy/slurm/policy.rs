@@ -12,9 +12,10 @@ use crate::words::{count, span};
 use crate::workload::{Phase, WorkloadId, WorkloadSpec};
 
 use super::super::Policy;
+use super::controllers::{Controllers, Part};
 use super::fairtree::FairTree;
 use super::multifactor::{JobPriority, Multifactor};
-use super::pass::{Controllers, Part, Pass, QueueKey, Waiting, gpus_of, queue};
+use super::pass::{Pass, QueueKey, Waiting, gpus_of, queue};
 
 /// Slurm's multifactor priority, main scheduler and backfill.
 ///
