@@ -245,9 +245,30 @@ fn preemption_loss_by_cause_splits_grace_from_progress_and_says_what_it_bought()
     assert!(md.contains("preemption loss by cause"), "{md}");
     assert!(md.contains("| preemptor started within 5 min (share) ↑ | - |"), "{md}");
     assert!(md.contains("| victim later preempted its preemptor (share) ↓ | 0.500 |"), "{md}");
+    assert!(md.contains("| preemptor then idle-reclaimed (share) ↓ | - |"), "{md}");
+    assert_eq!(fs.preemptor_idle_reclaimed, 0);
     // A run without preemptions has no such table.
     let quiet = Run::new(two_nodes().build(), 10).report();
     assert!(quiet.preemption_causes.is_empty() && !markdown_table(&[&quiet]).contains("by cause"));
+}
+
+/// INT-1 signals batch `b` for the interactive session `i`, which starts
+/// when `b` stops and is then ended by an idle reclaim (CON-9): the
+/// preemption bought GPUs that stayed idle.
+#[test]
+fn a_preemptor_that_then_idles_is_counted() {
+    let mut run = Run::new(two_nodes().build(), 1000);
+    let b = run.submit(Wl::new("b").account("org/a").gpus(8).work(5000).checkpoint(100));
+    let i = run.submit(Wl::new("i").account("org/b").gpus(8).work(3600).class(allot_core::Class::Interactive));
+    run.start(b, &["a-0"], 0);
+    run.preempt_by(b, 100, 10, Rule::Interactive, Some(i));
+    run.start(i, &["a-0"], 110);
+    // The reclaim as the simulator records it: the attempt ends, reclaimed.
+    run.record(i, 700, 0, AttemptEnd::IdleReclaimed);
+    let c = run.report().preemption_causes["INT-1"].clone();
+    assert_eq!((c.preemptions, c.with_preemptor, c.preemptor_started, c.preemptor_idle_reclaimed), (1, 1, 1, 1));
+    let r = run.report();
+    assert!(markdown_table(&[&r]).contains("| preemptor then idle-reclaimed (share) ↓ | 1.000 |"));
 }
 
 /// Pools: one H100 node (weight 1) and one B200 node (weight 2); budget

@@ -2,9 +2,10 @@
 //! preemption (`docs/measures.md`, "Preemption loss by cause"): how many
 //! preemptions, the GPU-time they cost (the grace, and the progress since
 //! the victim's last checkpoint), and whether each bought something:
-//! whether its preemptor started soon after the GPUs were freed, and
-//! whether the victim later preempted its own preemptor (the two traded
-//! GPUs back and forth).
+//! whether its preemptor started soon after the GPUs were freed, whether
+//! that start then ended in an idle reclaim (CON-9: a session that took
+//! the GPUs and left them idle), and whether the victim later preempted its
+//! own preemptor (the two traded GPUs back and forth).
 
 use std::collections::BTreeMap;
 
@@ -30,12 +31,13 @@ pub const UNKNOWN_CAUSE: &str = "unknown";
 /// horizon as every other measure of GPU-time is; empty without any.
 pub(crate) fn causes(out: &SimOutput) -> BTreeMap<String, CauseReport> {
     let h = out.horizon_end;
-    // Per workload, the starts of its attempts in time order.
-    let mut starts: BTreeMap<WorkloadId, Vec<Time>> = BTreeMap::new();
+    // Per workload, the starts of its attempts in time order, with how
+    // each ended.
+    let mut starts: BTreeMap<WorkloadId, Vec<(Time, AttemptEnd)>> = BTreeMap::new();
     // (victim, preemptor) → when the victim's preemptions by it were signalled.
     let mut pairs: BTreeMap<(WorkloadId, WorkloadId), Vec<Time>> = BTreeMap::new();
     for a in &out.attempts {
-        starts.entry(a.workload).or_default().push(a.start);
+        starts.entry(a.workload).or_default().push((a.start, a.outcome));
         if let Some(s) = a.preempted
             && let Some(by) = s.by
         {
@@ -43,7 +45,7 @@ pub(crate) fn causes(out: &SimOutput) -> BTreeMap<String, CauseReport> {
         }
     }
     for v in starts.values_mut() {
-        v.sort_unstable();
+        v.sort_by_key(|x| x.0);
     }
     let mut out_map: BTreeMap<String, Acc> = BTreeMap::new();
     for a in out.attempts.iter().filter(|a| a.outcome == AttemptEnd::Preempted) {
@@ -61,9 +63,12 @@ pub(crate) fn causes(out: &SimOutput) -> BTreeMap<String, CauseReport> {
             continue;
         };
         // Its preemptor's first start at or after the signal.
-        let next = starts.get(&by).and_then(|v| v.get(v.partition_point(|&t| t < s.at)).copied());
-        if next.is_some_and(|t| t <= a.end + SERVED_WITHIN_S) {
+        let next = starts.get(&by).and_then(|v| v.get(v.partition_point(|&(t, _)| t < s.at)).copied());
+        if next.is_some_and(|(t, _)| t <= a.end + SERVED_WITHIN_S) {
             acc.served += 1;
+        }
+        if next.is_some_and(|(_, end)| end == AttemptEnd::IdleReclaimed) {
+            acc.reclaimed += 1;
         }
         // The victim later preempted its preemptor.
         if pairs.get(&(by, a.workload)).is_some_and(|ts| ts.iter().any(|&t| t > s.at)) {
@@ -81,6 +86,7 @@ struct Acc {
     grace_gpu_s: u64,
     no_preemptor: u64,
     served: u64,
+    reclaimed: u64,
     returned: u64,
 }
 
@@ -94,6 +100,7 @@ impl Acc {
             progress_lost_gpu_hours: (self.overhead_gpu_s - self.grace_gpu_s) as f64 / HOUR,
             with_preemptor: with,
             preemptor_started: self.served,
+            preemptor_idle_reclaimed: self.reclaimed,
             returned: self.returned,
         }
     }

@@ -161,6 +161,10 @@ pub struct CauseReport {
     /// Of those, the ones whose preemptor started within 5 minutes of the
     /// victim's GPUs being freed.
     pub preemptor_started: u64,
+    /// Of those, the ones whose preemptor's next attempt ended in an idle
+    /// reclaim (CON-9): it took the GPUs and left them idle.
+    #[serde(default)]
+    pub preemptor_idle_reclaimed: u64,
     /// Of those, the ones whose victim later preempted its preemptor in
     /// turn (the two traded GPUs back and forth).
     pub returned: u64,

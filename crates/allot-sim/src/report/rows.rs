@@ -209,6 +209,7 @@ pub const CAUSE_MEASURES: &[Row<CauseReport>] = &[
     row("of which grace GPU-h", Hours, Lower, |c| Some(c.grace_gpu_hours)),
     row("of which progress lost GPU-h", Hours, Lower, |c| Some(c.progress_lost_gpu_hours)),
     row("preemptor started within 5 min (share)", Ratio, Higher, |c| share(c.preemptor_started, c.with_preemptor)),
+    row("preemptor then idle-reclaimed (share)", Ratio, Lower, |c| share(c.preemptor_idle_reclaimed, c.with_preemptor)),
     row("victim later preempted its preemptor (share)", Ratio, Lower, |c| share(c.returned, c.with_preemptor)),
 ];
 

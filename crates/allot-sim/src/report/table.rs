@@ -288,6 +288,7 @@ pub fn cause_of<'r>(r: &'r Report, id: &str) -> &'r CauseReport {
         progress_lost_gpu_hours: 0.0,
         with_preemptor: 0,
         preemptor_started: 0,
+        preemptor_idle_reclaimed: 0,
         returned: 0,
     };
     r.preemption_causes.get(id).unwrap_or(&NONE)

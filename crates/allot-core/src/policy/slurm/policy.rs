@@ -25,10 +25,6 @@ use super::pass::{Pass, QueueKey, Waiting, gpus_of, queue};
 /// `explain`).
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct SlurmPolicy {
-    /// One controller for the whole cluster, or one per cluster of a
-    /// fleet ([`SlurmPolicy::per_cluster`]).
-    #[serde(default)]
-    ctl: Controllers,
     last_backfill: Option<Time>,
     /// The start of the `PriorityCalcPeriod` the tree and priorities are of.
     calc: Option<Time>,
@@ -55,6 +51,11 @@ pub struct SlurmPolicy {
     cut: Option<(QueueKey, BTreeMap<Part, WorkloadId>)>,
     /// Per waiting workload: what the last backfill pass found.
     planned: BTreeMap<WorkloadId, Waiting>,
+    /// One controller for the whole cluster, or one per cluster of a
+    /// fleet ([`SlurmPolicy::per_cluster`]). Last, so that a snapshot
+    /// written before it existed fails to decode (and recovery rebuilds
+    /// from the rows) rather than decoding shifted.
+    ctl: Controllers,
 }
 
 impl SlurmPolicy {
