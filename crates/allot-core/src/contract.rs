@@ -5,7 +5,7 @@
 //! service, grace 10 minutes, interactive lane up to 8 GPUs and 8 hours,
 //! scheduling interval 30 s, impact weighting off (`docs/impact.md`), no time
 //! limits, idle reclaim for interactive work only (CON-9: below 5% for 2 h,
-//! then 30 min of warning).
+//! then 30 min of warning), claims not kept from pass to pass (CON-10).
 
 use crate::Time;
 use crate::alerts::Thresholds;
@@ -52,6 +52,15 @@ pub struct Contract {
     /// IMP-3: FS-1 entitlements are weighted by share × impact among
     /// siblings (`docs/impact.md`); off by default.
     pub impact_weighting: bool,
+    /// CON-10: the GPUs a waiting workload preempted or claimed stay its
+    /// own from pass to pass until it starts. (Absent from contracts
+    /// journalled before it: off.)
+    #[serde(default)]
+    pub keep_claims: bool,
+    /// CON-11: the margin (0..1) by which a preemptor's side must rank
+    /// below its victim's after a CON-4 swap; 0 (the default): none.
+    #[serde(default)]
+    pub swap_margin: f64,
     /// CON-6: the time limit of work submitted without one, per class;
     /// `None` (the default): no limit.
     pub time_limit: PerClass<Option<Time>>,
@@ -100,6 +109,8 @@ impl Default for Contract {
             interactive_max_duration: 8 * HOUR,
             scheduling_interval: 30,
             impact_weighting: false,
+            keep_claims: false,
+            swap_margin: 0.0,
             time_limit: PerClass { batch: None, interactive: None, service: None },
             max_time_limit: PerClass { batch: None, interactive: None, service: None },
             idle_reclaim: PerClass { batch: None, interactive: Some(IdleReclaim::INTERACTIVE), service: None },

@@ -14,6 +14,9 @@ pub enum Action {
     Preempt { workload: WorkloadId, by: Option<WorkloadId> },
     /// Refuse a pending workload for good.
     Reject { workload: WorkloadId },
+    /// CON-10: keep these GPUs (free, or held by stopping workloads) for a
+    /// pending workload until it starts; nothing else may start there.
+    Claim { workload: WorkloadId, alloc: Allocation },
 }
 
 /// An action with its reason.

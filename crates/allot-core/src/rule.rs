@@ -71,6 +71,8 @@ rules! {
     CheckpointReport => "CON-7", "a workload that reports checkpoints loses, when stopped, only the progress since its last reported checkpoint; CON-5 counts the same";
     CheckpointOnSignal => "CON-8", "a workload that checkpoints when signalled counts as losing nothing for CON-5; a checkpoint it reports in the grace keeps all its progress";
     IdleReclaim => "CON-9", "a workload whose GPUs stay below its class's idle threshold is warned, then stopped after grace and ended (not requeued)";
+    SwapMargin => "CON-11", "with swap_margin = m > 0, CON-4 also needs the preemptor's side after the swap below (1 - m) x the victim's: ranks closer than that do not trade GPUs";
+    ClaimKept => "CON-10", "with keep_claims = on, the GPUs a waiting workload preempted or claimed are kept for it until it starts: no other work starts on or claims them";
     Interactive => "INT-1", "interactive workloads within the lane limits preempt batch work past its slice at once";
     InteractiveLimit => "INT-2", "interactive workloads over the lane limits are rejected";
     ServiceNoSlice => "SVC-1", "services are not time-sliced and are charged continuously";
@@ -151,6 +153,8 @@ impl Rule {
             CheckpointReport => "Stopped, it keeps the progress of its last reported checkpoint.",
             CheckpointOnSignal => "It saves its progress when asked to stop.",
             IdleReclaim => "Its GPUs stayed idle too long, so it was stopped.",
+            ClaimKept => "GPUs being freed for it are kept for it until it starts.",
+            SwapMargin => "Running work is stopped for it only when their shares differ by more than a margin.",
             Interactive => "Interactive work gets GPUs first.",
             InteractiveLimit => "It asks for more than interactive work may have.",
             ServiceNoSlice => "Services run without time slices.",

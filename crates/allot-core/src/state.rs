@@ -242,6 +242,10 @@ pub struct State {
     index: PendingIndex,
     /// `running`, with what the policies read of each.
     holding: Vec<Holding>,
+    /// CON-10: GPUs kept for a pending workload until it starts (set by a
+    /// policy's [`crate::Action::Claim`]; gone when it leaves the queue, or
+    /// when [`State::prune_claims`] finds one of its GPUs taken).
+    pub claims: BTreeMap<WorkloadId, Allocation>,
 }
 
 impl State {
@@ -271,6 +275,7 @@ impl State {
             member_ids: BTreeMap::new(),
             index: PendingIndex::default(),
             holding: Vec::new(),
+            claims: BTreeMap::new(),
         }
     }
 
@@ -342,6 +347,7 @@ impl State {
     }
 
     fn dequeue(&mut self, w: WorkloadId) {
+        self.claims.remove(&w);
         let spec = &self.specs[w.0 as usize];
         self.pending.remove(&(spec.submit, w));
         self.queue_changes.push(w);
@@ -397,6 +403,37 @@ impl State {
             self.runs[w.0 as usize].queued.get_or_insert(now);
             self.enqueue(w);
         }
+    }
+
+    /// CON-10: keeps `alloc` for the pending workload `w` until it starts
+    /// (replacing what was kept for it).
+    pub fn claim(&mut self, w: WorkloadId, alloc: Allocation) {
+        assert!(self.pending.contains(&(self.specs[w.0 as usize].submit, w)), "claim for a workload not queued");
+        self.claims.insert(w, alloc);
+    }
+
+    /// CON-10: drops every claim one of whose GPUs is on a node out of
+    /// service or is neither free nor held by a stopping workload (what
+    /// was kept cannot be had as it was: its workload is considered anew).
+    pub fn prune_claims(&mut self) {
+        if self.claims.is_empty() {
+            return;
+        }
+        let mut stopping: BTreeMap<NodeId, u64> = BTreeMap::new();
+        for h in &self.holding {
+            if h.phase == Phase::Stopping {
+                for &(n, m) in &self.runs[h.w.0 as usize].alloc.as_ref().expect("stopping workload holds GPUs").parts {
+                    *stopping.entry(n).or_default() |= m;
+                }
+            }
+        }
+        let free = &self.free;
+        self.claims.retain(|_, a| {
+            a.parts.iter().all(|&(n, m)| {
+                let i = n.0 as usize;
+                free.usable[i] && m & !(free.free[i] | stopping.get(&n).copied().unwrap_or(0)) == 0
+            })
+        });
     }
 
     /// Normalisation weight of the GPUs a workload holds.

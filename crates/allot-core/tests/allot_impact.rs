@@ -266,3 +266,87 @@ fn weighted_shares_converge_under_saturation() {
         );
     }
 }
+
+#[test]
+fn over_budget_swaps_follow_the_impact_order() {
+    // Two over-budget accounts on one 8-GPU node: the victim runs 8 GPUs
+    // past its slice, the preemptor waits for 8. Among over-budget work the
+    // rank is IMP-1's (impact first, then fair share), so CON-4 swaps by it:
+    // before, a lower-impact account that had used less preempted the
+    // higher-impact one, whose own waiting work then took the GPUs it freed.
+    // Two over-budget accounts org/v and org/w and an in-budget org/x on
+    // two 8-GPU nodes: x holds one node (out of over-budget w's reach), the
+    // victim v the other, past its slice; w waits for 8 GPUs. The heavy
+    // user used 3,000 NGH of 16 GPUs over the last week, enough to outweigh
+    // the 8 GPUs held now.
+    struct Case {
+        name: &'static str,
+        /// (impact, heavy user) of the victim's account org/v and the
+        /// preemptor's org/w; both have a budget of 1 NGH.
+        v: (f64, bool),
+        w: (f64, bool),
+        preempts: bool,
+        /// Whether the reason cites IMP-1.
+        cites: bool,
+    }
+    let cases = [
+        Case {
+            name: "equal impact: fair share decides",
+            v: (1.0, true),
+            w: (1.0, false),
+            preempts: true,
+            cites: false,
+        },
+        Case {
+            name: "lower impact never preempts, though it used less",
+            v: (3.0, true),
+            w: (1.0, false),
+            preempts: false,
+            cites: false,
+        },
+        Case {
+            name: "higher impact ranks first, though it used more",
+            v: (1.0, false),
+            w: (3.0, true),
+            preempts: true,
+            cites: true,
+        },
+        Case {
+            name: "equal impact, used more: no swap",
+            v: (2.0, false),
+            w: (2.0, true),
+            preempts: false,
+            cites: false,
+        },
+    ];
+    const SLICE: Time = 7200;
+    for c in cases {
+        let mut b = StateBuilder::new().pool("p", "H100", 2, 8).contract(|k| k.budget_period = 30 * 86_400);
+        for (path, (impact, _)) in [("org/v", c.v), ("org/w", c.w)] {
+            b = b.account_with(path, |a| {
+                a.impact = Some(impact);
+                a.budget_gpu_hours = Some(1.0);
+            });
+        }
+        let mut state = b.account("org/x").build();
+        let (heavy, light) = if c.v.1 { ("org/v", "org/w") } else { ("org/w", "org/v") };
+        charge(&mut state, light, 16, 0, 2.0);
+        charge(&mut state, heavy, 16, 450, 3000.0);
+        let t0: Time = 700_000;
+        let mut p = AllotPolicy::new();
+        sub(&mut state, "x", "org/x", 8, t0);
+        sub(&mut state, "v", "org/v", 8, t0);
+        let d = pass(&mut p, &mut state, t0);
+        assert_eq!(started(&state, &d), ["x", "v"], "{}", c.name);
+        sub(&mut state, "w", "org/w", 8, t0 + 100);
+        assert!(pass(&mut p, &mut state, t0 + 100).is_empty(), "{}: inside the slice", c.name);
+        let d = pass(&mut p, &mut state, t0 + SLICE);
+        let want: Vec<(String, String, Rule)> =
+            if c.preempts { vec![("v".into(), "w".into(), Rule::NoPingPong)] } else { vec![] };
+        assert_eq!(preempted(&state, &d), want, "{}", c.name);
+        if c.preempts {
+            let cites = d[0].reason.detail.contains("by impact first (IMP-1): org/w impact");
+            assert_eq!(cites, c.cites, "{}: {}", c.name, d[0].reason);
+        }
+    }
+}

@@ -15,17 +15,23 @@ fn two_accounts(nodes: u32) -> State {
     StateBuilder::new().pool("p", "H100", nodes, 8).account("org/a").account("org/b").build()
 }
 
+/// org/a's eight 1-GPU workloads start at 0 on the one 8-GPU node; org/b's
+/// eight wait from 10.
+fn a_holds_b_waits(state: &mut State, p: &mut AllotPolicy) {
+    for i in 0..8 {
+        sub(state, &format!("a{i}"), "org/a", 1, 0);
+    }
+    pass(p, state, 0);
+    for i in 0..8 {
+        sub(state, &format!("b{i}"), "org/b", 1, 10);
+    }
+}
+
 #[test]
 fn no_policy_preemption_before_the_slice() {
     let mut state = two_accounts(1);
     let mut p = AllotPolicy::new();
-    for i in 0..8 {
-        sub(&mut state, &format!("a{i}"), "org/a", 1, 0);
-    }
-    pass(&mut p, &mut state, 0);
-    for i in 0..8 {
-        sub(&mut state, &format!("b{i}"), "org/b", 1, 10);
-    }
+    a_holds_b_waits(&mut state, &mut p);
     for t in [10, 3600, SLICE - 1] {
         let d = pass(&mut p, &mut state, t);
         assert!(d.is_empty(), "t={t}: {d:?}");
@@ -222,5 +228,108 @@ fn the_swap_must_leave_the_preemptor_strictly_better() {
         sub(&mut state, "b", "org/b", 8, 1);
         let d = pass(&mut p, &mut state, SLICE);
         assert_eq!(preempted(&state, &d).len(), want, "b holds a node: {b_holds}: {d:?}");
+    }
+}
+
+/// One 8-GPU node: over-budget a holds 4 GPUs, 4 are free; in-budget b
+/// waits for 8 and preempts a (BUD-2), taking a's 4 and the 4 free beside
+/// them. During a's grace an interactive 4-GPU workload of c arrives.
+fn claim_scene(keep: bool) -> (State, AllotPolicy) {
+    let mut state = StateBuilder::new()
+        .pool("p", "H100", 1, 8)
+        .account_with("org/a", |a| a.budget_gpu_hours = Some(1.0))
+        .account("org/b")
+        .account("org/c")
+        .contract(|k| k.keep_claims = keep)
+        .build();
+    charge(&mut state, "org/a", 8, 0, 2.0);
+    let mut p = AllotPolicy::new();
+    sub(&mut state, "a", "org/a", 4, 10_000);
+    let d = pass(&mut p, &mut state, 10_000);
+    assert_eq!(started(&state, &d), ["a"]);
+    sub(&mut state, "b", "org/b", 8, 10_100);
+    let d = pass(&mut p, &mut state, 10_100);
+    assert_eq!(preempted(&state, &d), [("a".into(), "b".into(), Rule::BudgetOver)]);
+    assert_eq!(state.claims.len(), usize::from(keep), "CON-10 keeps b's 8 GPUs only when on");
+    sub_int(&mut state, "c", "org/c", 4, 10_160);
+    (state, p)
+}
+
+#[test]
+fn a_kept_claim_holds_the_free_gpus_beside_the_victims_until_its_workload_starts() {
+    let t = 10_100;
+    // keep_claims off (the default): interactive c ranks first in the next
+    // pass and starts on the free half, so when a has stopped b does not
+    // fit and the preemption was for nothing: a starts again on its own
+    // GPUs (capacity no in-budget work can use).
+    let (mut state, mut p) = claim_scene(false);
+    let d = pass(&mut p, &mut state, t + 60);
+    assert_eq!(started(&state, &d), ["c"]);
+    advance(&mut state, t + GRACE);
+    let d = pass(&mut p, &mut state, t + GRACE);
+    assert_eq!(started(&state, &d), ["a"], "a is back on the GPUs it was stopped for");
+    // keep_claims on: c waits (the free half is b's), and b starts on its
+    // 8 GPUs when a has stopped, citing CON-10.
+    let (mut state, mut p) = claim_scene(true);
+    assert!(pass(&mut p, &mut state, t + 60).is_empty());
+    let b = state.pending.iter().find(|(_, w)| state.spec(*w).id == "b").unwrap().1;
+    let why = p.explain(&state, b, t + 60);
+    assert!(why.detail.contains("being released"), "{why}");
+    advance(&mut state, t + GRACE);
+    let d = pass(&mut p, &mut state, t + GRACE);
+    assert_eq!(started(&state, &d), ["b"]);
+    assert_eq!(d[0].reason.rule, Rule::ClaimKept, "{}", d[0].reason);
+    assert!(state.claims.is_empty(), "a started workload keeps no claim");
+}
+
+#[test]
+fn a_kept_claim_ends_when_its_workload_leaves_the_queue_or_a_gpu_of_it_is_lost() {
+    let t = 10_100;
+    // b is cancelled in the grace: its claim goes, and c starts at once.
+    let (mut state, mut p) = claim_scene(true);
+    let b = state.pending.iter().find(|(_, w)| state.spec(*w).id == "b").unwrap().1;
+    state.end_pending(b, t + 30, Phase::Cancelled, allot_core::Reason::new(Rule::Completed, "cancelled"));
+    assert!(state.claims.is_empty());
+    let d = pass(&mut p, &mut state, t + 60);
+    assert_eq!(started(&state, &d), ["c"]);
+    // The node fails in the grace: the claim cannot be had as it was, so it
+    // is dropped before the next pass.
+    let (mut state, mut p) = claim_scene(true);
+    state.set_health(allot_core::NodeId(0), allot_core::Health::Down);
+    pass(&mut p, &mut state, t + 60);
+    assert!(state.claims.is_empty());
+}
+
+#[test]
+fn a_swap_margin_keeps_close_ranks_from_trading_gpus() {
+    // As in no_policy_preemption_before_the_slice: a holds the node, b waits
+    // with eight 1-GPU workloads; at the slice end b preempts while it ranks
+    // better after the swap. With a margin (CON-11) it stops sooner: a swap
+    // must leave b's side below (1 - margin) x a's.
+    struct Case {
+        margin: f64,
+        preemptions: usize,
+    }
+    let cases = [
+        Case { margin: 0.0, preemptions: 4 },
+        Case { margin: 0.3, preemptions: 3 },
+        Case { margin: 0.6, preemptions: 2 },
+        Case { margin: 0.9, preemptions: 0 },
+    ];
+    for c in cases {
+        let mut state = StateBuilder::new()
+            .pool("p", "H100", 1, 8)
+            .account("org/a")
+            .account("org/b")
+            .contract(|k| k.swap_margin = c.margin)
+            .build();
+        let mut p = AllotPolicy::new();
+        a_holds_b_waits(&mut state, &mut p);
+        let d = pass(&mut p, &mut state, SLICE);
+        let pre = preempted(&state, &d);
+        assert_eq!(pre.len(), c.preemptions, "margin {}: {pre:?}", c.margin);
+        if let Some(first) = d.first().filter(|_| c.margin > 0.0) {
+            assert!(first.reason.detail.contains("CON-11: below"), "{}", first.reason);
+        }
     }
 }

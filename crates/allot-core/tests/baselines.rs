@@ -32,7 +32,7 @@ fn apply(state: &mut State, d: Vec<Decision>, now: u64) {
                 let g = state.contract.grace;
                 state.signal(workload, now, g, reason);
             }
-            Action::Reject { .. } => unreachable!(),
+            Action::Reject { .. } | Action::Claim { .. } => unreachable!(),
         }
     }
 }

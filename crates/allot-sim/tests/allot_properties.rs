@@ -458,6 +458,11 @@ struct Scenario {
     grace: u64,
     jobs: Vec<Job>,
     events: Vec<(u64, usize, u8)>,
+    /// Impacts of the accounts (IMP-1, IMP-2; CON-4 among over-budget
+    /// work), CON-10 and CON-11.
+    impacts: [f64; 4],
+    keep_claims: bool,
+    swap_margin: f64,
 }
 
 const ACCOUNTS: [&str; 4] = ["org/a", "org/b/x", "org/b/y", "lab"];
@@ -471,16 +476,23 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         1..30,
     );
     let events = prop::collection::vec((0u64..8000, 0usize..12, 0u8..4), 0..4);
-    (pools, shares, budgets, prop::option::of(2u32..9), 0u64..1500, 0u64..300, jobs, events).prop_map(
-        |(pools, shares, budgets, service_cap, slice, grace, jobs, events)| Scenario {
-            pools,
-            shares,
-            budgets,
-            service_cap,
-            slice,
-            grace,
-            jobs,
-            events,
+    let impacts = prop::array::uniform4(prop::sample::select(vec![1.0f64, 1.0, 3.0]));
+    let knobs = (impacts, any::<bool>(), prop::sample::select(vec![0.0f64, 0.2, 0.5]));
+    (pools, shares, budgets, prop::option::of(2u32..9), 0u64..1500, 0u64..300, jobs, events, knobs).prop_map(
+        |(pools, shares, budgets, service_cap, slice, grace, jobs, events, (impacts, keep_claims, swap_margin))| {
+            Scenario {
+                pools,
+                shares,
+                budgets,
+                service_cap,
+                slice,
+                grace,
+                jobs,
+                events,
+                impacts,
+                keep_claims,
+                swap_margin,
+            }
         },
     )
 }
@@ -495,6 +507,7 @@ fn build(s: &Scenario) -> (State, Vec<WorkloadSpec>, Vec<NodeEvent>) {
             a.share = Some(s.shares[i]);
             a.budget_gpu_hours = s.budgets[i];
             a.max_service_gpus = if i == 0 { s.service_cap } else { None };
+            a.impact = Some(s.impacts[i]);
         });
     }
     let state = b
@@ -505,6 +518,8 @@ fn build(s: &Scenario) -> (State, Vec<WorkloadSpec>, Vec<NodeEvent>) {
             c.usage_half_life = 2000;
             c.interactive_max_gpus = 4;
             c.interactive_max_duration = 2000;
+            c.keep_claims = s.keep_claims;
+            c.swap_margin = s.swap_margin;
         })
         .build();
     let mut specs = Vec::new();

@@ -63,6 +63,8 @@ pub const GPU_WEIGHT: FloatBound = FloatBound { min: 1e-3, max: 1e3 };
 /// `[contract] budget_carry_over`: the fraction of a period's budget that
 /// unused budget may add to it (BUD-5).
 pub const CARRY_OVER: FloatBound = FloatBound { min: 0.0, max: 1.0 };
+/// `[contract] swap_margin` (CON-11): below 1, so that a swap stays possible.
+pub const SWAP_MARGIN: FloatBound = FloatBound { min: 0.0, max: 0.9 };
 /// A workload's mean GPU utilisation.
 pub const UTIL: FloatBound = FloatBound { min: 0.0, max: 1.0 };
 /// `[api] requests_per_second`: one principal's sustained rate (API-1).

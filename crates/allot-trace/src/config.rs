@@ -300,6 +300,8 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
             interactive_max_duration: secs(c.interactive_max_duration),
             scheduling_interval: secs(c.scheduling_interval),
             impact_weighting: c.impact_weighting.then(|| at("on".to_string())),
+            keep_claims: c.keep_claims.then(|| at("on".to_string())),
+            swap_margin: (c.swap_margin > 0.0).then(|| at(c.swap_margin)),
             time_limit: per_class(&c.time_limit),
             max_time_limit: per_class(&c.max_time_limit),
             idle_threshold: Some(RawPerClassF {
@@ -421,6 +423,10 @@ struct RawContract {
     scheduling_interval: Option<Spanned<Secs>>,
     /// `off` (default) or `on` (rule IMP-3).
     impact_weighting: Option<Spanned<String>>,
+    /// `off` (default) or `on` (rule CON-10).
+    keep_claims: Option<Spanned<String>>,
+    /// CON-11: 0 (default) to 0.9.
+    swap_margin: Option<Spanned<f64>>,
     /// CON-6: default time limit per class (none by default).
     time_limit: Option<RawPerClass>,
     /// CON-6: largest time limit per class (none by default).
@@ -1184,17 +1190,25 @@ fn build_contract(ctx: &Ctx<'_>, raw: &RawContract) -> Result<Contract, FormatEr
     c.interactive_max_gpus = raw.interactive_max_gpus.unwrap_or(c.interactive_max_gpus);
     let max_duration = &raw.interactive_max_duration;
     c.interactive_max_duration = secs("interactive_max_duration", max_duration, wait, c.interactive_max_duration)?;
-    if let Some(v) = &raw.impact_weighting {
-        c.impact_weighting = match v.get_ref().as_str() {
-            "off" => false,
-            "on" => true,
-            other => {
-                let msg = format!("unknown impact_weighting {other:?} (use off or on)");
-                return Err(ctx.err("contract.impact_weighting", Some(v.span()), msg));
-            }
-        };
+    c.impact_weighting = on_off(ctx, "impact_weighting", &raw.impact_weighting, c.impact_weighting)?;
+    c.keep_claims = on_off(ctx, "keep_claims", &raw.keep_claims, c.keep_claims)?;
+    if let Some(f) = &raw.swap_margin {
+        c.swap_margin = ctx.float("contract.swap_margin".to_string(), "swap_margin", f, bounds::SWAP_MARGIN)?;
     }
     Ok(c)
+}
+
+/// A `[contract]` switch written `"off"` or `"on"`; `default` when absent.
+fn on_off(ctx: &Ctx, key: &str, v: &Option<Spanned<String>>, default: bool) -> Result<bool, FormatError> {
+    let Some(v) = v else { return Ok(default) };
+    match v.get_ref().as_str() {
+        "off" => Ok(false),
+        "on" => Ok(true),
+        other => {
+            let msg = format!("unknown {key} {other:?} (use off or on)");
+            Err(ctx.err(format!("contract.{key}"), Some(v.span()), msg))
+        }
+    }
 }
 
 /// One time of each class's idle reclaim (CON-9), where it is on.

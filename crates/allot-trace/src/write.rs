@@ -470,6 +470,14 @@ fn write_contract<W: Write>(w: &mut W, c: &Contract) -> io::Result<()> {
     if c.impact_weighting {
         writeln!(w, "impact_weighting = \"on\"")?;
     }
+    // Written only when set, so configs without it are unchanged (CON-11).
+    if c.swap_margin > 0.0 {
+        writeln!(w, "swap_margin = {}", c.swap_margin)?;
+    }
+    // Written only when on, so configs without it are unchanged (CON-10).
+    if c.keep_claims {
+        writeln!(w, "keep_claims = \"on\"")?;
+    }
     // Written only when not the default, so configs without it are
     // unchanged (CON-9); a threshold of 0 is off.
     if c.idle_reclaim != Contract::default().idle_reclaim {

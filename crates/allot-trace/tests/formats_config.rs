@@ -58,7 +58,7 @@ fn fixture_loads_with_weights_racks_and_legacy_pools() {
 #[test]
 fn contract_keys_override_defaults_one_by_one() {
     let d = Contract::default();
-    let cases: [(&str, &str, Contract); 16] = [
+    let cases: [(&str, &str, Contract); 18] = [
         (
             "alert thresholds",
             "budget_alerts = [1.0, 0.5, 0.9]",
@@ -109,6 +109,8 @@ fn contract_keys_override_defaults_one_by_one() {
         ),
         ("impact weighting on (IMP-3)", "impact_weighting = \"on\"", Contract { impact_weighting: true, ..d }),
         ("impact weighting off", "impact_weighting = \"off\"", Contract { impact_weighting: false, ..d }),
+        ("kept claims on (CON-10)", "keep_claims = \"on\"", Contract { keep_claims: true, ..d }),
+        ("kept claims off", "keep_claims = \"off\"", Contract { keep_claims: false, ..d }),
         (
             "idle reclaim on for batch, off for interactive (CON-9)",
             "idle_threshold = { batch = 0.02, interactive = 0 }\nidle_after = { batch = \"4h\" }",
@@ -263,6 +265,13 @@ fn bad_configs_name_file_line_and_key() {
             Some(12),
             "contract.impact_weighting",
             "unknown impact_weighting \"maybe\" (use off or on)",
+        ),
+        (
+            "keep_claims neither off nor on",
+            "[contract]\nkeep_claims = \"yes\"\n",
+            Some(11),
+            "contract.keep_claims",
+            "unknown keep_claims \"yes\" (use off or on)",
         ),
         (
             "impact_weighting not a string",

@@ -369,6 +369,7 @@ impl Engine {
 
     /// One scheduling pass: the policy's decisions, applied in order.
     pub(in crate::engine) fn pass(&mut self, policy: &mut dyn Policy, now: Time) {
+        self.state.prune_claims();
         let decisions = policy.schedule(&self.state, now);
         for Decision { action, reason } in decisions {
             match action {
@@ -383,6 +384,7 @@ impl Engine {
                     self.record(now, w, Change::Reject, reason.clone());
                     self.end_pending(w, now, Phase::Rejected, reason);
                 }
+                Action::Claim { workload: w, alloc } => self.state.claim(w, alloc),
             }
         }
     }

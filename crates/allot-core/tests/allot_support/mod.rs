@@ -33,12 +33,14 @@ pub fn apply(state: &mut State, d: &[Decision], now: Time) {
                 state.signal(workload, now, g, reason);
             }
             Action::Reject { workload } => state.end_pending(workload, now, Phase::Rejected, reason),
+            Action::Claim { workload, alloc } => state.claim(workload, alloc),
         }
     }
 }
 
 /// Runs one pass at `now`, applies it, checks the invariants.
 pub fn pass(p: &mut dyn Policy, state: &mut State, now: Time) -> Vec<Decision> {
+    state.prune_claims();
     let d = p.schedule(state, now);
     apply(state, &d, now);
     state.sanity_check(now).unwrap();

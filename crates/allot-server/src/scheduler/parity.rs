@@ -567,6 +567,9 @@ struct Scenario {
     restarts: Vec<u64>,
     adopt: bool,
     snapshot_every: u64,
+    /// CON-10 and CON-11.
+    keep_claims: bool,
+    swap_margin: f64,
 }
 
 fn scenario() -> impl Strategy<Value = Scenario> {
@@ -580,10 +583,14 @@ fn scenario() -> impl Strategy<Value = Scenario> {
     let jobs = prop::collection::vec(job, 1..30);
     let events = prop::collection::vec((0u64..5000, 0usize..20, 0u8..4), 0..5);
     let requests = prop::collection::vec((0u64..5000, 0usize..30, prop::sample::select(vec![0, 0, 1, 3])), 0..5);
-    let restarts =
-        (prop::collection::vec(0u64..5000, 0..3), prop::bool::weighted(0.7), prop::sample::select(vec![0u64, 3, 20]));
+    let restarts = (
+        prop::collection::vec(0u64..5000, 0..3),
+        prop::bool::weighted(0.7),
+        prop::sample::select(vec![0u64, 3, 20]),
+        (any::<bool>(), prop::sample::select(vec![0.0f64, 0.3])),
+    );
     (pools, 0u64..120, prop::sample::select(vec![0u64, 300, 1800]), jobs, events, requests, 0u8..3, restarts).prop_map(
-        |(pools, grace, slice, jobs, events, requests, policy, (restarts, adopt, snapshot_every))| Scenario {
+        |(pools, grace, slice, jobs, events, requests, policy, (restarts, adopt, snapshot_every, knobs))| Scenario {
             pools,
             grace,
             slice,
@@ -594,6 +601,8 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             restarts,
             adopt,
             snapshot_every,
+            keep_claims: knobs.0,
+            swap_margin: knobs.1,
         },
     )
 }
@@ -615,6 +624,8 @@ fn build(s: &Scenario) -> Case {
             let idle = allot_core::IdleReclaim { threshold: 0.05, after: 400, warning: 100 };
             c.idle_reclaim.interactive = Some(idle);
             c.idle_reclaim.batch = Some(allot_core::IdleReclaim { after: 900, ..idle });
+            c.keep_claims = s.keep_claims;
+            c.swap_margin = s.swap_margin;
         })
         .build();
     let accounts = ["org/a", "org/b/x", "org/c"];

@@ -25,7 +25,7 @@
 use crate::cluster::GpuTypeId;
 use crate::workload::Class;
 
-use super::fairshare::{FairShare, ROOT, Removed, Side, Slot, Users, better_after_swap, ngpus};
+use super::fairshare::{FairShare, ROOT, Removed, Side, Slot, Users, better_after_swap, impact_decides, ngpus};
 use super::rank::Tier;
 use super::victim::{Cand, Preemptor};
 
@@ -255,7 +255,7 @@ impl Bounds {
         let kind = |g: &Group| g.over == w_over && typed(g.gpu);
         let better = |g: &Group| {
             let w = Side { ng: ngpus(p.spec.gpus, g.weight), ..p.side };
-            better_after_swap(fs, users, w, g.side, &none)
+            better_after_swap(fs, users, w, g.side, &none, w_over)
         };
         // A group in another slot is compared at the level where the two
         // slots diverge, whatever its user, so per slot and kind the
@@ -335,8 +335,9 @@ impl Bounds {
             }
             let side = Side { ng: ngpus(p.spec.gpus, group.weight), ..p.side };
             let members = &self.members[self.starts[g]..self.starts[g + 1]];
-            let n = members
-                .partition_point(|m| may_rank_better(fs, users, side, Side { ng: m.1, ..group.side }, &removed_at));
+            let n = members.partition_point(|m| {
+                may_rank_better(fs, users, side, Side { ng: m.1, ..group.side }, &removed_at, w_over)
+            });
             out.extend(members[..n].iter().map(|m| m.2).filter(left));
         }
         out
@@ -345,15 +346,28 @@ impl Bounds {
 
 /// Whether `w` could rank strictly better than `v` after a swap (CON-4)
 /// in which at most `removed_at(a)` is removed from the slot `a` on `w`'s
-/// side and nothing from `w`'s user or on `v`'s side.
-fn may_rank_better(fs: &FairShare, users: &Users, w: Side, v: Side, removed_at: &dyn Fn(Slot) -> f64) -> bool {
+/// side and nothing from `w`'s user or on `v`'s side; between over-budget
+/// workloads (`over`) a difference in impact decides first (IMP-1), as in
+/// [`better_after_swap`].
+fn may_rank_better(
+    fs: &FairShare,
+    users: &Users,
+    w: Side,
+    v: Side,
+    removed_at: &dyn Fn(Slot) -> f64,
+    over: bool,
+) -> bool {
+    if let Some(better) = impact_decides(fs, w.slot, v.slot, over) {
+        return better;
+    }
     if let Some((a, b)) = fs.diverge(w.slot, v.slot) {
         let wa = fs.alloc(a) - removed_at(a);
-        return fs.value_with(a, wa + w.ng) < fs.value_with(b, fs.alloc(b) - v.ng);
+        return fs.value_with(a, wa + w.ng) < fs.value_with(b, fs.alloc(b) - v.ng) * fs.keep();
     }
     if w.user != v.user {
         let wa = users.alloc[w.user as usize];
-        return users.value_with(w.user, wa + w.ng) < users.value_with(v.user, users.alloc[v.user as usize] - v.ng);
+        let v_after = users.value_with(v.user, users.alloc[v.user as usize] - v.ng);
+        return users.value_with(w.user, wa + w.ng) < v_after * fs.keep();
     }
     false
 }

@@ -70,6 +70,9 @@ pub(crate) struct FairShare {
     /// `τ = half_life / ln 2`.
     tau: f64,
     now: Time,
+    /// CON-11: `1 - swap_margin`, the factor of the victim's side a
+    /// preemptor's must stay below after a swap.
+    keep: f64,
 }
 
 /// What FS-1 knows of one slot.
@@ -133,6 +136,7 @@ impl FairShare {
             decay: state.contract.usage_half_life > 0,
             tau: state.contract.usage_half_life as f64 / std::f64::consts::LN_2,
             now,
+            keep: 1.0 - state.contract.swap_margin,
         };
         for a in tree.ids() {
             let acc = tree.account(a);
@@ -234,6 +238,11 @@ impl FairShare {
     }
 
     /// Impact of a slot's account, own or inherited (IMP-1).
+    /// CON-11: `1 - swap_margin` (1 without a margin).
+    pub(crate) fn keep(&self) -> f64 {
+        self.keep
+    }
+
     pub(crate) fn impact(&self, s: Slot) -> f64 {
         self.s[s as usize].impact
     }
@@ -519,10 +528,33 @@ pub(crate) fn swap(fs: &FairShare, users: &Users, w: Side, v: Side, removed: &Re
 
 /// CON-4: the preemptor ranks strictly better after the swap ([`swap`]
 /// without the values before it). Within one user of one slot nothing is
-/// gained by swapping, so never there.
-pub(crate) fn better_after_swap(fs: &FairShare, users: &Users, w: Side, v: Side, removed: &Removed) -> bool {
+/// gained by swapping, so never there. Between over-budget workloads
+/// (`over`) the rank is IMP-1's: where their accounts diverge, the higher
+/// impact ranks first whatever the swap does ([`impact_decides`]).
+pub(crate) fn better_after_swap(
+    fs: &FairShare,
+    users: &Users,
+    w: Side,
+    v: Side,
+    removed: &Removed,
+    over: bool,
+) -> bool {
+    if let Some(better) = impact_decides(fs, w.slot, v.slot, over) {
+        return better;
+    }
     let (level, w_after, v_after) = after_swap(fs, users, w, v, removed);
-    level != SwapLevel::Fifo && w_after < v_after
+    level != SwapLevel::Fifo && w_after < v_after * fs.keep
+}
+
+/// IMP-1 in CON-4: between over-budget workloads of slots `w` and `v`
+/// (`over`), `Some(true)` if `w`'s side has the higher impact where the
+/// two paths diverge, `Some(false)` if the lower; `None` if fair share
+/// decides (equal impacts, the same slot, or not over budget). A swap
+/// never changes impacts, so neither does the rank it decides.
+pub(crate) fn impact_decides(fs: &FairShare, w: Slot, v: Slot, over: bool) -> Option<bool> {
+    let (a, b) = fs.diverge(w, v).filter(|_| over)?;
+    let (ia, ib) = (fs.impact(a), fs.impact(b));
+    (ia != ib).then_some(ia > ib)
 }
 
 /// The level of [`swap`] and the two values after the swap.

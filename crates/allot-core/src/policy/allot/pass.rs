@@ -11,6 +11,13 @@
 //!    starts there; no new victim is chosen for it (CON-2);
 //! 4. else it preempts victims chosen under CON-5 ([`Victims`]).
 //!
+//! CON-10 (`keep_claims`): the GPUs a workload claimed in step 3 or took
+//! in step 4 are kept for it in the state ([`State::claims`]) until it
+//! starts. Before the tiers are served, each kept claim is honoured: a
+//! claim whose GPUs are all free now starts its workload on them; any
+//! other is reserved (no other workload starts on or claims its GPUs) and
+//! counts for its workload's fair share, as a claim made in the pass does.
+//!
 //! A user none of whose remaining workloads can start, claim or preempt
 //! (the smallest gang of each of its shapes failed all three) leaves the
 //! pass at once, so a saturated cluster with thousands waiting costs a few
@@ -108,6 +115,9 @@ pub(crate) struct Pass<'a> {
     /// Whether the over-budget work of this pass has more than one impact,
     /// so IMP-1 orders it (and its start reasons say so).
     impact_steers: bool,
+    /// CON-10: workloads whose kept claim this pass honoured: started on
+    /// it (`None`) or still waiting for its GPUs to be released.
+    kept: BTreeMap<WorkloadId, Option<Allocation>>,
 }
 
 /// Takes out of `free` the GPUs of `alloc` that are free there.
@@ -177,12 +187,16 @@ impl<'a> Pass<'a> {
             probe,
             outcomes: BTreeMap::new(),
             impact_steers: false,
+            kept: BTreeMap::new(),
         }
     }
 
     /// Runs the pass; the decisions are in `out`.
     pub(crate) fn run(&mut self) {
         let state = self.state;
+        if state.contract.keep_claims {
+            self.honour_claims();
+        }
         let waiting = Waiting::new(state, &self.budgets, &self.users);
         for &w in &waiting.rejected {
             let reason = lane_reject(state, state.spec(w));
@@ -199,6 +213,49 @@ impl<'a> Pass<'a> {
                 self.serve(tier, work);
             }
             self.not_reached(tier, work);
+        }
+    }
+
+    /// CON-10: starts each workload whose kept claim is all free now, on
+    /// it, and reserves every other kept claim for its workload.
+    fn honour_claims(&mut self) {
+        let state = self.state;
+        for (&w, alloc) in &state.claims {
+            // Interactive work the lane no longer admits is rejected (INT-2).
+            let Some(tier) = super::rank::tier_of(state, &self.budgets, w) else { continue };
+            let u = self.users.of(state, w);
+            let all_free = alloc.parts.iter().all(|&(n, m)| {
+                let i = n.0 as usize;
+                self.free.usable[i] && m & !self.free.free[i] == 0
+            });
+            if all_free {
+                self.free.take(&state.cluster, alloc);
+                reserve(state, &mut self.hyp, alloc);
+                self.gain(state.spec(w), u, alloc);
+                let reason = Reason::new(
+                    Rule::ClaimKept,
+                    format!("starts on the {} GPUs kept for it while the work on them stopped", alloc.gpus()),
+                )
+                .led_by("The GPUs freed for it are free now: it starts on them.");
+                self.out.push(Decision { action: Action::Start { workload: w, alloc: alloc.clone() }, reason });
+                self.note(w, Outcome::Started(tier));
+                self.kept.insert(w, None);
+            } else {
+                reserve(state, &mut self.free, alloc);
+                reserve(state, &mut self.hyp, alloc);
+                self.gain(state.spec(w), u, alloc);
+                self.note(w, Outcome::Claimed(alloc.clone()));
+                self.kept.insert(w, Some(alloc.clone()));
+            }
+        }
+    }
+
+    /// CON-10: keeps `alloc` for `w` until it starts (when the contract
+    /// says so).
+    fn keep(&mut self, w: WorkloadId, alloc: &Allocation) {
+        if self.state.contract.keep_claims {
+            let reason = Reason::new(Rule::ClaimKept, format!("{} GPUs kept for it until it starts", alloc.gpus()));
+            self.out.push(Decision { action: Action::Claim { workload: w, alloc: alloc.clone() }, reason });
         }
     }
 
@@ -323,6 +380,9 @@ impl<'a> Pass<'a> {
     fn consider(&mut self, w: WorkloadId, u: u32, tier: Tier, q: &mut Queue) -> Outcome {
         let state = self.state;
         let spec = state.spec(w);
+        if let Some(kept) = self.kept.get(&w) {
+            return kept.as_ref().map_or(Outcome::Started(tier), |a| Outcome::Claimed(a.clone()));
+        }
         if let Some((a, held, cap)) = service_cap(state, &self.svc, spec) {
             return Outcome::ServiceCap(a, held, cap);
         }
@@ -341,6 +401,7 @@ impl<'a> Pass<'a> {
                     self.hyp.take(&state.cluster, &alloc);
                     reserve(state, &mut self.free, &alloc);
                     self.gain(spec, u, &alloc);
+                    self.keep(w, &alloc);
                     return Outcome::Claimed(alloc);
                 }
                 None => self.hyp_fails.record(spec, 0),
@@ -458,6 +519,7 @@ impl<'a> Pass<'a> {
         self.hyp.take(&state.cluster, &found.alloc);
         reserve(state, &mut self.free, &found.alloc);
         self.gain(p.spec, p.side.user, &found.alloc);
+        self.keep(p.w, &found.alloc);
         // Victims may have freed more than needed: spare GPUs are back in `hyp`.
         self.hyp_fails = FailCache::default();
         self.search_fails.clear();

@@ -199,7 +199,8 @@ impl Victims {
             Some(rule) => Some(rule),
             None => {
                 let w = Side { ng: ngpus(p.spec.gpus, c.weight), ..p.side };
-                better_after_swap(fs, users, w, c.side, removed).then_some(Rule::NoPingPong)
+                let over = p.tier == Tier::OverBudget;
+                better_after_swap(fs, users, w, c.side, removed, over).then_some(Rule::NoPingPong)
             }
         }
     }

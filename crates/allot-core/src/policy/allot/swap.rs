@@ -4,7 +4,8 @@
 use crate::Time;
 use crate::state::State;
 
-use super::fairshare::{FairShare, Removed, Side, SwapLevel, Users, swap};
+use super::fairshare::{FairShare, Removed, Side, SwapLevel, Users, impact_decides, swap};
+use super::rank::Tier;
 use super::victim::{Cand, Preemptor};
 
 /// CON-4 detail of a preemption: the values on both sides before and after
@@ -18,8 +19,27 @@ pub(crate) fn swap_detail(
     ran: Time,
     slice: Time,
 ) -> String {
-    let s = swap(fs, users, Side { ng: w_ng, ..p.side }, Side { ng: 0.0, ..c.side }, removed);
     let tail = format!("; {} ran {ran} s >= slice {slice} s", state.spec(c.w).id);
+    if p.tier == Tier::OverBudget
+        && let Some((a, b)) = fs.diverge(p.side.slot, c.side.slot)
+        && impact_decides(fs, p.side.slot, c.side.slot, true).is_some()
+    {
+        return format!(
+            "{} ranks strictly better among over-budget work, by impact first (IMP-1): {} impact {} vs {} impact {}{tail}",
+            p.spec.id,
+            fs.name(state, a),
+            fs.impact(a),
+            fs.name(state, b),
+            fs.impact(b)
+        );
+    }
+    let m = state.contract.swap_margin;
+    let tail = if m > 0.0 {
+        format!("; CON-11: below {:.2} x the victim's side (swap margin {m}){tail}", 1.0 - m)
+    } else {
+        tail
+    };
+    let s = swap(fs, users, Side { ng: w_ng, ..p.side }, Side { ng: 0.0, ..c.side }, removed);
     match s.level {
         SwapLevel::Slots(a, b) => format!(
             "{} ranks strictly better after the swap: usage/entitlement {} {:.2} -> {:.2} vs {} {:.2} -> {:.2}{tail}",
