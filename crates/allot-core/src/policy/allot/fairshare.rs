@@ -237,12 +237,12 @@ impl FairShare {
         self.s[s as usize].parent
     }
 
-    /// Impact of a slot's account, own or inherited (IMP-1).
     /// CON-11: `1 - swap_margin` (1 without a margin).
     pub(crate) fn keep(&self) -> f64 {
         self.keep
     }
 
+    /// Impact of a slot's account, own or inherited (IMP-1).
     pub(crate) fn impact(&self, s: Slot) -> f64 {
         self.s[s as usize].impact
     }
