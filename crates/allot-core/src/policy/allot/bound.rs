@@ -21,6 +21,16 @@
 //! (subtraction, addition, `max(0)`, division by a positive constant) is
 //! monotone in IEEE arithmetic, so the bounds hold for the computed values,
 //! not only for the real numbers.
+//!
+//! Both run once per waiting user and shape in most passes, so they do not
+//! walk every group: for slots that diverge at `a` (on the preemptor's path)
+//! and its sibling `b`, the comparison is the same for every candidate below
+//! `b` of one kind (budget status, GPU type) but for the candidate's GPUs, so
+//! the candidates below each slot are kept per kind, smallest first
+//! ([`Bounds::runs`]), and one bisection per sibling decides them all. The
+//! comparisons are the same floating-point expressions on the same operands
+//! as [`better_after_swap`] and [`may_rank_better`], so the answers are
+//! exactly theirs.
 
 use crate::cluster::GpuTypeId;
 use crate::workload::Class;
@@ -45,12 +55,15 @@ pub(crate) struct Bounds {
     /// Per slot: its groups, chained through `group_next`.
     group_first: Vec<u32>,
     group_next: Vec<u32>,
-    /// The groups merged per slot, budget status and GPU type (hence
-    /// weight), each with the fewest normalised GPUs of a member; chained
-    /// per slot through `kind_next` from `kind_first`.
-    by_slot: Vec<Group>,
-    kind_first: Vec<u32>,
-    kind_next: Vec<u32>,
+    /// The CON-4 candidates below each slot (all but the root), per kind:
+    /// runs of `below_kind` ordered by the slot's parent, the slot and the
+    /// kind; each run's candidates by normalised GPUs, smallest first.
+    runs: Vec<Run>,
+    below_kind: Vec<(f64, usize)>,
+    /// Per slot: the first of the runs of its children (`runs_end` ends
+    /// them), `NONE` without any.
+    runs_at: Vec<u32>,
+    runs_end: Vec<u32>,
     /// (Group, normalised GPUs, candidate) of the members of all groups,
     /// by group and then size; group `g`'s are at `starts[g]..starts[g + 1]`.
     members: Vec<(u32, f64, usize)>,
@@ -69,6 +82,8 @@ pub(crate) struct Bounds {
     refused: Vec<(RefusalKey, u32)>,
     /// Buffers of [`Bounds::build`] and [`Bounds::possible`].
     held_at: Vec<u32>,
+    /// (Key, normalised GPUs, candidate, weight) per member and ancestor.
+    sort: Vec<(RunKey, f64, usize, f64)>,
     first: Vec<u32>,
     next: Vec<u32>,
     path: Vec<Slot>,
@@ -78,8 +93,24 @@ pub(crate) struct Bounds {
 
 const NONE: u32 = u32::MAX;
 
+/// Parent, slot, budget status and GPU type of a [`Run`].
+type RunKey = (Slot, Slot, bool, Option<GpuTypeId>);
+
 /// User, tier and GPU type of a refused search.
 type RefusalKey = (u32, Tier, Option<GpuTypeId>);
+
+/// The CON-4 candidates of one kind below one slot (see [`Bounds::runs`]).
+#[derive(Clone, Debug)]
+struct Run {
+    parent: Slot,
+    slot: Slot,
+    over: bool,
+    gpu: Option<GpuTypeId>,
+    weight: f64,
+    /// Their place in `below_kind`.
+    from: usize,
+    to: usize,
+}
 
 #[derive(Clone, Debug)]
 struct Group {
@@ -107,7 +138,7 @@ impl Bounds {
         self.built = false;
         self.kinds.clear();
         self.groups.clear();
-        self.by_slot.clear();
+        self.runs.clear();
         self.members.clear();
         self.by_status.iter_mut().for_each(Vec::clear);
         self.held.clear();
@@ -167,7 +198,8 @@ impl Bounds {
             let at = self.starts.last().copied().unwrap_or(0);
             self.starts.push(at + self.members[at..].iter().take_while(|m| m.0 == g).count());
         }
-        self.merge_by_slot(fs.slots());
+        self.chain_by_slot(fs.slots());
+        self.build_runs(fs);
         self.below.clear();
         self.below.resize(fs.slots(), 0.0);
         for &(slot, _, ng) in &self.held {
@@ -179,35 +211,69 @@ impl Bounds {
         }
     }
 
-    /// Chains the groups per slot and merges them per slot and kind.
-    fn merge_by_slot(&mut self, slots: usize) {
-        for v in [&mut self.group_first, &mut self.kind_first] {
-            v.clear();
-            v.resize(slots, NONE);
-        }
+    /// Chains the groups per slot.
+    fn chain_by_slot(&mut self, slots: usize) {
+        self.group_first.clear();
+        self.group_first.resize(slots, NONE);
         self.group_next.clear();
-        self.kind_next.clear();
         for (g, group) in self.groups.iter().enumerate() {
             let s = group.side.slot as usize;
             self.group_next.push(self.group_first[s]);
             self.group_first[s] = g as u32;
-            let mut k = self.kind_first[s];
-            while k != NONE && (self.by_slot[k as usize].over, self.by_slot[k as usize].gpu) != (group.over, group.gpu)
-            {
-                k = self.kind_next[k as usize];
-            }
-            if k == NONE {
-                self.kind_next.push(self.kind_first[s]);
-                self.kind_first[s] = self.by_slot.len() as u32;
-                self.by_slot.push(group.clone());
-            } else {
-                let merged = &mut self.by_slot[k as usize];
-                debug_assert_eq!(merged.weight, group.weight, "one weight per GPU type");
-                if group.side.ng < merged.side.ng {
-                    merged.side.ng = group.side.ng;
-                }
+        }
+    }
+
+    /// Fills [`Bounds::runs`]: every member once under each of its slot's
+    /// ancestors but the root.
+    fn build_runs(&mut self, fs: &FairShare) {
+        let sort = &mut self.sort;
+        sort.clear();
+        for &(g, ng, i) in &self.members {
+            let group = &self.groups[g as usize];
+            let mut x = group.side.slot;
+            while x != ROOT {
+                sort.push(((fs.parent(x), x, group.over, group.gpu), ng, i, group.weight));
+                x = fs.parent(x);
             }
         }
+        sort.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        self.below_kind.clear();
+        self.below_kind.extend(sort.iter().map(|e| (e.1, e.2)));
+        for (at, &((parent, slot, over, gpu), _, _, weight)) in sort.iter().enumerate() {
+            match self.runs.last_mut() {
+                Some(r) if (r.parent, r.slot, r.over, r.gpu) == (parent, slot, over, gpu) => r.to = at + 1,
+                _ => self.runs.push(Run { parent, slot, over, gpu, weight, from: at, to: at + 1 }),
+            }
+        }
+        self.runs_at.clear();
+        self.runs_at.resize(fs.slots(), NONE);
+        self.runs_end.clear();
+        self.runs_end.resize(fs.slots(), NONE);
+        for (k, r) in self.runs.iter().enumerate() {
+            let p = r.parent as usize;
+            if self.runs_at[p] == NONE {
+                self.runs_at[p] = k as u32;
+            }
+            self.runs_end[p] = k as u32 + 1;
+        }
+    }
+
+    /// The runs of the siblings of `a` (at the level where a slot below
+    /// one of them diverges from `a`'s subtree), of budget status `over`
+    /// and a GPU type the preemptor may use.
+    fn sibling_runs<'s>(
+        &'s self,
+        fs: &FairShare,
+        a: Slot,
+        over: bool,
+        typed: impl Fn(Option<GpuTypeId>) -> bool + 's,
+    ) -> impl Iterator<Item = &'s Run> + 's {
+        let p = fs.parent(a) as usize;
+        let range = match self.runs_at[p] {
+            NONE => 0..0,
+            at => at as usize..self.runs_end[p] as usize,
+        };
+        self.runs[range].iter().filter(move |r| r.slot != a && r.over == over && typed(r.gpu))
     }
 
     /// Whether some candidate left is eligible for `p` while no victim is
@@ -257,20 +323,40 @@ impl Bounds {
             let w = Side { ng: ngpus(p.spec.gpus, g.weight), ..p.side };
             better_after_swap(fs, users, w, g.side, &none, w_over)
         };
-        // A group in another slot is compared at the level where the two
-        // slots diverge, whatever its user, so per slot and kind the
-        // smallest group decides. In p's own slot users are compared.
-        self.by_slot.iter().filter(|g| g.side.slot != p.side.slot && kind(g)).any(better)
-            || self.groups_in(p.side.slot).filter(|g| kind(g)).any(better)
+        // A candidate in another slot is compared at the level where the
+        // two slots diverge, whatever its user, so per sibling and kind the
+        // smallest decides. In p's own slot users are compared.
+        let mut a = p.side.slot;
+        while a != ROOT {
+            let found = self.sibling_runs(fs, a, w_over, typed).any(|r| match level_decides(fs, a, r.slot, w_over) {
+                Some(decided) => decided,
+                None => {
+                    let (b, v_ng) = (r.slot, self.below_kind[r.from].0);
+                    // `better_after_swap` with nothing removed (`x - 0.0` is `x`).
+                    let w_after = fs.value_with(a, fs.alloc(a) + ngpus(p.spec.gpus, r.weight));
+                    w_after < fs.value_with(b, fs.alloc(b) - v_ng) * fs.keep()
+                }
+            });
+            if found {
+                return true;
+            }
+            a = fs.parent(a);
+        }
+        self.groups_in(p.side.slot).filter(|g| kind(g)).any(better)
     }
 
     /// The groups of one slot.
     fn groups_in(&self, s: Slot) -> impl Iterator<Item = &Group> {
+        self.group_ids_in(s).map(|g| &self.groups[g])
+    }
+
+    /// The indices of the groups of one slot.
+    fn group_ids_in(&self, s: Slot) -> impl Iterator<Item = usize> + '_ {
         let live = |g: &u32| *g != NONE;
         std::iter::successors(Some(self.group_first[s as usize]).filter(live), move |&g| {
             Some(self.group_next[g as usize]).filter(live)
         })
-        .map(|g| &self.groups[g as usize])
+        .map(|g| g as usize)
     }
 
     /// The candidates left that the walk for `p` could ever choose (after
@@ -287,11 +373,18 @@ impl Bounds {
     /// under INT-1, and a lane preemptor may take any candidate of its GPU
     /// type anyway.
     pub(crate) fn possible(&mut self, fs: &FairShare, users: &Users, p: &Preemptor, taken: &[bool]) -> &[usize] {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        self.possible_into(fs, users, p, taken, &mut out);
+        self.out = out;
+        &self.out
+    }
+
+    /// [`Bounds::possible`] into `out`.
+    fn possible_into(&mut self, fs: &FairShare, users: &Users, p: &Preemptor, taken: &[bool], out: &mut Vec<usize>) {
         let typed = |g: Option<GpuTypeId>| p.spec.gpu_type.is_none_or(|t| Some(t) == g);
         let lane = p.tier == Tier::Lane;
         let w_over = p.tier == Tier::OverBudget;
-        let out = &mut self.out;
-        out.clear();
         let left = |i: &usize| !taken[*i];
         let status = |s: usize| self.by_status[s].iter().filter(|(i, g)| typed(*g) && left(i)).map(|(i, _)| *i);
         if !w_over {
@@ -299,7 +392,7 @@ impl Bounds {
             out.extend(status(0));
             if lane {
                 out.extend(status(1));
-                return out;
+                return;
             }
         }
         let path = &mut self.path;
@@ -320,16 +413,34 @@ impl Bounds {
             _ => 0.0,
         };
         let margin = 8.0 * (self.count as f64 + 2.0) * f64::EPSILON;
-        let on_path = &mut self.on_path;
+        let mut on_path = std::mem::take(&mut self.on_path);
         on_path.clear();
         on_path.extend(path.iter().map(|&x| {
             let all = self.below[x as usize];
             (all - own) + all * margin
         }));
         let removed_at = |s: Slot| on_path[fs.depth(s) as usize - 1];
-        // Per group, the check is monotone in the member's size: it holds
-        // for the smallest members up to some size, found by bisection.
-        for (g, group) in self.groups.iter().enumerate() {
+        // The check is monotone in the candidate's size: per sibling of a
+        // slot on p's path and kind it holds for the smallest candidates
+        // below the sibling up to some size, found by bisection.
+        for &a in &self.path {
+            for r in self.sibling_runs(fs, a, w_over, typed) {
+                let below = &self.below_kind[r.from..r.to];
+                let n = match level_decides(fs, a, r.slot, w_over) {
+                    Some(decided) => usize::from(decided) * below.len(),
+                    None => {
+                        let wa = fs.alloc(a) - removed_at(a);
+                        let w_after = fs.value_with(a, wa + ngpus(p.spec.gpus, r.weight));
+                        let b = r.slot;
+                        below.partition_point(|m| w_after < fs.value_with(b, fs.alloc(b) - m.0) * fs.keep())
+                    }
+                };
+                out.extend(below[..n].iter().map(|m| m.1).filter(left));
+            }
+        }
+        // Per group of p's own slot (users compared), likewise.
+        for g in self.group_ids_in(p.side.slot) {
+            let group = &self.groups[g];
             if group.over != w_over || !typed(group.gpu) {
                 continue;
             }
@@ -340,8 +451,15 @@ impl Bounds {
             });
             out.extend(members[..n].iter().map(|m| m.2).filter(left));
         }
-        out
+        self.on_path = on_path;
     }
+}
+
+/// [`impact_decides`] for slots known to diverge at `a` (on the
+/// preemptor's side) and its sibling `b`.
+fn level_decides(fs: &FairShare, a: Slot, b: Slot, over: bool) -> Option<bool> {
+    let (ia, ib) = (fs.impact(a), fs.impact(b));
+    (over && ia != ib).then_some(ia > ib)
 }
 
 /// Whether `w` could rank strictly better than `v` after a swap (CON-4)
