@@ -70,10 +70,7 @@ pub(crate) struct Bounds {
     starts: Vec<usize>,
     /// Candidates left under BUD-2 or INT-1: over budget, in budget.
     by_status: [Vec<(usize, Option<GpuTypeId>)>; 2],
-    /// (Slot, user, normalised GPUs held) of each user with candidates left.
-    held: Vec<(Slot, u32, f64)>,
-    /// Per slot: the normalised GPUs of all candidates left at or below it.
-    below: Vec<f64>,
+    /// Candidates left when built.
     count: usize,
     /// Refusals of [`Bounds::may_find`] since allocations last changed:
     /// (user, tier, GPU type) and the smallest gang refused. The answer
@@ -81,13 +78,13 @@ pub(crate) struct Bounds {
     /// gang only ranks worse after the swap, so it is refused too.
     refused: Vec<(RefusalKey, u32)>,
     /// Buffers of [`Bounds::build`] and [`Bounds::possible`].
-    held_at: Vec<u32>,
     /// (Key, normalised GPUs, candidate, weight) per member and ancestor.
     sort: Vec<(RunKey, f64, usize, f64)>,
     first: Vec<u32>,
     next: Vec<u32>,
     path: Vec<Slot>,
     on_path: Vec<f64>,
+    held_on_path: Vec<f64>,
     out: Vec<usize>,
 }
 
@@ -141,7 +138,6 @@ impl Bounds {
         self.runs.clear();
         self.members.clear();
         self.by_status.iter_mut().for_each(Vec::clear);
-        self.held.clear();
         self.count = 0;
         self.refused.clear();
     }
@@ -151,9 +147,6 @@ impl Bounds {
             return;
         }
         self.built = true;
-        let held_at = &mut self.held_at;
-        held_at.clear();
-        held_at.resize(users, NONE);
         // Per user: its groups (one per GPU type), chained.
         let (first, next) = (&mut self.first, &mut self.next);
         first.clear();
@@ -164,12 +157,6 @@ impl Bounds {
                 self.kinds.push((c.over, c.gpu));
             }
             self.by_status[usize::from(!c.over)].push((i, c.gpu));
-            let at = &mut held_at[c.side.user as usize];
-            if *at == NONE {
-                *at = self.held.len() as u32;
-                self.held.push((c.side.slot, c.side.user, 0.0));
-            }
-            self.held[*at as usize].2 += c.side.ng;
             self.count += 1;
             if !c.slice_ok || c.class != Class::Batch {
                 continue;
@@ -200,15 +187,6 @@ impl Bounds {
         }
         self.chain_by_slot(fs.slots());
         self.build_runs(fs);
-        self.below.clear();
-        self.below.resize(fs.slots(), 0.0);
-        for &(slot, _, ng) in &self.held {
-            let mut x = slot;
-            while x != ROOT {
-                self.below[x as usize] += ng;
-                x = fs.parent(x);
-            }
-        }
     }
 
     /// Chains the groups per slot.
@@ -364,24 +342,42 @@ impl Bounds {
     ///
     /// A chosen victim is eligible when reached, given the victims chosen
     /// before it. Those only ever take allocation away: on the victim's
-    /// side, which makes it harder, and on the preemptor's side, at most
-    /// every candidate left there. So a candidate is kept if it is eligible
-    /// with nothing removed on its side and everything removed on the
-    /// preemptor's side; within a CON-4 group that holds up to some size.
+    /// side, which makes it harder, and on the preemptor's side, where it
+    /// makes it easier. So the set is the least one closed under "eligible
+    /// with nothing removed on its side and, on the preemptor's side, what
+    /// the set's own candidates hold there": by induction along the walk,
+    /// every victim it chooses is eligible with at most that removed, so
+    /// it is in the set. Per sibling subtree and kind the check holds up to
+    /// some size.
     /// The preemptor's own workloads are never chosen (same account, so the
     /// same budget status, and CON-4 never swaps a user's own work) except
     /// under INT-1, and a lane preemptor may take any candidate of its GPU
     /// type anyway.
-    pub(crate) fn possible(&mut self, fs: &FairShare, users: &Users, p: &Preemptor, taken: &[bool]) -> &[usize] {
+    pub(crate) fn possible(
+        &mut self,
+        fs: &FairShare,
+        users: &Users,
+        p: &Preemptor,
+        cands: &[Cand],
+        taken: &[bool],
+    ) -> &[usize] {
         let mut out = std::mem::take(&mut self.out);
         out.clear();
-        self.possible_into(fs, users, p, taken, &mut out);
+        self.possible_into(fs, users, p, cands, taken, &mut out);
         self.out = out;
         &self.out
     }
 
     /// [`Bounds::possible`] into `out`.
-    fn possible_into(&mut self, fs: &FairShare, users: &Users, p: &Preemptor, taken: &[bool], out: &mut Vec<usize>) {
+    fn possible_into(
+        &mut self,
+        fs: &FairShare,
+        users: &Users,
+        p: &Preemptor,
+        cands: &[Cand],
+        taken: &[bool],
+        out: &mut Vec<usize>,
+    ) {
         let typed = |g: Option<GpuTypeId>| p.spec.gpu_type.is_none_or(|t| Some(t) == g);
         let lane = p.tier == Tier::Lane;
         let w_over = p.tier == Tier::OverBudget;
@@ -403,22 +399,66 @@ impl Bounds {
             x = fs.parent(x);
         }
         path.reverse();
-        // Every candidate left below a slot of p's path, except p's own:
-        // the slot's sum less p's user's, which (both sums of at most n
-        // non-negative terms, within n·ε of their exact values) is within
-        // (2n + 1)·ε of the slot's sum from the exact difference; widen by
-        // more than that.
-        let own = match self.held_at.get(p.side.user as usize) {
-            Some(&i) if i != NONE => self.held[i as usize].2,
-            _ => 0.0,
-        };
+        // What the walk can remove on p's side at each slot of its path is
+        // at most what the candidates it can choose hold below that slot:
+        // start from nothing, take every candidate eligible with that much
+        // removed, and repeat with what those hold until nothing more is
+        // taken (see above). A float sum of a subset (the walk's) is within
+        // 2n·ε of the computed sum of the set; widen by more than that. The
+        // amounts only grow, so the set only grows and the loop ends.
         let margin = 8.0 * (self.count as f64 + 2.0) * f64::EPSILON;
         let mut on_path = std::mem::take(&mut self.on_path);
+        let mut held = std::mem::take(&mut self.held_on_path);
         on_path.clear();
-        on_path.extend(path.iter().map(|&x| {
-            let all = self.below[x as usize];
-            (all - own) + all * margin
-        }));
+        on_path.resize(self.path.len(), 0.0);
+        let start = out.len();
+        loop {
+            out.truncate(start);
+            self.con4_possible(fs, users, p, taken, &on_path, out);
+            held.clear();
+            held.resize(self.path.len(), 0.0);
+            for &i in out.iter() {
+                let c = &cands[i];
+                let mut x = c.side.slot;
+                while x != ROOT {
+                    let d = fs.depth(x) as usize - 1;
+                    if self.path.get(d) == Some(&x) {
+                        held[d] += c.side.ng;
+                    }
+                    x = fs.parent(x);
+                }
+            }
+            let mut grew = false;
+            for (removable, h) in on_path.iter_mut().zip(&held) {
+                let widened = h + h * margin;
+                if widened > *removable {
+                    *removable = widened;
+                    grew = true;
+                }
+            }
+            if !grew {
+                break;
+            }
+        }
+        self.on_path = on_path;
+        self.held_on_path = held;
+    }
+
+    /// The CON-4 part of [`Bounds::possible`]: every candidate left that
+    /// `p` may rank better than with `on_path[d]` removed from its path's
+    /// slot at depth `d + 1` and nothing from the candidate's side.
+    fn con4_possible(
+        &self,
+        fs: &FairShare,
+        users: &Users,
+        p: &Preemptor,
+        taken: &[bool],
+        on_path: &[f64],
+        out: &mut Vec<usize>,
+    ) {
+        let typed = |g: Option<GpuTypeId>| p.spec.gpu_type.is_none_or(|t| Some(t) == g);
+        let w_over = p.tier == Tier::OverBudget;
+        let left = |i: &usize| !taken[*i];
         let removed_at = |s: Slot| on_path[fs.depth(s) as usize - 1];
         // The check is monotone in the candidate's size: per sibling of a
         // slot on p's path and kind it holds for the smallest candidates
@@ -451,7 +491,6 @@ impl Bounds {
             });
             out.extend(members[..n].iter().map(|m| m.2).filter(left));
         }
-        self.on_path = on_path;
     }
 }
 
