@@ -78,8 +78,13 @@ pub(crate) struct Bounds {
     /// gang only ranks worse after the swap, so it is refused too.
     refused: Vec<(RefusalKey, u32)>,
     /// Buffers of [`Bounds::build`] and [`Bounds::possible`].
-    /// (Key, normalised GPUs, candidate, weight) per member and ancestor.
+    /// (Key, normalised GPUs, candidate, weight) per member and ancestor:
+    /// this pass's, the last pass that built the runs', and sorted; and the
+    /// number of slots then.
+    runs_input: Vec<(RunKey, f64, usize, f64)>,
+    runs_last: Vec<(RunKey, f64, usize, f64)>,
     sort: Vec<(RunKey, f64, usize, f64)>,
+    runs_slots: usize,
     first: Vec<u32>,
     next: Vec<u32>,
     path: Vec<Slot>,
@@ -135,7 +140,6 @@ impl Bounds {
         self.built = false;
         self.kinds.clear();
         self.groups.clear();
-        self.runs.clear();
         self.members.clear();
         self.by_status.iter_mut().for_each(Vec::clear);
         self.count = 0;
@@ -203,18 +207,29 @@ impl Bounds {
 
     /// Fills [`Bounds::runs`]: every member once under each of its slot's
     /// ancestors but the root.
+    /// The runs depend only on this input, so a pass whose input is the
+    /// last pass's (no candidate started, stopped or changed status: most
+    /// passes of a busy cluster) keeps them without sorting again.
     fn build_runs(&mut self, fs: &FairShare) {
-        let sort = &mut self.sort;
-        sort.clear();
+        let input = &mut self.runs_input;
+        input.clear();
         for &(g, ng, i) in &self.members {
             let group = &self.groups[g as usize];
             let mut x = group.side.slot;
             while x != ROOT {
-                sort.push(((fs.parent(x), x, group.over, group.gpu), ng, i, group.weight));
+                input.push(((fs.parent(x), x, group.over, group.gpu), ng, i, group.weight));
                 x = fs.parent(x);
             }
         }
+        if self.runs_slots == fs.slots() && *input == self.runs_last {
+            return;
+        }
+        self.runs_slots = fs.slots();
+        self.runs_last.clone_from(input);
+        let sort = &mut self.sort;
+        sort.clone_from(input);
         sort.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        self.runs.clear();
         self.below_kind.clear();
         self.below_kind.extend(sort.iter().map(|e| (e.1, e.2)));
         for (at, &((parent, slot, over, gpu), _, _, weight)) in sort.iter().enumerate() {
