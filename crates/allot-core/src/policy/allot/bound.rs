@@ -300,8 +300,8 @@ impl Bounds {
     }
 
     fn may_find_now(&self, fs: &FairShare, users: &Users, p: &Preemptor) -> bool {
-        let typed = |g: Option<GpuTypeId>| p.spec.gpu_type.is_none_or(|t| Some(t) == g);
-        let w_over = p.tier == Tier::OverBudget;
+        let typed = |g: Option<GpuTypeId>| p.may_use(g);
+        let w_over = p.over();
         // BUD-2: an in-budget preemptor may preempt any over-budget candidate.
         if !w_over && self.kinds.iter().any(|&(over, g)| over && typed(g)) {
             return true;
@@ -364,6 +364,7 @@ impl Bounds {
     /// every victim it chooses is eligible with at most that removed, so
     /// it is in the set. Per sibling subtree and kind the check holds up to
     /// some size.
+    ///
     /// The preemptor's own workloads are never chosen (same account, so the
     /// same budget status, and CON-4 never swaps a user's own work) except
     /// under INT-1, and a lane preemptor may take any candidate of its GPU
@@ -393,9 +394,9 @@ impl Bounds {
         taken: &[bool],
         out: &mut Vec<usize>,
     ) {
-        let typed = |g: Option<GpuTypeId>| p.spec.gpu_type.is_none_or(|t| Some(t) == g);
+        let typed = |g: Option<GpuTypeId>| p.may_use(g);
         let lane = p.tier == Tier::Lane;
-        let w_over = p.tier == Tier::OverBudget;
+        let w_over = p.over();
         let left = |i: &usize| !taken[*i];
         let status = |s: usize| self.by_status[s].iter().filter(|(i, g)| typed(*g) && left(i)).map(|(i, _)| *i);
         if !w_over {
@@ -471,15 +472,13 @@ impl Bounds {
         on_path: &[f64],
         out: &mut Vec<usize>,
     ) {
-        let typed = |g: Option<GpuTypeId>| p.spec.gpu_type.is_none_or(|t| Some(t) == g);
-        let w_over = p.tier == Tier::OverBudget;
-        let left = |i: &usize| !taken[*i];
+        let (w_over, left) = (p.over(), |i: &usize| !taken[*i]);
         let removed_at = |s: Slot| on_path[fs.depth(s) as usize - 1];
         // The check is monotone in the candidate's size: per sibling of a
         // slot on p's path and kind it holds for the smallest candidates
         // below the sibling up to some size, found by bisection.
         for &a in &self.path {
-            for r in self.sibling_runs(fs, a, w_over, typed) {
+            for r in self.sibling_runs(fs, a, w_over, |g| p.may_use(g)) {
                 let below = &self.below_kind[r.from..r.to];
                 let n = match level_decides(fs, a, r.slot, w_over) {
                     Some(decided) => usize::from(decided) * below.len(),
@@ -496,7 +495,7 @@ impl Bounds {
         // Per group of p's own slot (users compared), likewise.
         for g in self.group_ids_in(p.side.slot) {
             let group = &self.groups[g];
-            if group.over != w_over || !typed(group.gpu) {
+            if group.over != w_over || !p.may_use(group.gpu) {
                 continue;
             }
             let side = Side { ng: ngpus(p.spec.gpus, group.weight), ..p.side };

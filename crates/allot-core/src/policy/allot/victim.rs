@@ -31,3 +31,16 @@ pub(crate) struct Preemptor<'s> {
     pub(crate) side: Side,
     pub(crate) tier: Tier,
 }
+
+impl Preemptor<'_> {
+    /// Whether it may run on GPUs of type `g` (any type unless it names one).
+    pub(crate) fn may_use(&self, g: Option<GpuTypeId>) -> bool {
+        self.spec.gpu_type.is_none_or(|t| Some(t) == g)
+    }
+
+    /// Whether it is over budget (BUD-1): it may then only preempt
+    /// over-budget work, under CON-4.
+    pub(crate) fn over(&self) -> bool {
+        self.tier == Tier::OverBudget
+    }
+}
