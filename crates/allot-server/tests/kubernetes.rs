@@ -284,13 +284,23 @@ async fn setup(test: &str, nodes: u32, min_slice: &str) -> (Fixture, Plane, Stri
     for i in 1..=nodes {
         p.node(test, &format!("{test}-{i}"), 8).await;
     }
-    // The policies take a moment to be enforced: a probe Job comes back suspended.
+    // The policies take a moment to be enforced, each on its own: a probe
+    // Job comes back suspended (K8S-1), and unsuspending it is refused to
+    // anyone but Allot (K8S-3).
     let api = p.jobs(&p.admin, &ns);
+    let unsuspend = Patch::Merge(json!({"spec": {"suspend": false}}));
     until(30, || async {
         let probe = job("probe", &format!("probe-{}", rand_suffix()), Some("org/a"), 1, 1, 1);
         let made = api.create(&PostParams::default(), &probe).await.ok()?;
-        let _ = api.delete(&made.name_any(), &DeleteParams::background()).await;
-        made.spec.and_then(|s| s.suspend).filter(|s| *s).map(|_| ())
+        let name = made.name_any();
+        let suspended = made.spec.and_then(|s| s.suspend) == Some(true);
+        let guarded = suspended
+            && api
+                .patch(&name, &PatchParams::default(), &unsuspend)
+                .await
+                .is_err_and(|e| e.to_string().contains("K8S-3: only Allot suspends or unsuspends"));
+        let _ = api.delete(&name, &DeleteParams::background()).await;
+        guarded.then_some(())
     })
     .await;
     let s = Server::start(&f.dir, &f.db.url);
