@@ -77,7 +77,6 @@ pub(crate) struct Bounds {
     /// does not depend on the preemptor's node count or class, and a larger
     /// gang only ranks worse after the swap, so it is refused too.
     refused: Vec<(RefusalKey, u32)>,
-    /// Buffers of [`Bounds::build`] and [`Bounds::possible`].
     /// (Key, normalised GPUs, candidate, weight) per member and ancestor:
     /// this pass's, the last pass that built the runs', and sorted; and the
     /// number of slots then.
@@ -85,12 +84,12 @@ pub(crate) struct Bounds {
     runs_last: Vec<(RunKey, f64, usize, f64)>,
     sort: Vec<(RunKey, f64, usize, f64)>,
     runs_slots: usize,
+    /// Buffers of [`Bounds::build`] and [`Bounds::possible`].
     first: Vec<u32>,
     next: Vec<u32>,
     path: Vec<Slot>,
     on_path: Vec<f64>,
     held_on_path: Vec<f64>,
-    out: Vec<usize>,
 }
 
 const NONE: u32 = u32::MAX;
@@ -369,23 +368,9 @@ impl Bounds {
     /// same budget status, and CON-4 never swaps a user's own work) except
     /// under INT-1, and a lane preemptor may take any candidate of its GPU
     /// type anyway.
+    ///
+    /// They are appended to `out`.
     pub(crate) fn possible(
-        &mut self,
-        fs: &FairShare,
-        users: &Users,
-        p: &Preemptor,
-        cands: &[Cand],
-        taken: &[bool],
-    ) -> &[usize] {
-        let mut out = std::mem::take(&mut self.out);
-        out.clear();
-        self.possible_into(fs, users, p, cands, taken, &mut out);
-        self.out = out;
-        &self.out
-    }
-
-    /// [`Bounds::possible`] into `out`.
-    fn possible_into(
         &mut self,
         fs: &FairShare,
         users: &Users,

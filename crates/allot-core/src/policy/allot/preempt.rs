@@ -297,7 +297,7 @@ impl Victims {
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         if may {
-            order.extend_from_slice(self.bounds.possible(fs, users, p, &self.cands, &self.taken));
+            self.bounds.possible(fs, users, p, &self.cands, &self.taken, &mut order);
         }
         self.room.copy_from(hyp);
         for &i in &order {
