@@ -385,13 +385,6 @@ async fn kubernetes_gang_admission_guards_and_reasons() {
     assert_eq!(pod.termination_grace_period_seconds, Some(GRACE_S));
     assert_eq!(spec.backoff_limit, Some(0), "the Job controller's retries are off");
 
-    // A user may not unsuspend it (nor may the admin: only Allot's identity).
-    let unsuspend = Patch::Merge(json!({"spec": {"suspend": false}}));
-    for (who, api) in [("alice", &alice), ("admin", &admin)] {
-        let err = api.patch("gang", &PatchParams::default(), &unsuspend).await.expect_err(who);
-        assert!(err.to_string().contains("K8S-3: only Allot suspends or unsuspends"), "{who}: {err}");
-    }
-
     // Allot admits it: every pod on the node its allocation names.
     let id = workload_of(&p, &ns, "gang").await;
     let v = until_state(&s, t, &id, "running", 60).await;
@@ -468,6 +461,17 @@ async fn kubernetes_gang_admission_guards_and_reasons() {
             .then_some(())
     })
     .await;
+
+    // A user may not unsuspend a waiting Job (nor may the admin: only
+    // Allot's identity). Checked on `later`, which cannot be admitted
+    // while `gang` holds both Nodes: a Job Allot may admit at any moment
+    // would let an unsuspend through as a no-op once Allot has admitted it.
+    let unsuspend = Patch::Merge(json!({"spec": {"suspend": false}}));
+    for (who, api) in [("alice", &alice), ("admin", &admin)] {
+        let err = api.patch("later", &PatchParams::default(), &unsuspend).await.expect_err(who);
+        assert!(err.to_string().contains("K8S-3: only Allot suspends or unsuspends"), "{who}: {err}");
+    }
+    assert_eq!(admin.get("later").await.unwrap().spec.unwrap().suspend, Some(true), "later still waits");
 
     // Deleting a Job cancels its workload; its GPUs go to the waiting one.
     alice.delete("gang", &DeleteParams::background()).await.unwrap();
