@@ -61,6 +61,11 @@ pub struct Contract {
     /// below its victim's after a CON-4 swap; 0 (the default): none.
     #[serde(default)]
     pub swap_margin: f64,
+    /// CON-12: a fair-share swap (CON-4) whose victims include one with its
+    /// next checkpoint expected within this many seconds waits for that
+    /// checkpoint, so the victim loses no progress; 0 (the default): off.
+    #[serde(default)]
+    pub checkpoint_wait: Time,
     /// CON-6: the time limit of work submitted without one, per class;
     /// `None` (the default): no limit.
     pub time_limit: PerClass<Option<Time>>,
@@ -111,6 +116,7 @@ impl Default for Contract {
             impact_weighting: false,
             keep_claims: false,
             swap_margin: 0.0,
+            checkpoint_wait: 0,
             time_limit: PerClass { batch: None, interactive: None, service: None },
             max_time_limit: PerClass { batch: None, interactive: None, service: None },
             idle_reclaim: PerClass { batch: None, interactive: Some(IdleReclaim::INTERACTIVE), service: None },

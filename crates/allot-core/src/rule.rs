@@ -73,6 +73,7 @@ rules! {
     IdleReclaim => "CON-9", "a workload whose GPUs stay below its class's idle threshold is warned, then stopped after grace and ended (not requeued)";
     SwapMargin => "CON-11", "with swap_margin = m > 0, CON-4 also needs the preemptor's side after the swap below (1 - m) x the victim's: ranks closer than that do not trade GPUs";
     ClaimKept => "CON-10", "with keep_claims = on, the GPUs a waiting workload preempted or claimed are kept for it until it starts: no other work starts on or claims them";
+    CheckpointWait => "CON-12", "with checkpoint_wait = W > 0, a fair-share swap (CON-4) whose victims include one with its next checkpoint due within W waits for that checkpoint and signals them just after it";
     Interactive => "INT-1", "interactive workloads within the lane limits preempt batch work past its slice at once";
     InteractiveLimit => "INT-2", "interactive workloads over the lane limits are rejected";
     ServiceNoSlice => "SVC-1", "services are not time-sliced and are charged continuously";
@@ -155,6 +156,9 @@ impl Rule {
             IdleReclaim => "Its GPUs stayed idle too long, so it was stopped.",
             ClaimKept => "GPUs being freed for it are kept for it until it starts.",
             SwapMargin => "Running work is stopped for it only when their shares differ by more than a margin.",
+            CheckpointWait => {
+                "Running work is stopped for it right after its next checkpoint, so none of that work is lost."
+            }
             Interactive => "Interactive work gets GPUs first.",
             InteractiveLimit => "It asks for more than interactive work may have.",
             ServiceNoSlice => "Services run without time slices.",

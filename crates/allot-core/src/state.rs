@@ -197,6 +197,21 @@ impl Holding {
         let p = now.saturating_sub(self.started).min(self.remaining);
         p - kept(p, self.checkpoint_s, self.reports, self.reported)
     }
+
+    /// CON-12: when this running workload's next checkpoint is expected,
+    /// if that is known and after `now`: its declared interval after its
+    /// last checkpoint (reported, CON-7, or by the interval, CON-3).
+    /// `None` when it saves on the signal (CON-8: a preemption loses
+    /// nothing anyway), declares no interval, or a reported checkpoint is
+    /// overdue, or its work ends first.
+    pub(crate) fn next_checkpoint(&self, now: Time) -> Option<Time> {
+        if self.on_signal || self.checkpoint_s == 0 {
+            return None;
+        }
+        let p = now.saturating_sub(self.started).min(self.remaining);
+        let next = self.started + kept(p, self.checkpoint_s, self.reports, self.reported) + self.checkpoint_s;
+        (next > now && next < self.started + self.remaining).then_some(next)
+    }
 }
 
 /// The full state.

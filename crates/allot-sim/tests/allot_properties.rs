@@ -459,10 +459,11 @@ struct Scenario {
     jobs: Vec<Job>,
     events: Vec<(u64, usize, u8)>,
     /// Impacts of the accounts (IMP-1, IMP-2; CON-4 among over-budget
-    /// work), CON-10 and CON-11.
+    /// work), CON-10, CON-11 and CON-12.
     impacts: [f64; 4],
     keep_claims: bool,
     swap_margin: f64,
+    checkpoint_wait: u64,
 }
 
 const ACCOUNTS: [&str; 4] = ["org/a", "org/b/x", "org/b/y", "lab"];
@@ -477,9 +478,24 @@ fn scenario() -> impl Strategy<Value = Scenario> {
     );
     let events = prop::collection::vec((0u64..8000, 0usize..12, 0u8..4), 0..4);
     let impacts = prop::array::uniform4(prop::sample::select(vec![1.0f64, 1.0, 3.0]));
-    let knobs = (impacts, any::<bool>(), prop::sample::select(vec![0.0f64, 0.2, 0.5]));
+    let knobs = (
+        impacts,
+        any::<bool>(),
+        prop::sample::select(vec![0.0f64, 0.2, 0.5]),
+        prop::sample::select(vec![0u64, 150, 600]),
+    );
     (pools, shares, budgets, prop::option::of(2u32..9), 0u64..1500, 0u64..300, jobs, events, knobs).prop_map(
-        |(pools, shares, budgets, service_cap, slice, grace, jobs, events, (impacts, keep_claims, swap_margin))| {
+        |(
+            pools,
+            shares,
+            budgets,
+            service_cap,
+            slice,
+            grace,
+            jobs,
+            events,
+            (impacts, keep_claims, swap_margin, checkpoint_wait),
+        )| {
             Scenario {
                 pools,
                 shares,
@@ -492,6 +508,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 impacts,
                 keep_claims,
                 swap_margin,
+                checkpoint_wait,
             }
         },
     )
@@ -520,6 +537,7 @@ fn build(s: &Scenario) -> (State, Vec<WorkloadSpec>, Vec<NodeEvent>) {
             c.interactive_max_duration = 2000;
             c.keep_claims = s.keep_claims;
             c.swap_margin = s.swap_margin;
+            c.checkpoint_wait = s.checkpoint_wait;
         })
         .build();
     let mut specs = Vec::new();

@@ -302,6 +302,7 @@ fn raw_of(out: &ConfigOut, gpu_types: BTreeMap<String, Spanned<f64>>) -> RawConf
             impact_weighting: c.impact_weighting.then(|| at("on".to_string())),
             keep_claims: c.keep_claims.then(|| at("on".to_string())),
             swap_margin: (c.swap_margin > 0.0).then(|| at(c.swap_margin)),
+            checkpoint_wait: (c.checkpoint_wait > 0).then(|| at(Secs(c.checkpoint_wait))),
             time_limit: per_class(&c.time_limit),
             max_time_limit: per_class(&c.max_time_limit),
             idle_threshold: Some(RawPerClassF {
@@ -427,6 +428,8 @@ struct RawContract {
     keep_claims: Option<Spanned<String>>,
     /// CON-11: 0 (default) to 0.9.
     swap_margin: Option<Spanned<f64>>,
+    /// CON-12: 0 (default, off) or how long a swap waits for a checkpoint.
+    checkpoint_wait: Option<Spanned<Secs>>,
     /// CON-6: default time limit per class (none by default).
     time_limit: Option<RawPerClass>,
     /// CON-6: largest time limit per class (none by default).
@@ -1162,6 +1165,7 @@ fn build_contract(ctx: &Ctx<'_>, raw: &RawContract) -> Result<Contract, FormatEr
         c.min_slice.service = secs("min_slice.service", &m.service, wait, c.min_slice.service)?;
     }
     c.grace = secs("grace", &raw.grace, wait, c.grace)?;
+    c.checkpoint_wait = secs("checkpoint_wait", &raw.checkpoint_wait, wait, c.checkpoint_wait)?;
     for (key, raw, out) in [
         ("time_limit", &raw.time_limit, &mut c.time_limit),
         ("max_time_limit", &raw.max_time_limit, &mut c.max_time_limit),

@@ -474,6 +474,10 @@ fn write_contract<W: Write>(w: &mut W, c: &Contract) -> io::Result<()> {
     if c.swap_margin > 0.0 {
         writeln!(w, "swap_margin = {}", c.swap_margin)?;
     }
+    // Written only when set, so configs without it are unchanged (CON-12).
+    if c.checkpoint_wait > 0 {
+        writeln!(w, "checkpoint_wait = {}", d(c.checkpoint_wait))?;
+    }
     // Written only when on, so configs without it are unchanged (CON-10).
     if c.keep_claims {
         writeln!(w, "keep_claims = \"on\"")?;

@@ -567,9 +567,10 @@ struct Scenario {
     restarts: Vec<u64>,
     adopt: bool,
     snapshot_every: u64,
-    /// CON-10 and CON-11.
+    /// CON-10, CON-11 and CON-12.
     keep_claims: bool,
     swap_margin: f64,
+    checkpoint_wait: u64,
 }
 
 fn scenario() -> impl Strategy<Value = Scenario> {
@@ -587,7 +588,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         prop::collection::vec(0u64..5000, 0..3),
         prop::bool::weighted(0.7),
         prop::sample::select(vec![0u64, 3, 20]),
-        (any::<bool>(), prop::sample::select(vec![0.0f64, 0.3])),
+        (any::<bool>(), prop::sample::select(vec![0.0f64, 0.3]), prop::sample::select(vec![0u64, 0, 200])),
     );
     (pools, 0u64..120, prop::sample::select(vec![0u64, 300, 1800]), jobs, events, requests, 0u8..3, restarts).prop_map(
         |(pools, grace, slice, jobs, events, requests, policy, (restarts, adopt, snapshot_every, knobs))| Scenario {
@@ -603,6 +604,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
             snapshot_every,
             keep_claims: knobs.0,
             swap_margin: knobs.1,
+            checkpoint_wait: knobs.2,
         },
     )
 }
@@ -626,6 +628,7 @@ fn build(s: &Scenario) -> Case {
             c.idle_reclaim.batch = Some(allot_core::IdleReclaim { after: 900, ..idle });
             c.keep_claims = s.keep_claims;
             c.swap_margin = s.swap_margin;
+            c.checkpoint_wait = s.checkpoint_wait;
         })
         .build();
     let accounts = ["org/a", "org/b/x", "org/c"];

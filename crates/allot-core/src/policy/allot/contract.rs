@@ -4,7 +4,7 @@
 use crate::Time;
 use crate::account::AccountId;
 use crate::rule::{Reason, Rule};
-use crate::state::State;
+use crate::state::{Holding, State};
 use crate::words::count;
 use crate::workload::{Class, Phase, WorkloadSpec};
 
@@ -87,9 +87,21 @@ pub(crate) fn slice_end(state: &State, w: crate::workload::WorkloadId) -> Option
     Some(run.started? + state.contract.min_slice.get(spec.class))
 }
 
+/// CON-12: when running batch work `h` has its next checkpoint, if that is
+/// due within the contract's `checkpoint_wait` of `now` (never when that
+/// is 0).
+pub(crate) fn checkpoint_due(state: &State, now: Time, h: &Holding) -> Option<Time> {
+    let wait = state.contract.checkpoint_wait;
+    if wait == 0 || h.phase != Phase::Running || h.class != Class::Batch {
+        return None;
+    }
+    h.next_checkpoint(now).filter(|&t| t <= now + wait)
+}
+
 /// The next time after `now` a time-based condition may change decisions
 /// while work waits: a slice ending (CON-1), a grace ending (CON-2), a
-/// budget period rolling over or an account reaching its budget (BUD-1).
+/// budget period rolling over or an account reaching its budget (BUD-1),
+/// a checkpoint a fair-share swap waits for (CON-12).
 pub(crate) fn next_wakeup(state: &State, now: Time) -> Option<Time> {
     if state.pending.is_empty() {
         return None;
@@ -107,6 +119,12 @@ pub(crate) fn next_wakeup(state: &State, now: Time) -> Option<Time> {
             consider(h.started + slice);
         }
         if let Some(t) = h.stop_at {
+            consider(t);
+        }
+        // CON-12: only work past its slice can be a swap's victim.
+        if h.started + slice <= now
+            && let Some(t) = checkpoint_due(state, now, h)
+        {
             consider(t);
         }
     }

@@ -270,6 +270,23 @@ fn acted(state: &State, w: WorkloadId, outcome: &Outcome, now: Time) -> Reason {
             Reason::new(rule, format!("preempting {} for it; starts when their grace ends at t={end}", ids.join(", ")))
                 .led_by("Running work is being stopped to make room for it.")
         }
+        Outcome::AwaitsCheckpoint(victims, t) => {
+            let ids: Vec<&str> = victims.iter().map(|v| state.spec(*v).id.as_str()).collect();
+            let c = &state.contract;
+            Reason::new(
+                Rule::CheckpointWait,
+                format!(
+                    "preempts {} for it just after their checkpoint at t={t} (checkpoint_wait {} s); starts when \
+                     their grace ends at t={}",
+                    ids.join(", "),
+                    c.checkpoint_wait,
+                    t + c.grace
+                ),
+            )
+            .led_by(
+                "Running work will be stopped for it right after that work saves a checkpoint, so none of it is lost.",
+            )
+        }
         Outcome::Rejected(r) => r.clone(),
         Outcome::ServiceCap(a, held, cap) => Reason::new(
             Rule::ServiceCap,

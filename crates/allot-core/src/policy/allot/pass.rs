@@ -59,6 +59,9 @@ pub(crate) enum Outcome {
     Claimed(Allocation),
     /// Preempted victims for it.
     Preempting(Vec<(WorkloadId, Rule)>),
+    /// CON-12: would preempt these victims, and waits for the checkpoint
+    /// one of them has due (the latest such instant).
+    AwaitsCheckpoint(Vec<WorkloadId>, Time),
     Rejected(Reason),
     /// SVC-2: (account, service GPUs held, cap).
     ServiceCap(AccountId, u32, u32),
@@ -407,8 +410,8 @@ impl<'a> Pass<'a> {
                 None => self.hyp_fails.record(spec, 0),
             }
         }
-        if let Some(victims) = self.preempt(w, u, tier, q) {
-            return Outcome::Preempting(victims);
+        if let Some(outcome) = self.preempt(w, u, tier, q) {
+            return outcome;
         }
         let probing = self.probe == Probe::All;
         let fail = probing.then(|| diagnose(&state.cluster, &self.free, spec, &|_| true));
@@ -485,8 +488,9 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Chooses and preempts victims for `w` (CON-5), or `None`.
-    fn preempt(&mut self, w: WorkloadId, u: u32, tier: Tier, q: &mut Queue) -> Option<Vec<(WorkloadId, Rule)>> {
+    /// Chooses and preempts victims for `w` (CON-5), or waits for a
+    /// checkpoint one of them has due (CON-12); `None` if there are none.
+    fn preempt(&mut self, w: WorkloadId, u: u32, tier: Tier, q: &mut Queue) -> Option<Outcome> {
         let state = self.state;
         let spec = state.spec(w);
         let slot = self.fs.slot(spec.account);
@@ -498,7 +502,23 @@ impl<'a> Pass<'a> {
             self.search_fails.record(&p);
             return None;
         };
-        Some(self.apply(&p, found, q))
+        // CON-12: a swap waits for a checkpoint its victims have due; they
+        // are held for it in this pass (no other preemptor takes them), and
+        // the pass wakes at the checkpoint.
+        let due = found
+            .victims
+            .iter()
+            .filter(|(_, rule)| *rule == Rule::NoPingPong)
+            .filter_map(|&(i, _)| self.victims.cands[i].checkpoint_due)
+            .max();
+        if let Some(t) = due {
+            let held: Vec<WorkloadId> = found.victims.iter().map(|&(i, _)| self.victims.cands[i].w).collect();
+            for &(i, _) in &found.victims {
+                self.victims.take(i);
+            }
+            return Some(Outcome::AwaitsCheckpoint(held, t));
+        }
+        Some(Outcome::Preempting(self.apply(&p, found, q)))
     }
 
     fn apply(&mut self, p: &Preemptor, found: Found, q: &mut Queue) -> Vec<(WorkloadId, Rule)> {

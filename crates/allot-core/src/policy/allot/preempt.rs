@@ -1,5 +1,5 @@
 //! Choosing victims for a waiting workload (rules BUD-2, CON-1, CON-4,
-//! CON-5, IMP-2, INT-1, SVC-1; see `docs/contract.md`, `docs/impact.md`).
+//! CON-5, CON-12, IMP-2, INT-1, SVC-1; see `docs/contract.md`, `docs/impact.md`).
 //!
 //! Candidates are built once per pass: running (not stopping) workloads that
 //! are not services (SVC-1) and that some waiting workload may ever preempt
@@ -26,6 +26,11 @@
 //!   * CON-4: W ranks strictly better than V after the swap: at the level
 //!     where their slots diverge, or between their users in one slot; a
 //!     user's own workloads never preempt each other.
+//!
+//! CON-12: with `checkpoint_wait` on, a preemption whose chosen set has a
+//! CON-4 victim with a checkpoint due within it waits for that checkpoint
+//! (the pass wakes then, [`super::contract::next_wakeup`]): its victims
+//! are held for it in this pass, and none is signalled before.
 
 use std::cmp::Reverse;
 
@@ -38,6 +43,7 @@ use crate::workload::{Class, Phase, WorkloadId, WorkloadSpec};
 
 use super::bound::Bounds;
 use super::budget::Budgets;
+use super::contract::checkpoint_due;
 use super::fairshare::{FairShare, Removed, Share, Side, Slot, Users, better_after_swap, ngpus};
 use super::rank::Tier;
 pub(crate) use super::victim::{Cand, Preemptor};
@@ -135,6 +141,7 @@ impl Victims {
                 over,
                 class: h.class,
                 slice_ok,
+                checkpoint_due: checkpoint_due(state, now, h),
                 gpu: Some(h.gpu),
                 cluster,
                 weight: h.weight,

@@ -2,6 +2,7 @@
 //! preemptor, as value types the search ([`super::preempt`]) and its bounds
 //! ([`super::bound`]) both read.
 
+use crate::Time;
 use crate::cluster::GpuTypeId;
 use crate::workload::{Class, WorkloadId, WorkloadSpec};
 
@@ -16,6 +17,10 @@ pub(crate) struct Cand {
     pub(crate) over: bool,
     pub(crate) class: Class,
     pub(crate) slice_ok: bool,
+    /// CON-12: when its next checkpoint is due, if within
+    /// `checkpoint_wait`: a fair-share swap (CON-4) that chooses it waits
+    /// for that checkpoint.
+    pub(crate) checkpoint_due: Option<Time>,
     pub(crate) gpu: Option<GpuTypeId>,
     /// The cluster of the fleet it runs on (FLEET-1).
     pub(crate) cluster: crate::cluster::ClusterId,
