@@ -96,8 +96,8 @@ step_done 5
 cat "$out/sweep-checkpoints.md"
 
 # 6. Preemption overhead (docs/results.md, "Preemption overhead"): the swap
-#    margin (CON-11) as a curve on the fleet, the Ai2-like lab and Philly,
-#    and kept claims (CON-10) on the fleet. Each --vary run also holds the
+#    margin (CON-11) and the checkpoint wait (CON-12) as curves on the fleet,
+#    the Ai2-like lab and Philly, and kept claims (CON-10) on the fleet. Each --vary run also holds the
 #    base contract's column, so each curve is measured in one sitting.
 $allot compare --scenario ai2-fleet --gpus 1024 --days 7 --until 7d --seeds 3 --policies allot \
   --vary contract.swap_margin=0.1,0.2,0.35,0.5,0.65 --out "$out/fleet-swap-margin"
@@ -107,4 +107,13 @@ $allot compare --scenario ai2 --gpus 1024 --days 30 --seeds 3 --policies allot \
   --vary contract.swap_margin=0.2,0.35,0.5 --out "$out/ai2-swap-margin"
 $allot compare --config "$out/philly.toml" --trace "$out/philly.csv" --policies allot \
   --vary contract.swap_margin=0.2,0.35,0.5 --out "$out/philly-swap-margin"
+# 6b. Swaps that wait for a due checkpoint (CON-12), alone and with a margin.
+$allot compare --scenario ai2-fleet --gpus 1024 --days 7 --until 7d --seeds 3 --policies allot \
+  --vary contract.checkpoint_wait=10m,30m --out "$out/fleet-checkpoint-wait"
+$allot compare --scenario ai2-fleet --gpus 1024 --days 7 --until 7d --seeds 3 --policies allot \
+  --vary contract.checkpoint_wait=30m --vary contract.swap_margin=0.2,0.35 --out "$out/fleet-checkpoint-wait-margin"
+$allot compare --scenario ai2 --gpus 1024 --days 30 --seeds 3 --policies allot \
+  --vary contract.checkpoint_wait=10m,30m --out "$out/ai2-checkpoint-wait"
+$allot compare --config "$out/philly.toml" --trace "$out/philly.csv" --policies allot \
+  --vary contract.checkpoint_wait=10m,30m --out "$out/philly-checkpoint-wait"
 step_done 6

@@ -62,8 +62,9 @@ pub struct Contract {
     #[serde(default)]
     pub swap_margin: f64,
     /// CON-12: a fair-share swap (CON-4) whose victims include one with its
-    /// next checkpoint expected within this many seconds waits for that
-    /// checkpoint, so the victim loses no progress; 0 (the default): off.
+    /// next checkpoint expected within this many seconds (and sooner than
+    /// the progress it would lose) waits for that checkpoint; 0 (the
+    /// default): off.
     #[serde(default)]
     pub checkpoint_wait: Time,
     /// CON-6: the time limit of work submitted without one, per class;

@@ -73,7 +73,7 @@ rules! {
     IdleReclaim => "CON-9", "a workload whose GPUs stay below its class's idle threshold is warned, then stopped after grace and ended (not requeued)";
     SwapMargin => "CON-11", "with swap_margin = m > 0, CON-4 also needs the preemptor's side after the swap below (1 - m) x the victim's: ranks closer than that do not trade GPUs";
     ClaimKept => "CON-10", "with keep_claims = on, the GPUs a waiting workload preempted or claimed are kept for it until it starts: no other work starts on or claims them";
-    CheckpointWait => "CON-12", "with checkpoint_wait = W > 0, a fair-share swap (CON-4) whose victims include one with its next checkpoint due within W waits for that checkpoint and signals them just after it";
+    CheckpointWait => "CON-12", "with checkpoint_wait = W > 0, a fair-share swap (CON-4) whose victims include one with its next checkpoint due within W, and sooner than the progress it would lose, waits for that checkpoint";
     Interactive => "INT-1", "interactive workloads within the lane limits preempt batch work past its slice at once";
     InteractiveLimit => "INT-2", "interactive workloads over the lane limits are rejected";
     ServiceNoSlice => "SVC-1", "services are not time-sliced and are charged continuously";

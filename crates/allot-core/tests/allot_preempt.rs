@@ -335,15 +335,15 @@ fn a_swap_margin_keeps_close_ranks_from_trading_gpus() {
 }
 
 /// CON-12: org/a (far above its share: 2,000 GPU-hours of earlier use, a
-/// ninth of org/b's share)
-/// starts the 8-GPU `a` at T0; it checkpoints every 3,000 s of progress.
-/// org/b's `b` waits for the whole node. At the slice end (T0 + 7,200) a
-/// swap is due (CON-4), and `a`'s next checkpoint is 1,800 s away: a
-/// `checkpoint_wait` shorter than that signals it at once (1,200 s of
-/// progress lost); one that covers it waits (and `b` is told why), wakes
-/// the pass at the checkpoint and signals it then, losing nothing. Work
-/// that saves on the signal (CON-8) or declares no interval is never
-/// waited for.
+/// ninth of org/b's share) starts the 8-GPU `a` at T0; it checkpoints every
+/// 4,000 s of progress. org/b's `b` waits for the whole node. At the slice
+/// end (T0 + 7,200) a swap is due (CON-4); `a` would lose 3,200 s and its
+/// next checkpoint is 800 s away. A `checkpoint_wait` shorter than that
+/// signals it at once; one that covers it waits (and `b` is told why)
+/// until the first periodic pass after the checkpoint, which signals it
+/// with 10 s unsaved. Work that saves on the signal (CON-8) or declares no
+/// interval is never waited for, nor is work that would wait longer than
+/// it saves (a 5,000 s interval: 2,800 s away, 2,200 s unsaved).
 #[test]
 fn a_swap_waits_for_a_checkpoint_due_within_checkpoint_wait() {
     struct Case {
@@ -356,11 +356,12 @@ fn a_swap_waits_for_a_checkpoint_due_within_checkpoint_wait() {
         lost: u64,
     }
     let cases = [
-        Case { name: "off", wait: 0, checkpoint: 3000, on_signal: false, signalled_at: SLICE, lost: 1200 },
-        Case { name: "too far", wait: 1799, checkpoint: 3000, on_signal: false, signalled_at: SLICE, lost: 1200 },
-        Case { name: "due", wait: 1800, checkpoint: 3000, on_signal: false, signalled_at: 9000, lost: 0 },
-        Case { name: "no interval", wait: 1800, checkpoint: 0, on_signal: false, signalled_at: SLICE, lost: SLICE },
-        Case { name: "saves on signal", wait: 1800, checkpoint: 3000, on_signal: true, signalled_at: SLICE, lost: 0 },
+        Case { name: "off", wait: 0, checkpoint: 4000, on_signal: false, signalled_at: SLICE, lost: 3200 },
+        Case { name: "too far", wait: 799, checkpoint: 4000, on_signal: false, signalled_at: SLICE, lost: 3200 },
+        Case { name: "due", wait: 800, checkpoint: 4000, on_signal: false, signalled_at: 8010, lost: 10 },
+        Case { name: "saves less", wait: 3600, checkpoint: 5000, on_signal: false, signalled_at: SLICE, lost: 2200 },
+        Case { name: "no interval", wait: 800, checkpoint: 0, on_signal: false, signalled_at: SLICE, lost: SLICE },
+        Case { name: "saves on signal", wait: 800, checkpoint: 4000, on_signal: true, signalled_at: SLICE, lost: 0 },
     ];
     const T0: u64 = 900_000;
     for c in cases {
@@ -378,6 +379,8 @@ fn a_swap_waits_for_a_checkpoint_due_within_checkpoint_wait() {
         let a = state.submit(spec);
         pass(&mut p, &mut state, T0);
         let b = sub(&mut state, "b", "org/b", 8, T0 + 10);
+        // Passes every scheduling_interval while work waits, as the engine runs them.
+        let every = state.contract.scheduling_interval;
         let mut at = T0 + SLICE;
         let d = loop {
             let d = pass(&mut p, &mut state, at);
@@ -386,12 +389,12 @@ fn a_swap_waits_for_a_checkpoint_due_within_checkpoint_wait() {
             }
             let why = p.explain(&state, b, at);
             assert_eq!(why.rule, Rule::CheckpointWait, "{}: {why}", c.name);
-            let at_checkpoint = format!("preempts a for it just after their checkpoint at t={}", T0 + 9000);
+            let at_checkpoint = format!("preempts a for it just after their checkpoint at t={}", T0 + 8000);
             assert!(why.detail.contains(&at_checkpoint), "{}: {why}", c.name);
             let lead = why.situation.as_deref().unwrap_or_default();
             assert!(lead.contains("right after that work saves a checkpoint"), "{}: {why}", c.name);
-            at = p.next_wakeup(&state, at).unwrap_or_else(|| panic!("{}: no wake-up at {at}", c.name));
-            assert!(at <= T0 + 9000, "{}: woke at {at}", c.name);
+            at += every;
+            assert!(at <= T0 + 8000 + every, "{}: still waiting at {at}", c.name);
         };
         assert_eq!(preempted(&state, &d), [("a".into(), "b".into(), Rule::NoPingPong)], "{}", c.name);
         assert_eq!(at - T0, c.signalled_at, "{}", c.name);
@@ -402,8 +405,8 @@ fn a_swap_waits_for_a_checkpoint_due_within_checkpoint_wait() {
 }
 
 /// CON-12 changes when a victim is signalled, never which: org/a runs `a`
-/// (checkpoint due 1,800 s after the slice end) and `e` (no checkpoints,
-/// so a preemption would lose all its 7,200 s). CON-5 chooses `a`, the
+/// (checkpoint due 800 s after the slice end, 3,200 s unsaved) and `e` (no
+/// checkpoints, so a preemption would lose all its 7,200 s). CON-5 chooses `a`, the
 /// one that loses least; the swap waits for its checkpoint rather than
 /// stopping `e`, and holds `a` for `b` in each pass meanwhile, so `c`
 /// (org/c, ranked after `b`) takes `e` instead of it.
@@ -419,7 +422,7 @@ fn a_swap_that_waits_for_a_checkpoint_keeps_its_victim_and_holds_it() {
         .build();
     charge(&mut state, "org/a", 16, 0, 4000.0);
     let mut p = AllotPolicy::new();
-    sub_wl(&mut state, Wl::new("a").account("org/a").gpus(8).submit(T0).work(100_000).checkpoint(3000));
+    sub_wl(&mut state, Wl::new("a").account("org/a").gpus(8).submit(T0).work(100_000).checkpoint(4000));
     sub_wl(&mut state, Wl::new("e").account("org/a").gpus(8).submit(T0).work(100_000));
     pass(&mut p, &mut state, T0);
     sub(&mut state, "b", "org/b", 8, T0 + 10);
@@ -432,9 +435,9 @@ fn a_swap_that_waits_for_a_checkpoint_keeps_its_victim_and_holds_it() {
     let d = pass(&mut p, &mut state, T0 + SLICE + 60 + GRACE);
     // The GPUs e released go to the better-ranked b (CON-10 is off).
     assert_eq!(started(&state, &d), ["b"]);
-    // At a's checkpoint c's swap has nothing to wait for, and a loses nothing.
-    let d = pass(&mut p, &mut state, T0 + 9000);
+    // Just after a's checkpoint c's swap has nothing to wait for.
+    let d = pass(&mut p, &mut state, T0 + 8010);
     assert_eq!(preempted(&state, &d), [("a".into(), "c".into(), Rule::NoPingPong)]);
     let a = state.running.iter().copied().find(|w| state.spec(*w).id == "a").unwrap();
-    assert_eq!(state.run(a).unsaved_progress(state.spec(a), T0 + 9000), 0);
+    assert_eq!(state.run(a).unsaved_progress(state.spec(a), T0 + 8010), 10);
 }

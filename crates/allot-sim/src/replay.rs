@@ -323,8 +323,8 @@ impl Recorder<'_> {
 
 #[cfg(test)]
 mod tests {
+    use allot_core::PolicyKind;
     use allot_core::engine::{Engine, SnapshotOf};
-    use allot_core::{Policy, PolicyKind};
     use allot_testkit::StateBuilder;
 
     use super::{SNAPSHOT_FORMAT, decode, encode};

@@ -87,21 +87,27 @@ pub(crate) fn slice_end(state: &State, w: crate::workload::WorkloadId) -> Option
     Some(run.started? + state.contract.min_slice.get(spec.class))
 }
 
-/// CON-12: when running batch work `h` has its next checkpoint, if that is
-/// due within the contract's `checkpoint_wait` of `now` (never when that
-/// is 0).
+/// CON-12: when running batch work `h` has its next checkpoint, if a swap
+/// waits for it: it is due within the contract's `checkpoint_wait` of
+/// `now` (never when that is 0), and sooner than the progress a stop now
+/// would lose (so a wait never costs more time than it saves, and work
+/// just past a checkpoint is never waited for).
 pub(crate) fn checkpoint_due(state: &State, now: Time, h: &Holding) -> Option<Time> {
     let wait = state.contract.checkpoint_wait;
     if wait == 0 || h.phase != Phase::Running || h.class != Class::Batch {
         return None;
     }
-    h.next_checkpoint(now).filter(|&t| t <= now + wait)
+    let next = h.next_checkpoint(now)?;
+    (next - now <= wait && next - now < h.unsaved_progress(now)).then_some(next)
 }
 
 /// The next time after `now` a time-based condition may change decisions
 /// while work waits: a slice ending (CON-1), a grace ending (CON-2), a
-/// budget period rolling over or an account reaching its budget (BUD-1),
-/// a checkpoint a fair-share swap waits for (CON-12).
+/// budget period rolling over or an account reaching its budget (BUD-1).
+/// (A swap that waits for a checkpoint, CON-12, is made at the first
+/// periodic pass after it: a wake-up at every due checkpoint of every
+/// running workload made replays several times slower for no more than
+/// `scheduling_interval` of progress saved.)
 pub(crate) fn next_wakeup(state: &State, now: Time) -> Option<Time> {
     if state.pending.is_empty() {
         return None;
@@ -119,12 +125,6 @@ pub(crate) fn next_wakeup(state: &State, now: Time) -> Option<Time> {
             consider(h.started + slice);
         }
         if let Some(t) = h.stop_at {
-            consider(t);
-        }
-        // CON-12: only work past its slice can be a swap's victim.
-        if h.started + slice <= now
-            && let Some(t) = checkpoint_due(state, now, h)
-        {
             consider(t);
         }
     }

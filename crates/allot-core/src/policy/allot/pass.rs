@@ -504,7 +504,7 @@ impl<'a> Pass<'a> {
         };
         // CON-12: a swap waits for a checkpoint its victims have due; they
         // are held for it in this pass (no other preemptor takes them), and
-        // the pass wakes at the checkpoint.
+        // the first periodic pass after the checkpoint decides afresh.
         let due = found
             .victims
             .iter()

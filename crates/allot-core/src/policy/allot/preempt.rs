@@ -28,9 +28,10 @@
 //!     user's own workloads never preempt each other.
 //!
 //! CON-12: with `checkpoint_wait` on, a preemption whose chosen set has a
-//! CON-4 victim with a checkpoint due within it waits for that checkpoint
-//! (the pass wakes then, [`super::contract::next_wakeup`]): its victims
-//! are held for it in this pass, and none is signalled before.
+//! CON-4 victim with a checkpoint due ([`super::contract::checkpoint_due`])
+//! waits for that checkpoint: its victims are held for it in this pass,
+//! none is signalled, and the first periodic pass after the checkpoint
+//! decides afresh.
 
 use std::cmp::Reverse;
 

@@ -17,9 +17,8 @@ pub(crate) struct Cand {
     pub(crate) over: bool,
     pub(crate) class: Class,
     pub(crate) slice_ok: bool,
-    /// CON-12: when its next checkpoint is due, if within
-    /// `checkpoint_wait`: a fair-share swap (CON-4) that chooses it waits
-    /// for that checkpoint.
+    /// CON-12: when its next checkpoint is due, if a fair-share swap (CON-4)
+    /// that chooses it waits for that checkpoint.
     pub(crate) checkpoint_due: Option<Time>,
     pub(crate) gpu: Option<GpuTypeId>,
     /// The cluster of the fleet it runs on (FLEET-1).
