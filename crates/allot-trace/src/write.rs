@@ -636,7 +636,7 @@ mod tests {
                 },
                 AccountOut { path: "org/a/p".into(), ..Default::default() },
             ],
-            contract: Contract::default(),
+            contract: Contract { checkpoint_wait: 1800, ..Contract::default() },
             assumed: vec!["every batch job checkpoints \"hourly\"".into()],
         };
         let mut out = Vec::new();
@@ -649,6 +649,8 @@ mod tests {
         assert!(v["accounts"][1].get("legacy_pools").is_none());
         assert_eq!(v["contract"]["min_slice"]["batch"].as_str(), Some("2h"));
         assert_eq!(v["contract"]["budget_period"].as_str(), Some("7d"));
+        assert_eq!(v["contract"]["checkpoint_wait"].as_str(), Some("30m"));
+        assert!(v["contract"].get("swap_margin").is_none(), "written only when set");
         assert_eq!(v["provenance"]["assumed"][0].as_str(), Some("every batch job checkpoints \"hourly\""));
     }
 }

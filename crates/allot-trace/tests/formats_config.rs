@@ -58,7 +58,7 @@ fn fixture_loads_with_weights_racks_and_legacy_pools() {
 #[test]
 fn contract_keys_override_defaults_one_by_one() {
     let d = Contract::default();
-    let cases: [(&str, &str, Contract); 18] = [
+    let cases: [(&str, &str, Contract); 20] = [
         (
             "alert thresholds",
             "budget_alerts = [1.0, 0.5, 0.9]",
@@ -111,6 +111,8 @@ fn contract_keys_override_defaults_one_by_one() {
         ("impact weighting off", "impact_weighting = \"off\"", Contract { impact_weighting: false, ..d }),
         ("kept claims on (CON-10)", "keep_claims = \"on\"", Contract { keep_claims: true, ..d }),
         ("kept claims off", "keep_claims = \"off\"", Contract { keep_claims: false, ..d }),
+        ("checkpoint wait (CON-12)", "checkpoint_wait = \"30m\"", Contract { checkpoint_wait: 1800, ..d }),
+        ("checkpoint wait off", "checkpoint_wait = 0", Contract { checkpoint_wait: 0, ..d }),
         (
             "idle reclaim on for batch, off for interactive (CON-9)",
             "idle_threshold = { batch = 0.02, interactive = 0 }\nidle_after = { batch = \"4h\" }",
@@ -272,6 +274,13 @@ fn bad_configs_name_file_line_and_key() {
             Some(11),
             "contract.keep_claims",
             "unknown keep_claims \"yes\" (use off or on)",
+        ),
+        (
+            "checkpoint_wait not a duration",
+            "[contract]\ncheckpoint_wait = \"soon\"\n",
+            Some(11),
+            "contract.checkpoint_wait",
+            "invalid duration \"soon\"",
         ),
         (
             "impact_weighting not a string",
