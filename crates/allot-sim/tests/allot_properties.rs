@@ -485,17 +485,8 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         prop::sample::select(vec![0u64, 150, 600]),
     );
     (pools, shares, budgets, prop::option::of(2u32..9), 0u64..1500, 0u64..300, jobs, events, knobs).prop_map(
-        |(
-            pools,
-            shares,
-            budgets,
-            service_cap,
-            slice,
-            grace,
-            jobs,
-            events,
-            (impacts, keep_claims, swap_margin, checkpoint_wait),
-        )| {
+        |(pools, shares, budgets, service_cap, slice, grace, jobs, events, knobs)| {
+            let (impacts, keep_claims, swap_margin, checkpoint_wait) = knobs;
             Scenario {
                 pools,
                 shares,
