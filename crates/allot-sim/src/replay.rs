@@ -174,8 +174,9 @@ impl<'p, 'a> Replayer<'p, 'a> {
 /// The layout of a snapshot's engine and memory, written first in every
 /// snapshot. The encoding names no fields, so a field added to the state
 /// (a contract option, say) would read an older snapshot shifted, without
-/// an error: a snapshot of another layout is refused instead, and recovery
-/// replays the journal. Raise it whenever a type in a snapshot changes.
+/// an error: a snapshot of another layout is refused instead (recovery
+/// then rebuilds the engine from the store's rows, as for a store without
+/// a journal). Raise it whenever a type in a snapshot changes.
 /// (Snapshots written before the tag begin with the policy name's length,
 /// a small number, never this one.)
 pub const SNAPSHOT_FORMAT: u32 = 0x5A_0001;
